@@ -1,0 +1,96 @@
+"""envelope: the JSON envelope streaming protocol codec (spec ``spec/envelope-v1.md``).
+
+Re-exports only. ``__all__`` is the public API; the README lists the same names and a
+test compares the two.
+"""
+
+from __future__ import annotations
+
+from ._decoder import DONE_DATA, RawLine, StreamReader, decode
+from ._encoder import CitationData, Emitter, ImageRef, OversizeLine, chunk, encode
+from ._errors import (
+    DecodeError,
+    EncodeError,
+    EnvelopeError,
+    MigrationError,
+    OversizeError,
+    Position,
+    SequenceError,
+    ValidationError,
+)
+from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES
+from ._reconstruct import Block, Reconstructor, Transcript, reconstruct
+from ._sse import DONE, SSEEvent, SSEReader, frame
+from ._types import (
+    ENVELOPE_TYPES,
+    AwaitingFrontendTools,
+    BlockKey,
+    BufferedType,
+    Citation,
+    Envelope,
+    EnvelopeType,
+    Error,
+    MetaFiles,
+    MetaFinal,
+    MetaInit,
+    ServerToolCall,
+    ServerToolResult,
+    StreamedType,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    ToolResultImage,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_LINE_BYTES",
+    "DONE",
+    "DONE_DATA",
+    "ENVELOPE_TYPES",
+    "AwaitingFrontendTools",
+    "Block",
+    "BlockKey",
+    "BufferedType",
+    "Citation",
+    "CitationData",
+    "DecodeError",
+    "Emitter",
+    "EncodeError",
+    "Envelope",
+    "EnvelopeError",
+    "EnvelopeType",
+    "Error",
+    "ImageRef",
+    "MetaFiles",
+    "MetaFinal",
+    "MetaInit",
+    "MigrationError",
+    "OversizeError",
+    "OversizeLine",
+    "Position",
+    "RawLine",
+    "Reconstructor",
+    "SSEEvent",
+    "SSEReader",
+    "SequenceError",
+    "ServerToolCall",
+    "ServerToolResult",
+    "StreamReader",
+    "StreamedType",
+    "Text",
+    "Thinking",
+    "ToolCall",
+    "ToolResult",
+    "ToolResultImage",
+    "Transcript",
+    "ValidationError",
+    "chunk",
+    "decode",
+    "encode",
+    "frame",
+    "reconstruct",
+]

@@ -1,0 +1,124 @@
+"""Cutting an already JSON-escaped string body into pieces that fit a byte budget.
+
+Owns: the escape step (``escape``) and the cut rule (``split_escaped``): where a JSON
+string body may be cut so that every piece is itself a valid JSON string body and the
+pieces, decoded and joined, give back the payload exactly.
+Does not own: envelopes, templates or the bound on a whole line (``_encoder`` turns a
+line bound into the budgets given here).
+
+Why cut *after* escaping: the seed's algorithm measures the envelope with an empty
+delta and then cuts the raw UTF-8 payload, so a quote (2 bytes escaped), a newline
+(2) or a control character (6) makes the line longer than measured and breaks the
+bound. Escaping once and cutting the escaped bytes keeps the bound exact and costs a
+single encode of the payload, however many pieces it becomes. (spec §6.1, §6.2)
+
+A cut at byte ``p`` of the escaped body is legal when (spec §6.2):
+
+* ``body[p]`` is not a UTF-8 continuation byte (``0b10xxxxxx``): a cut never falls
+  inside a character. Non-ASCII characters are never escaped by the encoder, so they
+  appear as raw UTF-8 of 2 to 4 bytes;
+* ``p`` is not inside an escape sequence. Escapes are ``\\X`` (2 bytes) or
+  ``\\u00XX`` (6 bytes), all ASCII, and each starts with a backslash. Since a literal
+  backslash is itself escaped as two backslashes, a backslash at ``r`` starts an escape
+  exactly when the run of backslashes that ends at ``r`` has odd length counted from a
+  known boundary.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from ._errors import EncodeError
+from ._limits import MAX_CODE_POINT_BYTES
+
+__all__ = ["escape", "split_escaped"]
+
+_BACKSLASH: Final = 0x5C
+_LETTER_U: Final = 0x75
+_encode_str = msgspec.json.Encoder().encode
+
+
+def escape(text: str, *, field: str = "$.delta") -> bytes:
+    """Encode ``text`` as a JSON string, quotes included, as compact UTF-8.
+
+    Args:
+        text: any ``str``.
+        field: the field path to name in an error.
+
+    Returns:
+        The JSON string literal, for example ``b'"a\\\\"b"'`` for ``a"b``.
+
+    Raises:
+        EncodeError: ``text`` holds a lone surrogate, which UTF-8 cannot carry (spec §6.4).
+    """
+    try:
+        return _encode_str(text)
+    except UnicodeEncodeError as exc:
+        point = ord(text[exc.start])
+        raise EncodeError(
+            f"lone surrogate U+{point:04X} at index {exc.start} cannot be encoded as UTF-8",
+            field=field,
+            section="6.4",
+        ) from None
+
+
+def _legal_cut(body: bytes, start: int, p: int) -> int:
+    """Return the largest legal cut ``q`` with ``start < q <= p``, for ``start < p < len(body)``.
+
+    ``start`` must itself be a legal cut. Callers keep ``p - start >= 6`` so that a
+    whole code point or escape always fits and the result is greater than ``start``.
+    """
+    if body[p] & 0xC0 == 0x80:
+        # Inside a multi-byte character: step back over at most three continuation
+        # bytes to its lead byte. A lead byte is never part of an escape (escapes are ASCII).
+        p -= 1
+        while body[p] & 0xC0 == 0x80:
+            p -= 1
+        return p
+    # The escape that could straddle p starts at most 5 bytes before it.
+    r = body.rfind(b"\\", max(start, p - (MAX_CODE_POINT_BYTES - 1)), p)
+    if r < 0:
+        return p
+    # Count the run of backslashes ending at r, back to a non-backslash or to `start`
+    # (a legal cut, so an escape begins there). Bounded by the piece, so linear overall.
+    j = r
+    while j > start and body[j - 1] == _BACKSLASH:
+        j -= 1
+    if (r - j) % 2 == 1:
+        # r is the second byte of an escaped backslash, which ends at r + 1 <= p.
+        return p
+    length = MAX_CODE_POINT_BYTES if body[r + 1] == _LETTER_U else 2
+    return r if r + length > p else p
+
+
+def split_escaped(body: bytes, budget: int, last_budget: int) -> list[bytes]:
+    """Cut an escaped JSON string body (no quotes) into maximal legal pieces.
+
+    Every piece but the last has at most ``budget`` bytes and could not take one more
+    code point; the last has at most ``last_budget`` bytes. Pieces join to ``body``.
+    An empty body gives one empty piece.
+
+    Args:
+        body: the bytes between the quotes of ``escape(text)``.
+        budget: room for a non-last piece; at least 6 (``MAX_CODE_POINT_BYTES``).
+        last_budget: room for the last piece (a final line's ``true`` is a byte
+            shorter than ``false``); at least ``budget``.
+
+    Returns:
+        The pieces, in order.
+    """
+    if budget < MAX_CODE_POINT_BYTES or last_budget < budget:
+        raise ValueError("budget must be >= 6 and last_budget >= budget")
+    n = len(body)
+    if n <= last_budget:
+        return [body]
+    pieces: list[bytes] = []
+    start = 0
+    while n - start > last_budget:
+        cut = _legal_cut(body, start, start + budget)
+        pieces.append(body[start:cut])
+        start = cut
+    pieces.append(body[start:])
+    return pieces

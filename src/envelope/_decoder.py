@@ -1,0 +1,284 @@
+"""Decoding envelope lines, and splitting a recorded stream into envelope lines.
+
+Owns: ``decode`` (one line to one typed envelope, strictly), the lenient wire form
+the reconstructor reads, turning msgspec's errors into ours with positions, and
+``StreamReader``, which takes the bytes of a recorded stream (an SSE capture or JSON
+lines, detected from the first byte) and yields each envelope line with the physical
+line and byte offset where it starts.
+Does not own: what sequences of envelopes mean (``_reconstruct``, the validator).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ._errors import DecodeError, EnvelopeError, Position, ValidationError
+from ._limits import DEFAULT_MAX_LINE_BYTES
+from ._sse import SSEReader
+from ._types import Envelope
+
+__all__ = ["DONE_DATA", "RawLine", "StreamReader", "decode"]
+
+#: The data of the terminator event (spec §8.2).
+DONE_DATA: Final = "[DONE]"
+
+_strict = msgspec.json.Decoder(Envelope)
+_PATH = re.compile(r" - at `(\$[^`]*)`$")
+_BYTE = re.compile(r"\(byte (\d+)\)")
+_MISSING = re.compile(r"missing required field `([^`]+)`")
+_UNKNOWN = re.compile(r"unknown field `([^`]+)`")
+
+
+class _Wire(msgspec.Struct):
+    """The lenient form: base fields checked, known extras typed loosely, others ignored.
+
+    Recorded streams from other implementations put numbers in strings, mark images
+    final and so on; the reconstructor still rebuilds them (the validator judges them).
+    """
+
+    type: str
+    agent: str
+    final: bool
+    delta: str
+    id: str | UnsetType = UNSET
+    name: str | UnsetType = UNSET
+    src: str | UnsetType = UNSET
+    media_type: str | UnsetType = UNSET
+    citation_type: Any = UNSET
+    document_index: Any = UNSET
+    document_title: Any = UNSET
+    start_char_index: Any = UNSET
+    end_char_index: Any = UNSET
+    start_page_number: Any = UNSET
+    end_page_number: Any = UNSET
+    url: Any = UNSET
+    title: Any = UNSET
+
+
+_lenient = msgspec.json.Decoder(_Wire)
+
+#: The citation extras in wire order (spec §4.5).
+CITATION_FIELDS: Final = (
+    "citation_type",
+    "document_index",
+    "document_title",
+    "start_char_index",
+    "end_char_index",
+    "start_page_number",
+    "end_page_number",
+    "url",
+    "title",
+)
+
+
+def _translate(exc: msgspec.MsgspecError) -> EnvelopeError:
+    """Turn a msgspec error into ours: the message without msgspec's suffix, the path as ``field``."""
+    text = str(exc)
+    if isinstance(exc, msgspec.ValidationError):
+        field = None
+        match = _PATH.search(text)
+        if match:
+            field = match.group(1)
+            text = text[: match.start()]
+        missing = _MISSING.search(text)
+        if missing:
+            field = (field or "$") + "." + missing.group(1)
+        unknown = _UNKNOWN.search(text)
+        if unknown:
+            field = (field or "$") + "." + unknown.group(1)
+            text = f"field `{unknown.group(1)}` is not allowed on this type"
+        if field == "$.type" and text.startswith("Invalid value"):
+            text = "unknown envelope type " + text.removeprefix("Invalid value ")
+        if text.startswith("Object missing required field"):
+            text = "missing required field " + text.removeprefix("Object missing required field ")
+        return ValidationError(text[:1].lower() + text[1:], field=field, section="3.1")
+    match = _BYTE.search(text)
+    position = Position(offset=int(match.group(1))) if match else None
+    if text.startswith("JSON is malformed: "):
+        text = "not JSON: " + text.removeprefix("JSON is malformed: ")
+    elif text == "Input data was truncated":
+        text = "not JSON: the line ends inside a value"
+    return DecodeError(text, position=position, section="3.1")
+
+
+def _as_bytes(line: bytes | str) -> bytes:
+    if isinstance(line, str):
+        try:
+            return line.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise DecodeError(
+                "line holds a lone surrogate", position=Position(offset=exc.start), section="6.4"
+            ) from None
+    return line
+
+
+def decode(line: bytes | str, *, position: Position | None = None) -> Envelope:
+    """Decode one envelope line strictly into its typed Struct.
+
+    Args:
+        line: one JSON object, as bytes (UTF-8) or str.
+        position: where the line starts in its stream, folded into any error.
+
+    Returns:
+        The envelope.
+
+    Raises:
+        DecodeError: not UTF-8, not JSON.
+        ValidationError: a field missing, of the wrong JSON type, or not allowed; an
+            unknown ``type``. The error's ``field`` names it (``$.final``).
+    """
+    try:
+        envelope: Envelope = _strict.decode(_as_bytes(line))
+        return envelope
+    except msgspec.MsgspecError as exc:
+        error = _translate(exc)
+    except EnvelopeError as exc:
+        error = exc
+    raise error.at(position) if position is not None else error
+
+
+def decode_lenient(line: bytes | str, position: Position | None = None) -> _Wire:
+    """Decode the base fields strictly and the extras loosely (the reconstructor's reading)."""
+    try:
+        return _lenient.decode(_as_bytes(line))
+    except msgspec.MsgspecError as exc:
+        error = _translate(exc)
+    except EnvelopeError as exc:
+        error = exc
+    raise error.at(position) if position is not None else error
+
+
+class RawLine(msgspec.Struct, frozen=True):
+    """One envelope line of a recorded stream, not yet decoded.
+
+    Attributes:
+        data: the line's text (the SSE event's data, or the JSON line), or ``"[DONE]"``.
+        line: 1-based physical line where it starts in the input.
+        offset: byte offset where it starts in the input.
+    """
+
+    data: str
+    line: int
+    offset: int
+
+    @property
+    def position(self) -> Position:
+        """The position as an error would carry it."""
+        return Position(line=self.line, offset=self.offset)
+
+
+class StreamReader:
+    """Splits a recorded stream's bytes into envelope lines: ``feed(bytes) -> list[RawLine]``.
+
+    Two input formats, detected from the first byte that is not whitespace: ``{`` means
+    JSON lines (one envelope per line, blank lines ignored, ``[DONE]`` allowed as a
+    line), anything else an SSE capture (each event's data is one envelope line).
+
+    Attributes:
+        format: ``"sse"``, ``"jsonl"``, or ``None`` until detected.
+    """
+
+    __slots__ = ("_buf", "_line_no", "_max", "_offset", "_sse", "format")
+
+    def __init__(
+        self,
+        format: Literal["auto", "sse", "jsonl"] = "auto",
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        """Create a reader.
+
+        Args:
+            format: force a format instead of detecting it.
+            max_line_bytes: the cap on one line (spec §2.3).
+        """
+        self.format: Literal["sse", "jsonl"] | None = None if format == "auto" else format
+        self._max = max_line_bytes
+        self._sse = SSEReader(max_line_bytes=max_line_bytes)
+        self._buf = b""
+        self._line_no = 1
+        self._offset = 0
+
+    def feed(self, chunk: bytes) -> list[RawLine]:
+        """Consume bytes; return the envelope lines they complete.
+
+        Raises:
+            DecodeError: invalid UTF-8, an over-long line.
+        """
+        if self.format is None:
+            self._buf += chunk
+            stripped = self._buf.lstrip(b" \t\r\n\xef\xbb\xbf")
+            if not stripped:
+                if len(self._buf) > self._max:
+                    raise DecodeError("no content in the first bytes", position=Position(offset=0))
+                return []
+            self.format = "jsonl" if stripped[:1] == b"{" else "sse"
+            chunk, self._buf = self._buf, b""
+            if self.format == "jsonl" and chunk.startswith(b"\xef\xbb\xbf"):
+                chunk = chunk[3:]
+                self._offset = 3
+        if self.format == "sse":
+            return [RawLine(e.data, e.line, e.offset) for e in self._sse.feed(chunk)]
+        return self._jsonl(chunk)
+
+    def close(self) -> list[RawLine]:
+        """Signal the end of input; return the last line if it had no line end.
+
+        Raises:
+            DecodeError: an SSE capture ended inside an event.
+        """
+        if self.format == "sse":
+            self._sse.close()
+            return []
+        rest, self._buf = self._buf, b""
+        if self.format is None:
+            return []
+        out: list[RawLine] = []
+        self._emit(rest, self._offset, out)
+        return out
+
+    def _jsonl(self, chunk: bytes) -> list[RawLine]:
+        data = self._buf + chunk if self._buf else chunk
+        out: list[RawLine] = []
+        start = 0
+        offset = self._offset
+        while True:
+            end = data.find(b"\n", start)
+            if end < 0:
+                break
+            self._emit(data[start:end], offset + start, out)
+            self._line_no += 1
+            start = end + 1
+        self._buf = data[start:]
+        self._offset = offset + start
+        if len(self._buf) > self._max:
+            raise DecodeError(
+                f"line longer than max_line_bytes={self._max}",
+                position=Position(line=self._line_no, offset=self._offset),
+                section="2.3",
+            )
+        return out
+
+    def _emit(self, raw: bytes, offset: int, out: list[RawLine]) -> None:
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        if not raw.strip():
+            return
+        if len(raw) > self._max:
+            raise DecodeError(
+                f"line longer than max_line_bytes={self._max}",
+                position=Position(line=self._line_no, offset=offset),
+                section="2.3",
+            )
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DecodeError(
+                f"invalid UTF-8 ({exc.reason})",
+                position=Position(line=self._line_no, offset=offset + exc.start),
+            ) from None
+        out.append(RawLine(text, self._line_no, offset))

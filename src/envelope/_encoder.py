@@ -1,0 +1,487 @@
+"""Encoding envelopes to lines, and the ``Emitter`` that keeps every line within the bound.
+
+Owns: the byte layout of a line (spec §3.2), how a payload becomes lines for each
+emission mode (spec §5), and what happens when a line cannot fit (spec §6.5).
+Does not own: where cuts fall inside the escaped payload (``_chunker``) or SSE framing
+(``_sse``). Nothing here does I/O; an ``Emitter`` returns bytes and the caller sends them.
+
+How a line is built: the envelope is encoded once with an empty delta. Its bytes split
+at the delta value into a *head* (everything up to ``"delta":``) and a *tail* (the
+extras after the delta and the closing brace). The payload is escaped once, cut into
+pieces that fit ``max_bytes - len(head) - len(tail) - 2``, and each line is
+``head + '"' + piece + '"' + tail``. A golden test and a property test check that
+this equals ``msgspec.json.encode`` of the same Struct, byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ._chunker import escape, split_escaped
+from ._errors import EncodeError, OversizeError
+from ._limits import DEFAULT_MAX_BYTES, MAX_CODE_POINT_BYTES
+from ._types import (
+    BUFFERED_TYPES,
+    STREAMED_TYPES,
+    AwaitingFrontendTools,
+    BufferedType,
+    Citation,
+    Envelope,
+    Error,
+    MetaFiles,
+    MetaFinal,
+    MetaInit,
+    ServerToolCall,
+    ServerToolResult,
+    StreamedType,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    ToolResultImage,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+__all__ = [
+    "CitationData",
+    "Emitter",
+    "ImageRef",
+    "OversizeLine",
+    "chunk",
+    "encode",
+]
+
+_encoder = msgspec.json.Encoder()
+_DELTA_KEY: Final = b'"delta":""'
+_TYPES_WITH_ID: Final = frozenset({"tool_call", "server_tool_call", "tool_result", "server_tool_result"})
+
+
+@dataclass(frozen=True, slots=True)
+class OversizeLine:
+    """Report of a line that had to exceed the bound (spec §6.5).
+
+    Attributes:
+        type: the envelope type.
+        agent: the agent.
+        size: the line's length in bytes.
+        max_bytes: the bound in force.
+        reason: why no split could help, one sentence.
+    """
+
+    type: str
+    agent: str
+    size: int
+    max_bytes: int
+    reason: str
+
+
+class ImageRef(msgspec.Struct, frozen=True, kw_only=True):
+    """An image of a multimodal tool result: a data URI or URL and its MIME type."""
+
+    src: str
+    media_type: str
+
+
+class CitationData(msgspec.Struct, frozen=True, kw_only=True):
+    """One citation to emit: the cited text and the extras of spec §4.5.
+
+    The reconstructed transcript gives citations back as dicts with these keys.
+    """
+
+    cited_text: str
+    citation_type: str
+    document_index: int | UnsetType = UNSET
+    document_title: str | UnsetType = UNSET
+    start_char_index: int | UnsetType = UNSET
+    end_char_index: int | UnsetType = UNSET
+    start_page_number: int | UnsetType = UNSET
+    end_page_number: int | UnsetType = UNSET
+    url: str | UnsetType = UNSET
+    title: str | UnsetType = UNSET
+
+
+def encode(envelope: Envelope) -> bytes:
+    """Encode one envelope as one compact JSON line, with no bound and no chunking.
+
+    Args:
+        envelope: any envelope Struct.
+
+    Returns:
+        The UTF-8 JSON object, fields in wire order (spec §3.2), no newline.
+
+    Raises:
+        EncodeError: a string field holds a lone surrogate (spec §6.4).
+    """
+    try:
+        return _encoder.encode(envelope)
+    except UnicodeEncodeError as exc:
+        raise EncodeError(
+            f"lone surrogate in a {envelope.__struct_config__.tag} envelope cannot be encoded as UTF-8 ({exc.reason})",
+            section="6.4",
+        ) from None
+
+
+class _Template:
+    """The bytes of one envelope around its delta value, for both values of ``final``."""
+
+    __slots__ = ("agent", "head_false", "head_true", "tail", "type")
+
+    def __init__(self, envelope: Envelope) -> None:
+        """Build from ``envelope``, whose ``final`` and ``delta`` are ignored."""
+        self.type: str = str(envelope.__struct_config__.tag)
+        self.agent = envelope.agent
+        heads: dict[bool, bytes] = {}
+        tail = b""
+        for final in (False, True):
+            line = encode(msgspec.structs.replace(envelope, final=final, delta=""))
+            # `"delta":""` cannot occur inside a JSON string value (an unescaped `""`
+            # is impossible there), and only keys are followed by `:`, so the match is
+            # the delta key itself.
+            at = line.index(_DELTA_KEY) + len(_DELTA_KEY) - 2
+            heads[final] = line[:at]
+            tail = line[at + 2 :]
+        self.head_false = heads[False]
+        self.head_true = heads[True]
+        self.tail = tail
+
+    def line(self, final: bool, piece: bytes) -> bytes:
+        """The line for one escaped piece (without quotes)."""
+        head = self.head_true if final else self.head_false
+        return b"".join((head, b'"', piece, b'"', self.tail))
+
+
+def _lines(
+    template: _Template,
+    quoted: bytes,
+    final: bool,
+    max_bytes: int,
+    on_oversize: Callable[[OversizeLine], None] | None,
+    strict: bool,
+) -> list[bytes]:
+    """Lines for one payload: all ``final: false`` but the last, which gets ``final``.
+
+    ``quoted`` is the escaped payload with its quotes. Spec §6.3: every line is within
+    ``max_bytes`` and every non-last piece is maximal, unless the fixed part leaves no
+    room for a code point, in which case spec §6.5 applies: one line holds the whole
+    payload, reported through ``on_oversize`` (or refused in strict mode).
+    """
+    head_last = template.head_true if final else template.head_false
+    tail = template.tail
+    if len(head_last) + len(quoted) + len(tail) <= max_bytes:
+        return [b"".join((head_last, quoted, tail))]
+    budget = max_bytes - len(template.head_false) - len(tail) - 2
+    if budget < MAX_CODE_POINT_BYTES:
+        line = b"".join((head_last, quoted, tail))
+        _report(
+            OversizeLine(
+                type=template.type,
+                agent=template.agent,
+                size=len(line),
+                max_bytes=max_bytes,
+                reason=(
+                    f"the fixed part of the envelope leaves {max(budget, 0)} bytes for the delta, "
+                    f"fewer than the {MAX_CODE_POINT_BYTES} one code point may need"
+                ),
+            ),
+            on_oversize,
+            strict,
+        )
+        return [line]
+    last_budget = max_bytes - len(head_last) - len(tail) - 2
+    pieces = split_escaped(quoted[1:-1], budget, last_budget)
+    last = len(pieces) - 1
+    return [template.line(final and i == last, piece) for i, piece in enumerate(pieces)]
+
+
+def _report(record: OversizeLine, on_oversize: Callable[[OversizeLine], None] | None, strict: bool) -> None:
+    if strict:
+        raise OversizeError(
+            f"{record.type} line of {record.size} bytes exceeds max_bytes={record.max_bytes}: {record.reason}",
+            key=(record.agent, record.type),
+            section="6.5",
+        )
+    if on_oversize is not None:
+        on_oversize(record)
+
+
+def _atomic(
+    envelope: Envelope,
+    max_bytes: int,
+    on_oversize: Callable[[OversizeLine], None] | None,
+    strict: bool,
+    reason: str,
+) -> bytes:
+    """Encode an envelope that must stay one line (an image, a citation), reporting if oversize."""
+    line = encode(envelope)
+    if len(line) > max_bytes:
+        tag = str(envelope.__struct_config__.tag)
+        _report(
+            OversizeLine(type=tag, agent=envelope.agent, size=len(line), max_bytes=max_bytes, reason=reason),
+            on_oversize,
+            strict,
+        )
+    return line
+
+
+def chunk(
+    envelope: Envelope,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    *,
+    strict: bool = False,
+    on_oversize: Callable[[OversizeLine], None] | None = None,
+) -> list[bytes]:
+    """Split one envelope into lines within ``max_bytes`` whose deltas join to its delta.
+
+    Every line but the last has ``final: false``; the last keeps the envelope's
+    ``final``. ``tool_result_image`` and ``citation`` envelopes are never split
+    (spec §6.5): they give one line, reported if oversize.
+
+    Args:
+        envelope: the envelope to split.
+        max_bytes: the bound on each line (spec §6.1).
+        strict: raise ``OversizeError`` instead of reporting an oversize line.
+        on_oversize: called with each oversize line's report.
+
+    Returns:
+        The encoded lines.
+
+    Raises:
+        EncodeError: a lone surrogate anywhere in the envelope.
+        OversizeError: in strict mode, when a line cannot fit.
+    """
+    _check_bound(max_bytes)
+    if isinstance(envelope, ToolResultImage | Citation):
+        return [_atomic(envelope, max_bytes, on_oversize, strict, "this type is never split (spec §6.5)")]
+    return _lines(_Template(envelope), escape(envelope.delta), envelope.final, max_bytes, on_oversize, strict)
+
+
+def _check_bound(max_bytes: int) -> None:
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise EncodeError(f"max_bytes must be a positive int, got {max_bytes!r}", section="6.1")
+
+
+_STREAMED: Final[dict[str, type[Text] | type[Thinking]]] = {"text": Text, "thinking": Thinking}
+_BUFFERED: Final[dict[str, type[Envelope]]] = {
+    "meta_init": MetaInit,
+    "meta_final": MetaFinal,
+    "meta_files": MetaFiles,
+    "error": Error,
+    "awaiting_frontend_tools": AwaitingFrontendTools,
+    "tool_call": ToolCall,
+    "server_tool_call": ServerToolCall,
+    "tool_result": ToolResult,
+    "server_tool_result": ServerToolResult,
+}
+
+
+class Emitter:
+    """Turns one agent's output into envelope lines, each within ``max_bytes``.
+
+    One ``Emitter`` per agent. It holds no stream state: which block is open is the
+    caller's business, and the decoder's. Lines are compact JSON objects without SSE
+    framing; pass each to ``frame()`` to send it over SSE.
+
+    Example::
+
+        em = Emitter("abc-123")
+        lines = em.streamed("text", "Hello") + em.end("text")
+
+    Attributes:
+        agent: the agent id written into every envelope.
+        max_bytes: the bound on each line (spec §6.1).
+        strict: raise ``OversizeError`` rather than report an unavoidable oversize line.
+        oversize: every oversize line reported so far (spec §6.5), oldest first.
+    """
+
+    __slots__ = ("_markers", "_streamed", "agent", "max_bytes", "oversize", "strict")
+
+    def __init__(self, agent: str, max_bytes: int = DEFAULT_MAX_BYTES, *, strict: bool = False) -> None:
+        """Create an emitter.
+
+        Args:
+            agent: the agent id (a UUID in practice; any string is carried as is).
+            max_bytes: the bound on each line; 2048 by default, as in the seed.
+            strict: see the class attributes.
+
+        Raises:
+            EncodeError: ``max_bytes`` is not a positive int, or ``agent`` has a lone surrogate.
+        """
+        _check_bound(max_bytes)
+        if not isinstance(agent, str):
+            raise EncodeError(f"agent must be a str, got {type(agent).__name__}", field="$.agent")
+        self.agent: Final = agent
+        self.max_bytes: Final = max_bytes
+        self.strict: Final = strict
+        self.oversize: list[OversizeLine] = []
+        self._streamed: dict[str, _Template] = {}
+        self._markers: dict[str, bytes] = {}
+        for name, cls in _STREAMED.items():
+            template = _Template(cls(agent=agent, final=False, delta=""))
+            self._streamed[name] = template
+            self._markers[name] = template.line(True, b"")
+
+    def streamed(self, type: StreamedType, delta: str) -> list[bytes]:
+        """Lines for one streamed delta, all ``final: false`` (spec §5.1).
+
+        An oversized delta becomes several lines; an empty delta gives none (it would
+        carry nothing, and the final marker is ``end()``'s job).
+
+        Args:
+            type: ``"text"`` or ``"thinking"``.
+            delta: the text as it arrived.
+
+        Returns:
+            Zero or more lines.
+
+        Raises:
+            EncodeError: unknown type, or a lone surrogate in ``delta``.
+        """
+        template = self._streamed.get(type)
+        if template is None:
+            raise EncodeError(f"{type!r} is not a streamed type (text, thinking)", field="$.type", section="5.1")
+        if not delta:
+            return []
+        quoted = escape(delta)
+        head = template.head_false
+        if len(head) + len(quoted) + len(template.tail) <= self.max_bytes:
+            return [b"".join((head, quoted, template.tail))]
+        return _lines(template, quoted, False, self.max_bytes, self.oversize.append, self.strict)
+
+    def end(self, type: StreamedType) -> bytes:
+        """The final marker of a streamed block: ``final: true`` and an empty delta (spec §5.1).
+
+        Raises:
+            EncodeError: unknown type.
+        """
+        marker = self._markers.get(type)
+        if marker is None:
+            raise EncodeError(f"{type!r} is not a streamed type (text, thinking)", field="$.type", section="5.1")
+        return marker
+
+    def buffered(
+        self,
+        type: BufferedType,
+        payload: str,
+        *,
+        id: str | None = None,
+        name: str | None = None,
+    ) -> list[bytes]:
+        """Lines for a whole buffered payload; the last line is ``final: true`` (spec §5.2).
+
+        An empty payload gives one line.
+
+        Args:
+            type: a buffered type (every type but text, thinking, citation, tool_result_image).
+            payload: the whole payload, for example JSON text.
+            id: required for tool_call, server_tool_call, tool_result, server_tool_result;
+                refused for the others.
+            name: as ``id``.
+
+        Returns:
+            One or more lines.
+
+        Raises:
+            EncodeError: unknown type, missing or unexpected ``id``/``name``, lone surrogate.
+            OversizeError: strict mode, and the fixed part leaves no room (spec §6.5).
+        """
+        return self._buffered(type, payload, id, name, final=True)
+
+    def _buffered(self, type: str, payload: str, id: str | None, name: str | None, *, final: bool) -> list[bytes]:
+        cls = _BUFFERED.get(type)
+        if cls is None:
+            raise EncodeError(f"{type!r} is not a buffered type", field="$.type", section="5.2")
+        if type in _TYPES_WITH_ID:
+            if id is None or name is None:
+                raise EncodeError(f"{type} needs both id and name", field="$.id", section="4.1")
+            envelope: Envelope = cls(agent=self.agent, final=final, id=id, name=name, delta="")  # type: ignore[call-arg]  # cls is one of the id-carrying types here
+        else:
+            if id is not None or name is not None:
+                raise EncodeError(f"{type} carries no id or name", field="$.id", section="4.1")
+            envelope = cls(agent=self.agent, final=final, delta="")  # type: ignore[call-arg]  # cls takes no id/name here
+        return _lines(_Template(envelope), escape(payload), final, self.max_bytes, self.oversize.append, self.strict)
+
+    def tool_result(
+        self,
+        id: str,
+        name: str,
+        text: str,
+        images: Iterable[ImageRef] = (),
+    ) -> list[bytes]:
+        """Lines for a tool result, multimodal when ``images`` is not empty (spec §5.3).
+
+        Without images this is ``buffered("tool_result", text, id=id, name=name)``.
+        With images: the text as a non-final ``tool_result`` (chunked when large), one
+        ``tool_result_image`` per image (never split), then an empty ``final: true``
+        ``tool_result`` marker.
+
+        Raises:
+            EncodeError: a lone surrogate anywhere.
+            OversizeError: strict mode, and an image line exceeds the bound.
+        """
+        images = list(images)
+        if not images:
+            return self._buffered("tool_result", text, id, name, final=True)
+        lines = self._buffered("tool_result", text, id, name, final=False)
+        for image in images:
+            envelope = ToolResultImage(
+                agent=self.agent, final=False, id=id, name=name, delta="", src=image.src, media_type=image.media_type
+            )
+            lines.append(
+                _atomic(
+                    envelope,
+                    self.max_bytes,
+                    self.oversize.append,
+                    self.strict,
+                    "an image's src cannot be split across lines (spec §6.5)",
+                )
+            )
+        lines.extend(self._buffered("tool_result", "", id, name, final=True))
+        return lines
+
+    def citations(self, citations: Sequence[CitationData]) -> list[bytes]:
+        """One line per citation, ``final: true`` on the last (spec §5.4).
+
+        Call right after the cited text block's final marker. A citation line is never
+        split: the seed gives no way to continue one citation on another line, so a
+        citation too large for the bound is one oversize line (spec §6.5).
+
+        Returns:
+            One line per citation; none for an empty sequence.
+        """
+        last = len(citations) - 1
+        lines: list[bytes] = []
+        for i, data in enumerate(citations):
+            envelope = Citation(
+                agent=self.agent,
+                final=i == last,
+                delta=data.cited_text,
+                citation_type=data.citation_type,
+                document_index=data.document_index,
+                document_title=data.document_title,
+                start_char_index=data.start_char_index,
+                end_char_index=data.end_char_index,
+                start_page_number=data.start_page_number,
+                end_page_number=data.end_page_number,
+                url=data.url,
+                title=data.title,
+            )
+            lines.append(
+                _atomic(
+                    envelope,
+                    self.max_bytes,
+                    self.oversize.append,
+                    self.strict,
+                    "a citation is never split across lines (spec §6.5)",
+                )
+            )
+        return lines
+
+
+assert frozenset(_STREAMED) == STREAMED_TYPES
+assert frozenset(_BUFFERED) == BUFFERED_TYPES

@@ -1,0 +1,32 @@
+"""Every size limit of the codec, named once, each with the reason for its value.
+
+Owns: the numbers. Does not own: enforcing them (each reader does, with a position).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: Bound on the UTF-8 bytes of one encoded envelope (the JSON object after ``data: ``).
+#: 2048 is the seed's ``MAX_SSE_CHUNK_BYTES``; small enough that no proxy or browser
+#: buffers a line in pieces, large enough that overhead stays under 5 %. (spec §6.1)
+DEFAULT_MAX_BYTES: Final = 2048
+
+#: Longest JSON encoding of one code point in a string body: ``\u001f`` is 6 bytes;
+#: an astral character is 4 raw UTF-8 bytes (the encoder never writes surrogate pairs).
+#: A chunk budget below this cannot guarantee progress. (spec §6.6)
+MAX_CODE_POINT_BYTES: Final = 6
+
+#: Longest SSE line the reader holds before it gives up on finding a line end.
+#: Lines above the envelope bound exist (an image data URI that cannot be chunked,
+#: spec §6.5), so this is far above 2048; it exists so that input with no line end
+#: cannot grow memory without bound. (spec §2.3)
+DEFAULT_MAX_LINE_BYTES: Final = 16 * 1024 * 1024
+
+#: Most bytes one open block may hold in the reconstructor before it is refused.
+#: A tool input or result of this size is already far beyond any API limit.
+DEFAULT_MAX_BLOCK_BYTES: Final = 256 * 1024 * 1024
+
+#: Most blocks open at once across all agents in a reconstructor (13 types a agent,
+#: so this allows thousands of live subagents while stopping a key-flooding input).
+DEFAULT_MAX_OPEN_BLOCKS: Final = 65_536

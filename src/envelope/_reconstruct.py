@@ -1,0 +1,395 @@
+"""Rebuilding blocks from an interleaved envelope stream, routed by ``(agent, type)``.
+
+Owns: the block state machine (spec §7), the ``Block`` and ``Transcript`` values and
+their dict form (what ``envelope reconstruct`` prints).
+Does not own: judging a stream (the validator is strict; this is lenient about what
+does not affect the rebuilt content: extra fields, numbers sent as strings, an image
+marked final), or reading bytes (``StreamReader`` gives lines, ``decode_lenient`` fields).
+
+The machine, one per ``(agent, type)`` key (as h2 has one per stream id)::
+
+             chunk (final: false)                 chunk (final: false)
+      IDLE ───────────────────────▶ OPEN ◀──────────────────────┐
+       ▲ │                           │  └───────────────────────┘
+       │ │ chunk (final: true)       │ chunk (final: true)
+       │ └──── opens and closes ─────┤     image (tool_result key only): stays OPEN
+       └─────────────────────────────┘
+
+``tool_result_image`` has no key of its own: it is an ``image`` input to the
+``(agent, tool_result)`` machine, legal only in OPEN and only with the open block's
+``id`` (spec §7.3). ``citation`` lines form a block of key ``(agent, citation)``
+whose citations attach to that agent's most recently completed ``text`` block
+(spec §7.4). After ``[DONE]`` every input is refused (spec §8.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from ._decoder import CITATION_FIELDS, DONE_DATA, RawLine, decode_lenient
+from ._errors import DecodeError, Position, SequenceError, ValidationError
+from ._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_OPEN_BLOCKS
+from ._types import ENVELOPE_TYPES, BlockKey
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+__all__ = ["Block", "Reconstructor", "Transcript", "reconstruct"]
+
+
+class State(Enum):
+    """State of one ``(agent, type)`` key."""
+
+    IDLE = "idle"  # no block open; the next line opens one
+    OPEN = "open"  # a block is open and takes more lines
+
+
+class Input(Enum):
+    """What a line does to its key's machine."""
+
+    CHUNK = "chunk"  # a line with final: false
+    FINAL = "final"  # a line with final: true
+    IMAGE = "image"  # a tool_result_image, applied to the (agent, tool_result) key
+
+
+#: The legal moves. A pair missing here is a ``SequenceError`` naming both.
+TRANSITIONS: Final[dict[tuple[State, Input], State]] = {
+    (State.IDLE, Input.CHUNK): State.OPEN,  # spec §7.2-a: a line opens a block
+    (State.IDLE, Input.FINAL): State.IDLE,  # spec §7.2-b: a one-line block opens and closes
+    (State.OPEN, Input.CHUNK): State.OPEN,
+    (State.OPEN, Input.FINAL): State.IDLE,  # spec §7.2-c: final closes the block
+    (State.OPEN, Input.IMAGE): State.OPEN,  # spec §7.3-a: an image joins the open tool_result
+}
+
+_KNOWN_TYPES: Final = frozenset(ENVELOPE_TYPES)
+_JSON_TYPES: Final = frozenset({"meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools"})
+_CALL_TYPES: Final = frozenset({"tool_call", "server_tool_call"})
+_json_decode = msgspec.json.decode
+
+
+def _parse(text: str) -> Any:
+    """The JSON value of ``text``, or ``text`` itself when it is not JSON (spec §7.5)."""
+    try:
+        return _json_decode(text)
+    except msgspec.DecodeError:
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One rebuilt block, as it stood when the transcript was taken.
+
+    Attributes:
+        type: the wire type (never ``citation`` or ``tool_result_image``: those attach).
+        agent: the agent.
+        complete: a final line has closed the block.
+        content: the deltas joined.
+        id: tool blocks only.
+        name: tool blocks only.
+        citations: text blocks only: ``{"cited_text", "citation_type", ...}`` per citation.
+        images: tool_result only: ``{"src", "media_type"}`` per image.
+    """
+
+    type: str
+    agent: str
+    complete: bool
+    content: str
+    id: str | None = None
+    name: str | None = None
+    citations: tuple[dict[str, Any], ...] = ()
+    images: tuple[dict[str, str], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The block as ``envelope reconstruct`` prints it (spec §7.6)."""
+        out: dict[str, Any] = {"type": self.type, "complete": self.complete}
+        kind = self.type
+        if kind in ("text", "thinking"):
+            out["content"] = self.content
+            if kind == "text":
+                out["citations"] = [dict(c) for c in self.citations]
+        elif kind in _CALL_TYPES:
+            out["id"] = self.id
+            out["name"] = self.name
+            out["input"] = _parse(self.content)
+        elif kind == "tool_result":
+            out["id"] = self.id
+            out["name"] = self.name
+            out["content"] = self.content
+            out["images"] = [dict(i) for i in self.images]
+        elif kind == "server_tool_result":
+            out["id"] = self.id
+            out["name"] = self.name
+            out["content"] = self.content
+        else:
+            out["data"] = _parse(self.content)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """The rebuilt stream at one moment.
+
+    Attributes:
+        done: ``[DONE]`` was seen.
+        agents: each agent's blocks, in the order they opened; agents in order of first line.
+    """
+
+    done: bool
+    agents: Mapping[str, tuple[Block, ...]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"done": bool, "agents": {agent: {"blocks": [...]}}}`` (spec §7.6)."""
+        return {
+            "done": self.done,
+            "agents": {agent: {"blocks": [b.to_dict() for b in blocks]} for agent, blocks in self.agents.items()},
+        }
+
+
+class _Open:
+    """A block being built; mutable, private. ``Block`` is its snapshot."""
+
+    __slots__ = ("agent", "citations", "complete", "id", "images", "name", "parts", "size", "type")
+
+    def __init__(self, type: str, agent: str, id: str | None, name: str | None) -> None:
+        self.type = type
+        self.agent = agent
+        self.id = id
+        self.name = name
+        self.complete = False
+        self.parts: list[str] = []
+        self.size = 0
+        self.citations: list[dict[str, Any]] = []
+        self.images: list[dict[str, str]] = []
+
+    def snapshot(self) -> Block:
+        if len(self.parts) > 1:
+            self.parts = ["".join(self.parts)]
+        return Block(
+            type=self.type,
+            agent=self.agent,
+            complete=self.complete,
+            content=self.parts[0] if self.parts else "",
+            id=self.id,
+            name=self.name,
+            citations=tuple(self.citations),
+            images=tuple(self.images),
+        )
+
+
+class Reconstructor:
+    """Incremental rebuilder: ``feed(line)`` as lines arrive, ``transcript()`` at any moment.
+
+    Attributes:
+        max_block_bytes: cap on the delta bytes one open block may gather.
+        max_open_blocks: cap on blocks open at once, across agents.
+    """
+
+    __slots__ = (
+        "_agents",
+        "_citing",
+        "_count",
+        "_done",
+        "_last_text",
+        "_open",
+        "max_block_bytes",
+        "max_open_blocks",
+    )
+
+    def __init__(
+        self,
+        *,
+        max_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES,
+        max_open_blocks: int = DEFAULT_MAX_OPEN_BLOCKS,
+    ) -> None:
+        """Create an empty reconstructor."""
+        self.max_block_bytes: Final = max_block_bytes
+        self.max_open_blocks: Final = max_open_blocks
+        self._agents: dict[str, list[_Open]] = {}
+        self._open: dict[BlockKey, _Open] = {}
+        self._last_text: dict[str, _Open] = {}
+        self._citing: dict[str, _Open] = {}  # agent -> text block an open citation block cites
+        self._done = False
+        self._count = 0
+
+    @property
+    def done(self) -> bool:
+        """``[DONE]`` was seen."""
+        return self._done
+
+    def feed(self, line: bytes | str | RawLine, *, position: Position | None = None) -> None:
+        """Apply one envelope line (or ``[DONE]``).
+
+        Args:
+            line: the JSON text of one envelope, as bytes or str, or a ``RawLine``
+                from ``StreamReader`` (whose position is used).
+            position: where the line starts, for errors.
+
+        Raises:
+            DecodeError: not JSON, not UTF-8, or a block over ``max_block_bytes``.
+            ValidationError: a base field missing or of the wrong type; unknown type.
+            SequenceError: a line after ``[DONE]``; an image or a citation with nothing
+                to attach to; an ``id`` that changes inside an open block.
+        """
+        if isinstance(line, RawLine):
+            position = line.position
+            line = line.data
+        index = self._count
+        self._count += 1
+        where = Position(
+            line=position.line if position else None,
+            offset=position.offset if position else None,
+            index=index,
+        )
+        if self._done:
+            raise SequenceError("content after [DONE]", position=where, section="8.2-a")
+        if line == DONE_DATA or line == b"[DONE]":
+            self._done = True
+            return
+        wire = decode_lenient(line, where)
+        kind = wire.type
+        if kind not in _KNOWN_TYPES:
+            raise ValidationError(f"unknown envelope type {kind!r}", position=where, field="$.type", section="4.1")
+        agent = wire.agent
+        if kind == "tool_result_image":
+            self._image(wire, where)
+            return
+        if kind == "citation":
+            self._citation(wire, where)
+            return
+        key = BlockKey(agent, kind)
+        block = self._open.get(key)
+        state = State.IDLE if block is None else State.OPEN
+        # Every (state, chunk|final) pair is in the table; the lookup keeps the table
+        # the single statement of the machine.
+        after = TRANSITIONS[(state, Input.FINAL if wire.final else Input.CHUNK)]
+        wid = None if wire.id is msgspec.UNSET else wire.id
+        wname = None if wire.name is msgspec.UNSET else wire.name
+        if block is None:
+            block = _Open(kind, agent, wid, wname)
+            if after is State.OPEN:
+                if len(self._open) >= self.max_open_blocks:
+                    raise DecodeError(
+                        f"more than max_open_blocks={self.max_open_blocks} blocks open at once",
+                        position=where,
+                        key=key,
+                    )
+                self._open[key] = block
+            self._agents.setdefault(agent, []).append(block)
+        elif wid is not None and block.id is not None and wid != block.id:
+            # spec §7.2-d: a buffered block keeps its id across its lines
+            raise SequenceError(
+                f"id {wid!r} differs from the open block's id {block.id!r}",
+                position=where,
+                field="$.id",
+                key=key,
+                section="7.2-d",
+            )
+        if wire.delta:
+            block.size += len(wire.delta)
+            if block.size > self.max_block_bytes:
+                raise DecodeError(
+                    f"block larger than max_block_bytes={self.max_block_bytes}",
+                    position=where,
+                    key=key,
+                )
+            block.parts.append(wire.delta)
+        if after is State.IDLE:
+            block.complete = True
+            self._open.pop(key, None)
+            if kind == "text":
+                self._last_text[agent] = block
+
+    def _image(self, wire: Any, where: Position) -> None:
+        key = BlockKey(wire.agent, "tool_result")
+        block = self._open.get(key)
+        if block is None or TRANSITIONS.get((State.OPEN, Input.IMAGE)) is not State.OPEN:
+            # (IDLE, IMAGE) is not in the table: spec §7.3-a
+            raise SequenceError(
+                "tool_result_image with no open tool_result of its agent",
+                position=where,
+                key=key,
+                section="7.3-a",
+            )
+        wid = None if wire.id is msgspec.UNSET else wire.id
+        if wid is not None and block.id is not None and wid != block.id:
+            raise SequenceError(
+                f"tool_result_image id {wid!r} differs from the open tool_result's id {block.id!r}",
+                position=where,
+                field="$.id",
+                key=key,
+                section="7.3-b",
+            )
+        if wire.src is msgspec.UNSET or wire.media_type is msgspec.UNSET:
+            raise ValidationError(
+                "tool_result_image needs src and media_type",
+                position=where,
+                field="$.src" if wire.src is msgspec.UNSET else "$.media_type",
+                section="4.9",
+            )
+        block.images.append({"src": wire.src, "media_type": wire.media_type})
+
+    def _citation(self, wire: Any, where: Position) -> None:
+        agent = wire.agent
+        key = BlockKey(agent, "citation")
+        target = self._citing.get(agent)
+        if target is None:
+            target = self._last_text.get(agent)
+            if target is None:
+                raise SequenceError(
+                    "citation with no completed text block of its agent before it",
+                    position=where,
+                    key=key,
+                    section="7.4-a",
+                )
+            self._citing[agent] = target
+            self._open[key] = target
+        if wire.citation_type is msgspec.UNSET:
+            raise ValidationError(
+                "citation needs citation_type", position=where, field="$.citation_type", section="4.5"
+            )
+        citation: dict[str, Any] = {"cited_text": wire.delta}
+        for name in CITATION_FIELDS:
+            value = getattr(wire, name)
+            if value is not msgspec.UNSET:
+                citation[name] = value
+        target.citations.append(citation)
+        if wire.final:
+            del self._citing[agent]
+            del self._open[key]
+
+    def open_blocks(self) -> list[BlockKey]:
+        """Keys of the blocks open now, in the order they opened."""
+        return list(self._open)
+
+    def transcript(self) -> Transcript:
+        """A snapshot of every block so far, open ones included."""
+        return Transcript(
+            done=self._done,
+            agents={agent: tuple(b.snapshot() for b in blocks) for agent, blocks in self._agents.items()},
+        )
+
+    def close(self) -> list[BlockKey]:
+        """Signal the end of input; return the keys of blocks left open (they stay incomplete)."""
+        return self.open_blocks()
+
+
+def reconstruct(lines: Iterable[bytes | str | RawLine]) -> Transcript:
+    """Rebuild a whole stream of envelope lines (``[DONE]`` included, if present).
+
+    Args:
+        lines: envelope lines in arrival order; each line's index is its position in errors.
+
+    Returns:
+        The transcript.
+
+    Raises:
+        DecodeError: see ``Reconstructor.feed``.
+    """
+    rebuilder = Reconstructor()
+    for line in lines:
+        rebuilder.feed(line)
+    return rebuilder.transcript()

@@ -1,0 +1,272 @@
+"""SSE framing of envelope lines, and an incremental reader of ``text/event-stream`` bytes.
+
+Owns: ``frame`` (one envelope line to one SSE event), ``DONE`` (the terminator), and
+``SSEReader``, which turns byte chunks split anywhere into events.
+Does not own: what an event's data means (``_decoder``, ``_reconstruct``), sockets, or
+reconnection (a client's job; the reader only records ``retry`` and the last event id).
+
+The reader follows WHATWG HTML "9.2.6 Interpreting an event stream"
+(https://html.spec.whatwg.org/multipage/server-sent-events.html), with these
+deliberate divergences, all in the direction of refusing rather than repairing:
+
+* Invalid UTF-8 is a ``DecodeError`` with its byte offset. WHATWG decodes with
+  replacement characters, which would silently change payloads.
+* A line longer than ``max_line_bytes`` (or an event's data longer than it) is a
+  ``DecodeError``: input with no line end must not grow memory without bound.
+* ``close()`` raises when the input stops inside an event, where WHATWG discards the
+  unfinished event without a word.
+
+Lines are split on the bytes CR, LF and CRLF *before* decoding; those bytes never
+occur inside a multi-byte UTF-8 character, so each complete line decodes on its own
+and no decoder state crosses ``feed()`` calls. A CR at the end of a chunk ends its
+line at once; an LF opening the next chunk is then dropped as the second half of CRLF.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from ._errors import DecodeError, EncodeError, Position
+from ._limits import DEFAULT_MAX_LINE_BYTES
+
+__all__ = ["DONE", "SSEEvent", "SSEReader", "frame"]
+
+#: The stream terminator event, ``data: [DONE]`` and a blank line (spec §8.2).
+DONE: Final = b"data: [DONE]\n\n"
+_CR: Final = 0x0D
+_LF: Final = 0x0A
+
+
+def frame(line: bytes) -> bytes:
+    """Frame one encoded envelope line as an SSE event: ``data: <line>\\n\\n`` (spec §2.1).
+
+    Args:
+        line: one compact JSON object, as an ``Emitter`` returns it.
+
+    Returns:
+        The event bytes.
+
+    Raises:
+        EncodeError: ``line`` contains CR or LF, which would break the framing. Encoded
+            envelopes never do: JSON escapes both inside strings.
+    """
+    if b"\n" in line or b"\r" in line:
+        at = min(i for i in (line.find(b"\n"), line.find(b"\r")) if i >= 0)
+        raise EncodeError("an SSE data line cannot contain CR or LF", position=Position(offset=at), section="2.1")
+    return b"data: " + line + b"\n\n"
+
+
+class SSEEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """One dispatched event.
+
+    Attributes:
+        data: the data lines joined with LF, without the trailing LF.
+        event: the event type; ``"message"`` when the stream named none.
+        id: the last event id in force when the event was dispatched (``""`` if none).
+        line: 1-based line of the input where the event's first field starts.
+        offset: byte offset of that line in the whole input.
+    """
+
+    data: str
+    event: str = "message"
+    id: str = ""
+    line: int = 0
+    offset: int = 0
+
+
+class SSEReader:
+    """Incremental ``text/event-stream`` parser: ``feed(bytes) -> list[SSEEvent]``.
+
+    Attributes:
+        last_event_id: the id buffer of the stream (persists across events).
+        retry: the last valid ``retry`` value in milliseconds, or ``None``.
+        max_line_bytes: the cap on one line, and on one event's data.
+    """
+
+    __slots__ = (
+        "_buf",
+        "_buf_offset",
+        "_closed",
+        "_data",
+        "_data_len",
+        "_event",
+        "_line_no",
+        "_skip_lf",
+        "_start_line",
+        "_start_offset",
+        "_started",
+        "last_event_id",
+        "max_line_bytes",
+        "retry",
+    )
+
+    def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        """Create a reader.
+
+        Args:
+            max_line_bytes: longest line (and longest event data) accepted, in bytes.
+        """
+        self.max_line_bytes: Final = max_line_bytes
+        self.last_event_id = ""
+        self.retry: int | None = None
+        self._buf = b""
+        self._buf_offset = 0  # offset in the whole input of self._buf[0]
+        self._line_no = 1  # line number of the line starting at self._buf[0]
+        self._skip_lf = False
+        self._started = False  # a BOM is only stripped at the very start
+        self._closed = False
+        self._data: list[str] = []
+        self._data_len = 0
+        self._event = ""
+        self._start_line = 0  # 0: no field seen in the current event yet
+        self._start_offset = 0
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Consume bytes and return the events they complete.
+
+        Args:
+            chunk: any bytes of the stream; chunks may split lines, CRLF pairs and characters.
+
+        Returns:
+            The events completed by this chunk, in order.
+
+        Raises:
+            DecodeError: invalid UTF-8, an over-long line, or a feed after ``close()``.
+        """
+        if self._closed:
+            raise DecodeError("feed() after close()")
+        if not chunk:
+            return []
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[0] == _LF:
+                chunk = chunk[1:]
+                self._buf_offset += 1
+                if not chunk:
+                    return []
+        if not self._started:
+            data = self._buf + chunk
+            if len(data) < 3 and b"\xef\xbb\xbf".startswith(data):
+                self._buf = data
+                return []
+            self._started = True
+            if data.startswith(b"\xef\xbb\xbf"):
+                data = data[3:]
+                self._buf_offset += 3
+            self._buf = b""
+            chunk = data
+        data = self._buf + chunk if self._buf else chunk
+        events: list[SSEEvent] = []
+        lines = data.splitlines(keepends=True)
+        last = lines[-1]
+        if last[-1] not in (_LF, _CR):
+            rest = lines.pop()
+        else:
+            rest = b""
+            if last[-1] == _CR:
+                # The LF of a CRLF may arrive in the next chunk.
+                self._skip_lf = True
+        offset = self._buf_offset
+        for raw in lines:
+            end = len(raw) - (2 if raw.endswith(b"\r\n") else 1)
+            if end > self.max_line_bytes:
+                self._too_long(offset)
+            self._line(raw[:end], offset, events)
+            offset += len(raw)
+            self._line_no += 1
+        if len(rest) > self.max_line_bytes:
+            self._too_long(offset)
+        self._buf = rest
+        self._buf_offset = offset
+        return events
+
+    def close(self) -> list[SSEEvent]:
+        """Signal the end of input.
+
+        Returns:
+            Always empty: an event is only dispatched by a blank line. The method exists
+            so every stateful reader has the same ``feed``/``close`` pair.
+
+        Raises:
+            DecodeError: the input stopped inside a line or an event (spec §2.3).
+        """
+        self._closed = True
+        if not self._started and self._buf:
+            self._started = True
+        if self._buf:
+            raise DecodeError(
+                "stream ended inside a line (no line end after the last bytes)",
+                position=Position(line=self._line_no, offset=self._buf_offset),
+                section="2.3",
+            )
+        if self._start_line:
+            raise DecodeError(
+                "stream ended inside an event (no blank line after its last field)",
+                position=Position(line=self._start_line, offset=self._start_offset),
+                section="2.3",
+            )
+        return []
+
+    def _too_long(self, offset: int) -> None:
+        raise DecodeError(
+            f"SSE line longer than max_line_bytes={self.max_line_bytes}",
+            position=Position(line=self._line_no, offset=offset),
+            section="2.3",
+        )
+
+    def _line(self, raw: bytes, offset: int, events: list[SSEEvent]) -> None:
+        """Process one complete line without its line end."""
+        if not raw:
+            self._dispatch(events)
+            return
+        if raw[0] == 0x3A:  # ':' starts a comment
+            return
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DecodeError(
+                f"invalid UTF-8 ({exc.reason})",
+                position=Position(line=self._line_no, offset=offset + exc.start),
+                section="2.3",
+            ) from None
+        if not self._start_line:
+            self._start_line = self._line_no
+            self._start_offset = offset
+        field, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            self._data_len += len(value) + 1
+            if self._data_len > self.max_line_bytes:
+                raise DecodeError(
+                    f"event data longer than max_line_bytes={self.max_line_bytes}",
+                    position=Position(line=self._line_no, offset=offset),
+                    section="2.3",
+                )
+            self._data.append(value)
+        elif field == "event":
+            self._event = value
+        elif field == "id":
+            if "\x00" not in value:
+                self.last_event_id = value
+        elif field == "retry" and value.isascii() and value.isdigit():
+            self.retry = int(value)
+        # Any other field name is ignored, as WHATWG says.
+
+    def _dispatch(self, events: list[SSEEvent]) -> None:
+        if self._data:
+            events.append(
+                SSEEvent(
+                    data="\n".join(self._data),
+                    event=self._event or "message",
+                    id=self.last_event_id,
+                    line=self._start_line,
+                    offset=self._start_offset,
+                )
+            )
+        self._data = []
+        self._data_len = 0
+        self._event = ""
+        self._start_line = 0

@@ -1,0 +1,247 @@
+"""The envelope types: one frozen msgspec Struct per wire type, and the union of them.
+
+Owns: the schema of a single envelope (fields, their JSON types, their wire order),
+the type-name constants and ``BlockKey``.
+Does not own: chunking (``_chunker``), positions in a stream (``_decoder``), or
+what sequences of envelopes mean (``_reconstruct``).
+
+Field order here *is* the wire order (spec §3.2): ``type`` (the tag), ``agent``,
+``final``, then ``id`` and ``name`` where the type has them, then ``delta``, then the
+remaining extras in the order the seed's tables list them. Every class sets
+``kw_only=True``: msgspec moves keyword-only fields after positional ones, so a base
+alone being kw-only would put a subclass's ``id`` ahead of ``agent``.
+
+Optional extras are ``UNSET`` by default, so an unset extra is absent on the wire
+and an explicit ``null`` is a type error (spec §3.3).
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, NamedTuple
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+__all__ = [
+    "BUFFERED_TYPES",
+    "ENVELOPE_TYPES",
+    "STREAMED_TYPES",
+    "AwaitingFrontendTools",
+    "BlockKey",
+    "BufferedType",
+    "Citation",
+    "Envelope",
+    "EnvelopeType",
+    "Error",
+    "MetaFiles",
+    "MetaFinal",
+    "MetaInit",
+    "ServerToolCall",
+    "ServerToolResult",
+    "StreamedType",
+    "Text",
+    "Thinking",
+    "ToolCall",
+    "ToolResult",
+    "ToolResultImage",
+]
+
+#: The 13 wire types (spec §4.1).
+EnvelopeType = Literal[
+    "meta_init",
+    "thinking",
+    "text",
+    "citation",
+    "tool_call",
+    "server_tool_call",
+    "tool_result",
+    "tool_result_image",
+    "server_tool_result",
+    "awaiting_frontend_tools",
+    "meta_files",
+    "error",
+    "meta_final",
+]
+#: Types whose deltas are forwarded as they arrive; ``final`` comes as a separate marker.
+StreamedType = Literal["text", "thinking"]
+#: Types whose whole payload is known before emission; the last chunk carries ``final``.
+BufferedType = Literal[
+    "meta_init",
+    "tool_call",
+    "server_tool_call",
+    "tool_result",
+    "server_tool_result",
+    "awaiting_frontend_tools",
+    "meta_files",
+    "error",
+    "meta_final",
+]
+
+ENVELOPE_TYPES: Final[tuple[EnvelopeType, ...]] = (
+    "meta_init",
+    "thinking",
+    "text",
+    "citation",
+    "tool_call",
+    "server_tool_call",
+    "tool_result",
+    "tool_result_image",
+    "server_tool_result",
+    "awaiting_frontend_tools",
+    "meta_files",
+    "error",
+    "meta_final",
+)
+STREAMED_TYPES: Final[frozenset[str]] = frozenset({"text", "thinking"})
+BUFFERED_TYPES: Final[frozenset[str]] = frozenset(
+    {
+        "meta_init",
+        "tool_call",
+        "server_tool_call",
+        "tool_result",
+        "server_tool_result",
+        "awaiting_frontend_tools",
+        "meta_files",
+        "error",
+        "meta_final",
+    }
+)
+
+
+class BlockKey(NamedTuple):
+    """Identity of a block in a stream: the agent that produced it and its wire type (spec §7.1)."""
+
+    agent: str
+    type: str
+
+
+class _Base(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    tag_field="type",
+    forbid_unknown_fields=True,
+):
+    """Base fields present on every envelope (spec §3.1). ``type`` is the tag."""
+
+    #: Which agent produced the envelope; routes it to that agent's blocks.
+    agent: str
+    #: ``True`` on the last envelope of a block.
+    final: bool
+
+
+class MetaInit(_Base, frozen=True, kw_only=True, tag="meta_init"):
+    """Session metadata, once at the start of an agent's stream; ``delta`` is JSON text."""
+
+    delta: str
+
+
+class Thinking(_Base, frozen=True, kw_only=True, tag="thinking"):
+    """Extended thinking, streamed."""
+
+    delta: str
+
+
+class Text(_Base, frozen=True, kw_only=True, tag="text"):
+    """Assistant text, streamed."""
+
+    delta: str
+
+
+class Citation(_Base, frozen=True, kw_only=True, tag="citation"):
+    """One citation of the agent's last completed text block; ``delta`` is the cited text."""
+
+    delta: str
+    citation_type: str
+    document_index: int | UnsetType = UNSET
+    document_title: str | UnsetType = UNSET
+    start_char_index: int | UnsetType = UNSET
+    end_char_index: int | UnsetType = UNSET
+    start_page_number: int | UnsetType = UNSET
+    end_page_number: int | UnsetType = UNSET
+    url: str | UnsetType = UNSET
+    title: str | UnsetType = UNSET
+
+
+class ToolCall(_Base, frozen=True, kw_only=True, tag="tool_call"):
+    """A client tool invocation; ``delta`` is the JSON arguments text."""
+
+    id: str
+    name: str
+    delta: str
+
+
+class ServerToolCall(_Base, frozen=True, kw_only=True, tag="server_tool_call"):
+    """A server tool invocation (web search, code execution); ``delta`` is JSON text."""
+
+    id: str
+    name: str
+    delta: str
+
+
+class ToolResult(_Base, frozen=True, kw_only=True, tag="tool_result"):
+    """The result of a backend or frontend tool; ``delta`` is the result text."""
+
+    id: str
+    name: str
+    delta: str
+
+
+class ToolResultImage(_Base, frozen=True, kw_only=True, tag="tool_result_image"):
+    """One image inside the open ``tool_result`` of the same agent and ``id``."""
+
+    id: str
+    name: str
+    delta: str
+    src: str
+    media_type: str
+
+
+class ServerToolResult(_Base, frozen=True, kw_only=True, tag="server_tool_result"):
+    """The result of a server tool; ``name`` is the API result block type."""
+
+    id: str
+    name: str
+    delta: str
+
+
+class AwaitingFrontendTools(_Base, frozen=True, kw_only=True, tag="awaiting_frontend_tools"):
+    """The agent is paused; ``delta`` is a JSON array of pending frontend tool calls."""
+
+    delta: str
+
+
+class MetaFiles(_Base, frozen=True, kw_only=True, tag="meta_files"):
+    """Files produced during the run; ``delta`` is a JSON object with a ``files`` array."""
+
+    delta: str
+
+
+class Error(_Base, frozen=True, kw_only=True, tag="error"):
+    """An error; ``delta`` is a JSON error payload."""
+
+    delta: str
+
+
+class MetaFinal(_Base, frozen=True, kw_only=True, tag="meta_final"):
+    """Run summary, once at the end of an agent's stream; ``delta`` is JSON text."""
+
+    delta: str
+
+
+#: The single union of every envelope type, tagged on ``type``.
+Envelope = (
+    MetaInit
+    | Thinking
+    | Text
+    | Citation
+    | ToolCall
+    | ServerToolCall
+    | ToolResult
+    | ToolResultImage
+    | ServerToolResult
+    | AwaitingFrontendTools
+    | MetaFiles
+    | Error
+    | MetaFinal
+)

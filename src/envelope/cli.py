@@ -1,0 +1,99 @@
+"""The ``envelope`` command line: the only module of the package that prints or opens files.
+
+Subcommands:
+    reconstruct FILE   rebuild a recorded stream (SSE capture or JSON lines, ``-`` for stdin)
+                       and print its transcript as JSON.
+
+Exit status: 0 success; 2 unusable input or arguments (the error, with its position,
+goes to stderr).
+
+argparse (the standard library) is the CLI framework: the codec keeps msgspec as its
+only runtime dependency for encoding and decoding, and these subcommands need nothing
+argparse lacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, BinaryIO, Literal
+
+import msgspec
+
+from ._decoder import RawLine, StreamReader
+from ._errors import EnvelopeError
+from ._reconstruct import Reconstructor
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+__all__ = ["main"]
+
+_READ_SIZE = 64 * 1024
+
+
+def _open_input(path: str) -> BinaryIO:
+    if path == "-":
+        return sys.stdin.buffer
+    return open(path, "rb")  # closed by the caller's with-block
+
+
+def iter_lines(stream: BinaryIO, format: Literal["auto", "sse", "jsonl"] = "auto") -> Iterator[RawLine]:
+    """Read a recorded stream in 64 KiB pieces and yield its envelope lines."""
+    reader = StreamReader(format)
+    while chunk := stream.read(_READ_SIZE):
+        yield from reader.feed(chunk)
+    yield from reader.close()
+
+
+def _reconstruct(args: argparse.Namespace) -> int:
+    rebuilder = Reconstructor()
+    with _open_input(args.file) as stream:
+        for raw in iter_lines(stream, args.input_format):
+            rebuilder.feed(raw)
+    rebuilder.close()
+    out = msgspec.json.format(msgspec.json.encode(rebuilder.transcript().to_dict()), indent=2)
+    sys.stdout.buffer.write(out + b"\n")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="envelope",
+        description="Tools for the JSON envelope streaming protocol (spec/envelope-v1.md).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    rec = commands.add_parser(
+        "reconstruct",
+        help="rebuild a recorded stream and print its blocks as JSON",
+        description="Rebuild a recorded stream (an SSE capture or one JSON envelope per line) "
+        "and print {done, agents: {agent: {blocks}}} as JSON.",
+    )
+    rec.add_argument("file", metavar="FILE", help="the recording, or - for standard input")
+    rec.add_argument(
+        "--input-format",
+        choices=("auto", "sse", "jsonl"),
+        default="auto",
+        help="the input format (default: detected from the first byte)",
+    )
+    rec.set_defaults(handler=_reconstruct)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    name = getattr(args, "file", "-")
+    shown = "<stdin>" if name == "-" else name
+    try:
+        status: int = args.handler(args)
+    except EnvelopeError as exc:
+        print(f"{shown}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"{shown}: error: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return status
