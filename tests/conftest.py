@@ -1,0 +1,33 @@
+"""Shared test setup: Hypothesis profiles and the path to ``../shared``.
+
+Profiles (choose with ``HYPOTHESIS_PROFILE``): ``dev`` (default, quick), ``ci`` (more
+examples, no deadline: CI machines are shared and slow), ``thorough`` (for a long run).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("dev", max_examples=100, deadline=None)
+settings.register_profile(
+    "ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.register_profile("thorough", max_examples=5000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+CORPUS = SHARED / "corpus" / "upstream"
+FIXTURES = ROOT / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """The upstream corpus directory. Missing ``../shared`` is a failure, never a skip."""
+    if not CORPUS.is_dir():
+        pytest.fail(f"../shared/corpus/upstream is missing (looked in {CORPUS}); the corpus tests need it")
+    return CORPUS
