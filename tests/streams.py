@@ -114,7 +114,7 @@ def fixed_part(agent: str, spec: Spec) -> int:
     """Bytes of the envelope of ``spec`` with an empty delta and ``final: false`` (spec §6.6)."""
     cls = CLASSES[spec.type]
     if spec.type in WITH_ID:
-        env = cls(agent=agent, final=False, delta="", id=spec.id, name=spec.name)  # type: ignore[call-arg]  # WITH_ID types take id/name
+        env = cls(agent=agent, final=False, delta="", id=spec.id or "", name=spec.name or "")  # type: ignore[call-arg]  # WITH_ID types take id/name
     else:
         env = cls(agent=agent, final=False, delta="")  # type: ignore[call-arg]  # the others take none
     return len(encode(env))

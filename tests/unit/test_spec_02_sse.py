@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from envelope import DONE, DecodeError, EncodeError, Emitter, SSEEvent, SSEReader, frame
+from envelope import DONE, DecodeError, Emitter, EncodeError, SSEEvent, SSEReader, frame
 from streams import nasty_text
 
 
@@ -47,7 +47,10 @@ def test_spec_02_1_frame_refuses_line_ends() -> None:
 
 @given(
     fields=st.lists(
-        st.tuples(st.sampled_from(["data", "event", "id", "retry", "other", ":"]), st.text(st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=10)),
+        st.tuples(
+            st.sampled_from(["data", "event", "id", "retry", "other", ":"]),
+            st.text(st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=10),
+        ),
         max_size=12,
     ),
     ending=st.sampled_from([b"\n", b"\r\n", b"\r"]),

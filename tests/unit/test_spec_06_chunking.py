@@ -99,7 +99,7 @@ def test_spec_06_1_escape_heavy_payload_holds_the_bound() -> None:
 
 def test_spec_06_2_never_splits_escapes_or_characters() -> None:
     """[6.2-a] cuts land on code point boundaries; [6.2-b] never inside an escape sequence."""
-    body = escape("a\\\\\\u\x01😀é\"x")[1:-1]
+    body = escape('a\\\\\\u\x01😀é"x')[1:-1]
     for budget in range(6, len(body) + 1):
         pieces = split_escaped(body, budget, budget)
         assert b"".join(pieces) == body

@@ -157,7 +157,11 @@ def test_spec_07_5_payloads_parse_or_stay_raw() -> None:
             _env("tool_call", True, "[1, 2", id="t", name="n"),
         )
     ).to_dict()
-    assert [b.get("data", b.get("input")) for b in t["agents"][AGENT]["blocks"]] == [{"format": "json"}, "not json", "[1, 2"]
+    assert [b.get("data", b.get("input")) for b in t["agents"][AGENT]["blocks"]] == [
+        {"format": "json"},
+        "not json",
+        "[1, 2",
+    ]
 
 
 def test_spec_08_2_done_and_after() -> None:
@@ -181,9 +185,9 @@ def test_lenient_about_extras_strict_about_base_fields() -> None:
     assert info.value.field == "$.delta"
     with pytest.raises(ValidationError, match="unknown envelope type 'texx'"):
         reconstruct(['{"type":"texx","agent":"a","final":true,"delta":""}'])
-    with pytest.raises(DecodeError, match="not JSON") as info:
+    with pytest.raises(DecodeError, match="not JSON") as broken:
         reconstruct(['{"type":'])
-    assert info.value.position.index == 0
+    assert broken.value.position.index == 0
 
 
 def test_limits_on_block_size_and_open_blocks() -> None:
