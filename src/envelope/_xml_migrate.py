@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
@@ -43,7 +42,11 @@ from ._limits import (
     MAX_LEGACY_ATTRIBUTES,
     MAX_LEGACY_NAME_CHARS,
 )
-from ._types import BufferedType, StreamedType
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+
+    from ._types import BufferedType, StreamedType
 
 __all__ = ["Era", "InputKind", "MigrationWarning", "XmlMigrator", "migrate_xml"]
 
@@ -421,9 +424,9 @@ class XmlMigrator:
                 # A record that is exactly `[DONE]` is the terminator (§M1.3).
                 whole = _DONE_REC + _SEP
                 if raw.startswith(whole) or (final and raw == _DONE_REC + b"\n\n"):
-                    at = Position(line=self._raw_line, offset=self._raw_off)
+                    where = Position(line=self._raw_line, offset=self._raw_off)
                     self._consume_raw(len(whole) if raw.startswith(whole) else len(raw))
-                    self._done_record(at)
+                    self._done_record(where)
                     continue
                 if whole.startswith(raw) and not final:
                     return  # not enough bytes to tell
