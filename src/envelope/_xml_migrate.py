@@ -118,6 +118,9 @@ class MigrationWarning:
     message: str
     position: Position
     section: str | None = None
+    #: An error that ``lenient`` turned into a warning (the input was broken); ``False``
+    #: for notes about a faithful conversion (an older label mapped, an era guessed).
+    recovered: bool = False
 
     def __str__(self) -> str:
         where = str(self.position)
@@ -365,8 +368,8 @@ class XmlMigrator:
     def _pos_in(self, offset: int) -> Position:
         return Position(line=None, offset=offset)
 
-    def _warn(self, message: str, position: Position, section: str) -> None:
-        warning = MigrationWarning(message, position, section)
+    def _warn(self, message: str, position: Position, section: str, *, recovered: bool = False) -> None:
+        warning = MigrationWarning(message, position, section, recovered)
         self.warnings.append(warning)
         if self._on_warning is not None:
             self._on_warning(warning)
@@ -374,7 +377,7 @@ class XmlMigrator:
     def _problem(self, message: str, position: Position, section: str, *, recoverable: bool = True) -> None:
         """An error, or in lenient mode (when recoverable) a warning: the caller keeps the content (§M4)."""
         if recoverable and self.lenient:
-            self._warn(message, position, section)
+            self._warn(message, position, section, recovered=True)
             return
         raise MigrationError(message, position=position, section=section)
 
