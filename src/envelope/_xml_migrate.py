@@ -270,6 +270,7 @@ class XmlMigrator:
         self._caller_agent = agent
         self._on_warning = on_warning
         self._emitters: dict[str, Emitter] = {}
+        self._oversize_seen: dict[str, int] = {}  # per agent: Emitter.oversize entries already reported
         self._out: list[bytes] = []
         # front and unframer
         self._in_off = 0  # input bytes received
@@ -781,8 +782,9 @@ class XmlMigrator:
 
     def _emit(self, lines: list[bytes], pos: Position) -> None:
         em = self._emitter()
-        before = len(em.oversize)
         self._out.extend(lines)
+        before = self._oversize_seen.get(em.agent, 0)
+        self._oversize_seen[em.agent] = len(em.oversize)
         for record in em.oversize[before:]:
             self._warn(
                 f"{record.type} line of {record.size} bytes exceeds max_bytes={record.max_bytes}: {record.reason}",

@@ -108,12 +108,20 @@ def _cuts(draw: st.DrawFn, size: int) -> list[int]:
     return [0, *sorted(points), size]
 
 
+BOUND = 200
+
+
 def _migrate(data: bytes, pieces: list[int], *, era: str, agent: str | None = None) -> list[bytes]:
-    migrator = XmlMigrator(era=era, agent=agent, max_bytes=160)  # type: ignore[arg-type]  # era drawn from the literals
+    migrator = XmlMigrator(era=era, agent=agent, max_bytes=BOUND)  # type: ignore[arg-type]  # era drawn from the literals
     lines: list[bytes] = []
     for a, b in zip(pieces, pieces[1:], strict=False):
         lines += migrator.feed(data[a:b])
-    return lines + migrator.close()
+    lines += migrator.close()
+    # Spec §6.1/§6.5: a line over the bound only where the Emitter could not avoid it, and
+    # then reported as a warning (§M6.1).
+    over = [line for line in lines if len(line) > BOUND]
+    assert len(over) == sum(w.section == "M6.1" for w in migrator.warnings)
+    return lines
 
 
 @given(st.sampled_from(["early", "later"]), st.data())
@@ -130,7 +138,6 @@ def test_blocks_survive_legacy_round_trip(era: Era, data: st.DataObject) -> None
     raw = frame_raw_sse(chunks)
     mode = data.draw(st.sampled_from(["auto", era]))
     lines = _migrate(raw, _cuts(data.draw, len(raw)), era=mode)
-    assert all(len(line) <= 160 or b'"tool_result_image"' in line or b'"citation"' in line for line in lines)
     transcript = reconstruct(lines).to_dict()
     assert transcript["done"] is True
     assert transcript["agents"] == {AGENT: {"blocks": expected(blocks)}}
