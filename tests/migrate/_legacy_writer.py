@@ -45,7 +45,9 @@ def write(blocks: list[dict[str, Any]], era: Era) -> list[str]:
                 parts = ["<citations>"]
                 for c in block["citations"]:
                     attrs = [f'type="{_attr(c["citation_type"])}"']
-                    attrs += [f'{k}="{_attr(str(v))}"' for k, v in c.items() if k not in ("cited_text", "citation_type")]
+                    attrs += [
+                        f'{k}="{_attr(str(v))}"' for k, v in c.items() if k not in ("cited_text", "citation_type")
+                    ]
                     parts.append(f"<citation {' '.join(attrs)}><![CDATA[{c['cited_text']}]]></citation>")
                 parts.append("</citations>")
                 chunks.append(own("".join(parts)))
