@@ -42,6 +42,7 @@ from ._types import (
     ToolResult,
     ToolResultImage,
 )
+from ._xml_migrate import MigrationWarning, XmlMigrator, migrate_xml
 
 __version__ = "0.1.0"
 
@@ -69,6 +70,7 @@ __all__ = [
     "MetaFinal",
     "MetaInit",
     "MigrationError",
+    "MigrationWarning",
     "OversizeError",
     "OversizeLine",
     "Position",
@@ -88,9 +90,11 @@ __all__ = [
     "ToolResultImage",
     "Transcript",
     "ValidationError",
+    "XmlMigrator",
     "chunk",
     "decode",
     "encode",
     "frame",
+    "migrate_xml",
     "reconstruct",
 ]

@@ -30,3 +30,15 @@ DEFAULT_MAX_BLOCK_BYTES: Final = 256 * 1024 * 1024
 #: Most blocks open at once across all agents in a reconstructor (13 types a agent,
 #: so this allows thousands of live subagents while stopping a key-flooding input).
 DEFAULT_MAX_OPEN_BLOCKS: Final = 65_536
+
+#: Longest legacy XML tag (``<`` to ``>``) the migrator holds. A tool call's ``arguments``
+#: attribute carries a whole file the model wrote, so this is large; it exists so that a
+#: ``<`` with no ``>`` cannot grow memory without bound.
+DEFAULT_MAX_LEGACY_TAG_CHARS: Final = 16 * 1024 * 1024
+
+#: Longest legacy tag name; the longest known one (``content-block-server_tool_result``)
+#: has 32 characters, so a longer name is refused before its tag is buffered.
+MAX_LEGACY_NAME_CHARS: Final = 128
+
+#: Most attributes on one legacy tag; a citation has the most (nine).
+MAX_LEGACY_ATTRIBUTES: Final = 32

@@ -3,9 +3,12 @@
 Subcommands:
     reconstruct FILE   rebuild a recorded stream (SSE capture or JSON lines, ``-`` for stdin)
                        and print its transcript as JSON.
+    migrate FILE       convert a legacy XML stream (raw SSE capture or tag text) to envelopes
+                       (``spec/legacy-xml.md``); warnings go to stderr.
 
-Exit status: 0 success; 2 unusable input or arguments (the error, with its position,
-goes to stderr).
+Exit status: 0 success; 1 (migrate) converted, but ``--lenient`` recovered from broken
+input (each recovery is a warning on stderr); 2 unusable input or arguments (the error,
+with its position, goes to stderr).
 
 argparse (the standard library) is the CLI framework: the codec keeps msgspec as its
 only runtime dependency for encoding and decoding, and these subcommands need nothing
@@ -15,6 +18,7 @@ argparse lacks.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, BinaryIO, Literal
 
@@ -22,7 +26,10 @@ import msgspec
 
 from ._decoder import RawLine, StreamReader
 from ._errors import EnvelopeError
+from ._limits import DEFAULT_MAX_BYTES
 from ._reconstruct import Reconstructor
+from ._sse import DONE, frame
+from ._xml_migrate import DONE_LINE, MigrationWarning, XmlMigrator
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -57,6 +64,53 @@ def _reconstruct(args: argparse.Namespace) -> int:
     return 0
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    shown = "<stdin>" if args.file == "-" else args.file
+    recovered = 0
+
+    def warn(warning: MigrationWarning) -> None:
+        nonlocal recovered
+        recovered += warning.recovered
+        print(f"{shown}: warning: {warning}", file=sys.stderr)
+
+    migrator = XmlMigrator(
+        agent=args.agent,
+        max_bytes=args.max_bytes,
+        input=args.input,
+        era=args.era,
+        keep_labels=args.keep_labels,
+        lenient=args.lenient,
+        on_warning=warn,
+    )
+    sse = args.format == "sse"
+
+    def write(out: BinaryIO, lines: list[bytes]) -> None:
+        for line in lines:
+            if sse:
+                out.write(DONE if line == DONE_LINE else frame(line))
+            else:
+                out.write(line + b"\n")
+
+    target = args.output
+    tmp = f"{target}.partial" if target else None
+    out: BinaryIO = open(tmp, "wb") if tmp else sys.stdout.buffer  # noqa: SIM115  # closed below
+    try:
+        with _open_input(args.file) as stream:
+            while chunk := stream.read(_READ_SIZE):
+                write(out, migrator.feed(chunk))
+        write(out, migrator.close())
+        out.flush()
+    except BaseException:
+        if tmp:
+            out.close()
+            os.unlink(tmp)
+        raise
+    if tmp and target:
+        out.close()
+        os.replace(tmp, target)  # all or nothing: a failed migration leaves no half file
+    return 1 if recovered else 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="envelope",
@@ -77,6 +131,36 @@ def _parser() -> argparse.ArgumentParser:
         help="the input format (default: detected from the first byte)",
     )
     rec.set_defaults(handler=_reconstruct)
+    mig = commands.add_parser(
+        "migrate",
+        help="convert a legacy XML stream (raw SSE capture or tag text) to JSON envelopes",
+        description="Convert a legacy XML tag stream to JSON envelopes (spec/legacy-xml.md). "
+        "Writes SSE to stdout by default; warnings and errors (with line and byte) go to stderr. "
+        "Exit 0: converted; 1: converted, but --lenient recovered from broken input; 2: not converted.",
+    )
+    mig.add_argument("file", metavar="FILE", help="the legacy stream, or - for standard input")
+    mig.add_argument("--format", choices=("sse", "jsonl"), default="sse", help="output framing (default: sse)")
+    mig.add_argument("--agent", metavar="UUID", help="agent for a capture without meta_init")
+    mig.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout (only on success)")
+    mig.add_argument(
+        "--input",
+        choices=("auto", "raw-sse", "tags"),
+        default="auto",
+        help="raw SSE capture of the old server, or decoded tag text (default: detected)",
+    )
+    mig.add_argument(
+        "--era", choices=("auto", "early", "later"), default="auto", help="escaping era (default: detected)"
+    )
+    mig.add_argument(
+        "--keep-labels",
+        action="store_true",
+        help="keep older server-tool labels (tool_call/tool_result) instead of mapping them",
+    )
+    mig.add_argument(
+        "--lenient", action="store_true", help="turn recoverable errors into warnings, keeping the content"
+    )
+    mig.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="bound on each line (default: 2048)")
+    mig.set_defaults(handler=_migrate)
     return parser
 
 

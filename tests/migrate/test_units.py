@@ -1,0 +1,267 @@
+"""Unit tests: every error of spec/legacy-xml.md §M4 and every compatibility form (§M2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envelope import MigrationError, XmlMigrator, migrate_xml, reconstruct
+
+A = "11111111-1111-1111-1111-111111111111"
+INIT = '<meta_init data="{&quot;agent_uuid&quot;: &quot;' + A + '&quot;}"></meta_init>'
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def run(text: str | bytes, **options: Any) -> tuple[list[dict[str, Any]], XmlMigrator]:
+    options.setdefault("agent", A)
+    m = XmlMigrator(**options)
+    lines = m.feed(text) + m.close()
+    agents = reconstruct(lines).to_dict()["agents"]
+    return (agents[next(iter(agents))]["blocks"] if agents else []), m
+
+
+def test_m2_1_bodies_are_raw_and_only_the_close_tag_ends_them() -> None:
+    blocks, _ = run("<content-block-text>a < b &amp; <chart>x</chart><table/></content-block-text>")
+    assert blocks[0]["content"] == "a < b &amp; <chart>x</chart><table/>"
+
+
+def test_m2_3_cdata_split_across_chunks_and_unprotected_end() -> None:
+    text = (
+        '<content-block-server_tool_result id="s1" name="web_search_tool_result">'
+        "<![CDATA[x]]>y]]></content-block-server_tool_result>"
+    )
+    m = XmlMigrator(agent=A)
+    lines = [line for ch in text for line in m.feed(ch)] + m.close()
+    block = reconstruct(lines).to_dict()["agents"][A]["blocks"][0]
+    assert block["content"] == "x]]>y"
+
+
+def test_m2_3_cdata_absent_and_whitespace_between_tags() -> None:
+    blocks, _ = run(
+        "\n  <content-block-tool_result id='t' name='n'>plain</content-block-tool_result>\n"
+        '<content-block-error>\n <![CDATA[{"e": 1}]]>\n</content-block-error>\n'
+    )
+    assert blocks[0]["content"] == "plain"
+    assert blocks[1]["data"] == {"e": 1}
+
+
+def test_m2_4_attribute_references_named_and_numeric() -> None:
+    blocks, _ = run(
+        '<content-block-tool_call id="t" name="n" '
+        'arguments="{&quot;a&quot;: &quot;&lt;&amp;&gt;&#x27;&#39;&#233;&apos;&quot;}">'
+        "</content-block-tool_call>"
+    )
+    assert blocks[0]["input"] == {"a": "<&>''é'"}
+
+
+def test_m2_4_unknown_entity_is_inert() -> None:
+    with pytest.raises(MigrationError, match="not a known reference"):
+        run('<content-block-tool_call id="t" name="n" arguments="&xxe;"></content-block-tool_call>')
+
+
+def test_m2_3_multimodal_tool_result() -> None:
+    blocks, _ = run(
+        '<content-block-tool_result id="t" name="n"><text><![CDATA[see]]></text>'
+        '<image src="data:image/png;base64,AA==" media_type="image/png" /></content-block-tool_result>'
+    )
+    assert blocks[0]["content"] == "see"
+    assert blocks[0]["images"] == [{"src": "data:image/png;base64,AA==", "media_type": "image/png"}]
+
+
+def test_m2_10_citations_follow_the_text() -> None:
+    blocks, _ = run(
+        "<content-block-text>t</content-block-text><citations>"
+        '<citation type="page_location" document_index="0" start_page_number="1" end_page_number="2" '
+        'document_title="A &amp; B"><![CDATA[c1]]></citation><citation type="other">c2</citation></citations>'
+    )
+    cits = blocks[0]["citations"]
+    assert cits[0] == {
+        "cited_text": "c1",
+        "citation_type": "page_location",
+        "document_index": 0,
+        "document_title": "A & B",
+        "start_page_number": 1,
+        "end_page_number": 2,
+    }
+    assert cits[1] == {"cited_text": "c2", "citation_type": "other"}
+
+
+@pytest.mark.parametrize("tag", ["content-block-web_search_tool_result", "bash_code_execution_tool_result"])
+def test_m2_6_result_tags_named_after_the_result_type(tag: str) -> None:
+    blocks, _ = run(f'<{tag} id="srvtoolu_1"><![CDATA[r]]></{tag}>')
+    assert blocks[0]["type"] == "server_tool_result"
+    assert blocks[0]["name"] == tag.removeprefix("content-block-")
+
+
+def test_m2_7_older_labels_mapped_with_a_warning_or_kept() -> None:
+    text = (
+        '<content-block-tool_call id="srvtoolu_1" name="bash_code_execution" arguments="{}"></content-block-tool_call>'
+        '<content-block-tool_result id="srvtoolu_1" name="bash_code_execution_tool_result"><![CDATA["R(a=\'\\\\n\')"]]>'
+        "</content-block-tool_result>"
+    )
+    blocks, m = run(text, era="early")
+    assert [b["type"] for b in blocks] == ["server_tool_call", "server_tool_result"]
+    assert blocks[1]["content"] == "\"R(a='\\\\n')\""
+    assert [w.section for w in m.warnings] == ["M2.7", "M2.7"]
+    kept, m2 = run(text, era="early", keep_labels=True)
+    assert [b["type"] for b in kept] == ["tool_call", "tool_result"]
+    assert m2.warnings == []
+
+
+def test_m3_1_raw_line_feed_means_early() -> None:
+    blocks, m = run("<content-block-text>a\\nb\nc</content-block-text>")
+    assert m.era == "early"
+    assert blocks[0]["content"] == "a\\nb\nc"
+
+
+def test_m3_1_later_guessed_with_a_warning_and_forcible() -> None:
+    text = "<content-block-text>a\\nb\\\\c</content-block-text>"
+    blocks, m = run(text)
+    assert (m.era, blocks[0]["content"]) == ("later", "a\nb\\c")
+    assert [w.section for w in m.warnings] == ["M3.1"]
+    blocks, m = run(text, era="early")
+    assert blocks[0]["content"] == "a\\nb\\\\c"
+    assert m.warnings == []
+
+
+def test_m3_1_bad_escape_means_early() -> None:
+    blocks, m = run("<content-block-text>C:\\temp</content-block-text>")
+    assert (m.era, blocks[0]["content"]) == ("early", "C:\\temp")
+
+
+def test_m3_3_later_client_result_reopened_cdata_and_newline_rule() -> None:
+    blocks, m = run(
+        '<content-block-tool_result id="t" name="n"><![CDATA[a]]]]><![CDATA[>b\\nc\\d]]></content-block-tool_result>'
+    )
+    assert m.era == "later"
+    assert blocks[0]["content"] == "a]]>b\nc\\d"
+    assert [w.section for w in m.warnings] == ["M3.3"]
+
+
+def test_m1_1_raw_sse_recovered_by_the_writing_rule() -> None:
+    raw = b"data: <content-block-text>\n\ndata: a\n\n\nb\n\ndata: </content-block-text>\n\ndata: [DONE]\n\n"
+    m = XmlMigrator(agent=A)
+    lines = m.feed(raw) + m.close()
+    assert m.input_kind == "raw-sse"
+    assert lines[-1] == b"[DONE]"
+    assert reconstruct(lines).to_dict()["agents"][A]["blocks"][0]["content"] == "a\n\n\nb"
+
+
+def test_m1_3_done_inside_a_block_is_text() -> None:
+    raw = b"data: <content-block-text>\n\ndata: [DONE]\n\ndata: </content-block-text>\n\n"
+    blocks, _m = run(raw)
+    assert blocks[0]["content"] == "[DONE]"
+
+
+def test_m1_4_utf8_split_anywhere() -> None:
+    data = ("<content-block-text>é😀</content-block-text>").encode()
+    m = XmlMigrator(agent=A)
+    lines = [line for i in range(len(data)) for line in m.feed(data[i : i + 1])] + m.close()
+    assert reconstruct(lines).to_dict()["agents"][A]["blocks"][0]["content"] == "é😀"
+
+
+# ---------------------------------------------------------------- errors (§M4.1) and --lenient (§M4.2)
+
+ERRORS = [
+    ("<foo>x</foo>", "unknown tag <foo>", 1, 0),
+    ("\n<content-block-text>open", "still open", 2, 1),
+    ('<meta_init data="{not json"></meta_init>', "not JSON", 1, 0),
+    ("hello", "text outside any block", 1, 0),
+    ("</content-block-text>", "no open block", 1, 0),
+    ('<content-block-tool_result id="t" name="n"><![CDATA[x', "still open", 1, 0),
+]
+
+
+@pytest.mark.parametrize(("text", "message", "line", "offset"), ERRORS)
+def test_m4_1_errors_have_positions(text: str, message: str, line: int, offset: int) -> None:
+    with pytest.raises(MigrationError, match=message) as info:
+        run(text)
+    assert (info.value.position.line, info.value.position.offset) == (line, offset)
+
+
+@pytest.mark.parametrize(("text", "message", "line", "offset"), ERRORS)
+def test_m4_2_lenient_keeps_the_content(text: str, message: str, line: int, offset: int) -> None:  # noqa: ARG001  # shared table
+    blocks, m = run(text, lenient=True)
+    assert any(message in w.message and w.recovered for w in m.warnings)
+    everything = json.dumps(blocks, ensure_ascii=False)
+    for piece in ("x", "open", "not json", "hello"):
+        if piece in text:
+            assert piece in everything
+
+
+def test_m5_1_no_agent_is_an_error_even_lenient() -> None:
+    with pytest.raises(MigrationError, match="no agent") as info:
+        run("\n\n<content-block-text>a</content-block-text>", agent=None, lenient=True)
+    assert info.value.position.line == 3
+
+
+def test_m5_1_agent_from_meta_init() -> None:
+    blocks, m = run(INIT + "<content-block-text>a</content-block-text>", agent=None)
+    assert m.agent == A
+    assert blocks[1]["content"] == "a"
+
+
+def test_m1_2_input_forced() -> None:
+    with pytest.raises(MigrationError, match="does not start with 'data: '"):
+        run("<content-block-text>a</content-block-text>", input="raw-sse")
+
+
+def test_m1_1_truncated_capture() -> None:
+    with pytest.raises(MigrationError, match="ends inside a record"):
+        run(b"data: <content-block-text>a</content-block-text>")
+
+
+def test_invalid_utf8_has_its_offset() -> None:
+    with pytest.raises(MigrationError, match="invalid UTF-8") as info:
+        run(b"<content-block-text>ab\xff</content-block-text>")
+    assert info.value.position.offset == 22
+
+
+def test_m2_8_hostile_inputs_stay_bounded() -> None:
+    m = XmlMigrator(agent=A, max_tag_chars=1000)
+    m.feed('<content-block-tool_call id="')
+    for _ in range(9):
+        m.feed("a" * 100)
+    with pytest.raises(MigrationError, match="max_tag_chars"):
+        m.feed("a" * 100)
+    with pytest.raises(MigrationError, match="name longer"):
+        run("<" + "a" * 500)
+    entity_bomb = '<!DOCTYPE x [<!ENTITY a "aaaa">]><content-block-text>&a;</content-block-text>'
+    with pytest.raises(MigrationError, match=r"unknown tag|malformed|does not start a tag"):
+        run(entity_bomb)
+    blocks, _ = run(entity_bomb, lenient=True)
+    assert "&a;" in json.dumps(blocks)
+
+
+def test_migrate_xml_yields_as_it_goes() -> None:
+    it = migrate_xml(iter([INIT, "<content-block-text>", "hi"]), lenient=True)
+    assert b'"meta_init"' in next(it)
+    assert b'"hi"' in next(it)
+
+
+def test_cli_exit_codes(tmp_path: Path) -> None:
+    def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+        env = {"PYTHONPATH": str(SRC)}
+        return subprocess.run(
+            [sys.executable, "-m", "envelope", "migrate", *args], input=stdin, capture_output=True, env=env, check=False
+        )
+
+    good = cli("-", "--agent", A, "--format", "jsonl", stdin=b"<content-block-text>a</content-block-text>")
+    assert good.returncode == 0
+    assert good.stdout.splitlines()[0].startswith(b'{"type":"text"')
+    bad = cli("-", stdin=b"<content-block-text>a</content-block-text>")
+    assert bad.returncode == 2
+    assert b"<stdin>: error: line 1, byte 0: no agent" in bad.stderr
+    out = tmp_path / "out.sse"
+    lenient = cli("-", "--agent", A, "--lenient", "-o", str(out), stdin=b"<foo/>")
+    assert lenient.returncode == 1
+    assert b"warning" in lenient.stderr
+    assert out.read_bytes().startswith(b'data: {"type":"text"')
+    failed = cli("-", "-o", str(tmp_path / "none"), stdin=b"<foo/>")
+    assert failed.returncode == 2
+    assert not (tmp_path / "none").exists()
