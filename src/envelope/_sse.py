@@ -158,6 +158,8 @@ class SSEReader:
             self._buf = b""
             chunk = data
         data = self._buf + chunk if self._buf else chunk
+        if not data:  # only a byte order mark so far
+            return []
         events: list[SSEEvent] = []
         lines = data.splitlines(keepends=True)
         last = lines[-1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from envelope import EnvelopeError, Reconstructor, SSEReader, StreamReader, decode
@@ -69,6 +69,7 @@ def test_decode_any_json_value(value: object) -> None:
 
 
 @given(st.binary(max_size=300))
+@example(b"\xef\xbb\xbf")
 def test_sse_reader_any_bytes(data: bytes) -> None:
     reader = SSEReader(max_line_bytes=64)
     try:
