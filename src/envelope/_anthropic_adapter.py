@@ -443,7 +443,8 @@ class AnthropicTranslator:
         start = block.start
         if kind == "server_tool_result":
             # [A4.3-b]: the block's content as real JSON; the id is the call's id.
-            content = _json_encode(_plain(_get(start, "content"))).decode()
+            # Keys sorted, so SDK objects and recorded dicts give the same bytes.
+            content = _json_encode(_plain(_get(start, "content")), order="sorted").decode()
             tool_use_id = _get(start, "tool_use_id")
             return emitter.buffered(
                 "server_tool_result",
@@ -467,7 +468,7 @@ class AnthropicTranslator:
         if not block.parts:
             # No deltas: the input given at start is the input (usually ``{}``).
             block.input = _plain(_get(block.start, "input") or {})
-            return _json_encode(block.input).decode()
+            return _json_encode(block.input, order="sorted").decode()
         text = "".join(block.parts)
         block.parts = [text]
         try:
@@ -532,7 +533,8 @@ class AnthropicTranslator:
         if api_type == "text":
             data: dict[str, Any] = {"type": "text", "text": "".join(block.parts)}
             if block.citations:
-                data["citations"] = [_api_block(c) for c in block.citations]
+                # As received (nulls kept): citations go back to the API unchanged.
+                data["citations"] = [_plain(c) for c in block.citations]
             return data
         if api_type == "thinking":
             return {"type": "thinking", "thinking": "".join(block.parts), "signature": block.signature or ""}
