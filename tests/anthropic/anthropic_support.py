@@ -10,13 +10,14 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from anthropic.types import Message
+from typing import TYPE_CHECKING, Any
 
 from agent_ref.replay import ReplayServer
 from envelope import reconstruct
 from envelope.anthropic import AnthropicTranslator
+
+if TYPE_CHECKING:
+    from anthropic.types import Message
 
 AGENT = "0b6c7f1e-3a55-4d5e-9c1a-5b8f2f7d9e10"
 MODEL = "claude-sonnet-4-6"
@@ -101,7 +102,7 @@ def expected_blocks(final: Message) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for block in final.content:
         data = block.to_dict(mode="json")
-        kind = data["type"]
+        kind = str(data["type"])
         if kind == "text":
             cites = [envelope_citation(c) for c in (block.citations or [])]  # type: ignore[union-attr]
             blocks.append({"type": "text", "complete": True, "content": data["text"], "citations": cites})
