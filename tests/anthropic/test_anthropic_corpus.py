@@ -55,6 +55,7 @@ def test_replay_through_sdk_reconstructs_like_final_message(corpus: Path, name: 
 
 @pytest.mark.parametrize("name", [*RECORDINGS, "web_search_citations.json"])
 def test_finalize_and_metadata_equal_sdk_final_message(corpus: Path, name: str) -> None:
+    """[A6.1-a], [A6.1-b]: finalize() is the SDK's final content, dumped the same way."""
     for run in stream_calls(_calls(corpus, name)):
         t = run.translator
         assert t.finalize() == api_view(run.final)
@@ -69,6 +70,7 @@ def test_finalize_and_metadata_equal_sdk_final_message(corpus: Path, name: str) 
 
 
 def test_corpus_file_0_holds_three_calls_served_in_order(corpus: Path) -> None:
+    """[A2.1-a] one translator per API call; [A9-c] calls served in order."""
     runs = stream_calls(_calls(corpus, "anthropic_events_0.json"))
     assert [r.final.stop_reason for r in runs] == ["tool_use", "tool_use", "end_turn"]
     assert len({r.final.id for r in runs}) == 3

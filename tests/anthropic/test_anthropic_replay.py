@@ -29,7 +29,7 @@ def test_split_calls_of_corpus_file_0(corpus: Path) -> None:
 
 
 def test_sse_body_is_wire_data_per_the_sdk_decoder(corpus: Path) -> None:
-    """Differential oracle: the SDK's own SSE decoder reads back each wire event, snapshots stripped."""
+    """[A9-b] Differential oracle: the SDK's own SSE decoder reads back each wire event, snapshots stripped."""
     events = load_events(corpus / "anthropic_events_1.json")
     decoded = list(SSEDecoder().iter_bytes(iter([sse_body(events)])))
     assert len(decoded) == len(events)
@@ -63,6 +63,7 @@ def test_load_events_refuses_non_recordings(tmp_path: Path) -> None:
 
 
 def test_requests_are_recorded_and_exhaustion_is_a_clean_sdk_error(corpus: Path) -> None:
+    """[A9-c] request bodies recorded; past the last call the SDK raises BadRequestError."""
     calls = split_calls(load_events(corpus / "anthropic_events_0.json"))[:1]
     server = ReplayServer(calls)
 
@@ -127,3 +128,24 @@ def test_mid_stream_error_through_the_real_sdk_gives_the_same_envelope_A7_1_b() 
         "final": True,
         "delta": '{"type":"overloaded_error","message":"Overloaded"}',
     }
+
+
+def test_replay_uses_the_sdks_own_http_library_A9_a() -> None:
+    """[A9-a] the SDK is built on httpx2; the replay client's transport is httpx2's MockTransport."""
+    import anthropic._base_client as base
+    import httpx2
+
+    assert vars(base)["httpx2"] is httpx2
+    client = ReplayServer([_cut_with_error()]).client()
+    assert isinstance(client._client, httpx2.AsyncClient)
+    assert isinstance(client._client._transport, httpx2.MockTransport)
+
+
+def test_record_refuses_to_run_without_a_key_A9_d(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """[A9-d] record() makes a live call only with ANTHROPIC_API_KEY; tests never provide one."""
+    from agent_ref.replay import record
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(RuntimeError, match="ANTHROPIC_API_KEY"):
+        asyncio.run(record(tmp_path / "out.json", model=MODEL, max_tokens=16, messages=MESSAGES))
+    assert not (tmp_path / "out.json").exists()

@@ -92,6 +92,7 @@ def test_signature_delta_is_not_streamed_but_kept_A3_2_a() -> None:
 
 
 def test_redacted_thinking_emits_nothing_and_round_trips_A3_2_b() -> None:
+    """[A3.2-b], [A5.1-a]: no envelope, no warning, kept for history."""
     t = AnthropicTranslator(AGENT)
     block = {"type": "redacted_thinking", "data": "opaque=="}
     assert feed_all(t, [MESSAGE_START, start(0, block), stop(0)]) == []
@@ -134,6 +135,7 @@ def test_any_split_of_text_rebuilds_the_same_text(parts: list[str]) -> None:
 
 
 def test_citations_follow_the_final_marker_last_one_final_A3_3_a() -> None:
+    """[A3.3-a] order and finality; [A3.3-b] field mapping, nulls and API-only fields left out."""
     t = AnthropicTranslator(AGENT)
     c1 = {
         "type": "char_location",
@@ -221,6 +223,7 @@ def test_tool_input_json_is_parsed_once_not_per_delta_A4_1_a(monkeypatch: pytest
 
 
 def test_tool_without_deltas_uses_the_start_input() -> None:
+    """[A4.1-b] a tool_use with no deltas sends its start input."""
     t = AnthropicTranslator(AGENT)
     lines = feed_all(t, [MESSAGE_START, start(0, {"type": "tool_use", "id": "t", "name": "n", "input": {}}), stop(0)])
     assert decoded(lines)[0]["delta"] == "{}"
@@ -267,6 +270,7 @@ def test_server_and_mcp_tool_use_become_server_tool_call_A4_2_a(kind: str) -> No
     ],
 )
 def test_every_tool_result_block_becomes_server_tool_result_with_json_A4_3_a(kind: str, content: Any) -> None:
+    """[A4.3-a] any ``*_tool_result`` block; [A4.3-b] its content as real JSON."""
     t = AnthropicTranslator(AGENT)
     block = {"type": kind, "tool_use_id": "srv_9", "content": content}
     lines = feed_all(t, [MESSAGE_START, start(0, block)])
@@ -460,7 +464,7 @@ def test_usage_and_stop_reason_follow_running_totals() -> None:
 
 
 def test_envelope_anthropic_imports_no_sdk_or_io_library() -> None:
-    """STYLE §1: importing and using the adapter loads neither the SDK nor httpx/httpx2/asyncio."""
+    """[A1-a] STYLE §1: importing and using the adapter loads neither the SDK nor httpx/httpx2/asyncio."""
     code = (
         "import sys, importlib.abc\n"
         "class Block(importlib.abc.MetaPathFinder):\n"
@@ -484,7 +488,7 @@ def test_envelope_anthropic_imports_no_sdk_or_io_library() -> None:
 
 
 def test_sdk_objects_are_read_without_model_dump_per_delta(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Deltas are read by attribute access; ``to_dict`` runs only for whole blocks."""
+    """[A1-b] Deltas are read by attribute access; ``to_dict`` runs only for whole blocks."""
     from anthropic.types import RawContentBlockDeltaEvent, TextDelta
 
     dumps: list[str] = []
