@@ -1,7 +1,9 @@
 """Helpers shared by the Anthropic adapter tests: run a recorded call through the real SDK.
 
 Owns: driving ``agent_ref.replay`` clients and comparing a reconstructed transcript with
-the SDK's own final message. Not a test module (no ``test_`` prefix).
+the SDK's own final message. Not a test module (no ``test_`` prefix). It lives beside
+``conftest.py``, not in ``tests/anthropic/``, so that mypy (whose path has ``tests``)
+and pytest both import it as ``anthropic_support``.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from envelope import reconstruct
 from envelope.anthropic import AnthropicTranslator
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from anthropic.types import Message
 
 AGENT = "0b6c7f1e-3a55-4d5e-9c1a-5b8f2f7d9e10"
 MODEL = "claude-sonnet-4-6"
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parent / "anthropic" / "data"
 #: Citation fields an envelope carries (spec §4.5), besides cited_text and citation_type.
 CITATION_FIELDS = (
     "document_index",
@@ -131,7 +135,7 @@ def expected_blocks(final: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def rebuilt_blocks(lines: list[bytes], agent: str = AGENT) -> list[dict[str, Any]]:
+def rebuilt_blocks(lines: Sequence[bytes | str], agent: str = AGENT) -> list[dict[str, Any]]:
     """The reconstructed blocks of ``agent``, server tool result content parsed as JSON."""
     blocks = reconstruct(lines).to_dict()["agents"].get(agent, {"blocks": []})["blocks"]
     for block in blocks:

@@ -379,7 +379,7 @@ class AnthropicTranslator:
             return BlockKey(self.agent, "server_tool_result")
         return None
 
-    def _open(self, event: Any, what: str) -> _Block | None:
+    def _live(self, event: Any, what: str) -> _Block | None:
         index = _get(event, "index")
         block = self._blocks.get(index) if isinstance(index, int) else None
         if block is None or block.done:
@@ -389,7 +389,7 @@ class AnthropicTranslator:
         return block
 
     def _delta(self, event: Any) -> list[bytes]:
-        block = self._open(event, "content_block_delta")
+        block = self._live(event, "content_block_delta")
         if block is None:
             return []
         delta = _get(event, "delta")
@@ -423,7 +423,7 @@ class AnthropicTranslator:
         return []
 
     def _stop(self, event: Any) -> list[bytes]:
-        block = self._open(event, "content_block_stop")
+        block = self._live(event, "content_block_stop")
         if block is None:
             return []
         block.done = True

@@ -101,7 +101,7 @@ def _cut_with_error() -> list[dict[str, Any]]:
 
 
 def test_mid_stream_error_through_the_real_sdk_gives_the_same_envelope_A7_1_b() -> None:
-    """The SDK raises on an ``error`` event; ``t.error(exc)`` equals what the recorded dict gives."""
+    """[A7.1-b] The SDK raises on an ``error`` event; ``t.error(exc)`` equals what the recorded dict gives."""
     events = _cut_with_error()
     t = AnthropicTranslator(AGENT)
     lines: list[bytes] = []

@@ -66,6 +66,7 @@ def decoded(lines: list[bytes]) -> list[dict[str, Any]]:
 
 
 def test_text_deltas_stream_then_final_marker_A3_1_a() -> None:
+    """[A3.1-a]"""
     t = AnthropicTranslator(AGENT)
     lines = feed_all(t, [MESSAGE_START, start(0, {"type": "text", "text": ""}), text_delta(0, "Hel")])
     assert decoded(lines) == [{"type": "text", "agent": AGENT, "final": False, "delta": "Hel"}]
@@ -77,6 +78,7 @@ def test_text_deltas_stream_then_final_marker_A3_1_a() -> None:
 
 
 def test_signature_delta_is_not_streamed_but_kept_A3_2_a() -> None:
+    """[A3.2-a]"""
     t = AnthropicTranslator(AGENT)
     events = [
         MESSAGE_START,
@@ -114,6 +116,7 @@ TEXT_MIN_BOUND = (
 @example(text="\x01" * 200, max_bytes=TEXT_MIN_BOUND)
 @example(text="🏔" * 200, max_bytes=TEXT_MIN_BOUND + 1)
 def test_oversized_text_delta_is_chunked_within_the_bound_A3_1_b(text: str, max_bytes: int) -> None:
+    """[A3.1-b]"""
     t = AnthropicTranslator(AGENT, max_bytes)
     lines = feed_all(t, [MESSAGE_START, start(0, {"type": "text", "text": ""}), text_delta(0, text), stop(0)])
     assert all(len(line) <= max_bytes for line in lines)
@@ -188,6 +191,7 @@ def test_citations_follow_the_final_marker_last_one_final_A3_3_a() -> None:
 
 
 def test_tool_input_is_buffered_and_emitted_once_at_stop_A4_1_a() -> None:
+    """[A4.1-a]"""
     t = AnthropicTranslator(AGENT)
     events = [MESSAGE_START, start(0, {"type": "tool_use", "id": "toolu_1", "name": "calc", "input": {}})]
     assert feed_all(t, events) == []
@@ -200,6 +204,7 @@ def test_tool_input_is_buffered_and_emitted_once_at_stop_A4_1_a() -> None:
 
 
 def test_tool_input_json_is_parsed_once_not_per_delta_A4_1_a(monkeypatch: pytest.MonkeyPatch) -> None:
+    """[A4.1-a]"""
     calls: list[int] = []
     real = adapter._json_decode
 
@@ -230,6 +235,7 @@ def test_tool_without_deltas_uses_the_start_input() -> None:
 
 
 def test_invalid_tool_json_raises_decode_error_A4_1_c() -> None:
+    """[A4.1-c]"""
     t = AnthropicTranslator(AGENT)
     feed_all(t, [MESSAGE_START, start(2, {"type": "tool_use", "id": "t", "name": "n", "input": {}})])
     t.feed(json_delta(2, '{"a": '))
@@ -241,6 +247,7 @@ def test_invalid_tool_json_raises_decode_error_A4_1_c() -> None:
 
 @pytest.mark.parametrize("kind", ["server_tool_use", "mcp_tool_use"])
 def test_server_and_mcp_tool_use_become_server_tool_call_A4_2_a(kind: str) -> None:
+    """[A4.2-a]"""
     t = AnthropicTranslator(AGENT)
     block = {"type": kind, "id": "srv_1", "name": "web_search", "input": {}}
     if kind == "mcp_tool_use":
@@ -301,7 +308,7 @@ def test_large_server_tool_result_is_chunked() -> None:
 
 
 def test_derived_events_are_ignored_A2_2_a() -> None:
-    """What ``messages.stream()`` yields after each raw delta, as dicts: no doubled output."""
+    """[A2.2-a] What ``messages.stream()`` yields after each raw delta, as dicts: no doubled output."""
     raw = [
         MESSAGE_START,
         start(0, {"type": "thinking", "thinking": "", "signature": ""}),
@@ -340,6 +347,7 @@ def test_derived_events_are_ignored_A2_2_a() -> None:
 
 
 def test_stream_cut_mid_text_block_is_reported_by_close_A8_1_a() -> None:
+    """[A8.1-a]"""
     t = AnthropicTranslator(AGENT)
     events = [
         MESSAGE_START,
@@ -372,6 +380,7 @@ def test_stream_cut_mid_tool_and_result_reports_both() -> None:
 
 
 def test_feed_after_close_is_a_sequence_error_A2_1_b() -> None:
+    """[A2.1-b]"""
     t = AnthropicTranslator(AGENT)
     t.close()
     with pytest.raises(SequenceError):
@@ -379,6 +388,7 @@ def test_feed_after_close_is_a_sequence_error_A2_1_b() -> None:
 
 
 def test_mid_stream_error_event_becomes_error_envelope_A7_1_a() -> None:
+    """[A7.1-a]"""
     t = AnthropicTranslator(AGENT)
     events = [
         MESSAGE_START,
@@ -410,6 +420,7 @@ def test_error_payload_from_exception_shapes() -> None:
 
 
 def test_unknown_events_blocks_and_deltas_warn_never_crash_A5_2_a() -> None:
+    """[A5.2-a]"""
     t = AnthropicTranslator(AGENT)
     events = [
         MESSAGE_START,
@@ -432,6 +443,7 @@ def test_unknown_events_blocks_and_deltas_warn_never_crash_A5_2_a() -> None:
 
 
 def test_second_message_start_starts_over_and_reports_lost_blocks_A2_1_c() -> None:
+    """[A2.1-c]"""
     t = AnthropicTranslator(AGENT)
     feed_all(t, [MESSAGE_START, start(0, {"type": "text", "text": ""}), text_delta(0, "a")])
     second = {**MESSAGE_START, "message": {**MESSAGE_START["message"], "id": "msg_2"}}  # type: ignore[dict-item]
