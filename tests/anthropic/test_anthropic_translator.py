@@ -12,12 +12,12 @@ from typing import Any, ClassVar
 
 import msgspec
 import pytest
-from anthropic_support import AGENT, rebuilt_blocks
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 import envelope._anthropic_adapter as adapter
-from envelope import BlockKey, DecodeError, SequenceError, reconstruct
+from anthropic_support import AGENT, rebuilt_blocks
+from envelope import BlockKey, DecodeError, EnvelopeError, SequenceError, reconstruct
 from envelope.anthropic import AnthropicTranslator, error_payload
 
 
@@ -525,3 +525,67 @@ def test_sdk_objects_are_read_without_model_dump_per_delta(monkeypatch: pytest.M
 
 def test_msgspec_decode_is_the_parser() -> None:
     assert adapter._json_decode is msgspec.json.decode
+
+
+# ---------------------------------------------------------------- robustness
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+_types = st.sampled_from(
+    [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "error",
+        "text",
+        "ping",
+        "weird",
+    ]
+)
+_block = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(
+            ["text", "thinking", "tool_use", "server_tool_use", "web_search_tool_result", "redacted_thinking", "x"]
+        )
+    },
+    optional={"id": _json, "name": _json, "input": _json, "content": _json, "text": _json, "tool_use_id": _json},
+)
+_delta = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(
+            ["text_delta", "thinking_delta", "input_json_delta", "citations_delta", "signature_delta", "y"]
+        )
+    },
+    optional={"text": _json, "thinking": _json, "partial_json": _json, "citation": _json, "signature": _json},
+)
+_event = st.fixed_dictionaries(
+    {"type": _types},
+    optional={
+        "index": st.integers(min_value=-1, max_value=3) | _json,
+        "content_block": _block | _json,
+        "delta": _delta | _json,
+        "message": _json,
+        "usage": _json,
+        "error": _json,
+    },
+)
+
+
+@given(events=st.lists(_event, max_size=25))
+def test_arbitrary_events_raise_only_envelope_errors(events: list[dict[str, Any]]) -> None:
+    """STYLE §5: any exception from ``feed()`` other than an ``EnvelopeError`` is a bug."""
+    t = AnthropicTranslator(AGENT)
+    for event in events:
+        try:
+            for line in t.feed(event):
+                assert len(line) <= 2048 or t.oversize
+        except EnvelopeError:
+            pass
+    t.close()
+    json.dumps(t.finalize())
