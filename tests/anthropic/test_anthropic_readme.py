@@ -52,3 +52,38 @@ def expected_blocks_from(corpus: Path) -> list[dict[str, Any]]:
     (run,) = stream_calls(split_calls(load_events(corpus / "anthropic_events_1.json")))
     blocks: list[dict[str, Any]] = expected_blocks(run.final)
     return blocks
+
+
+def test_readme_relay_reports_a_cut_stream_as_an_error_envelope() -> None:
+    """The example's ``close()`` branch: a stream cut mid-text ends with an ``error`` envelope."""
+    (code,) = re.findall(r"```python\n(.*?)```", _section(), re.S)
+    scope: dict[str, Any] = {}
+    exec(code, scope)
+    cut: list[dict[str, Any]] = [
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_cut",
+                "type": "message",
+                "role": "assistant",
+                "model": MODEL,
+                "content": [],
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            },
+        },
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hal"}},
+    ]
+    history: list[Any] = [{"role": "user", "content": "hi"}]
+
+    async def run() -> list[bytes]:
+        async with ReplayServer([cut]).client() as client:
+            return [chunk async for chunk in scope["relay"](client, "a", history, model=MODEL, max_tokens=8)]
+
+    chunks = asyncio.run(run())
+    reader = StreamReader("sse")
+    lines = [raw.data for chunk in chunks for raw in reader.feed(chunk)]
+    assert lines[-1] == "[DONE]"
+    assert '"type":"error"' in lines[-2]
+    assert "incomplete_stream" in lines[-2]
+    assert history[-1] == {"role": "assistant", "content": []}
