@@ -45,11 +45,11 @@ class Run:
 
     lines: list[bytes]
     translator: AnthropicTranslator
-    final: Message
+    final: Any  # Message, or BetaMessage for the beta client
     yielded: list[Any] = field(default_factory=list)
 
 
-async def _stream_calls(calls: list[list[dict[str, Any]]], max_bytes: int) -> list[Run]:
+async def _stream_calls(calls: list[list[dict[str, Any]]], max_bytes: int, beta: bool) -> list[Run]:
     server = ReplayServer(calls)
     client = server.client()
     runs: list[Run] = []
@@ -58,7 +58,8 @@ async def _stream_calls(calls: list[list[dict[str, Any]]], max_bytes: int) -> li
             t = AnthropicTranslator(AGENT, max_bytes)
             lines: list[bytes] = []
             yielded: list[Any] = []
-            async with client.messages.stream(
+            messages = client.beta.messages if beta else client.messages
+            async with messages.stream(
                 model=MODEL, max_tokens=1024, messages=[{"role": "user", "content": "replay"}]
             ) as stream:
                 async for event in stream:
@@ -69,9 +70,9 @@ async def _stream_calls(calls: list[list[dict[str, Any]]], max_bytes: int) -> li
     return runs
 
 
-def stream_calls(calls: list[list[dict[str, Any]]], max_bytes: int = 2048) -> list[Run]:
-    """Replay each call through ``AsyncAnthropic().messages.stream()``, feeding every yielded event."""
-    return asyncio.run(_stream_calls(calls, max_bytes))
+def stream_calls(calls: list[list[dict[str, Any]]], max_bytes: int = 2048, *, beta: bool = False) -> list[Run]:
+    """Replay each call through ``AsyncAnthropic().messages.stream()`` (or ``.beta.``), feeding every event."""
+    return asyncio.run(_stream_calls(calls, max_bytes, beta))
 
 
 async def _raw_calls(calls: list[list[dict[str, Any]]]) -> list[list[Any]]:

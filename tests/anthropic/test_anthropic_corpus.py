@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from anthropic.resources.messages.messages import DEPRECATED_MODELS
+
+from agent_ref.replay import load_events, split_calls
 from anthropic_support import (
     AGENT,
     DATA,
@@ -25,8 +27,6 @@ from anthropic_support import (
     rebuilt_blocks,
     stream_calls,
 )
-
-from agent_ref.replay import load_events, split_calls
 from envelope.anthropic import AnthropicTranslator
 
 if TYPE_CHECKING:
@@ -110,3 +110,14 @@ def test_citations_fixture_exercises_what_the_corpus_lacks() -> None:
     citations = [c for line in run.lines if (c := json.loads(line))["type"] == "citation"]
     assert [c["final"] for c in citations] == [True, False, True]
     assert "document_title" not in citations[2]  # null in the API citation: absent on the wire (spec §3.3)
+
+
+@pytest.mark.parametrize("name", [*RECORDINGS, "web_search_citations.json"])
+def test_beta_client_events_translate_the_same(corpus: Path, name: str) -> None:
+    """The beta stream's typed events (``BetaRaw…``) give the same lines and history as the recorded dicts."""
+    calls = _calls(corpus, name)
+    for run, recorded in zip(stream_calls(calls, beta=True), calls, strict=True):
+        t_dict = AnthropicTranslator(AGENT)
+        assert run.lines == [line for event in recorded for line in t_dict.feed(event)]
+        assert run.translator.warnings == []
+        assert run.translator.finalize() == api_view(run.final)
