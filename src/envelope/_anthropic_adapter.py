@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from ._encoder import CitationData, Emitter, OversizeLine
-from ._errors import DecodeError, SequenceError
+from ._errors import DecodeError, EncodeError, SequenceError
 from ._limits import DEFAULT_MAX_BYTES
 from ._types import BlockKey
 
@@ -101,7 +101,8 @@ def _plain(obj: Any) -> Any:
     model_dump = getattr(obj, "model_dump", None)
     if callable(model_dump):
         return _plain(model_dump(mode="json", by_alias=True, exclude_unset=True))
-    raise TypeError(f"cannot convert {type(obj).__name__} to JSON data")
+    # Never a repr() (the peer implementation's mistake): refuse instead.
+    raise EncodeError(f"cannot convert a {type(obj).__name__} to JSON data", section="A4.3-b")
 
 
 def _api_block(obj: Any) -> dict[str, Any]:
@@ -255,6 +256,8 @@ class AnthropicTranslator:
         Raises:
             SequenceError: ``feed()`` after ``close()``.
             DecodeError: a tool block's accumulated input is not JSON [A4.1-c].
+            EncodeError: a lone surrogate in text, or a block holding something that is
+                not JSON data (an object with neither ``to_dict`` nor ``model_dump``).
             OversizeError: strict mode only (spec §6.5).
         """
         if self._closed:

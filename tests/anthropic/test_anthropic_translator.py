@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import envelope._anthropic_adapter as adapter
 from anthropic_support import AGENT, rebuilt_blocks
-from envelope import BlockKey, DecodeError, EnvelopeError, SequenceError, reconstruct
+from envelope import BlockKey, DecodeError, EncodeError, EnvelopeError, SequenceError, reconstruct
 from envelope.anthropic import AnthropicTranslator, error_payload
 
 
@@ -589,3 +589,13 @@ def test_arbitrary_events_raise_only_envelope_errors(events: list[dict[str, Any]
             pass
     t.close()
     json.dumps(t.finalize())
+
+
+def test_non_json_block_content_is_refused_never_repred_A4_3_b() -> None:
+    """[A4.3-b] content that is not JSON data raises ``EncodeError``; no ``repr()`` reaches the wire."""
+    t = AnthropicTranslator(AGENT)
+    feed_all(
+        t, [MESSAGE_START, start(0, {"type": "code_execution_tool_result", "tool_use_id": "s", "content": object()})]
+    )
+    with pytest.raises(EncodeError, match="object"):
+        t.feed(stop(0))
