@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_ref.replay import ReplayServer
 from envelope import reconstruct
+from envelope._decoder import CITATION_FIELDS
 from envelope.anthropic import AnthropicTranslator
 
 if TYPE_CHECKING:
@@ -26,17 +27,6 @@ if TYPE_CHECKING:
 AGENT = "0b6c7f1e-3a55-4d5e-9c1a-5b8f2f7d9e10"
 MODEL = "claude-sonnet-4-6"
 DATA = Path(__file__).resolve().parent / "anthropic" / "data"
-#: Citation fields an envelope carries (spec §4.5), besides cited_text and citation_type.
-CITATION_FIELDS = (
-    "document_index",
-    "document_title",
-    "start_char_index",
-    "end_char_index",
-    "start_page_number",
-    "end_page_number",
-    "url",
-    "title",
-)
 
 
 @dataclass
@@ -96,7 +86,7 @@ def envelope_citation(citation: Any) -> dict[str, Any]:
     """What the reconstructor should give back for one SDK citation."""
     data = citation.to_dict(mode="json")
     out: dict[str, Any] = {"cited_text": data["cited_text"], "citation_type": data["type"]}
-    for name in CITATION_FIELDS:
+    for name in CITATION_FIELDS[1:]:  # after citation_type
         if data.get(name) is not None:
             out[name] = data[name]
     return out

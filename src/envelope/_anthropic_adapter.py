@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from ._decoder import CITATION_FIELDS
 from ._encoder import CitationData, Emitter, OversizeLine
 from ._errors import DecodeError, EncodeError, SequenceError
 from ._limits import DEFAULT_MAX_BYTES
@@ -53,17 +54,8 @@ _SERVER_CALLS: Final = frozenset({"server_tool_use", "mcp_tool_use"})
 _SILENT_BLOCKS: Final = frozenset(
     {"redacted_thinking", "container_upload", "mcp_tool_listing", "fallback", "compaction"}
 )
-#: Citation fields the envelope carries (spec §4.5), beside ``cited_text`` and ``type``.
-_CITATION_EXTRAS: Final = (
-    "document_index",
-    "document_title",
-    "start_char_index",
-    "end_char_index",
-    "start_page_number",
-    "end_page_number",
-    "url",
-    "title",
-)
+#: Citation extras the envelope carries (spec §4.5), besides ``cited_text`` and ``type``.
+_CITATION_EXTRAS: Final = tuple(name for name in CITATION_FIELDS if name != "citation_type")
 #: Usage counters reported by ``usage`` (ints only; nested objects are left out).
 _USAGE_KEYS: Final = (
     "input_tokens",
