@@ -3,6 +3,8 @@
 Subcommands:
     reconstruct FILE   rebuild a recorded stream (SSE capture or JSON lines, ``-`` for stdin)
                        and print its transcript as JSON.
+    bench              compare ours with the stdlib baseline, peers and the practical
+                       limits (``_bench``); print the table, write ``bench.md`` and ``bench.png``.
 
 Exit status: 0 success; 2 unusable input or arguments (the error, with its position,
 goes to stderr).
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Literal
 
 import msgspec
@@ -57,6 +60,38 @@ def _reconstruct(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from . import _bench as bench  # noqa: PLC0415  # tooling: not loaded by the other subcommands
+
+    if not args.size_mb > 0:
+        print(f"envelope bench: error: --size-mb must be positive, got {args.size_mb:g}", file=sys.stderr)
+        return 2
+    if args.rounds < 1:
+        print(f"envelope bench: error: --rounds must be at least 1, got {args.rounds}", file=sys.stderr)
+        return 2
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = bench.run(
+        args.size_mb,
+        args.rounds,
+        memory=not args.no_memory,
+        only=tuple(args.stage or ()),
+        progress=lambda text: print(text, file=sys.stderr, flush=True),
+    )
+    print(bench.render_table(report))
+    md = out_dir / "bench.md"
+    md.write_text(bench.render_markdown(report), encoding="utf-8")
+    print(f"\nwrote {md}")
+    png = out_dir / "bench.png"
+    try:
+        bench.render_png(report, str(png))
+    except ImportError:
+        print("envelope bench: warning: matplotlib is not installed, no bench.png (pip install '.[bench]')", file=sys.stderr)
+    else:
+        print(f"wrote {png}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="envelope",
@@ -77,6 +112,21 @@ def _parser() -> argparse.ArgumentParser:
         help="the input format (default: detected from the first byte)",
     )
     rec.set_defaults(handler=_reconstruct)
+    bench = commands.add_parser(
+        "bench",
+        help="compare speed and memory with the stdlib baseline, peers and msgspec",
+        description="Run every benchmark stage in this process, candidates alternated, medians of "
+        "--rounds passes; print events/s, MB/s, peak memory and time relative to ours, check the "
+        "targets, and write DIR/bench.md and DIR/bench.png.",
+    )
+    bench.add_argument("--size-mb", type=float, default=100.0, help="read stream size in MiB (default 100)")
+    bench.add_argument("--rounds", type=int, default=5, help="timed passes per candidate (default 5)")
+    bench.add_argument("--out", default="bench-out", metavar="DIR", help="where to write bench.md, bench.png")
+    bench.add_argument("--no-memory", action="store_true", help="skip the peak memory passes")
+    bench.add_argument(
+        "--stage", action="append", metavar="KEY", help="run only this stage (repeatable), e.g. emit_small, read"
+    )
+    bench.set_defaults(handler=_bench, file="envelope bench")  # the label of errors in main()
     return parser
 
 
