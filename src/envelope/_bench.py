@@ -286,8 +286,8 @@ def seed_chunk_and_emit(
 def _agui_encoder() -> tuple[Callable[[str], bytes] | None, str]:
     """AG-UI's encoder for one text-content event, or ``None`` and why not."""
     try:
-        from ag_ui.core import TextMessageContentEvent  # noqa: PLC0415  # a peer: imported only when benchmarked
-        from ag_ui.encoder import EventEncoder  # noqa: PLC0415
+        from ag_ui.core import TextMessageContentEvent  # a peer: imported only when benchmarked
+        from ag_ui.encoder import EventEncoder
     except ImportError:
         return None, "not installed (pip install 'envelope-stream[bench]')"
     encoder = EventEncoder()
@@ -587,7 +587,7 @@ def rss_child(key: str, size: int) -> int:
     Called in a child process (``python -m envelope._bench rss KEY SIZE``), so the RSS
     is that candidate's alone (plus the interpreter).
     """
-    import resource  # noqa: PLC0415  # POSIX only, and only in the child
+    import resource  # POSIX only, and only in the child
 
     _READERS[key](iter_sse(size))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -596,7 +596,7 @@ def rss_child(key: str, size: int) -> int:
 
 def _rss_of(key: str, size: int) -> int | None:
     """Start the child of ``rss_child``; ``None`` when it fails."""
-    import subprocess  # noqa: PLC0415  # only for the memory check
+    import subprocess  # only for the memory check
 
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ)
@@ -707,10 +707,7 @@ def run_stage(stage: Stage, rounds: int, *, memory: bool = True) -> list[Row]:
         measured = stage.measure(cand.run())
         peak: int | None = None
         if memory:
-            if stage.memory == "rss":
-                peak = _rss_of(cand.rss_key, stage.rss_size)
-            else:
-                peak = _tracemalloc_peak(cand.run)
+            peak = _rss_of(cand.rss_key, stage.rss_size) if stage.memory == "rss" else _tracemalloc_peak(cand.run)
         rows.append(
             Row(
                 stage=stage.key,
@@ -999,10 +996,10 @@ def render_png(report: Report, path: str) -> None:
     Raises:
         ImportError: matplotlib is not installed (it is in the ``bench`` extra).
     """
-    import matplotlib  # noqa: PLC0415  # bench-only dependency
+    import matplotlib  # bench-only dependency
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.pyplot as plt
 
     stages = [s.key for s in report.stages]
     names: list[str] = []

@@ -25,6 +25,9 @@ from ._encoder import CitationData, Emitter
 from ._sse import DONE, frame
 
 if TYPE_CHECKING:
+    from ._types import StreamedType
+
+if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import BinaryIO
 
@@ -48,7 +51,7 @@ AGENTS: Final = (
     "c0ffee00-1234-4abc-8def-0123456789ab",
 )
 
-_WORDS: Final = (
+_PROSE: Final = (
     "the of and to a in is that for it as with was on be by this are or from at an not "
     "which but have has can will if more when all there their one so what about would "
     "function value return error file line data result request response stream agent "
@@ -56,7 +59,8 @@ _WORDS: Final = (
     "decode server client browser event JSON SSE UTF-8 byte string object array number "
     "Let me check the configuration first. Based on the document, here is a summary: "
     "I'll search for that. The test passes now; next, the edge cases."
-).split()
+)
+_WORDS: Final = tuple(_PROSE.split())
 
 #: Characters that cost more than one byte once JSON-escaped or UTF-8-encoded: quotes,
 #: backslashes, newlines, tabs, other control characters, CJK (3 bytes), emoji (4).
@@ -180,8 +184,7 @@ class _Agent:
         at = self.rng.randrange(0, len(pool) - size)
         return pool[at : at + size]
 
-    def _streamed(self, type: str, n: int) -> Iterator[bytes]:
-        kind = "text" if type == "text" else "thinking"
+    def _streamed(self, kind: StreamedType, n: int) -> Iterator[bytes]:
         for _ in range(n):
             size = int(self.rng.lognormvariate(3.0, 0.8))  # median 20 bytes, some near 200
             yield from self.em.streamed(kind, self._slice(max(1, size)))

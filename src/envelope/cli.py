@@ -61,7 +61,7 @@ def _reconstruct(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from . import _bench as bench  # noqa: PLC0415  # tooling: not loaded by the other subcommands
+    from . import _bench as bench  # tooling: not loaded by the other subcommands
 
     if not args.size_mb > 0:
         print(f"envelope bench: error: --size-mb must be positive, got {args.size_mb:g}", file=sys.stderr)
@@ -86,7 +86,10 @@ def _bench(args: argparse.Namespace) -> int:
     try:
         bench.render_png(report, str(png))
     except ImportError:
-        print("envelope bench: warning: matplotlib is not installed, no bench.png (pip install '.[bench]')", file=sys.stderr)
+        print(
+            "envelope bench: warning: matplotlib is not installed, no bench.png (install the bench extra)",
+            file=sys.stderr,
+        )
     else:
         print(f"wrote {png}")
     return 0
