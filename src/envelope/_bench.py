@@ -67,6 +67,7 @@ __all__ = [
     "Sizes",
     "Stage",
     "TargetResult",
+    "build_stage",
     "machine",
     "render_markdown",
     "render_png",
@@ -640,18 +641,33 @@ def _buffered(key: str, kind: str, which: str) -> Callable[[Sizes], Stage]:
     return factory
 
 
-#: The stage factories, in report order. Issue 4 (validate) and issue 5 (migrate) append
-#: theirs here: a function ``(Sizes) -> Stage`` whose first candidate is ours, plus any
-#: targets in ``TARGETS``. A stage whose code has not landed is simply not in the list.
-STAGES: list[Callable[[Sizes], Stage]] = [
-    _stage_emit_small,
-    _stage_emit_typical,
-    _buffered("emit_100k_ascii", "ascii", "mid"),
-    _buffered("emit_100k_escape", "escape", "mid"),
-    _buffered("emit_10m_ascii", "ascii", "big"),
-    _buffered("emit_10m_escape", "escape", "big"),
-    _read_stage,
+#: The stages, in report order, as ``(key, factory)``. Issue 4 (validate) and issue 5
+#: (migrate) append theirs here: a key and a function ``(Sizes) -> Stage`` whose first
+#: candidate is ours (e.g. ``("validate", _validate_stage)``: SSE 64 KiB reads -> the
+#: validator; ``("migrate", _migrate_stage)``: the legacy capture repeated to the read
+#: size -> the migrator), plus any targets in ``TARGETS``. A stage whose code has not
+#: landed is simply not in the list.
+STAGES: list[tuple[str, Callable[[Sizes], Stage]]] = [
+    ("emit_small", _stage_emit_small),
+    ("emit_typical", _stage_emit_typical),
+    ("emit_100k_ascii", _buffered("emit_100k_ascii", "ascii", "mid")),
+    ("emit_100k_escape", _buffered("emit_100k_escape", "escape", "mid")),
+    ("emit_10m_ascii", _buffered("emit_10m_ascii", "ascii", "big")),
+    ("emit_10m_escape", _buffered("emit_10m_escape", "escape", "big")),
+    ("read", _read_stage),
 ]
+
+
+def build_stage(key: str, sizes: Sizes) -> Stage:
+    """Build the stage ``key`` of ``STAGES`` at ``sizes``.
+
+    Raises:
+        KeyError: no such stage.
+    """
+    for name, factory in STAGES:
+        if name == key:
+            return factory(sizes)
+    raise KeyError(key)
 
 
 # --------------------------------------------------------------------------- running
@@ -879,10 +895,10 @@ def run(
         raise ValueError("rounds must be at least 1")
     sizes = Sizes.from_mb(size_mb)
     report = Report(machine=machine(), size_mb=size_mb, rounds=rounds)
-    for factory in STAGES:
-        stage = factory(sizes)
-        if only and stage.key not in only:
+    for key, factory in STAGES:
+        if only and key not in only:
             continue
+        stage = factory(sizes)
         if progress is not None:
             progress(f"{stage.title} ...")
         report.stages.append(stage)

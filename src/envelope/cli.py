@@ -69,6 +69,11 @@ def _bench(args: argparse.Namespace) -> int:
     if args.rounds < 1:
         print(f"envelope bench: error: --rounds must be at least 1, got {args.rounds}", file=sys.stderr)
         return 2
+    unknown = sorted(set(args.stage or ()) - {key for key, _ in bench.STAGES})
+    if unknown:
+        known = ", ".join(key for key, _ in bench.STAGES)
+        print(f"envelope bench: error: unknown stage {', '.join(unknown)} (known: {known})", file=sys.stderr)
+        return 2
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     report = bench.run(
