@@ -5,10 +5,12 @@ limits), the stages they run on, the timing protocol, the targets, and the Markd
 and PNG reports. Does not own: the inputs (``_bench_data``), printing or writing files
 (``cli.py`` does both), or the pytest-benchmark suites (``benchmarks/``).
 
-This is tooling, not part of the sans-I/O codec: nothing in the codec imports it.
-Peers are imported lazily, inside the candidate that needs them; a missing one is a
-row marked "not installed", never an error. The one subprocess (the peak RSS check of
-the read stage) is started from ``rss_child`` only when asked.
+This is tooling, not part of the codec: nothing in the codec imports it. Like the
+codec it does no I/O of its own: ``cli.py`` reads ``/proc/cpuinfo`` and starts the
+child processes of the read stage's RSS check (``python -m envelope._bench rss KEY
+SIZE``, which runs ``rss_child``), and passes both in. Peers are imported lazily,
+inside the candidate that needs them; a missing one is a row marked "not installed",
+never an error.
 
 Timing protocol (what makes a ratio trustworthy on a shared machine):
 
@@ -595,25 +597,6 @@ def rss_child(key: str, size: int) -> int:
     return int(peak) * (1 if sys.platform == "darwin" else 1024)
 
 
-def _rss_of(key: str, size: int) -> int | None:
-    """Start the child of ``rss_child``; ``None`` when it fails."""
-    import subprocess  # only for the memory check
-
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = package_root + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
-        [sys.executable, "-m", "envelope._bench", "rss", key, str(size)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    if proc.returncode != 0:
-        return None
-    return int(proc.stdout.strip())
-
-
 # --------------------------------------------------------------------------- stages
 
 
@@ -700,13 +683,22 @@ def _tracemalloc_peak(run: Callable[[], Any]) -> int:
     return peak
 
 
-def run_stage(stage: Stage, rounds: int, *, memory: bool = True) -> list[Row]:
+def run_stage(
+    stage: Stage,
+    rounds: int,
+    *,
+    memory: bool = True,
+    rss: Callable[[str, int], int | None] | None = None,
+) -> list[Row]:
     """Time every candidate of ``stage`` and return its rows (ours first).
 
     Args:
         stage: the stage.
         rounds: passes per candidate; the median is kept.
         memory: also measure peak memory (one more pass per candidate).
+        rss: for a stage measured by RSS, ``rss(rss_key, size)`` runs ``rss_child`` in a
+            child process and returns its peak RSS (``cli.py`` passes one; without it
+            that stage's memory is not measured).
 
     Returns:
         One row per candidate.
@@ -723,7 +715,10 @@ def run_stage(stage: Stage, rounds: int, *, memory: bool = True) -> list[Row]:
         measured = stage.measure(cand.run())
         peak: int | None = None
         if memory:
-            peak = _rss_of(cand.rss_key, stage.rss_size) if stage.memory == "rss" else _tracemalloc_peak(cand.run)
+            if stage.memory != "rss":
+                peak = _tracemalloc_peak(cand.run)
+            elif rss is not None:
+                peak = rss(cand.rss_key, stage.rss_size)
         rows.append(
             Row(
                 stage=stage.key,
@@ -851,17 +846,18 @@ def _targets_read(report: Report) -> list[TargetResult]:
 TARGETS: list[Callable[[Report], list[TargetResult]]] = [_targets_emit, _targets_read]
 
 
-def machine() -> dict[str, str]:
-    """The machine a run happened on: CPUs, CPU model, Python, msgspec, platform."""
+def machine(cpuinfo: str = "") -> dict[str, str]:
+    """The machine a run happened on: CPUs, CPU model, Python, msgspec, platform.
+
+    Args:
+        cpuinfo: the text of ``/proc/cpuinfo`` where there is one (the caller reads it);
+            its first ``model name`` is the CPU model.
+    """
     model = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    for line in cpuinfo.splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
     return {
         "cpus": str(os.cpu_count()),
         "cpu": model,
@@ -878,6 +874,8 @@ def run(
     memory: bool = True,
     only: Sequence[str] = (),
     progress: Callable[[str], None] | None = None,
+    rss: Callable[[str, int], int | None] | None = None,
+    cpuinfo: str = "",
 ) -> Report:
     """Run every stage in ``STAGES`` and check ``TARGETS``.
 
@@ -887,6 +885,8 @@ def run(
         memory: measure peak memory too.
         only: run only the stages with these keys (all when empty).
         progress: called with a line of text as each stage starts.
+        rss: measures a read candidate's peak RSS in a child process (see ``run_stage``).
+        cpuinfo: the text of ``/proc/cpuinfo``, for the machine line.
 
     Returns:
         The report.
@@ -894,7 +894,7 @@ def run(
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
     sizes = Sizes.from_mb(size_mb)
-    report = Report(machine=machine(), size_mb=size_mb, rounds=rounds)
+    report = Report(machine=machine(cpuinfo), size_mb=size_mb, rounds=rounds)
     for key, factory in STAGES:
         if only and key not in only:
             continue
@@ -902,7 +902,7 @@ def run(
         if progress is not None:
             progress(f"{stage.title} ...")
         report.stages.append(stage)
-        report.rows.extend(run_stage(stage, rounds, memory=memory))
+        report.rows.extend(run_stage(stage, rounds, memory=memory, rss=rss))
         del stage
     for check in TARGETS:
         report.targets.extend(check(report))

@@ -17,6 +17,7 @@ argparse lacks.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Literal
@@ -60,6 +61,33 @@ def _reconstruct(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rss_of(key: str, size: int) -> int | None:
+    """Peak RSS of a child process running one read candidate of ``envelope bench``."""
+    import subprocess  # only for the benchmark's memory check
+
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run(
+        [sys.executable, "-m", "envelope._bench", "rss", key, str(size)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        print(f"envelope bench: warning: RSS check of {key} failed: {proc.stderr.strip()}", file=sys.stderr)
+        return None
+    return int(proc.stdout.strip())
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def _bench(args: argparse.Namespace) -> int:
     from . import _bench as bench  # tooling: not loaded by the other subcommands
 
@@ -82,6 +110,8 @@ def _bench(args: argparse.Namespace) -> int:
         memory=not args.no_memory,
         only=tuple(args.stage or ()),
         progress=lambda text: print(text, file=sys.stderr, flush=True),
+        rss=_rss_of,
+        cpuinfo=_cpuinfo(),
     )
     print(bench.render_table(report))
     md = out_dir / "bench.md"

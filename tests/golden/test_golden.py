@@ -119,3 +119,15 @@ def test_cli_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
     monkeypatch.setattr("sys.stdin", _Stdin())
     assert main(["reconstruct", "-"]) == 0
     assert msgspec.json.decode(capsys.readouterr().out)["done"] is True
+
+
+def test_spec_08_1_lifecycle_order_in_golden_streams() -> None:
+    """[8.1-a] in every golden stream with metadata, each agent opens with meta_init and ends with meta_final."""
+    for make in CASES:
+        agents = make().agents
+        for blocks in agents.values():
+            types = [b["type"] for b in blocks]
+            if "meta_init" in types and "meta_final" in types:
+                assert types[0] == "meta_init"
+                assert types[-1] == "meta_final"
+                assert types.count("meta_init") == types.count("meta_final") == 1

@@ -36,6 +36,7 @@ def test_spec_07_1_any_interleaving_rebuilds_every_agent(
 ) -> None:
     """[7.1-a] blocks route by (agent, type): any interleaving of agents rebuilds each one's blocks.
 
+    [8.3-a] agents interleave at envelope granularity on one stream.
     Also: [6.1-a] every chunkable line is within the bound and parses with plain json.loads.
     """
     plan, bound = streams
@@ -88,7 +89,7 @@ def test_spec_07_2_transcript_mid_block_and_close() -> None:
 
 
 def test_spec_07_2_final_opens_a_new_block_next_time() -> None:
-    """[7.2-c] after final, the next line of the same (agent, type) opens a new block."""
+    """[7.2-b] a final line on an idle key opens and closes a block; [7.2-c] the next line opens another."""
     t = reconstruct(_lines(_env("text", True, "a"), _env("text", True, "b"), _env("thinking", False, "c")))
     blocks = t.agents[AGENT]
     assert [(b.type, b.content, b.complete) for b in blocks] == [
