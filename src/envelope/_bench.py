@@ -7,8 +7,8 @@ and PNG reports. Does not own: the inputs (``_bench_data``), printing or writing
 
 This is tooling, not part of the codec: nothing in the codec imports it. Like the
 codec it does no I/O of its own: ``cli.py`` reads ``/proc/cpuinfo`` and starts the
-child processes of the read stage's RSS check (``python -m envelope._bench rss KEY
-SIZE``, which runs ``rss_child``), and passes both in. Peers are imported lazily,
+child processes of the read stage's RSS check (``envelope bench --rss-child KEY:SIZE``,
+which runs ``run_reader`` and reports its own peak RSS), and passes both in. Peers are imported lazily,
 inside the candidate that needs them; a missing one is a row marked "not installed",
 never an error.
 
@@ -25,9 +25,10 @@ Peak memory, two honest methods, each named in the report:
 
 * emit stages: ``tracemalloc`` peak of one extra, untimed pass (Python allocations made
   by the candidate, its output included; the input existed before and is not counted);
-* read stage: the peak RSS (``ru_maxrss``) of a child process that runs only that
-  candidate over the stream generated on the fly (so the input is never in memory
-  whole); the interpreter and its imports are included.
+* read stage: the peak RSS (``VmHWM`` of ``/proc/self/status``) of a child process
+  that runs only that candidate over the stream generated on the fly (so the input is
+  never in memory whole); the interpreter and its imports are included. Not
+  ``ru_maxrss``: Linux carries the parent's peak into a child across ``exec``.
 
 Stages are built by the factories in ``STAGES``. The validate (issue 4) and migrate
 (issue 5) stages plug in there: write a factory returning a ``Stage`` and append it;
@@ -41,7 +42,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 import tracemalloc
 from dataclasses import dataclass, field
@@ -75,6 +75,7 @@ __all__ = [
     "render_png",
     "render_table",
     "run",
+    "run_reader",
     "seed_chunk_and_emit",
 ]
 
@@ -133,7 +134,7 @@ class Candidate:
             ``None`` when the candidate is unavailable.
         missing: why it is unavailable (``"not installed"``).
         note: one line for the report (what exactly the candidate does).
-        rss_key: the name ``rss_child`` knows it by (read stage only).
+        rss_key: the name ``run_reader`` knows it by (read stage only).
     """
 
     name: str
@@ -584,17 +585,20 @@ def _read_stage(sizes: Sizes) -> Stage:
     )
 
 
-def rss_child(key: str, size: int) -> int:
-    """Run one read candidate over a stream generated on the fly; return peak RSS in bytes.
+def run_reader(key: str, size: int) -> int:
+    """Run the read candidate ``key`` over a stream of ``size`` bytes generated on the fly.
 
-    Called in a child process (``python -m envelope._bench rss KEY SIZE``), so the RSS
-    is that candidate's alone (plus the interpreter).
+    The child process of the RSS check (``envelope bench --rss-child KEY:SIZE``) calls
+    this and then reports its own peak RSS: the input is never in memory whole, so the
+    peak is the candidate's (plus the interpreter's).
+
+    Returns:
+        The events the candidate consumed.
+
+    Raises:
+        KeyError: no read candidate ``key``.
     """
-    import resource  # POSIX only, and only in the child
-
-    _READERS[key](iter_sse(size))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak) * (1 if sys.platform == "darwin" else 1024)
+    return _READERS[key](iter_sse(size))
 
 
 # --------------------------------------------------------------------------- stages
@@ -696,7 +700,7 @@ def run_stage(
         stage: the stage.
         rounds: passes per candidate; the median is kept.
         memory: also measure peak memory (one more pass per candidate).
-        rss: for a stage measured by RSS, ``rss(rss_key, size)`` runs ``rss_child`` in a
+        rss: for a stage measured by RSS, ``rss(rss_key, size)`` runs ``run_reader`` in a
             child process and returns its peak RSS (``cli.py`` passes one; without it
             that stage's memory is not measured).
 
@@ -984,8 +988,8 @@ def render_markdown(report: Report) -> str:
         "medians of the rounds, candidates alternated in one process. "
         "`time / ours` above 1 means slower than ours. MB/s counts input bytes (10^6). "
         "Peak memory: emit stages, tracemalloc peak of one untimed pass (Python "
-        "allocations, output included, input excluded); read stage, peak RSS of a child "
-        "process running only that candidate over the stream generated on the fly.",
+        "allocations, output included, input excluded); read stage, peak RSS (VmHWM) of a "
+        "child process running only that candidate over the stream generated on the fly.",
         "",
     ]
     for title, rows in _table_rows(report):
@@ -1043,11 +1047,3 @@ def render_png(report: Report, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-if __name__ == "__main__":  # the child of the read stage's RSS check
-    if len(sys.argv) == 4 and sys.argv[1] == "rss":
-        sys.stdout.write(f"{rss_child(sys.argv[2], int(sys.argv[3]))}\n")
-    else:
-        sys.stderr.write("usage: python -m envelope._bench rss KEY SIZE\n")
-        sys.exit(2)

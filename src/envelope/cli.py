@@ -69,7 +69,7 @@ def _rss_of(key: str, size: int) -> int | None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     proc = subprocess.run(
-        [sys.executable, "-m", "envelope._bench", "rss", key, str(size)],
+        [sys.executable, "-m", "envelope", "bench", "--rss-child", f"{key}:{size}"],
         capture_output=True,
         text=True,
         env=env,
@@ -79,6 +79,28 @@ def _rss_of(key: str, size: int) -> int | None:
         print(f"envelope bench: warning: RSS check of {key} failed: {proc.stderr.strip()}", file=sys.stderr)
         return None
     return int(proc.stdout.strip())
+
+
+def _peak_rss() -> int:
+    """This process's peak RSS in bytes: ``VmHWM`` (reset by exec, unlike ``ru_maxrss``)."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource  # macOS and others: ru_maxrss, in bytes there
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def _rss_child(spec: str) -> int:
+    from . import _bench as bench
+
+    key, _, size = spec.partition(":")
+    bench.run_reader(key, int(size))
+    print(_peak_rss())
+    return 0
 
 
 def _cpuinfo() -> str:
@@ -91,6 +113,8 @@ def _cpuinfo() -> str:
 def _bench(args: argparse.Namespace) -> int:
     from . import _bench as bench  # tooling: not loaded by the other subcommands
 
+    if args.rss_child:
+        return _rss_child(args.rss_child)
     if not args.size_mb > 0:
         print(f"envelope bench: error: --size-mb must be positive, got {args.size_mb:g}", file=sys.stderr)
         return 2
@@ -164,6 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--stage", action="append", metavar="KEY", help="run only this stage (repeatable), e.g. emit_small, read"
     )
+    bench.add_argument("--rss-child", metavar="KEY:SIZE", help=argparse.SUPPRESS)  # the RSS check's child
     bench.set_defaults(handler=_bench, file="envelope bench")  # the label of errors in main()
     return parser
 
