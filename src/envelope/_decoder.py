@@ -156,14 +156,16 @@ def decode(line: bytes | str, *, position: Position | None = None) -> Envelope:
 def decode_lenient(line: bytes | str, position: Position | None = None) -> _Wire:
     """Decode the base fields strictly and the extras loosely (the reconstructor's reading)."""
     try:
-        data = _as_bytes(line)
-        return _lenient.decode(data)
+        # msgspec reads a str as its UTF-8 encoding itself, raising the same
+        # UnicodeEncodeError (same index) as str.encode for a lone surrogate; handing it
+        # the str saves a copy of every line on the read path.
+        return _lenient.decode(line)
     except msgspec.MsgspecError as exc:
         error = _translate(exc)
+    except UnicodeEncodeError as exc:
+        error = DecodeError("line holds a lone surrogate", position=Position(offset=exc.start), section="6.4")
     except UnicodeDecodeError:
-        error = _bad_utf8(data)
-    except EnvelopeError as exc:
-        error = exc
+        error = _bad_utf8(_as_bytes(line))  # only bytes can hold invalid UTF-8
     raise error.at(position) if position is not None else error
 
 

@@ -161,6 +161,8 @@ class SSEReader:
         if not data:  # only a byte order mark so far
             return []
         events: list[SSEEvent] = []
+        if b"\r" not in data:
+            return self._feed_lf(data, events)
         lines = data.splitlines(keepends=True)
         last = lines[-1]
         if last[-1] not in (_LF, _CR):
@@ -179,6 +181,54 @@ class SSEReader:
             offset += len(raw)
             self._line_no += 1
         if len(rest) > self.max_line_bytes:
+            self._too_long(offset)
+        self._buf = rest
+        self._buf_offset = offset
+        return events
+
+    def _feed_lf(self, data: bytes, events: list[SSEEvent]) -> list[SSEEvent]:
+        """``feed`` for data with no CR (every line ends in LF): the same result, faster.
+
+        The two lines that make up nearly every envelope stream, ``data: <json>`` and
+        the blank line, are handled inline; any other line goes to ``_line``, and so
+        does a data line that would raise (bad UTF-8, over-long data), so that every
+        error is the one ``_line`` gives. ``self._line_no`` is kept current before each
+        call that can raise.
+        """
+        lines = data.split(b"\n")
+        rest = lines.pop()
+        offset = self._buf_offset
+        line_no = self._line_no
+        limit = self.max_line_bytes
+        for raw in lines:
+            size = len(raw)
+            if not raw:
+                if self._start_line:
+                    self._dispatch(events)
+            elif size <= limit and raw.startswith(b"data: "):
+                try:
+                    value = raw[6:].decode("utf-8")
+                except UnicodeDecodeError:
+                    self._line_no = line_no
+                    self._line(raw, offset, events)  # raises, with the offset of the bad byte
+                    raise  # pragma: no cover  # _line raised already
+                if self._data_len + len(value) + 1 > limit:
+                    self._line_no = line_no
+                    self._line(raw, offset, events)  # raises: event data too long
+                if not self._start_line:
+                    self._start_line = line_no
+                    self._start_offset = offset
+                self._data_len += len(value) + 1
+                self._data.append(value)
+            else:
+                self._line_no = line_no
+                if size > limit:
+                    self._too_long(offset)
+                self._line(raw, offset, events)
+            offset += size + 1
+            line_no += 1
+        self._line_no = line_no
+        if len(rest) > limit:
             self._too_long(offset)
         self._buf = rest
         self._buf_offset = offset

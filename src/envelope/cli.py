@@ -5,6 +5,8 @@ Subcommands:
                        and print its transcript as JSON.
     migrate FILE       convert a legacy XML stream (raw SSE capture or tag text) to envelopes
                        (``spec/legacy-xml.md``); warnings go to stderr.
+    bench              compare ours with the stdlib baseline, peers and the practical
+                       limits (``_bench``); print the table, write ``bench.md`` and ``bench.png``.
 
 Exit status: 0 success; 1 (migrate) converted, but ``--lenient`` recovered from broken
 input (each recovery is a warning on stderr); 2 unusable input or arguments (the error,
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Literal
 
 import msgspec
@@ -111,6 +114,99 @@ def _migrate(args: argparse.Namespace) -> int:
     return 1 if recovered else 0
 
 
+def _rss_of(key: str, size: int) -> int | None:
+    """Peak RSS of a child process running one read candidate of ``envelope bench``."""
+    import subprocess  # only for the benchmark's memory check
+
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run(
+        [sys.executable, "-m", "envelope", "bench", "--rss-child", f"{key}:{size}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        print(f"envelope bench: warning: RSS check of {key} failed: {proc.stderr.strip()}", file=sys.stderr)
+        return None
+    return int(proc.stdout.strip())
+
+
+def _peak_rss() -> int:
+    """This process's peak RSS in bytes: ``VmHWM`` (reset by exec, unlike ``ru_maxrss``)."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource  # macOS and others: ru_maxrss, in bytes there
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def _rss_child(spec: str) -> int:
+    from . import _bench as bench
+
+    key, _, size = spec.partition(":")
+    bench.run_reader(key, int(size))
+    print(_peak_rss())
+    return 0
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from . import _bench as bench  # tooling: not loaded by the other subcommands
+
+    if args.rss_child:
+        return _rss_child(args.rss_child)
+    if not args.size_mb > 0:
+        print(f"envelope bench: error: --size-mb must be positive, got {args.size_mb:g}", file=sys.stderr)
+        return 2
+    if args.rounds < 1:
+        print(f"envelope bench: error: --rounds must be at least 1, got {args.rounds}", file=sys.stderr)
+        return 2
+    unknown = sorted(set(args.stage or ()) - {key for key, _ in bench.STAGES})
+    if unknown:
+        known = ", ".join(key for key, _ in bench.STAGES)
+        print(f"envelope bench: error: unknown stage {', '.join(unknown)} (known: {known})", file=sys.stderr)
+        return 2
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = bench.run(
+        args.size_mb,
+        args.rounds,
+        memory=not args.no_memory,
+        only=tuple(args.stage or ()),
+        progress=lambda text: print(text, file=sys.stderr, flush=True),
+        rss=_rss_of,
+        cpuinfo=_cpuinfo(),
+    )
+    print(bench.render_table(report))
+    md = out_dir / "bench.md"
+    md.write_text(bench.render_markdown(report), encoding="utf-8")
+    print(f"\nwrote {md}")
+    png = out_dir / "bench.png"
+    try:
+        bench.render_png(report, str(png))
+    except ImportError:
+        print(
+            "envelope bench: warning: matplotlib is not installed, no bench.png (install the bench extra)",
+            file=sys.stderr,
+        )
+    else:
+        print(f"wrote {png}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="envelope",
@@ -161,6 +257,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     mig.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="bound on each line (default: 2048)")
     mig.set_defaults(handler=_migrate)
+    bench = commands.add_parser(
+        "bench",
+        help="compare speed and memory with the stdlib baseline, peers and msgspec",
+        description="Run every benchmark stage in this process, candidates alternated, medians of "
+        "--rounds passes; print events/s, MB/s, peak memory and time relative to ours, check the "
+        "targets, and write DIR/bench.md and DIR/bench.png.",
+    )
+    bench.add_argument("--size-mb", type=float, default=100.0, help="read stream size in MiB (default 100)")
+    bench.add_argument("--rounds", type=int, default=5, help="timed passes per candidate (default 5)")
+    bench.add_argument("--out", default="bench-out", metavar="DIR", help="where to write bench.md, bench.png")
+    bench.add_argument("--no-memory", action="store_true", help="skip the peak memory passes")
+    bench.add_argument(
+        "--stage", action="append", metavar="KEY", help="run only this stage (repeatable), e.g. emit_small, read"
+    )
+    bench.add_argument("--rss-child", metavar="KEY:SIZE", help=argparse.SUPPRESS)  # the RSS check's child
+    bench.set_defaults(handler=_bench, file="envelope bench")  # the label of errors in main()
     return parser
 
 

@@ -1,0 +1,1049 @@
+"""The comparison engine behind ``envelope bench`` and ``benchmarks/compare.py``.
+
+Owns: the candidates (ours, the seed-literal stdlib baseline, the peers, the practical
+limits), the stages they run on, the timing protocol, the targets, and the Markdown
+and PNG reports. Does not own: the inputs (``_bench_data``), printing or writing files
+(``cli.py`` does both), or the pytest-benchmark suites (``benchmarks/``).
+
+This is tooling, not part of the codec: nothing in the codec imports it. Like the
+codec it does no I/O of its own: ``cli.py`` reads ``/proc/cpuinfo`` and starts the
+child processes of the read stage's RSS check (``envelope bench --rss-child KEY:SIZE``,
+which runs ``run_reader`` and reports its own peak RSS), and passes both in. Peers are imported lazily,
+inside the candidate that needs them; a missing one is a row marked "not installed",
+never an error.
+
+Timing protocol (what makes a ratio trustworthy on a shared machine):
+
+* every candidate of a stage runs in this one process, on the same input object;
+* candidates are alternated: round ``r`` runs them in an order rotated by ``r``, so a
+  slow spell of the machine lands on all of them, not on one;
+* each round times one full pass (``time.perf_counter``) after a ``gc.collect()``;
+  the figure kept is the median of ``rounds`` passes;
+* ratios compare medians from the same run; absolute figures are only indicative.
+
+Peak memory, two honest methods, each named in the report:
+
+* emit stages: ``tracemalloc`` peak of one extra, untimed pass (Python allocations made
+  by the candidate, its output included; the input existed before and is not counted);
+* read stage: the peak RSS (``VmHWM`` of ``/proc/self/status``) of a child process
+  that runs only that candidate over the stream generated on the fly (so the input is
+  never in memory whole); the interpreter and its imports are included. Not
+  ``ru_maxrss``: Linux carries the parent's peak into a child across ``exec``.
+
+Stages are built by the factories in ``STAGES``. The validate (issue 4) and migrate
+(issue 5) stages plug in there: write a factory returning a ``Stage`` and append it;
+``TARGETS`` takes their targets the same way.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import statistics
+import time
+import tracemalloc
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from ._bench_data import AGENTS, ascii_payload, deltas, escape_payload, iter_sse
+from ._decoder import decode_lenient
+from ._encoder import Emitter
+from ._limits import DEFAULT_MAX_BYTES
+from ._reconstruct import Reconstructor
+from ._sse import SSEReader
+from ._types import Envelope, Text, ToolResult
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+
+__all__ = [
+    "STAGES",
+    "TARGETS",
+    "Candidate",
+    "Report",
+    "Row",
+    "Sizes",
+    "Stage",
+    "TargetResult",
+    "build_stage",
+    "machine",
+    "render_markdown",
+    "render_png",
+    "render_table",
+    "run",
+    "run_reader",
+    "seed_chunk_and_emit",
+]
+
+MB: Final = 1024 * 1024
+READ_SIZE: Final = 64 * 1024
+TOOL_ID: Final = "toolu_01A2B3C4D5E6F7G8H9J0K1L2"
+TOOL_NAME: Final = "read_file"
+MESSAGE_ID: Final = "msg_01A2B3C4D5E6F7G8H9J0K1L2"
+
+# --------------------------------------------------------------------------- sizes
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each stage's input is, derived from one ``--size-mb``.
+
+    Attributes:
+        read_bytes: the read stream (the issue's 100 MB at the default).
+        big_bytes: the large buffered payload (10 MB, or less for a tiny run).
+        mid_bytes: the medium buffered payload (100 KB, or less).
+        small_count: how many 20-byte deltas one pass emits.
+        typical_count: how many 200-byte deltas one pass emits.
+    """
+
+    read_bytes: int
+    big_bytes: int
+    mid_bytes: int
+    small_count: int
+    typical_count: int
+
+    @classmethod
+    def from_mb(cls, size_mb: float) -> Sizes:
+        """Sizes for a read stream of ``size_mb`` MiB; the rest scale down for tiny runs."""
+        read = max(1024, int(size_mb * MB))
+        scale = min(1.0, size_mb / 10)
+        return cls(
+            read_bytes=read,
+            big_bytes=min(10 * MB, read),
+            mid_bytes=min(100 * 1024, read),
+            small_count=max(10, int(20_000 * scale)),
+            typical_count=max(10, int(5_000 * scale)),
+        )
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+@dataclass
+class Candidate:
+    """One implementation in a stage.
+
+    Attributes:
+        name: the row label.
+        role: ``ours``, ``baseline``, ``peer`` or ``limit``.
+        run: one full pass over the stage input; returns what ``Stage.measure`` reads.
+            ``None`` when the candidate is unavailable.
+        missing: why it is unavailable (``"not installed"``).
+        note: one line for the report (what exactly the candidate does).
+        rss_key: the name ``run_reader`` knows it by (read stage only).
+    """
+
+    name: str
+    role: str
+    run: Callable[[], Any] | None
+    missing: str = ""
+    note: str = ""
+    rss_key: str = ""
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one candidate's output holds: events, bytes, and lines over the bound."""
+
+    events: int
+    nbytes: int
+    violations: int | None
+
+
+@dataclass
+class Stage:
+    """A benchmark stage: an input, its candidates, and how to read their output.
+
+    Attributes:
+        key: a short id used by targets (``emit_small``).
+        title: the heading in the report.
+        input_bytes: the UTF-8 bytes of input one pass handles (MB/s is computed on it).
+        candidates: ours first, then the others.
+        measure: turns a candidate's output into ``Measured`` (untimed).
+        memory: ``"tracemalloc"`` or ``"rss"`` (see the module docstring).
+        rss_size: for ``"rss"``: the stream size the child processes generate.
+    """
+
+    key: str
+    title: str
+    input_bytes: int
+    candidates: list[Candidate]
+    measure: Callable[[Any], Measured]
+    memory: str = "tracemalloc"
+    rss_size: int = 0
+
+
+@dataclass
+class Row:
+    """One line of the table.
+
+    Attributes:
+        stage: the stage key.
+        candidate: the candidate name.
+        role: see ``Candidate``.
+        seconds: median time of one pass (``None`` when unavailable).
+        events: events produced (emit) or consumed (read) by one pass.
+        events_per_s: ``events / seconds``.
+        mb_per_s: input megabytes (10^6 bytes) per second.
+        peak_bytes: peak memory (method: the stage's ``memory``).
+        ratio: ``seconds / ours.seconds``: above 1 the candidate is slower than ours.
+        violations: lines over the bound (``None`` where the candidate has no bound).
+        missing: why the row is empty.
+        note: what the candidate does.
+    """
+
+    stage: str
+    candidate: str
+    role: str
+    seconds: float | None = None
+    events: int = 0
+    events_per_s: float = 0.0
+    mb_per_s: float = 0.0
+    peak_bytes: int | None = None
+    ratio: float | None = None
+    violations: int | None = None
+    missing: str = ""
+    note: str = ""
+
+
+def _lines_measure(max_bytes: int) -> Callable[[Any], Measured]:
+    def measure(out: Any) -> Measured:
+        lines: list[bytes] = out
+        return Measured(len(lines), sum(map(len, lines)), sum(1 for x in lines if len(x) > max_bytes))
+
+    return measure
+
+
+def _unbounded_measure(out: Any) -> Measured:
+    lines: list[bytes] = out
+    return Measured(len(lines), sum(map(len, lines)), None)
+
+
+def seed_chunk_and_emit(
+    type: str,
+    agent: str,
+    payload: str,
+    *,
+    extras: dict[str, str] | None = None,
+    final_on_last: bool = True,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> list[bytes]:
+    """The seed's chunking algorithm, followed literally with the standard library.
+
+    This is the stdlib baseline: what a typical server does today. Per the seed's
+    "Proactive Chunking" section: build the envelope with ``delta=""`` and measure it
+    (the overhead), take ``max_bytes - overhead`` as the delta budget, encode the
+    payload as UTF-8, cut it into pieces of at most that many bytes stepping back off
+    continuation bytes, and ``json.dumps`` one envelope per piece.
+
+    It is given every benefit of the doubt: compact separators and ``ensure_ascii=False``
+    (so CJK and emoji stay 3 and 4 bytes, not a 6- or 12-byte escape). Its flaw is the
+    seed's: the budget is measured before escaping, so a quote, backslash or newline in
+    the payload (2 bytes escaped) or a control character (6) pushes a line over the
+    bound. The comparison counts those lines.
+
+    Args:
+        type: the envelope type.
+        agent: the agent id.
+        payload: the whole payload (buffered) or one delta (streamed).
+        extras: fields between ``final`` and ``delta`` (``id``, ``name``).
+        final_on_last: ``True`` for a buffered block, ``False`` for a streamed delta.
+        max_bytes: the bound the seed calls ``MAX_SSE_CHUNK_BYTES``.
+
+    Returns:
+        The lines, as UTF-8 bytes.
+    """
+    dumps = json.dumps
+    base: dict[str, Any] = {"type": type, "agent": agent, "final": False}
+    if extras:
+        base.update(extras)
+    base["delta"] = ""
+    overhead = len(dumps(base, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    budget = max(1, max_bytes - overhead)
+    raw = payload.encode("utf-8")
+    n = len(raw)
+    pieces: list[bytes] = []
+    start = 0
+    while True:
+        end = start + budget
+        if end >= n:
+            pieces.append(raw[start:])
+            break
+        while end > start + 1 and raw[end] & 0xC0 == 0x80:
+            end -= 1
+        pieces.append(raw[start:end])
+        start = end
+    last = len(pieces) - 1
+    lines: list[bytes] = []
+    for i, piece in enumerate(pieces):
+        message = dict(base)
+        message["final"] = final_on_last and i == last
+        message["delta"] = piece.decode("utf-8")
+        lines.append(dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    return lines
+
+
+def _agui_encoder() -> tuple[Callable[[str], bytes] | None, str]:
+    """AG-UI's encoder for one text-content event, or ``None`` and why not."""
+    try:
+        from ag_ui.core import TextMessageContentEvent  # a peer: imported only when benchmarked
+        from ag_ui.encoder import EventEncoder
+    except ImportError:
+        return None, "not installed (pip install 'envelope-stream[bench]')"
+    encoder = EventEncoder()
+
+    def encode(delta: str) -> bytes:
+        # The server must send bytes: AG-UI returns framed str, so encoding is part of the work.
+        return encoder.encode(TextMessageContentEvent(message_id=MESSAGE_ID, delta=delta)).encode("utf-8")
+
+    return encode, ""
+
+
+def _copy_spans(sizes: Sequence[int]) -> Callable[[], list[bytes]]:
+    """The floor: one bytes copy per output line, of the sizes ours produced."""
+    # One byte longer than the longest line, so that every slice is a real copy
+    # (CPython returns the object itself for a slice of its whole length).
+    source = bytes(max(sizes, default=0) + 1)
+    spans = list(sizes)
+
+    def copy() -> list[bytes]:
+        return [source[:n] for n in spans]
+
+    return copy
+
+
+def _emit_stream_stage(key: str, title: str, items: list[str]) -> Stage:
+    agent = AGENTS[0]
+    emitter = Emitter(agent)
+    enc = msgspec.json.Encoder().encode
+
+    def ours() -> list[bytes]:
+        out: list[bytes] = []
+        extend = out.extend
+        streamed = emitter.streamed
+        for delta in items:
+            extend(streamed("text", delta))
+        return out
+
+    def baseline() -> list[bytes]:
+        out: list[bytes] = []
+        for delta in items:
+            out.extend(seed_chunk_and_emit("text", agent, delta, final_on_last=False))
+        return out
+
+    def bare() -> list[bytes]:
+        return [enc(Text(agent=agent, final=False, delta=delta)) for delta in items]
+
+    agui, why = _agui_encoder()
+
+    def peer() -> list[bytes]:
+        assert agui is not None
+        return [agui(delta) for delta in items]
+
+    sizes = [len(x) for x in ours()]
+    nbytes = sum(len(x.encode("utf-8")) for x in items)
+    return Stage(
+        key=key,
+        title=title,
+        input_bytes=nbytes,
+        measure=_lines_measure(DEFAULT_MAX_BYTES),
+        candidates=[
+            Candidate("ours: Emitter.streamed", "ours", ours, note="one text delta to one line"),
+            Candidate(
+                "stdlib seed-literal",
+                "baseline",
+                baseline,
+                note="json.dumps per envelope, overhead from an empty delta, raw UTF-8 cut",
+            ),
+            Candidate(
+                "AG-UI EventEncoder",
+                "peer",
+                peer if agui else None,
+                missing=why,
+                note="TextMessageContentEvent, framed str encoded to bytes",
+            ),
+            Candidate("msgspec bare Struct", "limit", bare, note="Text(...) built and encoded; no bound"),
+            Candidate("bytes copy", "limit", _copy_spans(sizes), note="one copy per line of ours' sizes"),
+        ],
+    )
+
+
+def _emit_buffered_stage(key: str, title: str, payload: str) -> Stage:
+    agent = AGENTS[0]
+    emitter = Emitter(agent)
+    enc = msgspec.json.Encoder().encode
+    extras = {"id": TOOL_ID, "name": TOOL_NAME}
+
+    def ours() -> list[bytes]:
+        return emitter.buffered("tool_result", payload, id=TOOL_ID, name=TOOL_NAME)
+
+    def baseline() -> list[bytes]:
+        return seed_chunk_and_emit("tool_result", agent, payload, extras=extras)
+
+    def bare() -> list[bytes]:
+        return [enc(ToolResult(agent=agent, final=True, id=TOOL_ID, name=TOOL_NAME, delta=payload))]
+
+    agui, why = _agui_encoder()
+
+    def peer() -> list[bytes]:
+        assert agui is not None
+        return [agui(payload)]
+
+    sizes = [len(x) for x in ours()]
+    return Stage(
+        key=key,
+        title=title,
+        input_bytes=len(payload.encode("utf-8")),
+        measure=_lines_measure(DEFAULT_MAX_BYTES),
+        candidates=[
+            Candidate("ours: Emitter.buffered", "ours", ours, note="tool_result, escaped once, cut after escaping"),
+            Candidate(
+                "stdlib seed-literal",
+                "baseline",
+                baseline,
+                note="the seed's algorithm: measure, cut raw UTF-8, json.dumps each piece",
+            ),
+            Candidate(
+                "AG-UI EventEncoder",
+                "peer",
+                peer if agui else None,
+                missing=why,
+                note="one TextMessageContentEvent, unchunked (AG-UI has no bound)",
+            ),
+            Candidate("msgspec bare Struct", "limit", bare, note="one ToolResult line, no chunking"),
+            Candidate("bytes copy", "limit", _copy_spans(sizes), note="one copy per line of ours' sizes"),
+        ],
+    )
+
+
+# --------------------------------------------------------------------------- read candidates
+
+
+def _pieces(data: bytes) -> Iterator[bytes]:
+    for at in range(0, len(data), READ_SIZE):
+        yield data[at : at + READ_SIZE]
+
+
+def read_ours(pieces: Iterable[bytes]) -> int:
+    """Ours: SSE bytes -> ``SSEReader`` -> ``Reconstructor`` -> transcript. Returns events."""
+    reader = SSEReader()
+    rebuilder = Reconstructor()
+    feed = rebuilder.feed
+    count = 0
+    for piece in pieces:
+        events = reader.feed(piece)
+        count += len(events)
+        for event in events:
+            feed(event.data)
+    reader.close()
+    rebuilder.transcript()
+    return count
+
+
+def read_ours_stream(pieces: Iterable[bytes]) -> int:
+    """Ours without the transcript: SSE bytes -> ``SSEReader`` -> ``decode_lenient`` per event."""
+    reader = SSEReader()
+    count = 0
+    for piece in pieces:
+        for event in reader.feed(piece):
+            if event.data != "[DONE]":
+                decode_lenient(event.data)
+            count += 1
+    reader.close()
+    return count
+
+
+def _split_events(pieces: Iterable[bytes]) -> Iterator[list[bytes]]:
+    """The simplest SSE split: events end at a blank line; keep the ``data: `` payload."""
+    rest = b""
+    for piece in pieces:
+        chunks = (rest + piece).split(b"\n\n")
+        rest = chunks.pop()
+        yield [c[6:] for c in chunks if c.startswith(b"data: ")]
+
+
+def read_json_loads(pieces: Iterable[bytes]) -> int:
+    """The decoding baseline: split on blank lines, ``json.loads``, dicts keyed by (agent, type)."""
+    loads = json.loads
+    open_blocks: dict[tuple[str, str], dict[str, Any]] = {}
+    blocks: dict[str, list[dict[str, Any]]] = {}
+    last_text: dict[str, dict[str, Any]] = {}
+    count = 0
+    for datas in _split_events(pieces):
+        for data in datas:
+            count += 1
+            if data == b"[DONE]":
+                continue
+            msg = loads(data)
+            agent = msg["agent"]
+            kind = msg["type"]
+            if kind == "citation":
+                last_text[agent].setdefault("citations", []).append(msg)
+                continue
+            if kind == "tool_result_image":
+                open_blocks[(agent, "tool_result")].setdefault("images", []).append(msg)
+                continue
+            key = (agent, kind)
+            block = open_blocks.get(key)
+            if block is None:
+                block = {"type": kind, "parts": [], "id": msg.get("id"), "name": msg.get("name")}
+                blocks.setdefault(agent, []).append(block)
+                open_blocks[key] = block
+            block["parts"].append(msg["delta"])
+            if msg["final"]:
+                block["content"] = "".join(block.pop("parts"))
+                del open_blocks[key]
+                if kind == "text":
+                    last_text[agent] = block
+    return count
+
+
+def read_msgspec(pieces: Iterable[bytes]) -> int:
+    """The practical limit: the same split, then ``msgspec`` decoding into the typed union."""
+    decode = msgspec.json.Decoder(Envelope).decode
+    count = 0
+    for datas in _split_events(pieces):
+        for data in datas:
+            count += 1
+            if data != b"[DONE]":
+                decode(data)
+    return count
+
+
+def read_copy(pieces: Iterable[bytes]) -> int:
+    """The floor: copy each 64 KiB read once."""
+    count = 0
+    for piece in pieces:
+        bytearray(piece)
+        count += 1
+    return count
+
+
+_READERS: Final[dict[str, Callable[[Iterable[bytes]], int]]] = {
+    "ours": read_ours,
+    "ours-stream": read_ours_stream,
+    "json": read_json_loads,
+    "msgspec": read_msgspec,
+    "copy": read_copy,
+}
+
+
+def _read_stage(sizes: Sizes) -> Stage:
+    data = b"".join(iter_sse(sizes.read_bytes))
+    events = data.count(b"\n\n")
+
+    def make(reader: Callable[[Iterable[bytes]], int]) -> Callable[[], int]:
+        return lambda: reader(_pieces(data))
+
+    def measure(out: Any) -> Measured:
+        # Every candidate consumes the same events; the count is the input's.
+        del out
+        return Measured(events, len(data), None)
+
+    return Stage(
+        key="read",
+        title=f"read + reconstruct: {len(data) / MB:.1f} MiB SSE, 4 interleaved agents, 64 KiB reads",
+        input_bytes=len(data),
+        measure=measure,
+        memory="rss",
+        rss_size=sizes.read_bytes,
+        candidates=[
+            Candidate(
+                "ours: SSEReader + Reconstructor",
+                "ours",
+                make(read_ours),
+                note="transcript kept (memory grows with content)",
+                rss_key="ours",
+            ),
+            Candidate(
+                "ours: SSEReader + decode, streaming",
+                "ours",
+                make(read_ours_stream),
+                note="no transcript: the streaming memory target",
+                rss_key="ours-stream",
+            ),
+            Candidate(
+                "json.loads + dicts",
+                "baseline",
+                make(read_json_loads),
+                note="split on blank lines, json.loads, (agent, type) dicts",
+                rss_key="json",
+            ),
+            Candidate(
+                "msgspec bare decode",
+                "limit",
+                make(read_msgspec),
+                note="same split, Decoder(Envelope), no routing",
+                rss_key="msgspec",
+            ),
+            Candidate("bytes copy", "limit", make(read_copy), note="one copy of each 64 KiB read", rss_key="copy"),
+        ],
+    )
+
+
+def run_reader(key: str, size: int) -> int:
+    """Run the read candidate ``key`` over a stream of ``size`` bytes generated on the fly.
+
+    The child process of the RSS check (``envelope bench --rss-child KEY:SIZE``) calls
+    this and then reports its own peak RSS: the input is never in memory whole, so the
+    peak is the candidate's (plus the interpreter's).
+
+    Returns:
+        The events the candidate consumed.
+
+    Raises:
+        KeyError: no read candidate ``key``.
+    """
+    return _READERS[key](iter_sse(size))
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def _stage_emit_small(sizes: Sizes) -> Stage:
+    items = deltas(sizes.small_count, 20)
+    return _emit_stream_stage("emit_small", f"emit: {len(items)} streamed deltas of ~20 bytes", items)
+
+
+def _stage_emit_typical(sizes: Sizes) -> Stage:
+    items = deltas(sizes.typical_count, 200)
+    return _emit_stream_stage("emit_typical", f"emit: {len(items)} streamed deltas of ~200 bytes", items)
+
+
+def _size_label(n: int) -> str:
+    return f"{n / MB:.0f} MiB" if n >= MB else f"{n / 1024:.0f} KiB"
+
+
+def _buffered(key: str, kind: str, which: str) -> Callable[[Sizes], Stage]:
+    def factory(sizes: Sizes) -> Stage:
+        n = sizes.big_bytes if which == "big" else sizes.mid_bytes
+        payload = ascii_payload(n) if kind == "ascii" else escape_payload(n)
+        label = "plain ASCII" if kind == "ascii" else "escape-heavy"
+        return _emit_buffered_stage(key, f"emit: buffered {_size_label(n)} {label} tool_result", payload)
+
+    return factory
+
+
+#: The stages, in report order, as ``(key, factory)``. Issue 4 (validate) and issue 5
+#: (migrate) append theirs here: a key and a function ``(Sizes) -> Stage`` whose first
+#: candidate is ours (e.g. ``("validate", _validate_stage)``: SSE 64 KiB reads -> the
+#: validator; ``("migrate", _migrate_stage)``: the legacy capture repeated to the read
+#: size -> the migrator), plus any targets in ``TARGETS``. A stage whose code has not
+#: landed is simply not in the list.
+STAGES: list[tuple[str, Callable[[Sizes], Stage]]] = [
+    ("emit_small", _stage_emit_small),
+    ("emit_typical", _stage_emit_typical),
+    ("emit_100k_ascii", _buffered("emit_100k_ascii", "ascii", "mid")),
+    ("emit_100k_escape", _buffered("emit_100k_escape", "escape", "mid")),
+    ("emit_10m_ascii", _buffered("emit_10m_ascii", "ascii", "big")),
+    ("emit_10m_escape", _buffered("emit_10m_escape", "escape", "big")),
+    ("read", _read_stage),
+]
+
+
+def build_stage(key: str, sizes: Sizes) -> Stage:
+    """Build the stage ``key`` of ``STAGES`` at ``sizes``.
+
+    Raises:
+        KeyError: no such stage.
+    """
+    for name, factory in STAGES:
+        if name == key:
+            return factory(sizes)
+    raise KeyError(key)
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _time_stage(stage: Stage, rounds: int) -> dict[str, list[float]]:
+    available = [c for c in stage.candidates if c.run is not None]
+    times: dict[str, list[float]] = {c.name: [] for c in available}
+    for r in range(rounds):
+        shift = r % len(available)
+        for cand in available[shift:] + available[:shift]:
+            assert cand.run is not None
+            gc.collect()
+            start = time.perf_counter()
+            cand.run()
+            times[cand.name].append(time.perf_counter() - start)
+    return times
+
+
+def _tracemalloc_peak(run: Callable[[], Any]) -> int:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        out = run()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    del out
+    return peak
+
+
+def run_stage(
+    stage: Stage,
+    rounds: int,
+    *,
+    memory: bool = True,
+    rss: Callable[[str, int], int | None] | None = None,
+) -> list[Row]:
+    """Time every candidate of ``stage`` and return its rows (ours first).
+
+    Args:
+        stage: the stage.
+        rounds: passes per candidate; the median is kept.
+        memory: also measure peak memory (one more pass per candidate).
+        rss: for a stage measured by RSS, ``rss(rss_key, size)`` runs ``run_reader`` in a
+            child process and returns its peak RSS (``cli.py`` passes one; without it
+            that stage's memory is not measured).
+
+    Returns:
+        One row per candidate.
+    """
+    times = _time_stage(stage, rounds)
+    ours_name = stage.candidates[0].name
+    ours_time = statistics.median(times[ours_name])
+    rows: list[Row] = []
+    for cand in stage.candidates:
+        if cand.run is None:
+            rows.append(Row(stage.key, cand.name, cand.role, missing=cand.missing, note=cand.note))
+            continue
+        seconds = statistics.median(times[cand.name])
+        measured = stage.measure(cand.run())
+        peak: int | None = None
+        if memory:
+            if stage.memory != "rss":
+                peak = _tracemalloc_peak(cand.run)
+            elif rss is not None:
+                peak = rss(cand.rss_key, stage.rss_size)
+        rows.append(
+            Row(
+                stage=stage.key,
+                candidate=cand.name,
+                role=cand.role,
+                seconds=seconds,
+                events=measured.events,
+                events_per_s=measured.events / seconds,
+                mb_per_s=stage.input_bytes / 1e6 / seconds,
+                peak_bytes=peak,
+                ratio=seconds / ours_time,
+                violations=measured.violations if cand.role != "limit" else None,
+                note=cand.note,
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """One target of the issue, checked against this run's rows.
+
+    Attributes:
+        name: what is measured.
+        goal: the target, in words.
+        measured: the value found, in words.
+        met: whether the target holds (``None`` when it could not be measured).
+    """
+
+    name: str
+    goal: str
+    measured: str
+    met: bool | None
+
+
+@dataclass
+class Report:
+    """A whole run: rows per stage, targets, the machine, the settings."""
+
+    stages: list[Stage] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    targets: list[TargetResult] = field(default_factory=list)
+    machine: dict[str, str] = field(default_factory=dict)
+    size_mb: float = 0.0
+    rounds: int = 0
+
+    def row(self, stage: str, role: str, index: int = 0) -> Row | None:
+        """The ``index``-th row of ``role`` in ``stage``, if measured."""
+        found = [r for r in self.rows if r.stage == stage and r.role == role and r.seconds is not None]
+        return found[index] if len(found) > index else None
+
+    def named(self, stage: str, prefix: str) -> Row | None:
+        """The row of ``stage`` whose candidate name starts with ``prefix``, if measured."""
+        for r in self.rows:
+            if r.stage == stage and r.candidate.startswith(prefix) and r.seconds is not None:
+                return r
+        return None
+
+
+def _faster(report: Report, stage: str, other: str, goal: float, label: str) -> TargetResult:
+    ours = report.row(stage, "ours")
+    them = report.named(stage, other)
+    if ours is None or them is None or ours.seconds is None or them.seconds is None:
+        return TargetResult(label, f">= {goal:g}x faster", "not measured", None)
+    x = them.seconds / ours.seconds
+    return TargetResult(label, f">= {goal:g}x faster", f"{x:.2f}x faster", x >= goal)
+
+
+def _within(report: Report, stage: str, other: str, goal: float, label: str) -> TargetResult:
+    ours = report.row(stage, "ours")
+    them = report.named(stage, other)
+    if ours is None or them is None or ours.seconds is None or them.seconds is None:
+        return TargetResult(label, f"<= {goal:g}x its time", "not measured", None)
+    x = ours.seconds / them.seconds
+    return TargetResult(label, f"<= {goal:g}x its time", f"{x:.2f}x its time", x <= goal)
+
+
+def _targets_emit(report: Report) -> list[TargetResult]:
+    out = [
+        _faster(report, "emit_small", "stdlib", 4, "emit 20 B deltas vs stdlib seed-literal"),
+        _within(report, "emit_small", "msgspec", 2, "emit 20 B deltas vs bare msgspec Struct"),
+        _faster(report, "emit_10m_escape", "stdlib", 3, "emit 10 MiB escape-heavy vs stdlib seed-literal"),
+    ]
+    ours = report.row("emit_10m_escape", "ours")
+    if ours is not None:
+        out.append(
+            TargetResult(
+                "emit 10 MiB escape-heavy throughput", ">= 300 MB/s", f"{ours.mb_per_s:.0f} MB/s", ours.mb_per_s >= 300
+            )
+        )
+        base = report.named("emit_10m_escape", "stdlib")
+        base_v = "not measured" if base is None else f"{base.violations} of {base.events} lines"
+        out.append(
+            TargetResult(
+                "emit 10 MiB escape-heavy: lines over 2048 bytes",
+                "0 (baseline counted)",
+                f"ours {ours.violations} of {ours.events} lines; baseline {base_v}",
+                ours.violations == 0,
+            )
+        )
+    return out
+
+
+def _targets_read(report: Report) -> list[TargetResult]:
+    out = [
+        _faster(report, "read", "json.loads", 3, "read + reconstruct vs json.loads + dicts"),
+        _within(report, "read", "msgspec", 2.5, "read + reconstruct vs bare msgspec decode"),
+    ]
+    stream = report.named("read", "ours: SSEReader + decode")
+    if stream is not None and stream.peak_bytes is not None:
+        mib = stream.peak_bytes / MB
+        out.append(
+            TargetResult(
+                f"read {report.size_mb:g} MiB streaming: peak RSS",
+                "< 100 MiB",
+                f"{mib:.0f} MiB",
+                mib < 100,
+            )
+        )
+    return out
+
+
+#: Target checkers, run after every stage: each reads the report and returns results.
+#: The validate and migrate stages add theirs here.
+TARGETS: list[Callable[[Report], list[TargetResult]]] = [_targets_emit, _targets_read]
+
+
+def machine(cpuinfo: str = "") -> dict[str, str]:
+    """The machine a run happened on: CPUs, CPU model, Python, msgspec, platform.
+
+    Args:
+        cpuinfo: the text of ``/proc/cpuinfo`` where there is one (the caller reads it);
+            its first ``model name`` is the CPU model.
+    """
+    model = platform.processor() or "unknown"
+    for line in cpuinfo.splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    return {
+        "cpus": str(os.cpu_count()),
+        "cpu": model,
+        "python": platform.python_version(),
+        "msgspec": msgspec.__version__,
+        "platform": platform.platform(terse=True),
+    }
+
+
+def run(
+    size_mb: float = 100.0,
+    rounds: int = 5,
+    *,
+    memory: bool = True,
+    only: Sequence[str] = (),
+    progress: Callable[[str], None] | None = None,
+    rss: Callable[[str, int], int | None] | None = None,
+    cpuinfo: str = "",
+) -> Report:
+    """Run every stage in ``STAGES`` and check ``TARGETS``.
+
+    Args:
+        size_mb: size of the read stream in MiB (other inputs scale down below 10).
+        rounds: passes per candidate; medians are reported.
+        memory: measure peak memory too.
+        only: run only the stages with these keys (all when empty).
+        progress: called with a line of text as each stage starts.
+        rss: measures a read candidate's peak RSS in a child process (see ``run_stage``).
+        cpuinfo: the text of ``/proc/cpuinfo``, for the machine line.
+
+    Returns:
+        The report.
+    """
+    if rounds < 1:
+        raise ValueError("rounds must be at least 1")
+    sizes = Sizes.from_mb(size_mb)
+    report = Report(machine=machine(cpuinfo), size_mb=size_mb, rounds=rounds)
+    for key, factory in STAGES:
+        if only and key not in only:
+            continue
+        stage = factory(sizes)
+        if progress is not None:
+            progress(f"{stage.title} ...")
+        report.stages.append(stage)
+        report.rows.extend(run_stage(stage, rounds, memory=memory, rss=rss))
+        del stage
+    for check in TARGETS:
+        report.targets.extend(check(report))
+    return report
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _fmt_rate(x: float) -> str:
+    if x >= 1e6:
+        return f"{x / 1e6:.2f} M"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f} k"
+    return f"{x:.0f}"
+
+
+def _fmt_mem(n: int | None, method: str) -> str:
+    if n is None:
+        return "-"
+    return f"{n / MB:.1f} MiB" + (" RSS" if method == "rss" else "")
+
+
+def _table_rows(report: Report) -> list[tuple[str, list[list[str]]]]:
+    out: list[tuple[str, list[list[str]]]] = []
+    for stage in report.stages:
+        rows: list[list[str]] = []
+        for r in report.rows:
+            if r.stage != stage.key:
+                continue
+            if r.seconds is None:
+                rows.append([r.candidate, r.missing, "", "", "", "", ""])
+                continue
+            over = "-" if r.violations is None else str(r.violations)
+            rows.append(
+                [
+                    r.candidate,
+                    _fmt_rate(r.events_per_s),
+                    f"{r.mb_per_s:.1f}",
+                    _fmt_mem(r.peak_bytes, stage.memory),
+                    f"{r.ratio:.2f}" if r.ratio is not None else "-",
+                    over,
+                    f"{r.seconds * 1000:.1f}",
+                ]
+            )
+        out.append((stage.title, rows))
+    return out
+
+
+HEADER: Final = ["candidate", "events/s", "MB/s", "peak mem", "time / ours", "lines > 2048", "median ms"]
+
+
+def render_table(report: Report) -> str:
+    """The plain-text table ``envelope bench`` prints."""
+    lines: list[str] = []
+    for title, rows in _table_rows(report):
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
+        lines.append(title)
+        lines.append("  " + "  ".join(h.ljust(w) for h, w in zip(HEADER, widths, strict=True)))
+        for r in rows:
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+        lines.append("")
+    lines.append("targets:")
+    for t in report.targets:
+        mark = {True: "met", False: "MISSED", None: "n/a"}[t.met]
+        lines.append(f"  [{mark}] {t.name}: {t.measured} (target {t.goal})")
+    return "\n".join(lines)
+
+
+def render_markdown(report: Report) -> str:
+    """The report as Markdown: machine, settings, one table per stage, the targets."""
+    m = report.machine
+    out = [
+        "# envelope bench",
+        "",
+        f"Machine: {m.get('cpus')} CPUs ({m.get('cpu')}), Python {m.get('python')}, "
+        f"msgspec {m.get('msgspec')}, {m.get('platform')}.",
+        f"Settings: `envelope bench --size-mb {report.size_mb:g} --rounds {report.rounds}`; "
+        "medians of the rounds, candidates alternated in one process. "
+        "`time / ours` above 1 means slower than ours. MB/s counts input bytes (10^6). "
+        "Peak memory: emit stages, tracemalloc peak of one untimed pass (Python "
+        "allocations, output included, input excluded); read stage, peak RSS (VmHWM) of a "
+        "child process running only that candidate over the stream generated on the fly.",
+        "",
+    ]
+    for title, rows in _table_rows(report):
+        out.append(f"### {title}")
+        out.append("")
+        out.append("| " + " | ".join(HEADER) + " |")
+        out.append("|" + "|".join("---" for _ in HEADER) + "|")
+        out.extend("| " + " | ".join(r) + " |" for r in rows)
+        out.append("")
+    out.append("### Targets")
+    out.append("")
+    out.append("| target | goal | measured | met |")
+    out.append("|---|---|---|---|")
+    for t in report.targets:
+        mark = {True: "yes", False: "**no**", None: "n/a"}[t.met]
+        out.append(f"| {t.name} | {t.goal} | {t.measured} | {mark} |")
+    out.append("")
+    return "\n".join(out)
+
+
+def render_png(report: Report, path: str) -> None:
+    """A bar chart of ``time / ours`` per stage and candidate (log scale), to ``path``.
+
+    Raises:
+        ImportError: matplotlib is not installed (it is in the ``bench`` extra).
+    """
+    import matplotlib  # bench-only dependency
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stages = [s.key for s in report.stages]
+    names: list[str] = []
+    for r in report.rows:
+        if r.seconds is not None and r.candidate not in names:
+            names.append(r.candidate)
+    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(stages)), 5))
+    width = 0.8 / max(1, len(names))
+    for i, name in enumerate(names):
+        xs: list[float] = []
+        ys: list[float] = []
+        for j, key in enumerate(stages):
+            for r in report.rows:
+                if r.stage == key and r.candidate == name and r.ratio is not None:
+                    xs.append(j + i * width)
+                    ys.append(r.ratio)
+        ax.bar(xs, ys, width=width, label=name)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(stages))])
+    ax.set_xticklabels(stages, rotation=20, ha="right")
+    ax.set_ylabel("time / ours (log; above 1 = slower than ours)")
+    ax.set_title(f"envelope bench (--size-mb {report.size_mb:g}, {report.machine.get('cpus')} CPUs)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
