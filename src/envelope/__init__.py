@@ -42,6 +42,7 @@ from ._types import (
     ToolResult,
     ToolResultImage,
 )
+from ._validator import StreamValidator, Validator, Violation, validate
 
 __version__ = "0.1.0"
 
@@ -80,6 +81,7 @@ __all__ = [
     "ServerToolCall",
     "ServerToolResult",
     "StreamReader",
+    "StreamValidator",
     "StreamedType",
     "Text",
     "Thinking",
@@ -88,9 +90,12 @@ __all__ = [
     "ToolResultImage",
     "Transcript",
     "ValidationError",
+    "Validator",
+    "Violation",
     "chunk",
     "decode",
     "encode",
     "frame",
     "reconstruct",
+    "validate",
 ]
