@@ -745,8 +745,9 @@ class Validator:
             value = _decode_json(payload)
         except msgspec.MsgspecError as exc:
             # [V7.5-a] the reassembled payload of these types is JSON
-            reason = str(exc).removeprefix("JSON is malformed: ")
-            out.append(_violation("E140", f"{kind} payload ({where}) is not JSON: {reason}", lno, off, agent, kind))
+            out.append(
+                _violation("E140", f"{kind} payload ({where}) is not JSON: {_reason(exc)}", lno, off, agent, kind)
+            )
             return
         for problem in _shape(kind, value):
             # [V7.5-b] ... of the shape the seed gives each type
