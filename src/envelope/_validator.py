@@ -1006,6 +1006,7 @@ class StreamValidator:
         "_base_line",
         "_base_offset",
         "_closed",
+        "_cr_pending",
         "_format",
         "_head",
         "_line_no",
@@ -1048,6 +1049,7 @@ class StreamValidator:
         self._head = b""  # the first bytes of the current line (for the SSE field checks)
         self._skipping = False  # after an unreadable line: drop bytes up to the next LF
         self._skip_cr = 0  # CR line ends (SSE) seen while skipping
+        self._cr_pending = False  # the bytes skipped so far end in CR
         self._unknown_seen = False
         self._pending_line = 0  # the unreadable line being skipped
         self._closed = False
@@ -1075,7 +1077,7 @@ class StreamValidator:
         at = self._offset
         self._offset += len(piece)
         if self._skipping:
-            self._skip_cr += piece.count(b"\r") - piece.count(b"\r\n")
+            self._count_cr(piece)
             if complete:
                 self._restart()
             return
@@ -1154,11 +1156,22 @@ class StreamValidator:
         # Resume after the next LF with a fresh reader. Lines the reader counted by a lone
         # CR (SSE) between the bad byte and that LF shift the numbering.
         rest = piece[max(0, err_at - at) :]
-        self._skip_cr = (rest.count(b"\r") - rest.count(b"\r\n")) if self.format == "sse" else 0
+        self._skip_cr = 0
+        self._cr_pending = False
+        self._count_cr(rest)
         self._skipping = True
         self._pending_line = line
         if complete:
             self._restart()
+
+    def _count_cr(self, data: bytes) -> None:
+        """Count the lone CRs of ``data`` (SSE line ends), a CR at a chunk's end pending its next byte."""
+        if self.format != "sse" or not data:
+            return
+        if self._cr_pending and data[0] != 0x0A:
+            self._skip_cr += 1
+        self._cr_pending = data[-1] == 0x0D
+        self._skip_cr += data.count(b"\r") - data.count(b"\r\n") - (1 if self._cr_pending else 0)
 
     def _restart(self) -> None:
         self._skipping = False

@@ -76,7 +76,9 @@ CASES: dict[str, tuple[bytes, int]] = {
     ),
     "E126": (jsonl(meta_init(), env("citation", True, "x", citation_type="char_location")), 2),
     "E127": (
-        jsonl(meta_init(), env("tool_call", False, "{", id="t", name="f"), env("tool_call", True, "}", id="t", name="g")),
+        jsonl(
+            meta_init(), env("tool_call", False, "{", id="t", name="f"), env("tool_call", True, "}", id="t", name="g")
+        ),
         3,
     ),
     "W128": (
@@ -112,7 +114,8 @@ def test_minimal_stream_shows_code(code: str) -> None:
     severity, section, _ = CODES[code]
     assert hit.severity == severity
     assert hit.section == section
-    assert hit.message and "\n" not in hit.message
+    assert hit.message
+    assert "\n" not in hit.message
 
 
 def test_e109_line_over_reader_cap_is_skipped_and_checking_resumes() -> None:
