@@ -200,3 +200,13 @@ def test_mutated_valid_streams(
 def test_plain_line_validation_never_raises(lines: list[bytes | str]) -> None:
     for v in validate(lines):
         assert v.code in CODES
+
+
+def test_benchmark_inputs_are_valid_streams() -> None:
+    """Smoke test of the benchmark data: the generated stream is valid (so the benchmark measures a pass)."""
+    from benchmarks.validate_data import sse_chunks, stream_lines
+
+    assert list(validate(stream_lines(50_000))) == []
+    checker = StreamValidator()
+    found = [v for chunk in sse_chunks(50_000, chunk_size=1000) for v in checker.feed(chunk)]
+    assert found + checker.close() == []
