@@ -982,11 +982,7 @@ _SSE_FIELDS: Final = frozenset({b"data", b"event", b"id", b"retry"})
 
 def _reader_code(error: DecodeError) -> str:
     """Classify an error of ``StreamReader`` (which has no codes of its own)."""
-    if "UTF-8" in error.message:
-        return "E100"
-    if "ended inside" in error.message:
-        return "E110"
-    return "E109"
+    return "E100" if "UTF-8" in error.message else "E109"
 
 
 class StreamValidator:
@@ -1149,10 +1145,7 @@ class StreamValidator:
         err_at = at if where.offset is None else where.offset + self._base_offset
         line_start = self._line_start if line == self._line_no else err_at
         column = max(1, err_at - line_start + 1)
-        message = exc.message
-        if code != "E110":
-            message += "; skipped to the next line"
-        out.append(_violation(code, message, line, line_start, column=column))
+        out.append(_violation(code, exc.message + "; skipped to the next line", line, line_start, column=column))
         # Resume after the next LF with a fresh reader. Lines the reader counted by a lone
         # CR (SSE) between the bad byte and that LF shift the numbering.
         rest = piece[max(0, err_at - at) :]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envelope import StreamValidator, Validator, Violation, validate
+from envelope import DecodeError, StreamValidator, Validator, Violation, validate
 from envelope._validator import CODES
 
 from ._streams import A, complete, env, jsonl, meta_final, meta_init, sse, text
@@ -236,3 +236,80 @@ def test_str_of_a_violation_reads_like_an_error() -> None:
     found = list(validate([meta_init(), env("text", True, "x"), "[DONE]"]))
     assert str(found[0]).startswith("line 2, byte ")
     assert found[0].to_dict()["agent"] == A
+
+
+def test_type_missing_stops_checks_after_e103() -> None:
+    assert [v.code for v in validate(complete('{"agent":"agent-a","final":true,"delta":""}'))] == ["E103"]
+
+
+def test_payload_shapes_beyond_the_minimal_cases() -> None:
+    found = list(
+        validate(
+            complete(
+                env("meta_files", True, '{"files":{}}'),
+                env("awaiting_frontend_tools", True, '{"tool_use_id":"t"}'),
+                env("awaiting_frontend_tools", True, '["t"]'),
+                env("error", True, "[]"),
+            )
+        )
+    )
+    assert [(v.code, v.line) for v in found] == [("E141", 2), ("E141", 3), ("E141", 4), ("E141", 5)]
+    assert "got an object" in found[0].message
+    found = list(validate([meta_init(), env("meta_final", True, "[1]"), "[DONE]"]))
+    assert [v.code for v in found] == ["E141"]
+
+
+def test_error_payload_in_the_api_shape_is_fine() -> None:
+    payload = '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'
+    assert list(validate(complete(env("error", True, payload)))) == []
+
+
+def test_citation_block_over_several_lines_closes_once() -> None:
+    lines = complete(
+        *text("x"),
+        env("citation", False, "a", citation_type="char_location"),
+        env("citation", False, "b", citation_type="page_location"),
+        env("citation", True, "c", citation_type="char_location"),
+        *text("y"),
+        env("citation", True, "d", citation_type="char_location"),
+    )
+    assert list(validate(lines)) == []
+
+
+def test_pending_call_ids_are_capped_oldest_forgotten() -> None:
+    from envelope._validator import MAX_PENDING_IDS
+
+    calls = [env("tool_call", True, "{}", id=f"t{i}", name="f") for i in range(MAX_PENDING_IDS + 1)]
+    checker = Validator()
+    for line in [meta_init(), *calls]:
+        checker.feed(line)
+    first = checker.feed(env("tool_result", True, "", id="t0", name="f"))
+    last = checker.feed(env("tool_result", True, "", id=f"t{MAX_PENDING_IDS}", name="f"))
+    assert [v.code for v in first] == ["W165"]
+    assert last == []
+
+
+def test_crlf_split_across_chunks_while_skipping_keeps_line_numbers() -> None:
+    head = sse(meta_init())
+    bad = b"data: \xff\r"
+    tail = b"\n\r\n" + sse(env("text", True, "x"), "[DONE]")
+    for cut in range(len(bad) - 1, len(bad) + 2):
+        data = head + bad + tail
+        checker = StreamValidator()
+        found = checker.feed(data[: len(head) + cut]) + checker.feed(data[len(head) + cut :]) + checker.close()
+        assert [(v.code, v.line) for v in found] == [("E100", 3), ("E121", 5)], cut
+    lone = head + b"data: \xff\rdata: x\r\n\r\n" + sse(env("text", True, "x"), "[DONE]")
+    found = run(lone)
+    assert [(v.code, v.line) for v in found] == [
+        ("E100", 3),
+        ("E121", 6),
+    ]  # line 4 is skipped with the bad one (up to the LF)
+
+
+def test_skipping_byte_by_byte_counts_lone_crs() -> None:
+    data = sse(meta_init()) + b"data: \xff\rdata: x\r\r\n" + sse(env("text", True, "x"), "[DONE]")
+    checker = StreamValidator()
+    found = [v for i in range(len(data)) for v in checker.feed(data[i : i + 1])] + checker.close()
+    assert [(v.code, v.line) for v in found] == [("E100", 3), ("E121", 6)]
+    with pytest.raises(DecodeError):
+        checker.close()
