@@ -1107,7 +1107,8 @@ class StreamValidator:
 
     def _check_sse_line(self, out: list[Violation]) -> None:
         """SSE lines the reader ignores without a word: unknown fields, named events."""
-        for raw in self._head.splitlines():
+        head = self._head.removeprefix(b"\xef\xbb\xbf") if self._line_start == 0 else self._head
+        for raw in head.splitlines():
             if not raw or raw[0] == 0x3A:
                 continue
             name, _, value = raw.partition(b":")
