@@ -42,6 +42,7 @@ from ._types import (
     ToolResult,
     ToolResultImage,
 )
+from ._validator import StreamValidator, Validator, Violation, validate
 from ._xml_migrate import MigrationWarning, XmlMigrator, migrate_xml
 
 __version__ = "0.1.0"
@@ -82,6 +83,7 @@ __all__ = [
     "ServerToolCall",
     "ServerToolResult",
     "StreamReader",
+    "StreamValidator",
     "StreamedType",
     "Text",
     "Thinking",
@@ -90,6 +92,8 @@ __all__ = [
     "ToolResultImage",
     "Transcript",
     "ValidationError",
+    "Validator",
+    "Violation",
     "XmlMigrator",
     "chunk",
     "decode",
@@ -97,4 +101,5 @@ __all__ = [
     "frame",
     "migrate_xml",
     "reconstruct",
+    "validate",
 ]

@@ -157,6 +157,8 @@ class SSEReader:
                 self._buf_offset += 3
             self._buf = b""
             chunk = data
+            if not chunk:  # the chunk was only the BOM
+                return []
         data = self._buf + chunk if self._buf else chunk
         if not data:  # only a byte order mark so far
             return []

@@ -1,0 +1,1216 @@
+"""Judging a recorded stream against the protocol: coded violations, never an exception.
+
+Owns: ``Violation`` and the code table (``CODES``), ``Validator`` (envelope lines in,
+violations out, incremental), ``StreamValidator`` (the bytes of a recording in, with
+recovery after unreadable input), and ``validate``. The meaning of every code, its
+severity and the reason for each judgement call are in ``spec/validation.md``; each
+check below cites the rule it enforces (``[V…]`` ids are that file's, ``§`` numbers
+are ``spec/envelope-v1.md``'s).
+
+Does not own: rebuilding content (``_reconstruct``; the validator keeps no text, only
+the payloads it must parse), splitting bytes into lines (``StreamReader`` does; this
+module only restarts it after an error), printing (``cli``).
+
+Memory: a ``Validator`` holds, per agent, a handful of flags and the ids of tool calls
+still waiting for their result (at most ``MAX_PENDING_IDS`` each); per open block, its
+position and, for the types whose payload is JSON, the deltas so far (at most
+``max_payload_bytes``). It never holds a closed block or the stream.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import msgspec
+
+from ._decoder import DONE_DATA, RawLine, StreamReader
+from ._errors import DecodeError
+from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES, MAX_CODE_POINT_BYTES
+from ._types import ENVELOPE_TYPES, STREAMED_TYPES
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Mapping
+
+__all__ = ["CODES", "Severity", "StreamValidator", "Validator", "Violation", "validate"]
+
+#: ``"error"``: the stream breaks a MUST. ``"warning"``: suspicious, or a SHOULD.
+Severity = Literal["error", "warning"]
+
+#: Every code: ``code -> (severity, spec section, one-line meaning)``. ``spec/validation.md``
+#: has the same table with the reasons; a test compares the two.
+CODES: Final[dict[str, tuple[Severity, str, str]]] = {
+    # Input and line level (100-119)
+    "E100": ("error", "2.3", "input is not valid UTF-8"),
+    "E101": ("error", "2.1", "line is not JSON"),
+    "E102": ("error", "2.1", "line is JSON but not an object"),
+    "E103": ("error", "3.1", "base field missing, null or of the wrong JSON type"),
+    "E104": ("error", "4.1", "unknown envelope type"),
+    "E105": ("error", "3.4", "field the type does not allow"),
+    "E106": ("error", "4.1", "type-specific field missing, null or of the wrong JSON type"),
+    "E107": ("error", "6.1", "line over the bound"),
+    "W108": ("warning", "6.5", "oversize line the bound could not avoid"),
+    "E109": ("error", "2.3", "physical line over the reader's cap (skipped)"),
+    "E110": ("error", "2.3", "input ends inside an SSE line or event"),
+    "E111": ("error", "2.1", "SSE event with more than one data line"),
+    "W112": ("warning", "2.1", "SSE line that is no field the protocol uses (ignored)"),
+    "W113": ("warning", "2.1", "SSE event with an event name other than message"),
+    "W114": ("warning", "4.5", "citation_type not one the seed lists"),
+    "W115": ("warning", "4.10", "server_tool_result name is not an API result block type"),
+    # Block level (120-139)
+    "E120": ("error", "7.2", "block left open at the end of the stream"),
+    "E121": ("error", "5.1", "final marker of a streamed block with a non-empty delta"),
+    "E122": ("error", "7.3", "tool_result_image outside an open tool_result of its agent"),
+    "E123": ("error", "7.3", "tool_result_image id or name differs from its tool_result"),
+    "E124": ("error", "4.9", "tool_result_image with final: true"),
+    "E125": ("error", "4.9", "tool_result_image with a non-empty delta"),
+    "E126": ("error", "7.4", "citation with no completed text block of its agent before it"),
+    "E127": ("error", "7.2", "buffered block whose id or name changes between its lines"),
+    "W128": ("warning", "5.4", "citations of one text block split over several citation blocks"),
+    # Payload level (140-159)
+    "E140": ("error", "7.5", "payload is not JSON"),
+    "E141": ("error", "7.5", "payload JSON of the wrong shape"),
+    "E142": ("error", "4.2", "meta_init agent_uuid differs from the envelope's agent"),
+    "W143": ("warning", "4.13", "error payload has neither the seed's nor the API's shape"),
+    "W149": ("warning", "7.5", "payload too large to check"),
+    # Stream level (160-179)
+    "E160": ("error", "8.2", "content after [DONE]"),
+    "W161": ("warning", "8.2", "stream ends without [DONE]"),
+    "E162": ("error", "8.1", "meta_init is not the first message of its agent"),
+    "W163": ("warning", "8.1", "agent's first message is not meta_init"),
+    "E164": ("error", "8.1", "message from an agent after its meta_final"),
+    "W165": ("warning", "8.1", "tool_result id no earlier tool_call of its agent announced"),
+    "W166": ("warning", "8.1", "server_tool_result with no matching server_tool_call"),
+    "E167": ("error", "2.1", "input holds no envelope"),
+}
+
+#: Ids of calls still waiting for a result, per agent and kind. A stream with more
+#: outstanding calls than this loses the oldest, which can only cause a false W165/W166.
+MAX_PENDING_IDS: Final = 4096
+
+_KNOWN_TYPES: Final = frozenset(ENVELOPE_TYPES)
+_BASE: Final = (("type", str), ("agent", str), ("final", bool), ("delta", str))
+_BASE_NAMES: Final = frozenset(name for name, _ in _BASE)
+_TOOL_EXTRAS: Final[dict[str, tuple[type, bool]]] = {"id": (str, True), "name": (str, True)}
+#: Per type: extra field -> (JSON type, required). spec §4.2-§4.14.
+_EXTRAS: Final[dict[str, dict[str, tuple[type, bool]]]] = {
+    "meta_init": {},
+    "thinking": {},
+    "text": {},
+    "citation": {
+        "citation_type": (str, True),
+        "document_index": (int, False),
+        "document_title": (str, False),
+        "start_char_index": (int, False),
+        "end_char_index": (int, False),
+        "start_page_number": (int, False),
+        "end_page_number": (int, False),
+        "url": (str, False),
+        "title": (str, False),
+    },
+    "tool_call": _TOOL_EXTRAS,
+    "server_tool_call": _TOOL_EXTRAS,
+    "tool_result": _TOOL_EXTRAS,
+    "tool_result_image": {**_TOOL_EXTRAS, "src": (str, True), "media_type": (str, True)},
+    "server_tool_result": _TOOL_EXTRAS,
+    "awaiting_frontend_tools": {},
+    "meta_files": {},
+    "error": {},
+    "meta_final": {},
+}
+_SECTION: Final[dict[str, str]] = {t: f"4.{i + 2}" for i, t in enumerate(ENVELOPE_TYPES)}
+_CITATION_TYPES: Final = frozenset({"char_location", "page_location", "web_search_result_location"})
+#: Types whose reassembled delta is JSON the validator parses (spec §7.5).
+_JSON_TYPES: Final = frozenset(
+    {"meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools", "tool_call", "server_tool_call"}
+)
+_ATOMIC: Final = frozenset({"citation", "tool_result_image"})
+_JSON_NAMES: Final[dict[type, str]] = {
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    list: "an array",
+    dict: "an object",
+}
+_decode_json = msgspec.json.decode
+_encode_json = msgspec.json.encode
+
+
+def _reason(exc: msgspec.MsgspecError) -> str:
+    """msgspec's JSON error, worded as ours."""
+    text = str(exc).removeprefix("JSON is malformed: ")
+    return "the text ends inside a value" if text == "Input data was truncated" else text
+
+
+def _json_name(value: object) -> str:
+    if value is None:
+        return "null"
+    return _JSON_NAMES.get(type(value), type(value).__name__)
+
+
+class Violation(msgspec.Struct, frozen=True, kw_only=True):
+    """One broken rule, where it was found.
+
+    Attributes:
+        code: the stable code, ``E1xx`` (error) or ``W1xx`` (warning); see ``CODES``.
+        severity: ``"error"`` or ``"warning"``.
+        line: 1-based physical line of the input where the envelope or SSE event starts
+            (for a block, the line that opened it; for the end of the stream, the last line).
+        offset: 0-based byte offset of that line in the input.
+        agent: the envelope's ``agent``, when it has a usable one.
+        type: the envelope's ``type``, when it has a usable one.
+        message: one sentence.
+        section: the spec section of the rule (``spec/envelope-v1.md``).
+        column: 1-based byte column inside the line, when the fault is at a known byte.
+    """
+
+    code: str
+    severity: Severity
+    line: int
+    offset: int
+    agent: str | None
+    type: str | None
+    message: str
+    section: str
+    column: int = 1
+
+    def __str__(self) -> str:
+        return f"line {self.line}, byte {self.offset}: {self.code} {self.message} (spec §{self.section})"
+
+    def to_dict(self) -> dict[str, object]:
+        """The machine form: ``code, severity, line, offset, agent, type, message``."""
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "line": self.line,
+            "offset": self.offset,
+            "agent": self.agent,
+            "type": self.type,
+            "message": self.message,
+        }
+
+
+def _violation(
+    code: str,
+    message: str,
+    line: int,
+    offset: int,
+    agent: str | None = None,
+    type: str | None = None,
+    column: int = 1,
+) -> Violation:
+    severity, section, _ = CODES[code]
+    return Violation(
+        code=code,
+        severity=severity,
+        line=line,
+        offset=offset,
+        agent=agent,
+        type=type,
+        message=message,
+        section=section,
+        column=column,
+    )
+
+
+class _Block:
+    """An open block: where it started and, for JSON payloads, its deltas so far."""
+
+    __slots__ = ("id", "line", "name", "offset", "parts", "size", "unchecked")
+
+    def __init__(self, line: int, offset: int, id: object, name: object, keep: bool) -> None:
+        self.line = line
+        self.offset = offset
+        self.id = id
+        self.name = name
+        self.parts: list[str] | None = [] if keep else None
+        self.size = 0
+        self.unchecked = False  # W149 reported; deltas no longer kept
+
+
+class _Agent:
+    """Per-agent flags (spec §8.1) and the open blocks of the agent, by type."""
+
+    __slots__ = (
+        "after_final_reported",
+        "calls",
+        "citations_closed",
+        "final_done",
+        "has_text",
+        "meta_init",
+        "open",
+        "server_calls",
+    )
+
+    def __init__(self) -> None:
+        self.open: dict[str, _Block] = {}
+        self.meta_init = False  # a meta_init block has opened
+        self.final_done = False  # a meta_final block has closed
+        self.after_final_reported = False
+        self.has_text = False  # a text block has completed (citations may follow)
+        self.citations_closed = False  # the last completed text's citation block has closed
+        self.calls: dict[str, None] = {}  # tool_call ids awaiting a tool_result (ordered set)
+        self.server_calls: dict[str, None] = {}
+
+
+def _remember(pending: dict[str, None], id: str) -> None:
+    pending[id] = None
+    if len(pending) > MAX_PENDING_IDS:
+        del pending[next(iter(pending))]
+
+
+class Validator:
+    """Checks envelope lines one at a time: ``feed(line) -> list[Violation]``, then ``close()``.
+
+    Never raises on any input line: every fault is a ``Violation``. Lines given as plain
+    ``bytes``/``str`` are numbered as the lines of a JSON-lines file (1, 2, ...; offsets
+    as if each ended in one LF); a ``RawLine`` from ``StreamReader`` brings its own position.
+
+    Attributes:
+        max_bytes: the bound on one line (spec §6.1) for E107/W108.
+        max_payload_bytes: the most bytes of one open JSON payload held for checking.
+    """
+
+    __slots__ = (
+        "_agents",
+        "_closed",
+        "_count",
+        "_done",
+        "_done_reported",
+        "_last",
+        "_next_offset",
+        "_open_count",
+        "_plain",
+        "max_bytes",
+        "max_payload_bytes",
+    )
+
+    def __init__(
+        self,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_payload_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        """Create a validator.
+
+        Args:
+            max_bytes: the bound on one encoded envelope line (spec §6.1).
+            max_payload_bytes: cap on the bytes of one open JSON payload kept for the
+                payload checks; a larger payload is reported (W149), not checked.
+        """
+        self.max_bytes: Final = max_bytes
+        self.max_payload_bytes: Final = max_payload_bytes
+        self._agents: dict[str, _Agent] = {}
+        self._count = 0  # lines fed, [DONE] included
+        self._plain = 0  # plain (not RawLine) lines fed, blank ones included
+        self._next_offset = 0  # for plain lines: offset of the next one
+        self._last = (1, 0)  # position of the last line fed
+        self._done = False
+        self._done_reported = False
+        self._closed = False
+        self._open_count = 0
+
+    # -- introspection -------------------------------------------------------------
+
+    def open_blocks(self) -> list[tuple[str, str]]:
+        """The ``(agent, type)`` keys of the blocks open now."""
+        return [(agent, kind) for agent, st in self._agents.items() for kind in st.open]
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of payload held for the payload checks (only open JSON blocks)."""
+        return sum(b.size for st in self._agents.values() for b in st.open.values() if b.parts is not None)
+
+    # -- feeding ---------------------------------------------------------------------
+
+    def feed(self, line: bytes | str | RawLine) -> list[Violation]:
+        """Check one envelope line (or ``[DONE]``).
+
+        Args:
+            line: the JSON text of one envelope as bytes or str (a trailing LF or CRLF
+                is dropped; a blank line is skipped), or a ``RawLine``.
+
+        Returns:
+            The violations this line reveals, in the order found (a block's payload
+            violations come with its final line but carry the block's first line).
+
+        Raises:
+            DecodeError: ``feed()`` after ``close()`` (a caller's bug, not the input's).
+        """
+        if self._closed:
+            raise DecodeError("feed() after close()")
+        out: list[Violation] = []
+        if isinstance(line, RawLine):
+            data: str | bytes = line.data
+            lno, off = line.line, line.offset
+        else:
+            self._plain += 1
+            lno, off = self._plain, self._next_offset
+            if isinstance(line, bytes):
+                length = len(line)
+                data = line.removesuffix(b"\n").removesuffix(b"\r")
+            else:
+                length = len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))
+                data = line.removesuffix("\n").removesuffix("\r")
+            # numbered as the lines of a JSON-lines file: each ends in one LF
+            self._next_offset += length + (1 if len(data) == len(line) else 0)
+            if not data.strip():
+                return out
+        self._count += 1
+        self._last = (lno, off)
+        if isinstance(data, bytes):
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                out.append(
+                    _violation(
+                        "E100",
+                        f"invalid UTF-8 at byte {exc.start} of the line ({exc.reason})",
+                        lno,
+                        off,
+                        column=exc.start + 1,
+                    )
+                )
+                return out
+            size = len(data)
+        else:
+            text = data
+            if text.isascii():
+                size = len(text)
+            else:
+                try:
+                    size = len(text.encode("utf-8"))
+                except UnicodeEncodeError as exc:
+                    out.append(
+                        _violation(
+                            "E100",
+                            f"lone surrogate U+{ord(text[exc.start]):04X} at character {exc.start} cannot be UTF-8",
+                            lno,
+                            off,
+                        )
+                    )
+                    return out
+        self._line(text, size, lno, off, out)
+        return out
+
+    def _line(self, text: str, size: int, lno: int, off: int, out: list[Violation]) -> None:
+        if text == DONE_DATA:
+            if self._done:
+                self._after_done(lno, off, out)
+            self._done = True
+            return
+        if self._done:
+            self._after_done(lno, off, out)
+        try:
+            obj = _decode_json(text)
+        except msgspec.MsgspecError as exc:
+            # [V2.1-a] every data line is one JSON object (spec §2.1)
+            hint = ""
+            if text.lstrip().startswith("<"):
+                hint = " (this looks like the legacy XML tag format; migrate it to envelopes first)"
+            out.append(_violation("E101", f"not JSON: {_reason(exc)}{hint}", lno, off))
+            return
+        if not isinstance(obj, dict):
+            out.append(_violation("E102", f"the line is {_json_name(obj)} in JSON, not an object", lno, off))
+            return
+        kind = obj.get("type")
+        agent = obj.get("agent")
+        v_type = kind if isinstance(kind, str) else None
+        v_agent = agent if isinstance(agent, str) else None
+        # [V3.1-a] base fields present, never null, of their JSON type (spec §3.1, §3.3)
+        for name, want in _BASE:
+            value = obj.get(name, msgspec.UNSET)
+            if type(value) is want:
+                continue
+            if value is msgspec.UNSET:
+                msg = f"missing base field `{name}`"
+            elif value is None:
+                msg = f"base field `{name}` is null; a field is absent or has its type, never null"
+            else:
+                msg = f"base field `{name}` must be {_JSON_NAMES[want]}, got {_json_name(value)}"
+            out.append(_violation("E103", msg, lno, off, v_agent, v_type))
+        if v_type is None:
+            return
+        if kind not in _KNOWN_TYPES:
+            # [V4.1-a] the 13 types of the seed, nothing else
+            out.append(_violation("E104", f"unknown envelope type {kind!r}", lno, off, v_agent, None))
+            return
+        extras = _EXTRAS[v_type]
+        section = _SECTION[v_type]
+        for name in obj:
+            if name in _BASE_NAMES or name in extras:
+                continue
+            # [V3.4-a] only the type's own extras (spec §3.4, §4.x)
+            out.append(
+                _violation(
+                    "E105",
+                    f"field `{name}` is not allowed on a {kind} envelope (§{section})",
+                    lno,
+                    off,
+                    v_agent,
+                    v_type,
+                )
+            )
+        for field, (want_extra, required) in extras.items():
+            value = obj.get(field, msgspec.UNSET)
+            if value is msgspec.UNSET:
+                if required:
+                    out.append(
+                        _violation(
+                            "E106",
+                            f"missing field `{field}`, required on a {kind} envelope (§{section})",
+                            lno,
+                            off,
+                            v_agent,
+                            v_type,
+                        )
+                    )
+                continue
+            if type(value) is want_extra:
+                continue
+            if value is None:
+                msg = f"field `{field}` is null; leave it out instead (§3.3)"
+            else:
+                msg = f"field `{field}` must be {_JSON_NAMES[want_extra]}, got {_json_name(value)} (§{section})"
+            out.append(_violation("E106", msg, lno, off, v_agent, v_type))
+        if size > self.max_bytes:
+            self._oversize(obj, v_type, size, lno, off, v_agent, out)
+        final = obj.get("final")
+        raw_delta = obj.get("delta")
+        delta = raw_delta if isinstance(raw_delta, str) else ""
+        if v_type == "citation":
+            ctype = obj.get("citation_type")
+            if isinstance(ctype, str) and ctype not in _CITATION_TYPES:
+                # [V4.5-a] SHOULD be one of the seed's three citation types
+                out.append(
+                    _violation(
+                        "W114",
+                        f"citation_type {ctype!r} is not one of char_location, page_location, "
+                        "web_search_result_location",
+                        lno,
+                        off,
+                        v_agent,
+                        v_type,
+                    )
+                )
+        elif v_type == "server_tool_result":
+            rname = obj.get("name")
+            if isinstance(rname, str) and not rname.endswith("_tool_result"):
+                # [V4.10-a] name is the API's result block type, e.g. web_search_tool_result
+                out.append(
+                    _violation(
+                        "W115",
+                        f"server_tool_result name {rname!r} is not an API result block type "
+                        "(those end in `_tool_result`, e.g. web_search_tool_result)",
+                        lno,
+                        off,
+                        v_agent,
+                        v_type,
+                    )
+                )
+        elif v_type == "tool_result_image":
+            if final is True:
+                # [V4.9-a] an image never closes anything; the tool_result marker does
+                out.append(
+                    _violation(
+                        "E124",
+                        "tool_result_image has final: true; images always carry false",
+                        lno,
+                        off,
+                        v_agent,
+                        v_type,
+                    )
+                )
+            if delta:
+                out.append(_violation("E125", "tool_result_image has a non-empty delta", lno, off, v_agent, v_type))
+        elif v_type in STREAMED_TYPES and final is True and delta:
+            # [V5.1-a] a streamed block's final marker carries an empty delta
+            out.append(
+                _violation(
+                    "E121",
+                    f"final marker of a {kind} block has a non-empty delta ({len(delta)} characters)",
+                    lno,
+                    off,
+                    v_agent,
+                    v_type,
+                )
+            )
+        if v_agent is None or type(final) is not bool:
+            return  # no block to route the line to; the line-level violations say why
+        self._route(obj, v_agent, v_type, final, delta, lno, off, out)
+
+    def _after_done(self, lno: int, off: int, out: list[Violation]) -> None:
+        if not self._done_reported:
+            self._done_reported = True
+            # [V8.2-a] nothing follows [DONE]
+            out.append(
+                _violation("E160", "content after [DONE] (later lines are checked but not reported again)", lno, off)
+            )
+
+    def _oversize(
+        self, obj: dict[str, Any], kind: str, size: int, lno: int, off: int, agent: str | None, out: list[Violation]
+    ) -> None:
+        if kind in _ATOMIC:
+            # [V6.5-a] citation and image lines are never split: over the bound is unavoidable
+            out.append(
+                _violation(
+                    "W108",
+                    f"{kind} line of {size} bytes is over the bound of {self.max_bytes}; "
+                    "this type is never split, so the bound could not be kept",
+                    lno,
+                    off,
+                    agent,
+                    kind,
+                )
+            )
+            return
+        # [V6.6-a] the fixed part is the line re-encoded with an empty delta, measured
+        # with final: false (the longer form, which every non-last chunk has)
+        fixed = len(_encode_json({**obj, "delta": "", "final": False}))
+        if fixed + MAX_CODE_POINT_BYTES > self.max_bytes:
+            out.append(
+                _violation(
+                    "W108",
+                    f"line of {size} bytes is over the bound of {self.max_bytes}, but its fixed part "
+                    f"({fixed} bytes) leaves no room for a code point, so no split could help",
+                    lno,
+                    off,
+                    agent,
+                    kind,
+                )
+            )
+        else:
+            # [V6.1-a] every line that could be split is within the bound
+            out.append(
+                _violation(
+                    "E107",
+                    f"line of {size} bytes is over the bound of {self.max_bytes} (its fixed part is "
+                    f"{fixed} bytes, so the delta could have been split)",
+                    lno,
+                    off,
+                    agent,
+                    kind,
+                )
+            )
+
+    # -- blocks and the stream --------------------------------------------------------
+
+    def _route(
+        self,
+        obj: dict[str, Any],
+        agent: str,
+        kind: str,
+        final: bool,
+        delta: str,
+        lno: int,
+        off: int,
+        out: list[Violation],
+    ) -> None:
+        st = self._agents.get(agent)
+        first = st is None
+        if st is None:
+            st = self._agents[agent] = _Agent()
+            if kind != "meta_init":
+                # [V8.1-b] SHOULD: an agent's stream starts with meta_init
+                out.append(
+                    _violation(
+                        "W163",
+                        f"the agent's first message is {kind}, not meta_init",
+                        lno,
+                        off,
+                        agent,
+                        kind,
+                    )
+                )
+        if st.final_done and not st.after_final_reported:
+            st.after_final_reported = True
+            # [V8.1-c] meta_final is an agent's last message
+            out.append(
+                _violation(
+                    "E164",
+                    "message from an agent after its meta_final (later ones are not reported again)",
+                    lno,
+                    off,
+                    agent,
+                    kind,
+                )
+            )
+        if kind == "tool_result_image":
+            self._image(obj, st, agent, lno, off, out)
+            return
+        if kind == "citation":
+            self._citation(st, agent, final, lno, off, out)
+            return
+        block = st.open.get(kind)
+        if kind == "meta_init" and block is None and not first:
+            # [V8.1-a] meta_init opens an agent's stream, once
+            why = "a second meta_init" if st.meta_init else "meta_init after other messages of its agent"
+            out.append(_violation("E162", f"{why}; meta_init is an agent's first message", lno, off, agent, kind))
+        wid = obj.get("id")
+        wname = obj.get("name")
+        if block is None:
+            if kind == "meta_init":
+                st.meta_init = True
+            elif kind == "tool_call" and isinstance(wid, str):
+                _remember(st.calls, wid)
+            elif kind == "server_tool_call" and isinstance(wid, str):
+                _remember(st.server_calls, wid)
+            elif kind == "tool_result" and isinstance(wid, str):
+                if st.calls.pop(wid, 0) is not None:
+                    # [V8.1-d] SHOULD: a result answers an earlier call (a resumed stream may lack it)
+                    out.append(
+                        _violation(
+                            "W165",
+                            f"tool_result id {wid!r}: no earlier tool_call of this agent announced it",
+                            lno,
+                            off,
+                            agent,
+                            kind,
+                        )
+                    )
+            elif kind == "server_tool_result" and isinstance(wid, str) and st.server_calls.pop(wid, 0) is not None:
+                out.append(
+                    _violation(
+                        "W166",
+                        f"server_tool_result id {wid!r}: no earlier server_tool_call of this agent",
+                        lno,
+                        off,
+                        agent,
+                        kind,
+                    )
+                )
+            if final:
+                self._closed_block(st, agent, kind, delta, lno, off, out)
+                return
+            block = _Block(lno, off, wid, wname, kind in _JSON_TYPES)
+            st.open[kind] = block
+            self._open_count += 1
+        elif "id" in _EXTRAS[kind] and (wid != block.id or wname != block.name):
+            # [V7.2-a] a buffered block keeps its id and name on every line
+            field, was, now = ("id", block.id, wid) if wid != block.id else ("name", block.name, wname)
+            out.append(
+                _violation(
+                    "E127",
+                    f"{field} {now!r} differs from {was!r} of the open {kind} block (opened on line {block.line})",
+                    lno,
+                    off,
+                    agent,
+                    kind,
+                )
+            )
+        if block.parts is not None and delta:
+            block.size += len(delta)
+            if block.size > self.max_payload_bytes:
+                block.parts = None
+                block.unchecked = True
+                out.append(
+                    _violation(
+                        "W149",
+                        f"{kind} payload over {self.max_payload_bytes} characters; its JSON is not checked",
+                        block.line,
+                        block.offset,
+                        agent,
+                        kind,
+                    )
+                )
+            else:
+                block.parts.append(delta)
+        if final:
+            del st.open[kind]
+            self._open_count -= 1
+            payload = None if block.parts is None else "".join(block.parts)
+            self._closed_block(st, agent, kind, payload, block.line, block.offset, out, lno)
+
+    def _closed_block(
+        self,
+        st: _Agent,
+        agent: str,
+        kind: str,
+        payload: str | None,
+        lno: int,
+        off: int,
+        out: list[Violation],
+        last: int | None = None,
+    ) -> None:
+        """A block has just closed: update the agent's flags and check its payload."""
+        if kind == "text":
+            st.has_text = True
+            st.citations_closed = False
+        elif kind == "meta_final":
+            st.final_done = True
+        if payload is None or kind not in _JSON_TYPES:
+            return
+        where = f"line {lno}" if last is None or last == lno else f"lines {lno}-{last}"
+        try:
+            value = _decode_json(payload)
+        except msgspec.MsgspecError as exc:
+            # [V7.5-a] the reassembled payload of these types is JSON
+            out.append(
+                _violation("E140", f"{kind} payload ({where}) is not JSON: {_reason(exc)}", lno, off, agent, kind)
+            )
+            return
+        for problem in _shape(kind, value):
+            # [V7.5-b] ... of the shape the seed gives each type
+            out.append(_violation("E141", f"{kind} payload ({where}): {problem}", lno, off, agent, kind))
+        if kind == "meta_init" and isinstance(value, dict):
+            uuid = value.get("agent_uuid")
+            if isinstance(uuid, str) and uuid != agent:
+                # [V4.2-a] meta_init describes the agent that sends it
+                out.append(
+                    _violation(
+                        "E142",
+                        f"meta_init agent_uuid {uuid!r} differs from the envelope's agent {agent!r}",
+                        lno,
+                        off,
+                        agent,
+                        kind,
+                    )
+                )
+        elif kind == "error" and isinstance(value, dict) and not _error_shape(value):
+            out.append(
+                _violation(
+                    "W143",
+                    f"error payload ({where}) has neither string `type` and `message` (the seed's shape) "
+                    "nor an `error` object with them (the API's)",
+                    lno,
+                    off,
+                    agent,
+                    kind,
+                )
+            )
+
+    def _image(self, obj: dict[str, Any], st: _Agent, agent: str, lno: int, off: int, out: list[Violation]) -> None:
+        block = st.open.get("tool_result")
+        if block is None:
+            # [V7.3-a] an image joins the open tool_result of its agent
+            out.append(
+                _violation(
+                    "E122",
+                    "tool_result_image with no open tool_result of its agent",
+                    lno,
+                    off,
+                    agent,
+                    "tool_result_image",
+                )
+            )
+            return
+        for field in ("id", "name"):
+            value = obj.get(field)
+            expected = block.id if field == "id" else block.name
+            if isinstance(value, str) and value != expected:
+                # [V7.3-b] ... with the same id and name
+                out.append(
+                    _violation(
+                        "E123",
+                        f"tool_result_image {field} {value!r} differs from {expected!r} of the open tool_result "
+                        f"(line {block.line})",
+                        lno,
+                        off,
+                        agent,
+                        "tool_result_image",
+                    )
+                )
+
+    def _citation(self, st: _Agent, agent: str, final: bool, lno: int, off: int, out: list[Violation]) -> None:
+        block = st.open.get("citation")
+        if block is None:
+            if not st.has_text:
+                # [V7.4-a] a citation attaches to its agent's last completed text block
+                out.append(
+                    _violation(
+                        "E126",
+                        "citation with no completed text block of its agent before it",
+                        lno,
+                        off,
+                        agent,
+                        "citation",
+                    )
+                )
+            elif st.citations_closed:
+                # [V5.4-a] SHOULD: one citation block per text block; final only on the last
+                out.append(
+                    _violation(
+                        "W128",
+                        "another citation block for a text block whose citations already ended with final: true; "
+                        "only the last citation of a text block carries final: true",
+                        lno,
+                        off,
+                        agent,
+                        "citation",
+                    )
+                )
+            if not final:
+                st.open["citation"] = _Block(lno, off, None, None, False)
+                self._open_count += 1
+        elif final:
+            del st.open["citation"]
+            self._open_count -= 1
+        if final and st.has_text:
+            st.citations_closed = True
+
+    def close(self) -> list[Violation]:
+        """Signal the end of the stream; report blocks left open and a missing ``[DONE]``.
+
+        Returns:
+            The end-of-stream violations (E120 per open block, W161, E167).
+
+        Raises:
+            DecodeError: ``close()`` twice.
+        """
+        if self._closed:
+            raise DecodeError("close() called twice")
+        self._closed = True
+        out: list[Violation] = []
+        for agent, st in self._agents.items():
+            for kind, block in st.open.items():
+                # [V7.2-b] every block is closed by a final line before the stream ends
+                out.append(
+                    _violation(
+                        "E120",
+                        f"{kind} block opened here is never closed (no line with final: true follows)",
+                        block.line,
+                        block.offset,
+                        agent,
+                        kind,
+                    )
+                )
+        if self._count == 0:
+            out.append(_violation("E167", "the input holds no envelope and no [DONE]", 1, 0))
+        elif not self._done:
+            # [V8.2-b] SHOULD: a complete stream ends with [DONE]
+            line, offset = self._last
+            out.append(_violation("W161", "the stream ends without [DONE] (after this line)", line, offset))
+        return out
+
+
+def _error_shape(value: dict[str, Any]) -> bool:
+    nested = value.get("error")
+    target = nested if isinstance(nested, dict) else value
+    return isinstance(target.get("type"), str) and isinstance(target.get("message"), str)
+
+
+def _keys(value: object, spec: Mapping[str, tuple[tuple[type, ...], bool]], what: str) -> list[str]:
+    """Problems of ``value`` against ``{key: (allowed JSON types, required)}``."""
+    if not isinstance(value, dict):
+        return [f"{what} must be a JSON object, got {_json_name(value)}"]
+    problems: list[str] = []
+    for key, (types, required) in spec.items():
+        if key not in value:
+            if required:
+                problems.append(f"{what} lacks the required key `{key}`")
+            continue
+        item = value[key]
+        if type(item) not in types:
+            names = " or ".join("null" if t is type(None) else _JSON_NAMES[t] for t in types)
+            problems.append(f"{what} key `{key}` must be {names}, got {_json_name(item)}")
+    return problems
+
+
+_S: Final = (str,)
+_META_INIT: Final = {
+    "format": (_S, True),
+    "user_query": (_S, True),
+    "agent_uuid": (_S, True),
+    "model": (_S, True),
+    "message_history": ((list,), False),
+}
+_NONE = type(None)
+#: Required: the two keys every example has. The others are typed when present; see
+#: spec/validation.md §V4 for why they are not required.
+_META_FINAL: Final = {
+    "stop_reason": (_S, True),
+    "total_steps": ((int,), True),
+    "conversation_history": ((list,), False),
+    "generated_files": ((list, _NONE), False),
+    "cost": ((dict, _NONE), False),
+    "cumulative_usage": ((dict,), False),
+}
+_FILE: Final = {"file_id": (_S, True), "filename": (_S, True), "storage_location": (_S, True)}
+_PENDING: Final = {"tool_use_id": (_S, True), "name": (_S, True), "input": ((dict,), True)}
+
+
+def _shape(kind: str, value: object) -> list[str]:
+    """Problems of a parsed payload against its type's shape (spec §4.x)."""
+    if kind == "meta_init":
+        return _keys(value, _META_INIT, "the object")
+    if kind == "meta_final":
+        return _keys(value, _META_FINAL, "the object")
+    if kind == "meta_files":
+        problems = _keys(value, {"files": ((list,), True)}, "the object")
+        if problems or not isinstance(value, dict):
+            return problems
+        for i, item in enumerate(value["files"]):
+            problems += _keys(item, _FILE, f"files[{i}]")
+        return problems
+    if kind == "awaiting_frontend_tools":
+        if not isinstance(value, list):
+            return [f"the payload must be a JSON array of pending tools, got {_json_name(value)}"]
+        problems = []
+        for i, item in enumerate(value):
+            problems += _keys(item, _PENDING, f"[{i}]")
+        return problems
+    if kind == "error":
+        return [] if isinstance(value, dict) else [f"the payload must be a JSON object, got {_json_name(value)}"]
+    # tool_call, server_tool_call: the arguments object
+    return [] if isinstance(value, dict) else [f"the arguments must be a JSON object, got {_json_name(value)}"]
+
+
+def validate(
+    lines: Iterable[bytes | str | RawLine],
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Iterator[Violation]:
+    """Check a stream of envelope lines lazily, in bounded memory.
+
+    Args:
+        lines: envelope lines (``[DONE]`` included) as bytes, str or ``RawLine``.
+        max_bytes: the bound on one line (spec §6.1).
+
+    Yields:
+        Each violation as soon as it is known; the end-of-stream ones last.
+    """
+    validator = Validator(max_bytes=max_bytes)
+    for line in lines:
+        yield from validator.feed(line)
+    yield from validator.close()
+
+
+# -- bytes of a recording --------------------------------------------------------------
+
+_SSE_FIELDS: Final = frozenset({b"data", b"event", b"id", b"retry"})
+
+
+def _reader_code(error: DecodeError) -> str:
+    """Classify an error of ``StreamReader`` (which has no codes of its own)."""
+    return "E100" if "UTF-8" in error.message else "E109"
+
+
+class StreamValidator:
+    """Checks the bytes of a recording (SSE capture or JSON lines): ``feed(bytes)``, ``close()``.
+
+    Splits the input with ``StreamReader`` and hands each envelope line to a
+    ``Validator``. Input the reader cannot read (invalid UTF-8, a line over
+    ``max_line_bytes``) becomes a violation at its line, and checking resumes after the
+    next LF byte with a fresh reader whose positions are shifted to the whole input.
+
+    Attributes:
+        validator: the line validator (its ``max_bytes`` is the bound).
+        format: the input format once detected (``"sse"`` or ``"jsonl"``).
+    """
+
+    __slots__ = (
+        "_base_line",
+        "_base_offset",
+        "_closed",
+        "_cr_pending",
+        "_format",
+        "_head",
+        "_line_no",
+        "_line_start",
+        "_max_line",
+        "_offset",
+        "_pending_line",
+        "_reader",
+        "_skip_cr",
+        "_skipping",
+        "_unknown_seen",
+        "format",
+        "validator",
+    )
+
+    def __init__(
+        self,
+        format: Literal["auto", "sse", "jsonl"] = "auto",
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        """Create a validator for one recording.
+
+        Args:
+            format: the input format, or ``"auto"`` to detect it from the first byte.
+            max_bytes: the bound on one envelope line (spec §6.1).
+            max_line_bytes: the reader's cap on one physical line (spec §2.3).
+        """
+        self.validator: Final = Validator(max_bytes=max_bytes)
+        self._format: Literal["auto", "sse", "jsonl"] = format
+        self.format: Literal["sse", "jsonl"] | None = None if format == "auto" else format
+        self._max_line = max_line_bytes
+        self._reader = StreamReader(format, max_line_bytes=max_line_bytes)
+        self._base_line = 0  # the current reader's line 1 is input line _base_line + 1
+        self._base_offset = 0
+        self._offset = 0  # input offset of the next byte fed
+        self._line_no = 1  # input line (counting LF) at self._offset
+        self._line_start = 0  # input offset where that line starts
+        self._head = b""  # the first bytes of the current line (for the SSE field checks)
+        self._skipping = False  # after an unreadable line: drop bytes up to the next LF
+        self._skip_cr = 0  # CR line ends (SSE) seen while skipping
+        self._cr_pending = False  # the bytes skipped so far end in CR
+        self._unknown_seen = False
+        self._pending_line = 0  # the unreadable line being skipped
+        self._closed = False
+
+    def feed(self, chunk: bytes) -> list[Violation]:
+        """Consume bytes of the recording; return the violations they reveal.
+
+        Raises:
+            DecodeError: ``feed()`` after ``close()``.
+        """
+        if self._closed:
+            raise DecodeError("feed() after close()")
+        out: list[Violation] = []
+        start = 0
+        n = len(chunk)
+        while start < n:
+            end = chunk.find(b"\n", start)
+            stop = n if end < 0 else end + 1
+            self._piece(chunk[start:stop], end >= 0, out)
+            start = stop
+        return out
+
+    def _piece(self, piece: bytes, complete: bool, out: list[Violation]) -> None:
+        """One piece of one physical line: up to and including its LF when ``complete``."""
+        at = self._offset
+        self._offset += len(piece)
+        if self._skipping:
+            self._count_cr(piece)
+            if complete:
+                self._restart()
+            return
+        if len(self._head) < 256:
+            self._head += piece[: 256 - len(self._head)]
+        try:
+            lines = self._reader.feed(piece)
+        except DecodeError as exc:
+            self._unreadable(exc, piece, at, complete, out)
+            return
+        if self.format is None:
+            self.format = self._reader.format
+        for raw in lines:
+            out += self.validator.feed(RawLine(raw.data, raw.line + self._base_line, raw.offset + self._base_offset))
+            if "\n" in raw.data:
+                # [V2.1-b] one envelope is one data line; a browser joins several with LF
+                out.append(
+                    _violation(
+                        "E111",
+                        f"the SSE event has {raw.data.count(chr(10)) + 1} data lines; an envelope is exactly one",
+                        raw.line + self._base_line,
+                        raw.offset + self._base_offset,
+                    )
+                )
+        if complete:
+            if self.format == "sse":
+                self._check_sse_line(out)
+            self._line_no += 1
+            self._line_start = self._offset
+            self._head = b""
+
+    def _check_sse_line(self, out: list[Violation]) -> None:
+        """SSE lines the reader ignores without a word: unknown fields, named events."""
+        head = self._head.removeprefix(b"\xef\xbb\xbf") if self._line_start == 0 else self._head
+        for raw in head.splitlines():
+            if not raw or raw[0] == 0x3A:
+                continue
+            name, _, value = raw.partition(b":")
+            if name == b"event":
+                value = value.removeprefix(b" ")
+                if value not in (b"", b"message"):
+                    shown = value.decode("utf-8", "replace")
+                    out.append(
+                        _violation(
+                            "W113",
+                            f"SSE event named {shown!r}: EventSource delivers it to onmessage only "
+                            "when it is unnamed or `message`",
+                            self._line_no,
+                            self._line_start,
+                        )
+                    )
+            elif name not in _SSE_FIELDS and not self._unknown_seen:
+                self._unknown_seen = True
+                shown = name[:40].decode("utf-8", "replace")
+                out.append(
+                    _violation(
+                        "W112",
+                        f"SSE line with field {shown!r} is ignored (not data, event, id or retry); "
+                        "later such lines are not reported",
+                        self._line_no,
+                        self._line_start,
+                    )
+                )
+            break  # only the first line of the piece is known to start a line
+
+    def _unreadable(self, exc: DecodeError, piece: bytes, at: int, complete: bool, out: list[Violation]) -> None:
+        code = _reader_code(exc)
+        where = exc.position
+        line = self._line_no if where.line is None else where.line + self._base_line
+        err_at = at if where.offset is None else where.offset + self._base_offset
+        line_start = self._line_start if line == self._line_no else err_at
+        column = max(1, err_at - line_start + 1)
+        out.append(_violation(code, exc.message + "; skipped to the next line", line, line_start, column=column))
+        # Resume after the next LF with a fresh reader. Lines the reader counted by a lone
+        # CR (SSE) between the bad byte and that LF shift the numbering.
+        rest = piece[max(0, err_at - at) :]
+        self._skip_cr = 0
+        self._cr_pending = False
+        self._count_cr(rest)
+        self._skipping = True
+        self._pending_line = line
+        if complete:
+            self._restart()
+
+    def _count_cr(self, data: bytes) -> None:
+        """Count the lone CRs of ``data`` (SSE line ends), a CR at a chunk's end pending its next byte."""
+        if self.format != "sse" or not data:
+            return
+        if self._cr_pending and data[0] != 0x0A:
+            self._skip_cr += 1
+        self._cr_pending = data[-1] == 0x0D
+        self._skip_cr += data.count(b"\r") - data.count(b"\r\n") - (1 if self._cr_pending else 0)
+
+    def _restart(self) -> None:
+        self._skipping = False
+        self._base_line = self._pending_line + self._skip_cr
+        self._base_offset = self._offset
+        self._skip_cr = 0
+        fmt: Literal["auto", "sse", "jsonl"] = self.format or self._format
+        self._reader = StreamReader(fmt, max_line_bytes=self._max_line)
+        self._line_no = self._base_line + 1
+        self._line_start = self._offset
+        self._head = b""
+
+    def close(self) -> list[Violation]:
+        """Signal the end of the recording; return the last violations.
+
+        Raises:
+            DecodeError: ``close()`` twice.
+        """
+        if self._closed:
+            raise DecodeError("close() called twice")
+        self._closed = True
+        out: list[Violation] = []
+        if not self._skipping:
+            try:
+                lines = self._reader.close()
+            except DecodeError as exc:
+                where = exc.position
+                line = self._line_no if where.line is None else where.line + self._base_line
+                offset = self._line_start if where.offset is None else where.offset + self._base_offset
+                # [V2.3-a] a capture ends after a complete event
+                out.append(_violation("E110", exc.message + "; its data is lost", line, offset))
+                lines = []
+            for raw in lines:
+                out += self.validator.feed(
+                    RawLine(raw.data, raw.line + self._base_line, raw.offset + self._base_offset)
+                )
+            if self._head and self.format == "sse":
+                self._check_sse_line(out)
+        for violation in self.validator.close():
+            if violation.code == "E167" and self._offset:
+                fmt = self.format or "unknown"
+                violation = msgspec.structs.replace(
+                    violation,
+                    message=f"the input ({self._offset} bytes, read as {fmt}) holds no envelope and no [DONE]"
+                    + ("; no SSE `data:` field was found" if fmt == "sse" else ""),
+                )
+            out.append(violation)
+        return out

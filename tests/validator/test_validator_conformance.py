@@ -1,0 +1,58 @@
+"""The conformance suite of spec/conformance: our validator must give every verdict."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from envelope import StreamValidator
+from envelope._validator import CODES
+
+SUITE = Path(__file__).resolve().parents[2] / "spec" / "conformance"
+CASES = sorted(p for p in SUITE.glob("*/*") if p.suffix in (".jsonl", ".sse"))
+
+
+def expected(case: Path) -> Counter[tuple[str, int]]:
+    rows: Counter[tuple[str, int]] = Counter()
+    sidecar = case.with_suffix(".expected")
+    if case.parent.name == "valid":
+        assert not sidecar.exists()
+        return rows
+    for row in sidecar.read_text(encoding="utf-8").splitlines():
+        if row.strip() and not row.lstrip().startswith("#"):
+            code, line = row.split()
+            rows[(code, int(line))] += 1
+    return rows
+
+
+def verdict(case: Path) -> Counter[tuple[str, int]]:
+    checker = StreamValidator()
+    data = case.read_bytes()
+    found = []
+    for i in range(0, len(data), 97):  # odd chunk size: the verdict must not depend on it
+        found += checker.feed(data[i : i + 97])
+    found += checker.close()
+    return Counter((v.code, v.line) for v in found)
+
+
+def test_suite_is_there() -> None:
+    assert len([c for c in CASES if c.parent.name == "valid"]) >= 5
+    assert len([c for c in CASES if c.parent.name == "invalid"]) >= 30
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_conformance_case(case: Path) -> None:
+    assert verdict(case) == expected(case)
+
+
+def test_every_invalid_case_has_a_sidecar_and_no_orphan_sidecars() -> None:
+    inputs = {p.with_suffix("") for p in CASES if p.parent.name == "invalid"}
+    sidecars = {p.with_suffix("") for p in (SUITE / "invalid").glob("*.expected")}
+    assert inputs == sidecars
+
+
+def test_every_code_but_the_limit_dependent_ones_has_a_case() -> None:
+    seen = {code for case in CASES for code, _ in expected(case)}
+    assert seen == set(CODES) - {"E109", "W149"}
