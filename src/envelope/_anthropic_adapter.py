@@ -1,0 +1,564 @@
+"""Anthropic Messages API stream events to envelope lines: the seed's formatter layer.
+
+Owns: ``AnthropicTranslator``, which turns one API call's stream events (the SDK's
+typed events, raw or beta, or the same events as plain dicts from a recording) into
+envelope lines, and accumulates the assistant message so the caller can append it
+to its history without a second pass (``finalize()``). The decisions it applies are
+written, with reasons, in ``spec/anthropic-adapter.md``; the ids ``[A…]`` cited
+below refer to that file.
+
+Does not own: any I/O or the SDK itself. Nothing here imports ``anthropic``,
+``httpx``/``httpx2`` or ``asyncio``; SDK objects are read by duck typing
+(attribute access, never ``model_dump`` per delta), and one conversion to plain
+data (``to_dict``) happens at most once per *block* (server tool results, unknown
+blocks) or per citation. Serving recordings to the real SDK client lives in
+``agent_ref.replay``. Chunking and the byte layout of lines are the ``Emitter``'s.
+
+The per-block state is small: for each content block index, its API type, the
+envelope type it maps to, and a list of string parts. Tool input JSON is gathered
+as a list of strings and joined and parsed exactly once, at ``content_block_stop``
+([A4.1-a]); text and thinking are forwarded as they arrive ([A3.1-a]).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from ._encoder import CitationData, Emitter, OversizeLine
+from ._errors import DecodeError, SequenceError
+from ._limits import DEFAULT_MAX_BYTES
+from ._types import BlockKey
+
+if TYPE_CHECKING:
+    from ._types import BufferedType, StreamedType
+
+__all__ = ["AnthropicTranslator", "error_payload"]
+
+_json_decode = msgspec.json.decode
+_json_encode = msgspec.json.encode
+
+#: Events ``messages.stream()`` derives from a raw event it has already yielded; the
+#: raw event carries the same data, so these are dropped to avoid doubling [A2.2-a].
+DERIVED_EVENTS: Final = frozenset({"text", "thinking", "citation", "input_json", "signature"})
+#: Raw events with nothing to emit or accumulate.
+_SILENT_EVENTS: Final = frozenset({"ping"})
+#: Client tool blocks: the caller runs the tool, so the envelope is ``tool_call`` [A4.1-b].
+_CLIENT_CALLS: Final = frozenset({"tool_use"})
+#: Tool calls the API runs itself: ``server_tool_call`` [A4.2-a].
+_SERVER_CALLS: Final = frozenset({"server_tool_use", "mcp_tool_use"})
+#: Known block types with no envelope: kept for ``finalize()`` only, without a warning [A5.1-a].
+_SILENT_BLOCKS: Final = frozenset(
+    {"redacted_thinking", "container_upload", "mcp_tool_listing", "fallback", "compaction"}
+)
+#: Citation fields the envelope carries (spec §4.5), beside ``cited_text`` and ``type``.
+_CITATION_EXTRAS: Final = (
+    "document_index",
+    "document_title",
+    "start_char_index",
+    "end_char_index",
+    "start_page_number",
+    "end_page_number",
+    "url",
+    "title",
+)
+#: Usage counters reported by ``usage`` (ints only; nested objects are left out).
+_USAGE_KEYS: Final = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
+#: SDK-only fields that never appear on the wire and must not go back to the API.
+_SDK_ONLY_FIELDS: Final = frozenset({"parsed_output"})
+
+
+def _get(obj: Any, name: str) -> Any:
+    """Field ``name`` of an SDK object or a dict, ``None`` when absent (duck typing)."""
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _plain(obj: Any) -> Any:
+    """JSON-able plain data for ``obj``: dicts, lists, str, int, float, bool, None.
+
+    SDK models go through their own ``to_dict(mode="json")`` (wire names, only the
+    fields the API set), pydantic models without it through ``model_dump``. Used once
+    per block or citation, never per delta.
+    """
+    if obj is None or isinstance(obj, str | int | float | bool):
+        return obj
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    to_dict = getattr(obj, "to_dict", None)
+    if callable(to_dict):
+        return _plain(to_dict(mode="json"))
+    model_dump = getattr(obj, "model_dump", None)
+    if callable(model_dump):
+        return _plain(model_dump(mode="json", by_alias=True, exclude_unset=True))
+    raise TypeError(f"cannot convert {type(obj).__name__} to JSON data")
+
+
+def _api_block(obj: Any) -> dict[str, Any]:
+    """A content block as the API would return it: plain, no top-level nulls, no SDK-only fields [A6.1-b]."""
+    data = _plain(obj)
+    if not isinstance(data, dict):
+        return {"type": str(data)}
+    return {k: v for k, v in data.items() if v is not None and k not in _SDK_ONLY_FIELDS}
+
+
+def error_payload(error: Any) -> dict[str, Any]:
+    """The JSON payload of an ``error`` envelope for an API error event or exception [A7.1-a].
+
+    Args:
+        error: a stream ``error`` event (dict or object with an ``error`` member), the
+            inner error object itself (``{"type": ..., "message": ...}``), or an
+            exception. An SDK ``APIStatusError`` carries the API's error body in
+            ``.body``; it is used when it has the API's shape.
+
+    Returns:
+        ``{"type": <error type>, "message": <text>}`` plus any other fields the API sent.
+    """
+    if isinstance(error, BaseException):
+        body = getattr(error, "body", None)
+        inner = _get(body, "error") if isinstance(body, Mapping) else None
+        if isinstance(inner, Mapping) and isinstance(inner.get("type"), str):
+            return dict(_plain(inner))
+        kind = getattr(error, "type", None)
+        if not isinstance(kind, str):
+            kind = type(error).__name__
+        message = getattr(error, "message", None)
+        return {"type": kind, "message": message if isinstance(message, str) else str(error)}
+    inner = _get(error, "error")
+    if inner is not None and _get(error, "type") == "error":
+        error = inner
+    data = _plain(error)
+    if isinstance(data, dict) and isinstance(data.get("type"), str):
+        return data
+    return {"type": "api_error", "message": str(data)}
+
+
+class _Block:
+    """One content block being received; private and mutable."""
+
+    __slots__ = ("api_type", "citations", "done", "index", "input", "key", "parts", "signature", "start")
+
+    def __init__(self, index: int, api_type: str, key: BlockKey | None, start: Any) -> None:
+        self.index = index
+        self.api_type = api_type
+        #: The envelope block this one writes to, ``None`` for blocks with no envelope.
+        self.key = key
+        #: The ``content_block`` of ``content_block_start`` (SDK object or dict), as given.
+        self.start = start
+        #: Text, thinking or partial JSON strings in arrival order; joined once at stop.
+        self.parts: list[str] = []
+        self.citations: list[Any] = []
+        self.signature: str | None = None
+        #: The tool input, parsed once at ``content_block_stop`` (tool blocks only).
+        self.input: Any = None
+        self.done = False
+
+
+class AnthropicTranslator:
+    """Translate one Messages API stream into envelope lines, sans I/O.
+
+    Feed every event of one API call in order, as the SDK yields them (raw, beta or
+    ``messages.stream()`` events, derived ones included) or as plain dicts; send the
+    returned lines (``frame()`` them for SSE). At the end call ``close()`` to learn
+    which blocks the stream left open, and ``finalize()`` for the assistant turn.
+
+    Example::
+
+        t = AnthropicTranslator(agent_id)
+        async for event in stream:
+            for line in t.feed(event):
+                await send(frame(line))
+        left_open = t.close()
+        messages.append({"role": "assistant", "content": t.finalize()})
+
+    Attributes:
+        agent: the agent id written into every envelope.
+        stop_reason: ``stop_reason`` of the last ``message_delta``, else ``None``.
+        stop_sequence: ``stop_sequence`` of the last ``message_delta``, else ``None``.
+        message_id: ``id`` of the message from ``message_start``.
+        model: ``model`` from ``message_start``.
+        usage: token counters (``input_tokens``, ``output_tokens`` and the cache
+            counters when the API sent them); ``message_delta`` values are running
+            totals and replace earlier ones, as in the SDK's own accumulation.
+        warnings: one message per event or block that was passed over [A5.2-a].
+    """
+
+    __slots__ = (
+        "_blocks",
+        "_closed",
+        "_emitter",
+        "_lost",
+        "_started",
+        "_stopped",
+        "agent",
+        "message_id",
+        "model",
+        "stop_reason",
+        "stop_sequence",
+        "usage",
+        "warnings",
+    )
+
+    def __init__(self, agent: str, max_bytes: int = DEFAULT_MAX_BYTES, *, strict: bool = False) -> None:
+        """Create a translator for one agent's API call.
+
+        Args:
+            agent: the agent id of every envelope.
+            max_bytes: the bound on each line (spec §6.1).
+            strict: raise ``OversizeError`` where a line cannot fit (spec §6.5)
+                instead of reporting it in ``oversize``.
+
+        Raises:
+            EncodeError: ``max_bytes`` is not a positive int, or ``agent`` is not a str.
+        """
+        self._emitter = Emitter(agent, max_bytes, strict=strict)
+        self.agent: Final = agent
+        self._blocks: dict[int, _Block] = {}
+        self._lost: list[BlockKey] = []
+        self._started = False
+        self._stopped = False
+        self._closed = False
+        self.message_id: str | None = None
+        self.model: str | None = None
+        self.stop_reason: str | None = None
+        self.stop_sequence: str | None = None
+        self.usage: dict[str, int] = {}
+        self.warnings: list[str] = []
+
+    @property
+    def oversize(self) -> list[OversizeLine]:
+        """Lines that had to exceed ``max_bytes`` (spec §6.5), oldest first."""
+        return self._emitter.oversize
+
+    # ------------------------------------------------------------------ feeding
+
+    def feed(self, event: Any) -> list[bytes]:
+        """Translate one stream event into envelope lines (unframed JSON).
+
+        Args:
+            event: an SDK stream event object (``RawMessageStreamEvent``, its beta twin,
+                or any ``MessageStreamEvent`` of ``messages.stream()``) or the same as a dict.
+
+        Returns:
+            Zero or more envelope lines.
+
+        Raises:
+            SequenceError: ``feed()`` after ``close()``.
+            DecodeError: a tool block's accumulated input is not JSON [A4.1-c].
+            OversizeError: strict mode only (spec §6.5).
+        """
+        if self._closed:
+            raise SequenceError("feed() after close()", section="A2.1-b")
+        kind = _get(event, "type")
+        if kind == "content_block_delta":
+            return self._delta(event)
+        if kind == "content_block_start":
+            return self._start(event)
+        if kind == "content_block_stop":
+            return self._stop(event)
+        if kind == "message_start":
+            self._message_start(event)
+            return []
+        if kind == "message_delta":
+            self._message_delta(event)
+            return []
+        if kind == "message_stop":
+            self._stopped = True
+            return []
+        if kind == "error":
+            # spec §4.13; [A7.1-a]: open blocks stay open, close() reports them.
+            return self.error(event)
+        if kind in DERIVED_EVENTS or kind in _SILENT_EVENTS:
+            return []  # [A2.2-a]: the raw event before it already gave its content
+        self._warn(f"unknown stream event type {kind!r} passed over")
+        return []
+
+    def error(self, error: Any) -> list[bytes]:
+        """Lines of one ``error`` envelope for an API error event or an SDK exception.
+
+        The SDK raises on a mid-stream ``error`` event instead of yielding it; pass the
+        exception here to send the same envelope a recorded ``error`` event gives.
+
+        Args:
+            error: see ``error_payload``.
+
+        Returns:
+            The lines of one buffered ``error`` envelope (spec §4.13).
+        """
+        payload = _json_encode(error_payload(error)).decode()
+        return self._emitter.buffered("error", payload)
+
+    def _message_start(self, event: Any) -> None:
+        if self._started:
+            # [A2.1-c]: a new message starts a new turn; earlier blocks left open are lost.
+            self._warn("second message_start: one translator serves one API call; the earlier message is dropped")
+            self._lost.extend(b.key for b in self._blocks.values() if not b.done and b.key is not None)
+            self._blocks = {}
+            self.stop_reason = None
+            self.stop_sequence = None
+            self.usage = {}
+            self._stopped = False
+        self._started = True
+        message = _get(event, "message")
+        mid = _get(message, "id")
+        model = _get(message, "model")
+        self.message_id = mid if isinstance(mid, str) else None
+        self.model = model if isinstance(model, str) else None
+        self._usage(_get(message, "usage"))
+
+    def _message_delta(self, event: Any) -> None:
+        delta = _get(event, "delta")
+        reason = _get(delta, "stop_reason")
+        if reason is not None:
+            self.stop_reason = str(reason)
+        sequence = _get(delta, "stop_sequence")
+        if sequence is not None:
+            self.stop_sequence = str(sequence)
+        self._usage(_get(event, "usage"))
+
+    def _usage(self, usage: Any) -> None:
+        if usage is None:
+            return
+        for name in _USAGE_KEYS:
+            value = _get(usage, name)
+            # Running totals: a later value replaces the earlier one; an absent one keeps it.
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.usage[name] = value
+
+    def _start(self, event: Any) -> list[bytes]:
+        index = _get(event, "index")
+        block = _get(event, "content_block")
+        api_type = _get(block, "type")
+        if not isinstance(index, int) or not isinstance(api_type, str):
+            self._warn(f"content_block_start without an int index and a block type (index {index!r}) passed over")
+            return []
+        old = self._blocks.get(index)
+        if old is not None and not old.done and old.key is not None:
+            self._warn(f"content_block_start for index {index} while that block is open; the open one is lost")
+            self._lost.append(old.key)
+        key = self._key_for(api_type)
+        if key is None and api_type not in _SILENT_BLOCKS:
+            self._warn(f"unknown content block type {api_type!r} at index {index}: kept for finalize(), not emitted")
+        state = _Block(index, api_type, key, block)
+        self._blocks[index] = state
+        streamed: StreamedType
+        if api_type == "text":
+            streamed = "text"
+        elif api_type == "thinking":
+            streamed = "thinking"
+            signature = _get(block, "signature")
+            state.signature = signature if isinstance(signature, str) else None
+        else:
+            return []
+        # The API starts these empty; text given at start is content all the same.
+        initial = _get(block, api_type)
+        if isinstance(initial, str) and initial:
+            state.parts.append(initial)
+            return self._emitter.streamed(streamed, initial)
+        return []
+
+    def _key_for(self, api_type: str) -> BlockKey | None:
+        """The envelope block of an API block type, ``None`` when it has none."""
+        if api_type in ("text", "thinking"):
+            return BlockKey(self.agent, api_type)
+        if api_type in _CLIENT_CALLS:
+            return BlockKey(self.agent, "tool_call")
+        if api_type in _SERVER_CALLS:
+            return BlockKey(self.agent, "server_tool_call")
+        if api_type.endswith("_tool_result"):  # [A4.3-a]: every *_tool_result block
+            return BlockKey(self.agent, "server_tool_result")
+        return None
+
+    def _open(self, event: Any, what: str) -> _Block | None:
+        index = _get(event, "index")
+        block = self._blocks.get(index) if isinstance(index, int) else None
+        if block is None or block.done:
+            state = "closed" if block is not None else "never started"
+            self._warn(f"{what} for block index {index!r}, which is {state}, passed over")
+            return None
+        return block
+
+    def _delta(self, event: Any) -> list[bytes]:
+        block = self._open(event, "content_block_delta")
+        if block is None:
+            return []
+        delta = _get(event, "delta")
+        kind = _get(delta, "type")
+        api_type = block.api_type
+        if kind == "text_delta" and api_type == "text":
+            text = _get(delta, "text")
+            if isinstance(text, str) and text:
+                block.parts.append(text)
+                return self._emitter.streamed("text", text)  # spec §5.1, chunked when oversized
+            return []
+        if kind == "thinking_delta" and api_type == "thinking":
+            text = _get(delta, "thinking")
+            if isinstance(text, str) and text:
+                block.parts.append(text)
+                return self._emitter.streamed("thinking", text)
+            return []
+        if kind == "input_json_delta" and block.key is not None and block.key.type.endswith("call"):
+            partial = _get(delta, "partial_json")
+            if isinstance(partial, str) and partial:
+                block.parts.append(partial)  # [A4.1-a]: never parsed here
+            return []
+        if kind == "citations_delta" and api_type == "text":
+            block.citations.append(_get(delta, "citation"))  # [A3.3-a]: emitted after the final marker
+            return []
+        if kind == "signature_delta" and api_type == "thinking":
+            signature = _get(delta, "signature")
+            block.signature = signature if isinstance(signature, str) else block.signature  # [A3.2-a]
+            return []
+        self._warn(f"{kind!r} delta for a {api_type!r} block at index {block.index} passed over")
+        return []
+
+    def _stop(self, event: Any) -> list[bytes]:
+        block = self._open(event, "content_block_stop")
+        if block is None:
+            return []
+        block.done = True
+        key = block.key
+        if key is None:
+            return []
+        kind = key.type
+        emitter = self._emitter
+        if kind == "text":
+            lines = [emitter.end("text")]  # spec §5.1
+            if block.citations:
+                # spec §5.4 / [A3.3-a]: right after the text block's final marker.
+                lines.extend(emitter.citations([_citation_data(c) for c in block.citations]))
+            return lines
+        if kind == "thinking":
+            return [emitter.end("thinking")]
+        start = block.start
+        if kind == "server_tool_result":
+            # [A4.3-b]: the block's content as real JSON; the id is the call's id.
+            content = _json_encode(_plain(_get(start, "content"))).decode()
+            tool_use_id = _get(start, "tool_use_id")
+            return emitter.buffered(
+                "server_tool_result",
+                content,
+                id=tool_use_id if isinstance(tool_use_id, str) else "",
+                name=block.api_type,
+            )
+        payload = self._tool_input_text(block)
+        call_type: BufferedType = "tool_call" if kind == "tool_call" else "server_tool_call"
+        block_id = _get(start, "id")
+        name = _get(start, "name")
+        return emitter.buffered(
+            call_type,
+            payload,
+            id=block_id if isinstance(block_id, str) else "",
+            name=name if isinstance(name, str) else "",
+        )
+
+    def _tool_input_text(self, block: _Block) -> str:
+        """Join the partial JSON once and check it parses once [A4.1-a, A4.1-c]."""
+        if not block.parts:
+            # No deltas: the input given at start is the input (usually ``{}``).
+            block.input = _plain(_get(block.start, "input") or {})
+            return _json_encode(block.input).decode()
+        text = "".join(block.parts)
+        block.parts = [text]
+        try:
+            block.input = _json_decode(text)
+        except msgspec.DecodeError as exc:
+            raise DecodeError(
+                f"tool input of block {block.index} ({block.api_type}) is not JSON: {exc}",
+                key=block.key,
+                section="A4.1-c",
+            ) from None
+        return text
+
+    def _warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    # ------------------------------------------------------------------ ending
+
+    def close(self) -> list[BlockKey]:
+        """End of the stream: report the envelope blocks left open. Emits nothing [A8.1-a].
+
+        A streamed block (text, thinking) cut mid-block has sent ``final: false`` lines
+        and never its final marker; a tool call or server tool result cut before its
+        ``content_block_stop`` has sent nothing. Both are reported; neither is closed
+        here, since a final marker would claim the block is complete.
+
+        Returns:
+            The ``(agent, type)`` keys, in block index order; empty for a complete stream.
+        """
+        self._closed = True
+        left = list(self._lost)
+        for index in sorted(self._blocks):
+            block = self._blocks[index]
+            if block.done:
+                continue
+            if block.key is None:
+                self._warn(f"{block.api_type!r} block at index {index} left open at end of stream")
+            else:
+                left.append(block.key)
+        if self._started and not self._stopped:
+            self._warn("stream ended before message_stop")
+        return left
+
+    def finalize(self) -> list[dict[str, Any]]:
+        """The assistant content received so far, as the API returns it [A6.1-a].
+
+        Blocks in index order, each a fresh JSON-able dict, ready to send back as the
+        ``content`` of the assistant turn. Only completed blocks are included: a block
+        the stream cut is not a block the API would accept back.
+
+        Returns:
+            A list of content block dicts.
+        """
+        out: list[dict[str, Any]] = []
+        for index in sorted(self._blocks):
+            block = self._blocks[index]
+            if block.done:
+                out.append(self._final_block(block))
+        return out
+
+    def _final_block(self, block: _Block) -> dict[str, Any]:
+        api_type = block.api_type
+        if api_type == "text":
+            data: dict[str, Any] = {"type": "text", "text": "".join(block.parts)}
+            if block.citations:
+                data["citations"] = [_api_block(c) for c in block.citations]
+            return data
+        if api_type == "thinking":
+            return {"type": "thinking", "thinking": "".join(block.parts), "signature": block.signature or ""}
+        data = _api_block(block.start)
+        if block.key is not None and block.key.type in ("tool_call", "server_tool_call"):
+            data["input"] = block.input
+        return data
+
+
+def _citation_data(citation: Any) -> CitationData:
+    """The envelope citation (spec §4.5) of one API citation [A3.3-b]."""
+    fields: dict[str, Any] = {}
+    for name in _CITATION_EXTRAS:
+        value = _get(citation, name)
+        # spec §3.3: absent, never null; a wrong JSON type is left out rather than sent.
+        if value is None:
+            continue
+        if name.endswith(("_index", "_number")):
+            if isinstance(value, int) and not isinstance(value, bool):
+                fields[name] = value
+        elif isinstance(value, str):
+            fields[name] = value
+    cited = _get(citation, "cited_text")
+    kind = _get(citation, "type")
+    return CitationData(
+        cited_text=cited if isinstance(cited, str) else "",
+        citation_type=kind if isinstance(kind, str) else "unknown",
+        **fields,
+    )
