@@ -26,19 +26,20 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from envelope import DecodeError, Emitter, ImageRef, Reconstructor
 from envelope.anthropic import AnthropicTranslator
 
 from .errors import ConfigError, StateError, ToolResultsError
-from .models import Model
 from .pricing import PRICES, Price, cost_usd, price_for
-from .redact import public_message
 from .retry import ApiFailure, IncompleteStreamError, RetryPolicy, classify
-from .state import AgentState, PendingCall, RunRecord, RunState, Usage
+from .state import AgentState, PendingCall, RunRecord, RunState
 from .store import LogBatch, MemoryStore, Store
 from .tools import Tool, ToolCallRequest, ToolOutcome, error_outcome, result_block, run_tools
+
+if TYPE_CHECKING:
+    from .models import Model
 
 __all__ = ["DONE_LINE", "Agent", "AgentResult", "Sink"]
 
@@ -292,9 +293,7 @@ class Agent:
         await response.send(self._emitter.buffered("meta_init", self._meta_init(run)))
         return await self._drive(response, 1)
 
-    async def continue_with_tool_results(
-        self, results: Sequence[Mapping[str, Any]], sink: Sink
-    ) -> AgentResult:
+    async def continue_with_tool_results(self, results: Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
         """Resume a paused run with the browser's results (spec §3.3).
 
         Args:
@@ -313,7 +312,9 @@ class Agent:
         """
         state = self.state
         if state.status != "awaiting_frontend_tools" or state.run is None:
-            raise StateError(f"agent {state.agent_uuid} is not waiting for frontend tool results (status {state.status})")
+            raise StateError(
+                f"agent {state.agent_uuid} is not waiting for frontend tool results (status {state.status})"
+            )
         parsed = _parse_results(results, state.pending_frontend)
         state.status = "running"
         try:
@@ -358,12 +359,12 @@ class Agent:
             loop_task.cancel()
             await asyncio.gather(loop_task, return_exceptions=True)
             await self._close_open(response)
-            payload = {"type": "aborted", "message": "the run was aborted by the caller"}
+            payload: dict[str, Any] = {"type": "aborted", "message": "the run was aborted by the caller"}
             return await self._finish(response, STOP_ABORTED, error_payload=payload)
         try:
             stop = loop_task.result()
         except _RunFailed as exc:
-            payload = {
+            payload = {  # spec §6.3: a public message, never a traceback
                 "type": exc.failure.type,
                 "message": exc.failure.message,
                 "retryable": exc.failure.transient,
@@ -488,7 +489,9 @@ class Agent:
                 retrying = failure.transient and attempt < self.retry.max_attempts
                 if sent:
                     await self._close_open(response)
-                    await self._discard(response, response.block_count() - blocks_before, step, attempt, failure, retrying)
+                    await self._discard(
+                        response, response.block_count() - blocks_before, step, attempt, failure, retrying
+                    )
                 if not retrying:
                     raise _RunFailed(failure, attempt) from None
                 await self.retry.sleep(self.retry.delay(attempt))
@@ -651,7 +654,12 @@ class Agent:
         price = price_for(self.model.name, self.prices)
         if price is None or run.cost_usd is None:
             return None
-        return {"model": self.model.name, "total_usd": run.cost_usd, "input_per_mtok": price.input, "output_per_mtok": price.output}
+        return {
+            "model": self.model.name,
+            "total_usd": run.cost_usd,
+            "input_per_mtok": price.input,
+            "output_per_mtok": price.output,
+        }
 
     def _meta_init(self, run: RunState, *, resume: bool = False) -> str:
         meta: dict[str, Any] = {
@@ -664,7 +672,7 @@ class Agent:
         if resume:
             meta["resume"] = {
                 "step": self.state.current_step + 1,
-                "response": run.responses,
+                "response": run.responses - 1,
                 "tool_use_ids": [p.tool_use_id for p in self.state.pending_frontend],
             }
         if self.stream_history:
@@ -754,7 +762,9 @@ def _last_text(history: list[dict[str, Any]]) -> str:
     for message in reversed(history):
         if message.get("role") == "assistant":
             return "".join(
-                str(b.get("text", "")) for b in message.get("content", []) if isinstance(b, dict) and b.get("type") == "text"
+                str(b.get("text", ""))
+                for b in message.get("content", [])
+                if isinstance(b, dict) and b.get("type") == "text"
             )
     return ""
 
@@ -796,7 +806,9 @@ def _parse_results(
             parts.append(f"given more than once: {', '.join(duplicated)}")
         parts.extend(problems)
         raise ToolResultsError(
-            "tool results do not match the pending calls (" + "; ".join(parts) + f"); pending: {', '.join(pending_ids)}",
+            "tool results do not match the pending calls ("
+            + "; ".join(parts)
+            + f"); pending: {', '.join(pending_ids)}",
             missing=missing,
             unexpected=unexpected,
             duplicated=duplicated,
@@ -828,6 +840,3 @@ def _result_content(content: object) -> tuple[str, list[ImageRef], str | None]:
         else:
             return "", [], "content blocks must be text or image"
     return "\n".join(texts), images, None
-
-
-_ = (Usage, public_message)  # re-exported helpers used by callers of this module's types

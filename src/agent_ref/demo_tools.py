@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from .tools import Tool, tool
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["add", "calculator", "confirm", "default_tools", "evaluate", "multiply"]
 

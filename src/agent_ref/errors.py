@@ -50,9 +50,7 @@ class ToolResultsError(StateError):
         duplicated: ids given more than once.
     """
 
-    def __init__(
-        self, message: str, *, missing: list[str], unexpected: list[str], duplicated: list[str]
-    ) -> None:
+    def __init__(self, message: str, *, missing: list[str], unexpected: list[str], duplicated: list[str]) -> None:
         """Create the error; ``message`` already names the ids."""
         super().__init__(message)
         self.missing = missing

@@ -11,14 +11,16 @@ retry is never hidden from the stream), or translating events (``envelope.anthro
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from anthropic import AsyncAnthropic
 
 from .errors import ConfigError
 from .replay import ReplayServer, load_events, split_calls
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+    from pathlib import Path
 
 __all__ = ["AnthropicModel", "Model", "ReplayModel", "SDKModel"]
 

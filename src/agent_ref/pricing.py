@@ -9,11 +9,13 @@ Anthropic when this table was written; they change, so the table is overridable
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from .state import Usage
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from .state import Usage
 
 __all__ = ["PRICES", "Price", "cost_usd", "price_for"]
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import anthropic
 import httpx2
 
 from .redact import public_message
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 __all__ = ["ApiFailure", "RetryPolicy", "classify"]
 

@@ -28,15 +28,17 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import httpx2
 from anthropic import AsyncAnthropic
 
 from .demo_tools import evaluate
 from .models import SDKModel
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator, Sequence
 
 __all__ = ["Fault", "ScriptedModel"]
 
@@ -313,9 +315,7 @@ class _Script:
         for piece in pieces:
             kept = self._spend(piece)
             if kept:
-                self.out.append(
-                    {"type": "content_block_delta", "index": index, "delta": {"type": kind, field: kept}}
-                )
+                self.out.append({"type": "content_block_delta", "index": index, "delta": {"type": kind, field: kept}})
             if kept != piece:
                 self.out.append({"type": "content_block_stop", "index": index})
                 raise _Budget
@@ -323,11 +323,21 @@ class _Script:
     def _thinking(self, text: str) -> None:
         index = self._next()
         self.out.append(
-            {"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            }
         )
         self._emit_pieces(index, "thinking_delta", "thinking", _words(text))
         signature = "scripted-signature-" + self._digest(text)
-        self.out.append({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": signature}})
+        self.out.append(
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "signature_delta", "signature": signature},
+            }
+        )
         self.out.append({"type": "content_block_stop", "index": index})
 
     def _text(self, text: str, *, citation: bool = False) -> None:

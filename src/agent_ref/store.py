@@ -21,15 +21,17 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
 
 from .errors import ConflictError, StateError
 from .state import AgentState, RunRecord, decode_state, encode_state
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["LogBatch", "MemoryStore", "SQLiteStore", "Store"]
 
@@ -58,9 +60,7 @@ class Store(Protocol):
         """The stored state, or ``None`` if the agent is unknown."""
         ...
 
-    async def save(
-        self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None
-    ) -> None:
+    async def save(self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None) -> None:
         """Write ``state`` (and ``log``, ``run``) in one transaction if nobody wrote since it was loaded.
 
         On success ``state.version`` is incremented in place.
@@ -93,9 +93,7 @@ class MemoryStore:
         data = self._states.get(agent_uuid)
         return decode_state(data) if data is not None else None
 
-    async def save(
-        self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None
-    ) -> None:
+    async def save(self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None) -> None:
         """See ``Store.save``."""
         data = self._states.get(state.agent_uuid)
         stored = decode_state(data).version if data is not None else 0
@@ -107,7 +105,9 @@ class MemoryStore:
             entries = self._logs.setdefault(log.run_id, [])
             entries.extend((log.response, log.start + i, line) for i, line in enumerate(log.lines))
         if run is not None:
-            self._runs.setdefault(run.agent_uuid, []).append(msgspec.json.decode(msgspec.json.encode(run), type=RunRecord))
+            self._runs.setdefault(run.agent_uuid, []).append(
+                msgspec.json.decode(msgspec.json.encode(run), type=RunRecord)
+            )
 
     async def run_log(self, run_id: str) -> list[bytes]:
         """See ``Store.run_log``."""
@@ -194,9 +194,7 @@ class SQLiteStore:
         state.version = int(row[1])
         return state
 
-    async def save(
-        self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None
-    ) -> None:
+    async def save(self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None) -> None:
         """See ``Store.save``."""
         await asyncio.to_thread(self._save, state, log, run)
 
@@ -230,7 +228,8 @@ class SQLiteStore:
                     )
                 if run is not None:
                     conn.execute(
-                        "INSERT INTO runs (run_id, agent_uuid, finished_at, stop_reason, record) VALUES (?, ?, ?, ?, ?)",
+                        "INSERT INTO runs (run_id, agent_uuid, finished_at, stop_reason, record)"
+                        " VALUES (?, ?, ?, ?, ?)",
                         (run.run_id, run.agent_uuid, run.finished_at, run.stop_reason, msgspec.json.encode(run)),
                     )
             except BaseException:

@@ -23,10 +23,11 @@ from typing import Any, Final, Literal, Union, overload
 
 import msgspec
 
-from envelope import Emitter, ImageRef
-
 from .errors import ToolDefinitionError
 from .redact import public_message
+
+if typing.TYPE_CHECKING:
+    from envelope import Emitter, ImageRef
 
 __all__ = [
     "Executor",
@@ -252,7 +253,9 @@ class ToolOutcome:
     is_error: bool
 
 
-def result_block(tool_use_id: str, text: str, images: Sequence[ImageRef] = (), *, is_error: bool = False) -> dict[str, Any]:
+def result_block(
+    tool_use_id: str, text: str, images: Sequence[ImageRef] = (), *, is_error: bool = False
+) -> dict[str, Any]:
     """The ``tool_result`` content block the Messages API takes (spec §2.4-a).
 
     Args:
