@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["AnthropicModel", "Model", "ReplayModel", "SDKModel"]
 
 #: The model ``--model`` means when given without a name.
-DEFAULT_CLAUDE_MODEL = "claude-sonnet-4-5"
+#: (``claude-sonnet-4-5`` is on the installed SDK's deprecation list, ending 2026-11-30.)
+DEFAULT_CLAUDE_MODEL = "claude-sonnet-4-6"
 
 
 class Model(Protocol):

@@ -6,9 +6,8 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
-from envelope import reconstruct
-
 from agent_ref import RetryPolicy
+from envelope import reconstruct
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -23,6 +22,10 @@ async def _no_sleep(_: float) -> None:
 def fast_retry(attempts: int = 4) -> RetryPolicy:
     """A retry policy that never really sleeps (backoff is configurable; tests stay fast)."""
     return RetryPolicy(max_attempts=attempts, base_delay=0.001, max_delay=0.002, sleep=_no_sleep)
+
+
+def drop(line: bytes) -> None:
+    """A sink that ignores what it gets."""
 
 
 def run(coro: Coroutine[Any, Any, AgentResult]) -> AgentResult:

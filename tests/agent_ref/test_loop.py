@@ -6,12 +6,11 @@ import asyncio
 import json
 
 import pytest
-from envelope import decode, reconstruct
+from _support import blocks, fast_retry, meta, run, types
 
-from _support import blocks, envelopes, fast_retry, meta, run, types
 from agent_ref import Agent, Price, ScriptedModel, ToolOutput, default_tools, tool
 from agent_ref.errors import ConfigError
-from envelope import ImageRef
+from envelope import ImageRef, decode, reconstruct
 
 
 def _agent(**kw: object) -> Agent:
@@ -102,7 +101,9 @@ def test_spec_2_multimodal_tool_result() -> None:
     @tool(name="calculator")
     def pic(expression: str) -> ToolOutput:
         """Returns an image."""
-        return ToolOutput(text=f"plot of {expression}", images=[ImageRef(src="data:image/png;base64,iVBOR", media_type="image/png")])
+        return ToolOutput(
+            text=f"plot of {expression}", images=[ImageRef(src="data:image/png;base64,iVBOR", media_type="image/png")]
+        )
 
     lines: list[bytes] = []
     result = run(_agent(tools=[pic]).run("What is 2 * 3?", lines.append))
@@ -134,7 +135,8 @@ def test_spec_5_3_budget_stops_before_the_next_call() -> None:
     result = run(agent.run("keep calculating", lines.append))
     assert result.stop_reason == "max_budget"
     assert result.steps == 1
-    assert result.cost_usd is not None and result.cost_usd >= 0.01
+    assert result.cost_usd is not None
+    assert result.cost_usd >= 0.01
     final = meta(lines, "meta_final")
     assert final["cost"]["total_usd"] == result.cost_usd
     # the tool call of the last step was answered: history stays valid
@@ -171,7 +173,9 @@ def test_spec_1_3_max_tokens_inside_a_tool_call_is_answered_not_run() -> None:
     assert call["complete"]
     # every tool_use in history has its result
     uses = {b["id"] for m in history if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use"}
-    answered = {b["tool_use_id"] for m in history if m["role"] == "user" for b in m["content"] if b.get("type") == "tool_result"}
+    answered = {
+        b["tool_use_id"] for m in history if m["role"] == "user" for b in m["content"] if b.get("type") == "tool_result"
+    }
     assert uses <= answered
 
 
@@ -217,9 +221,8 @@ def test_spec_1_backend_tools_of_a_step_run_concurrently_with_a_bound() -> None:
         running -= 1
         return f"done {n}"
 
-    from envelope import Emitter
-
     from agent_ref.tools import ToolCallRequest, run_tools
+    from envelope import Emitter
 
     sent: list[list[bytes]] = []
 

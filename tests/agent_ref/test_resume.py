@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import blocks, drop, fast_retry, meta, run, types
 
-from _support import blocks, envelopes, fast_retry, meta, run, types
 from agent_ref import (
     Agent,
     ConflictError,
     MemoryStore,
-    SQLiteStore,
     ScriptedModel,
+    SQLiteStore,
     StateError,
     ToolResultsError,
     default_tools,
@@ -46,7 +46,9 @@ def test_spec_3_1_pause_saves_state_before_awaiting_is_sent() -> None:
                 stored = await store.load(agent.agent_uuid)
                 assert stored is not None
                 seen.append(stored.status)
-                assert [p.tool_use_id for p in stored.pending_frontend] == [json.loads(json.loads(line)["delta"])[0]["tool_use_id"]]
+                assert [p.tool_use_id for p in stored.pending_frontend] == [
+                    json.loads(json.loads(line)["delta"])[0]["tool_use_id"]
+                ]
                 assert len(stored.pending_backend_results) == 1  # the calculator ran first (spec §3.1-b)
 
         return await agent.run(PROMPT, sink)
@@ -70,7 +72,9 @@ def test_spec_3_3_resume_in_a_fresh_agent_continues_at_the_saved_step() -> None:
 
     async def resume() -> Any:
         agent = await Agent.load(paused.agent_uuid, store, ScriptedModel(), tools=default_tools())
-        return agent, await agent.continue_with_tool_results([{"tool_use_id": call.tool_use_id, "content": "yes"}], second.append)
+        return agent, await agent.continue_with_tool_results(
+            [{"tool_use_id": call.tool_use_id, "content": "yes"}], second.append
+        )
 
     second: list[bytes] = []
     agent, result = asyncio.run(resume())
@@ -81,7 +85,8 @@ def test_spec_3_3_resume_in_a_fresh_agent_continues_at_the_saved_step() -> None:
     assert init["agent_uuid"] == paused.agent_uuid
     assert types(second)[:2] == ["meta_init", "tool_result"]
     assert second[-1] == b"[DONE]"
-    assert "42" in result.final_text and "You confirmed" in result.final_text
+    assert "42" in result.final_text
+    assert "You confirmed" in result.final_text
     assert meta(second, "meta_final")["total_steps"] == 2
     # the API context: user, assistant(2 tool_use), user(2 results in tool_use order), assistant
     messages = agent.state.messages
@@ -107,7 +112,7 @@ def test_spec_3_3_resume_in_a_fresh_agent_continues_at_the_saved_step() -> None:
 )
 def test_spec_3_3_a_ids_must_be_exactly_the_pending_set(results: Any, match: str) -> None:
     store = MemoryStore()
-    paused = run(_agent(store).run(PROMPT, [].append))
+    paused = run(_agent(store).run(PROMPT, drop))
     tid = paused.pending_frontend_tools[0].tool_use_id
     if results == "DUP":
         results = [{"tool_use_id": tid, "content": "a"}, {"tool_use_id": tid, "content": "b"}]
@@ -131,18 +136,18 @@ def test_spec_3_3_a_ids_must_be_exactly_the_pending_set(results: Any, match: str
 def test_spec_3_3_run_while_paused_and_resume_when_not_paused_are_refused() -> None:
     store = MemoryStore()
     agent = _agent(store)
-    run(agent.run(PROMPT, [].append))
+    run(agent.run(PROMPT, drop))
     with pytest.raises(StateError, match="waiting for frontend tool results"):
-        run(agent.run("hello", [].append))
+        run(agent.run("hello", drop))
     done = _agent(MemoryStore())
-    run(done.run("hello", [].append))
+    run(done.run("hello", drop))
     with pytest.raises(StateError, match="not waiting"):
-        run(done.continue_with_tool_results([], [].append))
+        run(done.continue_with_tool_results([], drop))
 
 
 def test_spec_4_3_concurrent_resume_exactly_one_wins(tmp_path: Path) -> None:
     db = tmp_path / "agents.db"
-    paused = run(_agent(SQLiteStore(db)).run(PROMPT, [].append))
+    paused = run(_agent(SQLiteStore(db)).run(PROMPT, drop))
     tid = paused.pending_frontend_tools[0].tool_use_id
     outputs: list[list[bytes]] = [[], []]
 
@@ -150,20 +155,22 @@ def test_spec_4_3_concurrent_resume_exactly_one_wins(tmp_path: Path) -> None:
         agent = await Agent.load(paused.agent_uuid, SQLiteStore(db), ScriptedModel(), tools=default_tools())
         return await agent.continue_with_tool_results([{"tool_use_id": tid, "content": "yes"}], outputs[i].append)
 
-    async def both() -> list[Any]:
+    async def both() -> tuple[Any, ...]:
         return await asyncio.gather(one(0), one(1), return_exceptions=True)
 
     results = asyncio.run(both())
     conflicts = [r for r in results if isinstance(r, ConflictError)]
     wins = [r for r in results if not isinstance(r, BaseException)]
-    assert len(conflicts) == 1 and len(wins) == 1, results
+    assert len(conflicts) == 1, results
+    assert len(wins) == 1, results
     assert "another process" in str(conflicts[0])
     loser = results.index(conflicts[0])
     assert outputs[loser] == []  # the loser sent nothing
     runs = asyncio.run(SQLiteStore(db).runs(paused.agent_uuid))
     assert len(runs) == 1  # applied once
     stored = asyncio.run(SQLiteStore(db).load(paused.agent_uuid))
-    assert stored is not None and stored.status == "idle"
+    assert stored is not None
+    assert stored.status == "idle"
     results_in_history = [
         b for m in stored.messages if m["role"] == "user" for b in m["content"] if b.get("tool_use_id") == tid
     ]
@@ -208,13 +215,15 @@ def test_spec_3_2_pause_in_one_process_resume_in_another(tmp_path: Path) -> None
     lines2 = _sse_lines(second.stdout)
     assert meta(lines2, "meta_init")["resume"]["step"] == 2
     rebuilt = blocks(lines2)
-    assert rebuilt[1]["type"] == "tool_result" and rebuilt[1]["content"] == "no"
+    assert rebuilt[1]["type"] == "tool_result"
+    assert rebuilt[1]["content"] == "no"
     assert "You declined" in [b for b in rebuilt if b["type"] == "text"][-1]["content"]
     assert meta(lines2, "meta_final")["stop_reason"] == "end_turn"
     # a second resume is refused: exit 2, one line, no traceback
     again = _cli("resume", agent_uuid, "--db", str(db), "--results", "-", stdin=results, cwd=tmp_path)
     assert again.returncode == 2
-    assert "not waiting" in again.stderr and "Traceback" not in again.stderr
+    assert "not waiting" in again.stderr
+    assert "Traceback" not in again.stderr
     assert again.stdout == ""
     # the log command replays the whole run, both responses
     log = _cli("log", meta(lines, "meta_init")["run_id"], "--db", str(db), cwd=tmp_path)

@@ -7,8 +7,8 @@ import random
 import anthropic
 import httpx2
 import pytest
+from _support import blocks, drop, envelopes, fast_retry, meta, run, types
 
-from _support import blocks, envelopes, fast_retry, meta, run, types
 from agent_ref import Agent, Fault, RetryPolicy, ScriptedModel, default_tools
 from agent_ref.retry import IncompleteStreamError, classify
 
@@ -74,7 +74,8 @@ def test_spec_6_3_non_retryable_error_ends_the_run_with_an_error_envelope() -> N
     assert meta(lines, "meta_final")["stop_reason"] == "error"
     assert lines[-1] == b"[DONE]"
     text = b"".join(lines).decode()
-    assert "Traceback" not in text and "scripted-offline-no-key" not in text
+    assert "Traceback" not in text
+    assert "scripted-offline-no-key" not in text
 
 
 def test_spec_6_2_retries_are_bounded() -> None:
@@ -112,7 +113,7 @@ def test_spec_6_2_the_sleeps_are_the_policy_delays() -> None:
     policy = RetryPolicy(max_attempts=4, base_delay=1.0, max_delay=10.0, rng=random.Random(1), sleep=sleep)
     expected = RetryPolicy(base_delay=1.0, max_delay=10.0, rng=random.Random(1))
     model = ScriptedModel(faults=[Fault("status", status=529)] * 3)
-    result = run(Agent(model, tools=default_tools(), retry=policy).run(PROMPT, [].append))
+    result = run(Agent(model, tools=default_tools(), retry=policy).run(PROMPT, drop))
     assert result.stop_reason == "end_turn"
     assert waited == [expected.delay(1), expected.delay(2), expected.delay(3)]
 
@@ -126,8 +127,13 @@ def test_spec_6_1_classification() -> None:
     bad = classify(TypeError("a bug: sk-ant-abc"))
     assert not bad.transient
     assert bad.type == "internal_error"
-    assert "sk-ant" not in bad.message and "TypeError" not in bad.message
-    response = httpx2.Response(401, request=request, json={"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}})
+    assert "sk-ant" not in bad.message
+    assert "TypeError" not in bad.message
+    response = httpx2.Response(
+        401,
+        request=request,
+        json={"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}},
+    )
     auth = classify(anthropic.AuthenticationError("401", response=response, body=response.json()))
     assert not auth.transient
     assert auth.type == "authentication_error"
