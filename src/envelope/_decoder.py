@@ -105,6 +105,15 @@ def _translate(exc: msgspec.MsgspecError) -> EnvelopeError:
     return DecodeError(text, position=position, section="3.1")
 
 
+def _bad_utf8(data: bytes) -> DecodeError:
+    """The error for a line msgspec found not UTF-8; the offset comes from a full check."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return DecodeError(f"invalid UTF-8 ({exc.reason})", position=Position(offset=exc.start), section="3.1")
+    return DecodeError("invalid UTF-8", section="3.1")  # pragma: no cover  # msgspec and Python agree
+
+
 def _as_bytes(line: bytes | str) -> bytes:
     if isinstance(line, str):
         try:
@@ -132,10 +141,13 @@ def decode(line: bytes | str, *, position: Position | None = None) -> Envelope:
             unknown ``type``. The error's ``field`` names it (``$.final``).
     """
     try:
-        envelope: Envelope = _strict.decode(_as_bytes(line))
+        data = _as_bytes(line)
+        envelope: Envelope = _strict.decode(data)
         return envelope
     except msgspec.MsgspecError as exc:
         error = _translate(exc)
+    except UnicodeDecodeError:
+        error = _bad_utf8(data)
     except EnvelopeError as exc:
         error = exc
     raise error.at(position) if position is not None else error
@@ -144,9 +156,12 @@ def decode(line: bytes | str, *, position: Position | None = None) -> Envelope:
 def decode_lenient(line: bytes | str, position: Position | None = None) -> _Wire:
     """Decode the base fields strictly and the extras loosely (the reconstructor's reading)."""
     try:
-        return _lenient.decode(_as_bytes(line))
+        data = _as_bytes(line)
+        return _lenient.decode(data)
     except msgspec.MsgspecError as exc:
         error = _translate(exc)
+    except UnicodeDecodeError:
+        error = _bad_utf8(data)
     except EnvelopeError as exc:
         error = exc
     raise error.at(position) if position is not None else error
