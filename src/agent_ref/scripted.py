@@ -252,7 +252,8 @@ class _Script:
                 calls.append(("confirm", {"question": _question(prompt)}))
         if calls:
             names = " and ".join(name for name, _ in calls)
-            self._thinking(f"The user asked: {prompt.strip()[:200]}. I should use {names} before answering.")
+            asked = prompt.strip()[:200].rstrip(".")
+            self._thinking(f"The user asked: {asked}. I should use {names} before answering.")
             self._text("Let me use the " + names + (" tools." if len(calls) > 1 else " tool."))
             for name, arguments in calls:
                 self._tool_use(name, arguments)

@@ -10,10 +10,10 @@ import warnings
 from pathlib import Path
 
 import pytest
-from _support import blocks, drop, fast_retry, meta, run, types
 
 from agent_ref import Agent, ConflictError, MemoryStore, ReplayModel, SQLiteStore, default_tools
 from agent_ref.state import AgentState
+from agent_ref_support import blocks, drop, fast_retry, meta, run, types
 from envelope import SSEReader
 
 SRC = Path(__file__).resolve().parents[2] / "src"

@@ -6,10 +6,10 @@ import asyncio
 import json
 
 import pytest
-from _support import blocks, fast_retry, meta, run, types
 
 from agent_ref import Agent, Price, ScriptedModel, ToolOutput, default_tools, tool
 from agent_ref.errors import ConfigError
+from agent_ref_support import blocks, fast_retry, meta, run, types
 from envelope import ImageRef, decode, reconstruct
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import blocks, drop, fast_retry, meta, run, types
 
 from agent_ref import (
     Agent,
@@ -23,6 +22,7 @@ from agent_ref import (
     ToolResultsError,
     default_tools,
 )
+from agent_ref_support import blocks, drop, fast_retry, meta, run, types
 from envelope import SSEReader, reconstruct
 
 SRC = Path(__file__).resolve().parents[2] / "src"
