@@ -20,6 +20,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def test_spec_8_corpus_calculator_run_replays_three_calls(corpus: Path) -> None:
+    """The corpus calculator run through the agent [R8.2-a] [R5.3-a]."""
     model = ReplayModel.from_file(corpus / "anthropic_events_0.json")
     lines: list[bytes] = []
     with warnings.catch_warnings():
@@ -44,6 +45,7 @@ def test_spec_8_corpus_calculator_run_replays_three_calls(corpus: Path) -> None:
 
 
 def test_spec_8_corpus_server_tools_and_files(corpus: Path) -> None:
+    """Server tools and produced files from the corpus [R5.6-a] [R8.2-a]."""
     model = ReplayModel.from_file(corpus / "anthropic_events_1.json")
     lines: list[bytes] = []
     server_tools = [{"type": "code_execution_20250825", "name": "code_execution"}]
@@ -63,6 +65,7 @@ def test_spec_8_corpus_server_tools_and_files(corpus: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_spec_4_3_optimistic_concurrency(kind: str, tmp_path: Path) -> None:
+    """Stale saves conflict, in both stores [R4.3-a] [R4.2-a]."""
     store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "s.db")
 
     async def scenario() -> None:
@@ -105,6 +108,7 @@ def _cli(*args: str, cwd: Path, key: str | None = None) -> subprocess.CompletedP
 
 
 def test_spec_9_default_command_offline_without_a_key(tmp_path: Path) -> None:
+    """The default command, offline, stdout only the stream [R9.1-a] [R8.1-a]."""
     done = _cli("run", "What is 5 + (10 * 2)?", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     reader = SSEReader()
@@ -130,6 +134,7 @@ def test_spec_9_default_command_offline_without_a_key(tmp_path: Path) -> None:
 
 
 def test_spec_9_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
+    """CLI errors: one line, exit 2, no traceback [R9.1-a] [R6.3-a]."""
     no_key = _cli("run", "hi", "--model", "claude-sonnet-4-5", cwd=tmp_path)
     assert no_key.returncode == 2
     assert "ANTHROPIC_API_KEY" in no_key.stderr

@@ -20,6 +20,7 @@ def _agent(**kw: object) -> Agent:
 
 
 def test_spec_1_calculator_run_streams_call_result_answer() -> None:
+    """Calculator run end to end [R1.1-a] [R1.2-a] [R1.2-b] [R8.1-a] [R7.1-a]."""
     lines: list[bytes] = []
     agent = _agent()
     result = run(agent.run("What is 5 + (10 * 2)?", lines.append))
@@ -60,6 +61,7 @@ def test_spec_1_calculator_run_streams_call_result_answer() -> None:
 
 
 def test_spec_1_every_line_is_within_the_bound_and_long_text_is_chunked() -> None:
+    """Long answers are chunked within the bound [R8.1-a]."""
     lines: list[bytes] = []
     run(_agent(max_bytes=256).run("Give me a long answer please", lines.append))
     assert all(len(line) <= 256 for line in lines)
@@ -69,6 +71,7 @@ def test_spec_1_every_line_is_within_the_bound_and_long_text_is_chunked() -> Non
 
 
 def test_spec_1_citations_attach_to_the_text_block() -> None:
+    """The scripted model's citation reaches the text block [R8.1-a]."""
     lines: list[bytes] = []
     run(_agent().run("Cite a source about the Moon", lines.append))
     texts = [b for b in blocks(lines) if b["type"] == "text"]
@@ -80,6 +83,8 @@ def test_spec_1_citations_attach_to_the_text_block() -> None:
 
 
 def test_spec_2_tool_exception_becomes_an_error_result() -> None:
+    """A raising tool gives an is_error result, redacted, no traceback [R2.4-b] [R6.3-a]."""
+
     @tool(name="calculator")
     def broken(expression: str) -> str:
         """Always fails."""
@@ -98,6 +103,8 @@ def test_spec_2_tool_exception_becomes_an_error_result() -> None:
 
 
 def test_spec_2_multimodal_tool_result() -> None:
+    """Text plus images: tool_result, tool_result_image, marker; image blocks in history [R2.4-a] [R2.4-c]."""
+
     @tool(name="calculator")
     def pic(expression: str) -> ToolOutput:
         """Returns an image."""
@@ -114,6 +121,7 @@ def test_spec_2_multimodal_tool_result() -> None:
 
 
 def test_spec_5_2_max_steps_then_a_last_call_without_tools() -> None:
+    """max_steps, then one call with tool_choice none [R5.2-a] [R5.1-a]."""
     lines: list[bytes] = []
     model = ScriptedModel()
     agent = Agent(model, tools=default_tools(), max_steps=3, retry=fast_retry())
@@ -129,6 +137,7 @@ def test_spec_5_2_max_steps_then_a_last_call_without_tools() -> None:
 
 
 def test_spec_5_3_budget_stops_before_the_next_call() -> None:
+    """The budget stops the run before the next call [R5.3-a]."""
     lines: list[bytes] = []
     prices = {"scripted": Price(input=1000.0, output=1000.0)}
     agent = Agent(ScriptedModel(), tools=default_tools(), max_budget_usd=0.01, prices=prices, retry=fast_retry())
@@ -144,11 +153,13 @@ def test_spec_5_3_budget_stops_before_the_next_call() -> None:
 
 
 def test_spec_5_3_budget_needs_a_price() -> None:
+    """A budget needs a priced model [R5.3-a]."""
     with pytest.raises(ConfigError, match="price"):
         Agent(ScriptedModel(name="mystery-model"), max_budget_usd=1.0)
 
 
 def test_spec_1_3_max_tokens_inside_a_tool_call_is_answered_not_run() -> None:
+    """A call cut by max_tokens is shown and answered, never run [R1.3-a] [R1.3-b] [R1.2-b]."""
     lines: list[bytes] = []
     ran: list[str] = []
 
@@ -180,6 +191,7 @@ def test_spec_1_3_max_tokens_inside_a_tool_call_is_answered_not_run() -> None:
 
 
 def test_spec_5_5_abort_ends_the_stream_cleanly() -> None:
+    """abort() cancels the step, closes blocks, ends with error, meta_final, [DONE] [R5.5-a]."""
     started = asyncio.Event()
 
     @tool(name="calculator")
@@ -208,6 +220,7 @@ def test_spec_5_5_abort_ends_the_stream_cleanly() -> None:
 
 
 def test_spec_1_backend_tools_of_a_step_run_concurrently_with_a_bound() -> None:
+    """Bounded concurrency, contiguous groups in call order [R2.3-a]."""
     running = 0
     peak = 0
 

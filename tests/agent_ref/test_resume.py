@@ -34,6 +34,7 @@ def _agent(store: Any, **kw: Any) -> Agent:
 
 
 def test_spec_3_1_pause_saves_state_before_awaiting_is_sent() -> None:
+    """State is stored before awaiting_frontend_tools is sent [R3.1-a] [R3.1-b] [R4.4-a] [R7.1-a]."""
     store = MemoryStore()
     seen: list[str] = []
     lines: list[bytes] = []
@@ -65,6 +66,7 @@ def test_spec_3_1_pause_saves_state_before_awaiting_is_sent() -> None:
 
 
 def test_spec_3_3_resume_in_a_fresh_agent_continues_at_the_saved_step() -> None:
+    """Resume from the store alone [R3.2-a] [R3.3-a] [R7.2-a] [R4.1-a]."""
     store = MemoryStore()
     first: list[bytes] = []
     paused = run(_agent(store).run(PROMPT, first.append))
@@ -111,6 +113,7 @@ def test_spec_3_3_resume_in_a_fresh_agent_continues_at_the_saved_step() -> None:
     ],
 )
 def test_spec_3_3_a_ids_must_be_exactly_the_pending_set(results: Any, match: str) -> None:
+    """Exactly the pending ids, else an error and no change [R3.3-a]."""
     store = MemoryStore()
     paused = run(_agent(store).run(PROMPT, drop))
     tid = paused.pending_frontend_tools[0].tool_use_id
@@ -134,6 +137,7 @@ def test_spec_3_3_a_ids_must_be_exactly_the_pending_set(results: Any, match: str
 
 
 def test_spec_3_3_run_while_paused_and_resume_when_not_paused_are_refused() -> None:
+    """Misuse is refused [R3.3-a]."""
     store = MemoryStore()
     agent = _agent(store)
     run(agent.run(PROMPT, drop))
@@ -146,6 +150,7 @@ def test_spec_3_3_run_while_paused_and_resume_when_not_paused_are_refused() -> N
 
 
 def test_spec_4_3_concurrent_resume_exactly_one_wins(tmp_path: Path) -> None:
+    """Two concurrent resumes on one SQLite file: one wins [R4.3-a] [R4.2-a]."""
     db = tmp_path / "agents.db"
     paused = run(_agent(SQLiteStore(db)).run(PROMPT, drop))
     tid = paused.pending_frontend_tools[0].tool_use_id
@@ -200,6 +205,7 @@ def _sse_lines(stdout: str) -> list[bytes]:
 
 
 def test_spec_3_2_pause_in_one_process_resume_in_another(tmp_path: Path) -> None:
+    """Pause and resume in separate processes via the CLI [R3.2-a] [R9.1-a] [R4.1-a]."""
     db = tmp_path / "shared.db"
     first = _cli("run", PROMPT, "--db", str(db), cwd=tmp_path)
     assert first.returncode == 0, first.stderr

@@ -28,6 +28,7 @@ def _strip(bs: list[dict[str, object]]) -> list[dict[str, object]]:
 
 @pytest.mark.parametrize("status", [529, 500, 429])
 def test_spec_6_1_transient_status_before_output_is_retried_silently(status: int) -> None:
+    """Transient failures before output are retried without a signal [R6.1-a] [R6.4-b]."""
     lines: list[bytes] = []
     model = ScriptedModel(faults=[Fault("status", status=status), Fault("status", status=status)])
     result = run(Agent(model, tools=default_tools(), retry=fast_retry()).run(PROMPT, lines.append))
@@ -39,6 +40,7 @@ def test_spec_6_1_transient_status_before_output_is_retried_silently(status: int
 
 @pytest.mark.parametrize("fault", [Fault("cut", after=6), Fault("error_event", after=6)])
 def test_spec_6_4_failure_after_partial_output_is_discarded_then_retried(fault: Fault) -> None:
+    """Partial output: close, discard signal, retry; no duplicate after the rule [R6.4-a]."""
     lines: list[bytes] = []
     model = ScriptedModel(faults=[fault])
     result = run(Agent(model, tools=default_tools(), retry=fast_retry()).run(PROMPT, lines.append))
@@ -63,6 +65,7 @@ def test_spec_6_4_failure_after_partial_output_is_discarded_then_retried(fault: 
 
 
 def test_spec_6_3_non_retryable_error_ends_the_run_with_an_error_envelope() -> None:
+    """A 400 ends the run: error envelope, meta_final, [DONE] [R6.3-a]."""
     lines: list[bytes] = []
     model = ScriptedModel(faults=[Fault("status", status=400)])
     result = run(Agent(model, tools=default_tools(), retry=fast_retry()).run(PROMPT, lines.append))
@@ -79,6 +82,7 @@ def test_spec_6_3_non_retryable_error_ends_the_run_with_an_error_envelope() -> N
 
 
 def test_spec_6_2_retries_are_bounded() -> None:
+    """At most max_attempts attempts [R6.2-a]."""
     lines: list[bytes] = []
     model = ScriptedModel(faults=[Fault("cut", after=5)] * 3)
     result = run(Agent(model, tools=default_tools(), retry=fast_retry(attempts=3)).run(PROMPT, lines.append))
@@ -96,6 +100,7 @@ def test_spec_6_2_retries_are_bounded() -> None:
 
 
 def test_spec_6_2_backoff_is_exponential_with_full_jitter_and_capped() -> None:
+    """Full jitter within the exponential cap [R6.2-a]."""
     policy = RetryPolicy(base_delay=0.5, max_delay=4.0, rng=random.Random(7))
     for attempt in range(1, 10):
         cap = min(4.0, 0.5 * 2 ** (attempt - 1))
@@ -105,6 +110,7 @@ def test_spec_6_2_backoff_is_exponential_with_full_jitter_and_capped() -> None:
 
 
 def test_spec_6_2_the_sleeps_are_the_policy_delays() -> None:
+    """The agent sleeps the policy's delays [R6.2-a]."""
     waited: list[float] = []
 
     async def sleep(seconds: float) -> None:
@@ -119,6 +125,7 @@ def test_spec_6_2_the_sleeps_are_the_policy_delays() -> None:
 
 
 def test_spec_6_1_classification() -> None:
+    """Which failures are transient; public messages [R6.1-a] [R6.3-a]."""
     request = httpx2.Request("POST", "http://x.invalid/v1/messages")
     assert classify(httpx2.ReadError("cut")).transient
     assert classify(IncompleteStreamError()).transient
