@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from ._decoder import CITATION_FIELDS
 from ._encoder import CitationData, Emitter, OversizeLine
-from ._errors import DecodeError, SequenceError
+from ._errors import DecodeError, EncodeError, SequenceError
 from ._limits import DEFAULT_MAX_BYTES
 from ._types import BlockKey
 
@@ -53,17 +54,8 @@ _SERVER_CALLS: Final = frozenset({"server_tool_use", "mcp_tool_use"})
 _SILENT_BLOCKS: Final = frozenset(
     {"redacted_thinking", "container_upload", "mcp_tool_listing", "fallback", "compaction"}
 )
-#: Citation fields the envelope carries (spec §4.5), beside ``cited_text`` and ``type``.
-_CITATION_EXTRAS: Final = (
-    "document_index",
-    "document_title",
-    "start_char_index",
-    "end_char_index",
-    "start_page_number",
-    "end_page_number",
-    "url",
-    "title",
-)
+#: Citation extras the envelope carries (spec §4.5), besides ``cited_text`` and ``type``.
+_CITATION_EXTRAS: Final = tuple(name for name in CITATION_FIELDS if name != "citation_type")
 #: Usage counters reported by ``usage`` (ints only; nested objects are left out).
 _USAGE_KEYS: Final = (
     "input_tokens",
@@ -101,7 +93,8 @@ def _plain(obj: Any) -> Any:
     model_dump = getattr(obj, "model_dump", None)
     if callable(model_dump):
         return _plain(model_dump(mode="json", by_alias=True, exclude_unset=True))
-    raise TypeError(f"cannot convert {type(obj).__name__} to JSON data")
+    # Never a repr() (the peer implementation's mistake): refuse instead.
+    raise EncodeError(f"cannot convert a {type(obj).__name__} to JSON data", section="A4.3-b")
 
 
 def _api_block(obj: Any) -> dict[str, Any]:
@@ -255,6 +248,8 @@ class AnthropicTranslator:
         Raises:
             SequenceError: ``feed()`` after ``close()``.
             DecodeError: a tool block's accumulated input is not JSON [A4.1-c].
+            EncodeError: a lone surrogate in text, or a block holding something that is
+                not JSON data (an object with neither ``to_dict`` nor ``model_dump``).
             OversizeError: strict mode only (spec §6.5).
         """
         if self._closed:
@@ -379,7 +374,7 @@ class AnthropicTranslator:
             return BlockKey(self.agent, "server_tool_result")
         return None
 
-    def _open(self, event: Any, what: str) -> _Block | None:
+    def _live(self, event: Any, what: str) -> _Block | None:
         index = _get(event, "index")
         block = self._blocks.get(index) if isinstance(index, int) else None
         if block is None or block.done:
@@ -389,7 +384,7 @@ class AnthropicTranslator:
         return block
 
     def _delta(self, event: Any) -> list[bytes]:
-        block = self._open(event, "content_block_delta")
+        block = self._live(event, "content_block_delta")
         if block is None:
             return []
         delta = _get(event, "delta")
@@ -423,7 +418,7 @@ class AnthropicTranslator:
         return []
 
     def _stop(self, event: Any) -> list[bytes]:
-        block = self._open(event, "content_block_stop")
+        block = self._live(event, "content_block_stop")
         if block is None:
             return []
         block.done = True
@@ -443,7 +438,8 @@ class AnthropicTranslator:
         start = block.start
         if kind == "server_tool_result":
             # [A4.3-b]: the block's content as real JSON; the id is the call's id.
-            content = _json_encode(_plain(_get(start, "content"))).decode()
+            # Keys sorted, so SDK objects and recorded dicts give the same bytes.
+            content = _json_encode(_plain(_get(start, "content")), order="sorted").decode()
             tool_use_id = _get(start, "tool_use_id")
             return emitter.buffered(
                 "server_tool_result",
@@ -467,7 +463,7 @@ class AnthropicTranslator:
         if not block.parts:
             # No deltas: the input given at start is the input (usually ``{}``).
             block.input = _plain(_get(block.start, "input") or {})
-            return _json_encode(block.input).decode()
+            return _json_encode(block.input, order="sorted").decode()
         text = "".join(block.parts)
         block.parts = [text]
         try:
@@ -532,7 +528,8 @@ class AnthropicTranslator:
         if api_type == "text":
             data: dict[str, Any] = {"type": "text", "text": "".join(block.parts)}
             if block.citations:
-                data["citations"] = [_api_block(c) for c in block.citations]
+                # As received (nulls kept): citations go back to the API unchanged.
+                data["citations"] = [_plain(c) for c in block.citations]
             return data
         if api_type == "thinking":
             return {"type": "thinking", "thinking": "".join(block.parts), "signature": block.signature or ""}

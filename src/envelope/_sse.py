@@ -158,6 +158,8 @@ class SSEReader:
             self._buf = b""
             chunk = data
         data = self._buf + chunk if self._buf else chunk
+        if not data:  # a chunk that was only the BOM
+            return []
         events: list[SSEEvent] = []
         lines = data.splitlines(keepends=True)
         last = lines[-1]
