@@ -1,8 +1,53 @@
 """agent_ref: a minimal reference agent that speaks the JSON envelope protocol.
 
-The agent itself arrives with its own issue; this package is reserved in the scaffold.
+Re-exports only. The loop is in ``agent.py``; decisions are in ``spec/agent-ref.md``.
+Owns: the public names of the reference agent. Does not own: the codec (``envelope``).
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from .agent import DONE_LINE, Agent, AgentResult, Sink
+from .demo_tools import default_tools
+from .errors import AgentRefError, ConfigError, ConflictError, StateError, ToolDefinitionError, ToolResultsError
+from .models import AnthropicModel, Model, ReplayModel, SDKModel
+from .pricing import PRICES, Price, cost_usd
+from .retry import RetryPolicy
+from .scripted import Fault, ScriptedModel
+from .state import AgentState, PendingCall, RunRecord
+from .store import MemoryStore, SQLiteStore, Store
+from .tools import Tool, ToolOutput, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DONE_LINE",
+    "PRICES",
+    "Agent",
+    "AgentRefError",
+    "AgentResult",
+    "AgentState",
+    "AnthropicModel",
+    "ConfigError",
+    "ConflictError",
+    "Fault",
+    "MemoryStore",
+    "Model",
+    "PendingCall",
+    "Price",
+    "ReplayModel",
+    "RetryPolicy",
+    "RunRecord",
+    "SDKModel",
+    "SQLiteStore",
+    "ScriptedModel",
+    "Sink",
+    "StateError",
+    "Store",
+    "Tool",
+    "ToolDefinitionError",
+    "ToolOutput",
+    "ToolResultsError",
+    "cost_usd",
+    "default_tools",
+    "tool",
+]

@@ -72,7 +72,7 @@ def test_core_is_sans_io() -> None:
         assert not bad, f"{path.name} imports {bad}"
         source = path.read_text()
         assert "print(" not in source, f"{path.name} prints"
-        assert "open(" not in source, f"{path.name} opens files"
+        assert not re.search(r"(?<![\w.])open\(", source), f"{path.name} opens files"
 
 
 def test_every_module_says_what_it_owns() -> None:

@@ -1,0 +1,9 @@
+"""``python -m agent_ref``: the same as the ``agent-ref`` command."""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,842 @@
+"""The agent loop: ``Agent.run``, the frontend-tool pause, ``continue_with_tool_results``, retries.
+
+Owns: the order of a run (spec ``spec/agent-ref.md`` §1): ``meta_init``, steps of
+model call then tools, the pause for frontend tools with its state saved *before*
+``awaiting_frontend_tools`` is sent, the termination conditions (§5), the
+discarded-attempt signal for retries after partial output (§6.4), and the end of
+every response (``meta_final`` or ``awaiting_frontend_tools``, then ``[DONE]``, §7).
+Does not own: translating API events (``envelope.anthropic.AnthropicTranslator``),
+the models (``models.py``, ``scripted.py``), tools (``tools.py``), storage
+(``store.py``).
+
+Every line the agent sends goes through one ``_Response``: it feeds an
+``envelope.Reconstructor`` (so a line that would break the stream fails here, in
+tests, not in a browser), appends to the response's log, and calls the sink. The
+lines that end a response are *staged* first: they are logged and saved with the
+state in one transaction, and only then sent (§4.4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from envelope import DecodeError, Emitter, ImageRef, Reconstructor
+from envelope.anthropic import AnthropicTranslator
+
+from .errors import ConfigError, StateError, ToolResultsError
+from .pricing import PRICES, Price, cost_usd, price_for
+from .retry import ApiFailure, IncompleteStreamError, RetryPolicy, classify
+from .state import AgentState, PendingCall, RunRecord, RunState
+from .store import LogBatch, MemoryStore, Store
+from .tools import Tool, ToolCallRequest, ToolOutcome, error_outcome, result_block, run_tools
+
+if TYPE_CHECKING:
+    from .models import Model
+
+__all__ = ["DONE_LINE", "Agent", "AgentResult", "Sink"]
+
+log = logging.getLogger("agent_ref")
+
+#: What the sink receives last in every response: the SSE terminator's data (spec §7.1).
+DONE_LINE: Final = b"[DONE]"
+
+#: Receives each encoded envelope line (unframed JSON), then ``b"[DONE]"``. May be async.
+Sink = Callable[[bytes], Awaitable[None] | None]
+
+#: Stop reasons of a finished run (spec §5.1). The API's own reasons pass through.
+STOP_AWAITING: Final = "awaiting_frontend_tools"
+STOP_MAX_STEPS: Final = "max_steps"
+STOP_MAX_BUDGET: Final = "max_budget"
+STOP_ERROR: Final = "error"
+STOP_ABORTED: Final = "aborted"
+
+
+@dataclass(slots=True)
+class AgentResult:
+    """What ``run`` and ``continue_with_tool_results`` return.
+
+    Attributes:
+        agent_uuid: the agent.
+        run_id: the run (the same before and after a pause).
+        stop_reason: ``end_turn`` (or another API stop reason), ``max_steps``,
+            ``max_budget``, ``error``, ``aborted``, or ``awaiting_frontend_tools``.
+        final_text: the text of the last assistant message.
+        steps: API calls made in the run so far.
+        usage: tokens of the run so far.
+        cost_usd: cost of the run so far, ``None`` for an unpriced model.
+        pending_frontend_tools: the calls to answer, when paused.
+        conversation_history: the messages of this run.
+        error: the public error message when ``stop_reason`` is ``error``.
+    """
+
+    agent_uuid: str
+    run_id: str
+    stop_reason: str
+    final_text: str
+    steps: int
+    usage: dict[str, int]
+    cost_usd: float | None
+    pending_frontend_tools: list[PendingCall] = field(default_factory=list)
+    conversation_history: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+
+class _RunFailed(Exception):
+    def __init__(self, failure: ApiFailure, attempts: int) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+        self.attempts = attempts
+
+
+@dataclass(slots=True)
+class _Outcome:
+    content: list[dict[str, Any]]
+    stop_reason: str
+    bad_inputs: dict[str, str]  # tool_use id -> why its input cannot be used
+
+
+class _Response:
+    """One streamed response: checks, logs, and sends lines; stages the closing ones."""
+
+    def __init__(self, sink: Sink, agent: str, run_id: str, index: int) -> None:
+        self.sink = sink
+        self.agent = agent
+        self.run_id = run_id
+        self.index = index
+        self.checker = Reconstructor()
+        self.lines: list[bytes] = []
+        self.staged: list[bytes] = []
+
+    async def send(self, lines: Sequence[bytes]) -> None:
+        for line in lines:
+            self.checker.feed(line)
+            self.lines.append(line)
+            result = self.sink(line)
+            if inspect.isawaitable(result):
+                await result
+
+    def stage(self, lines: Sequence[bytes]) -> None:
+        for line in lines:
+            self.checker.feed(line)
+            self.lines.append(line)
+            self.staged.append(line)
+
+    async def flush(self) -> None:
+        staged, self.staged = self.staged, []
+        for line in staged:
+            result = self.sink(line)
+            if inspect.isawaitable(result):
+                await result
+
+    def batch(self) -> LogBatch:
+        return LogBatch(run_id=self.run_id, response=self.index, start=0, lines=list(self.lines))
+
+    def block_count(self) -> int:
+        return len(self.checker.transcript().agents.get(self.agent, ()))
+
+
+class Agent:
+    """A minimal, complete agent that streams envelopes (spec ``spec/agent-ref.md``).
+
+    Example::
+
+        agent = Agent(ScriptedModel(), tools=default_tools(), store=SQLiteStore("agents.db"))
+        lines: list[bytes] = []
+        result = await agent.run("What is 5 + (10 * 2)?", lines.append)
+
+    Args:
+        model: where completions come from (``AnthropicModel``, ``ScriptedModel``, ``ReplayModel``).
+        tools: backend and frontend tools.
+        server_tools: Anthropic-executed tools, as API tool dicts, passed through.
+        store: where state is saved; a private ``MemoryStore`` when omitted.
+        agent_uuid: the agent's id; a new UUID4 when omitted.
+        system: the system prompt.
+        max_steps: model calls with tools allowed in one run; then one last call with
+            ``tool_choice: none`` (spec §5.2).
+        max_tokens: per call.
+        thinking_budget: enables extended thinking with this budget.
+        max_budget_usd: stop the run once its cost reaches this (spec §5.3).
+        retry: the retry policy (spec §6.2).
+        max_bytes: the bound on each envelope line (spec §6.1 of the envelope spec).
+        max_tool_concurrency: backend tools of one step running at once.
+        prices: the price table.
+        stream_history: put the conversation history into ``meta_init``/``meta_final``.
+
+    Raises:
+        ConfigError: duplicate tool names, or a budget with an unpriced model.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        tools: Sequence[Tool] = (),
+        server_tools: Sequence[Mapping[str, Any]] = (),
+        store: Store | None = None,
+        agent_uuid: str | None = None,
+        system: str | None = None,
+        max_steps: int = 8,
+        max_tokens: int = 2048,
+        thinking_budget: int | None = None,
+        max_budget_usd: float | None = None,
+        retry: RetryPolicy | None = None,
+        max_bytes: int = 2048,
+        max_tool_concurrency: int = 4,
+        prices: Mapping[str, Price] = PRICES,
+        stream_history: bool = False,
+    ) -> None:
+        """See the class docstring."""
+        names = [t.name for t in tools] + [str(t.get("name")) for t in server_tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"duplicate tool names: {', '.join(dupes)}")
+        if max_steps < 1:
+            raise ConfigError("max_steps must be at least 1")
+        if max_budget_usd is not None and price_for(model.name, prices) is None:
+            raise ConfigError(f"max_budget_usd needs a price for model {model.name!r}; add it to prices")
+        self.model = model
+        self.tools: dict[str, Tool] = {t.name: t for t in tools}
+        self.server_tools = [dict(t) for t in server_tools]
+        self.store: Store = store if store is not None else MemoryStore()
+        self.system = system
+        self.max_steps = max_steps
+        self.max_tokens = max_tokens
+        self.thinking_budget = thinking_budget
+        self.max_budget_usd = max_budget_usd
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.max_bytes = max_bytes
+        self.max_tool_concurrency = max_tool_concurrency
+        self.prices = prices
+        self.stream_history = stream_history
+        self.state = AgentState(agent_uuid=agent_uuid or str(uuid.uuid4()), model=model.name)
+        self._emitter = Emitter(self.state.agent_uuid, max_bytes)
+        self._abort = asyncio.Event()
+        self._files: list[dict[str, Any]] = []
+
+    @property
+    def agent_uuid(self) -> str:
+        """The agent's id."""
+        return self.state.agent_uuid
+
+    # ----------------------------------------------------------------- public API
+
+    @classmethod
+    async def load(cls, agent_uuid: str, store: Store, model: Model, **config: Any) -> Agent:
+        """Rehydrate a stored agent, for example in a new process (spec §3.2).
+
+        Args:
+            agent_uuid: the agent.
+            store: where it was saved.
+            model: the model to continue with.
+            **config: the other ``Agent`` arguments (tools must include the ones of the paused step).
+
+        Returns:
+            The agent, in the stored state.
+
+        Raises:
+            StateError: no such agent.
+        """
+        state = await store.load(agent_uuid)
+        if state is None:
+            raise StateError(f"no agent {agent_uuid} in the store")
+        agent = cls(model, store=store, agent_uuid=agent_uuid, **config)
+        agent.state = state
+        return agent
+
+    def abort(self) -> None:
+        """Ask the running run to stop: the stream ends with an ``aborted`` error and ``meta_final`` (spec §5.5)."""
+        self._abort.set()
+
+    async def run(self, prompt: str | Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
+        """Run one user turn to its end or to a pause, streaming envelope lines to ``sink``.
+
+        Args:
+            prompt: the user's text, or content blocks.
+            sink: receives every line, then ``b"[DONE]"``.
+
+        Returns:
+            The result; ``stop_reason`` says how the run ended.
+
+        Raises:
+            StateError: the agent is paused for frontend tools, or running elsewhere.
+            ConflictError: another process changed the agent meanwhile.
+        """
+        state = self.state
+        if state.status == "awaiting_frontend_tools":
+            raise StateError(
+                f"agent {state.agent_uuid} is waiting for frontend tool results; "
+                "call continue_with_tool_results (agent-ref resume) first"
+            )
+        if state.status == "running":
+            raise StateError(f"agent {state.agent_uuid} is running in another process")
+        if isinstance(prompt, str):
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
+            query = prompt
+        else:
+            blocks = [dict(b) for b in prompt]
+            query = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+        run = RunState(run_id=str(uuid.uuid4()), user_query=query, started_at=time.time())
+        state.run = run
+        state.status = "running"
+        self._append_user(blocks)
+        await self.store.save(state)  # claim the agent (spec §4.3)
+        response = _Response(sink, state.agent_uuid, run.run_id, run.responses)
+        run.responses += 1
+        await response.send(self._emitter.buffered("meta_init", self._meta_init(run)))
+        return await self._drive(response, 1)
+
+    async def continue_with_tool_results(self, results: Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
+        """Resume a paused run with the browser's results (spec §3.3).
+
+        Args:
+            results: one ``{"tool_use_id", "content", "is_error"?}`` per pending call;
+                ``content`` is a string or a list of text/image content blocks.
+            sink: receives the continuation's lines, then ``b"[DONE]"``.
+
+        Returns:
+            The result of the continued run.
+
+        Raises:
+            StateError: the agent is not paused.
+            ToolResultsError: the ids are not exactly the pending set, or a result is malformed.
+                Nothing is changed.
+            ConflictError: another process resumed it first. Nothing is changed.
+        """
+        state = self.state
+        if state.status != "awaiting_frontend_tools" or state.run is None:
+            raise StateError(
+                f"agent {state.agent_uuid} is not waiting for frontend tool results (status {state.status})"
+            )
+        parsed = _parse_results(results, state.pending_frontend)
+        state.status = "running"
+        try:
+            await self.store.save(state)  # claim: exactly one resume wins (spec §4.3)
+        except BaseException:
+            state.status = "awaiting_frontend_tools"
+            raise
+        run = state.run
+        response = _Response(sink, state.agent_uuid, run.run_id, run.responses)
+        run.responses += 1
+        await response.send(self._emitter.buffered("meta_init", self._meta_init(run, resume=True)))
+        by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
+        names = {p.tool_use_id: p.name for p in state.pending_frontend}
+        for tool_use_id, (text, images, is_error) in parsed.items():
+            call = ToolCallRequest(id=tool_use_id, name=names[tool_use_id], input={})
+            await response.send(self._emitter.tool_result(call.id, call.name, text, images))
+            by_id[tool_use_id] = result_block(tool_use_id, text, images, is_error=is_error)
+        self._append_user([by_id[i] for i in state.pending_order if i in by_id])
+        step = state.current_step + 1
+        state.pending_frontend = []
+        state.pending_backend_results = []
+        state.pending_order = []
+        return await self._drive(response, step)
+
+    # ----------------------------------------------------------------- the loop
+
+    async def _drive(self, response: _Response, step: int) -> AgentResult:
+        """Run the loop as a task that ``abort()`` can cancel, and end the response."""
+        self._abort.clear()
+        loop_task = asyncio.ensure_future(self._loop(response, step))
+        abort_task = asyncio.ensure_future(self._abort.wait())
+        try:
+            done, _ = await asyncio.wait({loop_task, abort_task}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            loop_task.cancel()
+            abort_task.cancel()
+            await asyncio.gather(loop_task, return_exceptions=True)
+            await asyncio.shield(self._release())
+            raise
+        abort_task.cancel()
+        if loop_task not in done:
+            loop_task.cancel()
+            await asyncio.gather(loop_task, return_exceptions=True)
+            await self._close_open(response)
+            payload: dict[str, Any] = {"type": "aborted", "message": "the run was aborted by the caller"}
+            return await self._finish(response, STOP_ABORTED, error_payload=payload)
+        try:
+            stop = loop_task.result()
+        except _RunFailed as exc:
+            payload = {  # spec §6.3: a public message, never a traceback
+                "type": exc.failure.type,
+                "message": exc.failure.message,
+                "retryable": exc.failure.transient,
+                "attempts": exc.attempts,
+            }
+            return await self._finish(response, STOP_ERROR, error_payload=payload)
+        if stop == STOP_AWAITING:
+            return await self._pause(response)
+        return await self._finish(response, stop)
+
+    async def _loop(self, response: _Response, step: int) -> str:
+        """Steps until the run ends; returns the stop reason (spec §1.2)."""
+        run = self.state.run
+        assert run is not None
+        while True:
+            if step > self.max_steps:
+                return await self._last_call(response, step)
+            if self.max_budget_usd is not None and (run.cost_usd or 0.0) >= self.max_budget_usd:
+                return STOP_MAX_BUDGET  # spec §5.3-a: checked before each call
+            outcome = await self._model_call(response, step)
+            self._append_assistant(outcome.content)
+            if outcome.stop_reason == "pause_turn":
+                step += 1  # spec §1.2-c: send the turn back as is
+                continue
+            calls = _tool_uses(outcome.content)
+            if not calls or outcome.stop_reason not in ("tool_use", "max_tokens"):
+                return outcome.stop_reason
+            frontend = await self._run_step_tools(response, calls, outcome.bad_inputs)
+            if frontend:
+                self.state.current_step = step
+                return STOP_AWAITING
+            step += 1
+
+    async def _run_step_tools(
+        self, response: _Response, calls: list[ToolCallRequest], bad_inputs: Mapping[str, str]
+    ) -> list[ToolCallRequest]:
+        """Run the backend calls of a step; return the frontend ones (then the step pauses)."""
+        outcomes: dict[str, ToolOutcome] = {}
+        backend: list[ToolCallRequest] = []
+        frontend: list[ToolCallRequest] = []
+        for call in calls:
+            if call.id in bad_inputs:
+                # spec §1.3-a: a cut or unparseable call is answered, never run.
+                done = error_outcome(self._emitter, call, bad_inputs[call.id])
+                outcomes[call.id] = done
+                await response.send(done.lines)
+                continue
+            tool_def = self.tools.get(call.name)
+            if tool_def is not None and tool_def.executor == "frontend":
+                frontend.append(call)
+            else:
+                backend.append(call)
+        ran = await run_tools(
+            backend, self.tools, self._emitter, response.send, max_concurrency=self.max_tool_concurrency
+        )
+        outcomes.update({o.block["tool_use_id"]: o for o in ran})
+        if frontend:
+            state = self.state
+            state.pending_frontend = [PendingCall(tool_use_id=c.id, name=c.name, input=c.input) for c in frontend]
+            state.pending_backend_results = [o.block for o in outcomes.values()]
+            state.pending_order = [c.id for c in calls]
+            return frontend
+        self._append_user([outcomes[c.id].block for c in calls])
+        return []
+
+    async def _last_call(self, response: _Response, step: int) -> str:
+        """``max_steps`` reached: one call with ``tool_choice: none`` so the model can answer (spec §5.2)."""
+        outcome = await self._model_call(response, step, tool_choice_none=True)
+        self._append_assistant(outcome.content)
+        calls = _tool_uses(outcome.content)
+        if calls:
+            # The model called tools anyway: answer them as not run, so history stays valid.
+            blocks = []
+            for call in calls:
+                done = error_outcome(self._emitter, call, "not run: the run reached max_steps")
+                await response.send(done.lines)
+                blocks.append(done.block)
+            self._append_user(blocks)
+        return STOP_MAX_STEPS
+
+    async def _model_call(self, response: _Response, step: int, *, tool_choice_none: bool = False) -> _Outcome:
+        """One API call with retries; streams its envelopes (spec §6)."""
+        run = self.state.run
+        assert run is not None
+        params = self._params(tool_choice_none)
+        attempt = 0
+        while True:
+            attempt += 1
+            translator = AnthropicTranslator(self.agent_uuid, self.max_bytes)
+            blocks_before = response.block_count()
+            sent = 0
+            tool_starts: dict[int, tuple[str, str]] = {}
+            tool_json: dict[int, list[str]] = {}
+            bad: dict[int, str] = {}
+            try:
+                async for event in self.model.stream(params):
+                    _track_tool_input(event, tool_starts, tool_json)
+                    try:
+                        lines = translator.feed(event)
+                    except DecodeError:
+                        index = _field(event, "index")
+                        if _field(event, "type") != "content_block_stop" or not isinstance(index, int):
+                            raise
+                        bad[index] = "".join(tool_json.get(index, []))
+                        start = tool_starts.get(index, ("", ""))
+                        # The call was cut: show it as the model sent it (spec §1.3-b).
+                        lines = self._emitter.buffered("tool_call", bad[index], id=start[0], name=start[1])
+                    if lines:
+                        sent += len(lines)
+                        await response.send(lines)
+                translator.close()
+                if translator.stop_reason is None:
+                    raise IncompleteStreamError("no message_delta with a stop_reason")
+            except (asyncio.CancelledError, _RunFailed):
+                raise
+            except Exception as exc:
+                failure = classify(exc)
+                if failure.type == "internal_error":
+                    log.exception("model call failed with an unexpected error")
+                else:
+                    log.warning("model call attempt %d failed: %s (%s)", attempt, failure.type, failure.message)
+                retrying = failure.transient and attempt < self.retry.max_attempts
+                if sent:
+                    await self._close_open(response)
+                    await self._discard(
+                        response, response.block_count() - blocks_before, step, attempt, failure, retrying
+                    )
+                if not retrying:
+                    raise _RunFailed(failure, attempt) from None
+                await self.retry.sleep(self.retry.delay(attempt))
+                continue
+            usage = translator.usage
+            run.usage.add(usage)
+            self.state.usage.add(usage)
+            run.cost_usd = cost_usd(self.model.name, run.usage, self.prices)
+            run.steps += 1
+            content = translator.finalize()
+            bad_inputs: dict[str, str] = {}
+            reason = translator.stop_reason or "end_turn"
+            for index, block in enumerate(content):
+                if block.get("type") != "tool_use":
+                    continue
+                if block.get("input") is None or not isinstance(block.get("input"), dict):
+                    block["input"] = {}
+                    bad_inputs[str(block.get("id"))] = _bad_input_message(reason)
+                elif reason == "max_tokens" and index == len(content) - 1:
+                    # spec §1.3-a: the last block of a max_tokens turn may be cut even if it parsed.
+                    bad_inputs[str(block.get("id"))] = _bad_input_message(reason)
+            self._collect_files(content)
+            return _Outcome(content=content, stop_reason=reason, bad_inputs=bad_inputs)
+
+    def _params(self, tool_choice_none: bool) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model.name,
+            "max_tokens": self.max_tokens,
+            "messages": self.state.messages,
+        }
+        if self.system:
+            params["system"] = self.system
+        tools = [t.definition() for t in self.tools.values()] + self.server_tools
+        if tools:
+            params["tools"] = tools
+            if tool_choice_none:
+                params["tool_choice"] = {"type": "none"}
+        if self.thinking_budget:
+            params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+        return params
+
+    # ----------------------------------------------------------------- stream ends
+
+    async def _close_open(self, response: _Response) -> None:
+        """Close every block left open on the wire, so a discard or an abort leaves no dangling block."""
+        transcript = response.checker.transcript()
+        blocks = {(b.type, b.id): b for b in transcript.agents.get(self.agent_uuid, ()) if not b.complete}
+        for kind, block_id in list(blocks):
+            if kind in ("text", "thinking"):
+                await response.send([self._emitter.end(kind)])  # type: ignore[arg-type]  # narrowed above
+            elif kind in ("tool_call", "server_tool_call", "tool_result", "server_tool_result"):
+                block = blocks[(kind, block_id)]
+                await response.send(
+                    self._emitter.buffered(kind, "", id=block.id or "", name=block.name or "")  # type: ignore[arg-type]  # narrowed above
+                )
+
+    async def _discard(
+        self, response: _Response, blocks: int, step: int, attempt: int, failure: ApiFailure, retrying: bool
+    ) -> None:
+        """The discarded-attempt signal (spec §6.4): one ``error`` envelope naming how many blocks to drop."""
+        payload = {
+            "type": "attempt_discarded",
+            "message": "the model call failed after partial output; the blocks above from this attempt are void",
+            "discard_blocks": blocks,
+            "step": step,
+            "attempt": attempt,
+            "retrying": retrying,
+            "error": {"type": failure.type, "message": failure.message},
+        }
+        await response.send(self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False)))
+
+    async def _pause(self, response: _Response) -> AgentResult:
+        """Save the relay state, then send ``awaiting_frontend_tools`` and ``[DONE]`` (spec §3.1)."""
+        state = self.state
+        run = state.run
+        assert run is not None
+        pending = [{"tool_use_id": p.tool_use_id, "name": p.name, "input": p.input} for p in state.pending_frontend]
+        response.stage(self._emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False)))
+        response.stage([DONE_LINE])
+        state.status = "awaiting_frontend_tools"
+        await self.store.save(state, log=response.batch())  # spec §3.1-a: saved before it is sent
+        await response.flush()
+        return AgentResult(
+            agent_uuid=state.agent_uuid,
+            run_id=run.run_id,
+            stop_reason=STOP_AWAITING,
+            final_text=_last_text(run.history),
+            steps=run.steps,
+            usage=run.usage.to_dict(),
+            cost_usd=run.cost_usd,
+            pending_frontend_tools=list(state.pending_frontend),
+            conversation_history=list(run.history),
+        )
+
+    async def _finish(
+        self, response: _Response, stop_reason: str, *, error_payload: dict[str, Any] | None = None
+    ) -> AgentResult:
+        """Stage ``error``?, ``meta_files``?, ``meta_final``, ``[DONE]``; save; then send (spec §4.4, §7)."""
+        state = self.state
+        run = state.run
+        assert run is not None
+        if error_payload is not None:
+            response.stage(self._emitter.buffered("error", json.dumps(error_payload, ensure_ascii=False)))
+        if self._files:
+            response.stage(self._emitter.buffered("meta_files", json.dumps({"files": self._files}, ensure_ascii=False)))
+        meta: dict[str, Any] = {
+            "stop_reason": stop_reason,
+            "total_steps": run.steps,
+            "cumulative_usage": run.usage.to_dict(),
+            "cost": self._cost(run),
+            "generated_files": self._files or None,
+            "run_id": run.run_id,
+        }
+        if self.stream_history:
+            meta["conversation_history"] = run.history
+        response.stage(self._emitter.buffered("meta_final", json.dumps(meta, ensure_ascii=False)))
+        response.stage([DONE_LINE])
+        final_text = _last_text(run.history)
+        record = RunRecord(
+            run_id=run.run_id,
+            agent_uuid=state.agent_uuid,
+            user_query=run.user_query,
+            started_at=run.started_at,
+            finished_at=time.time(),
+            stop_reason=stop_reason,
+            steps=run.steps,
+            usage=run.usage,
+            cost_usd=run.cost_usd,
+            messages=run.history,
+            final_text=final_text,
+        )
+        state.status = "idle"
+        state.run = None
+        state.current_step = 0
+        await self.store.save(state, log=response.batch(), run=record)
+        await response.flush()
+        return AgentResult(
+            agent_uuid=state.agent_uuid,
+            run_id=run.run_id,
+            stop_reason=stop_reason,
+            final_text=final_text,
+            steps=run.steps,
+            usage=run.usage.to_dict(),
+            cost_usd=run.cost_usd,
+            conversation_history=list(run.history),
+            error=error_payload["message"] if error_payload and stop_reason == STOP_ERROR else None,
+        )
+
+    async def _release(self) -> None:
+        """After an external cancellation: save the agent as idle so it is not stuck ``running``."""
+        state = self.state
+        state.status = "idle"
+        state.run = None
+        try:
+            await self.store.save(state)
+        except Exception:
+            log.exception("could not release agent %s after cancellation", state.agent_uuid)
+
+    def _cost(self, run: RunState) -> dict[str, Any] | None:
+        price = price_for(self.model.name, self.prices)
+        if price is None or run.cost_usd is None:
+            return None
+        return {
+            "model": self.model.name,
+            "total_usd": run.cost_usd,
+            "input_per_mtok": price.input,
+            "output_per_mtok": price.output,
+        }
+
+    def _meta_init(self, run: RunState, *, resume: bool = False) -> str:
+        meta: dict[str, Any] = {
+            "format": "json",
+            "user_query": run.user_query,
+            "agent_uuid": self.agent_uuid,
+            "model": self.model.name,
+            "run_id": run.run_id,
+        }
+        if resume:
+            meta["resume"] = {
+                "step": self.state.current_step + 1,
+                "response": run.responses - 1,
+                "tool_use_ids": [p.tool_use_id for p in self.state.pending_frontend],
+            }
+        if self.stream_history:
+            meta["message_history"] = self.state.messages
+        return json.dumps(meta, ensure_ascii=False)
+
+    # ----------------------------------------------------------------- history
+
+    def _append_user(self, blocks: list[dict[str, Any]]) -> None:
+        """Append a user turn; merge into a trailing user turn so roles keep alternating."""
+        messages = self.state.messages
+        run = self.state.run
+        assert run is not None
+        if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": "user", "content": list(blocks)})
+        run.history.append({"role": "user", "content": list(blocks)})
+
+    def _append_assistant(self, content: list[dict[str, Any]]) -> None:
+        run = self.state.run
+        assert run is not None
+        message = {"role": "assistant", "content": content}
+        self.state.messages.append(message)
+        run.history.append(message)
+
+    def _collect_files(self, content: list[dict[str, Any]]) -> None:
+        """Files produced by server tools (code execution): every ``file_id`` in their results (spec §5.6)."""
+        for block in content:
+            if str(block.get("type", "")).endswith("_tool_result"):
+                for file_id in _file_ids(block.get("content")):
+                    if all(f["file_id"] != file_id for f in self._files):
+                        self._files.append({"file_id": file_id, "filename": None, "storage_location": None})
+
+
+def _file_ids(value: object) -> list[str]:
+    found: list[str] = []
+    if isinstance(value, dict):
+        file_id = value.get("file_id")
+        if isinstance(file_id, str):
+            found.append(file_id)
+        for item in value.values():
+            found.extend(_file_ids(item))
+    elif isinstance(value, list):
+        for item in value:
+            found.extend(_file_ids(item))
+    return found
+
+
+def _field(obj: Any, name: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _track_tool_input(event: Any, starts: dict[int, tuple[str, str]], parts: dict[int, list[str]]) -> None:
+    """Remember each tool_use block's id, name and raw input text (for a call cut by max_tokens)."""
+    kind = _field(event, "type")
+    index = _field(event, "index")
+    if not isinstance(index, int):
+        return
+    if kind == "content_block_start":
+        block = _field(event, "content_block")
+        if _field(block, "type") == "tool_use":
+            starts[index] = (str(_field(block, "id") or ""), str(_field(block, "name") or ""))
+    elif kind == "content_block_delta" and index in starts:
+        partial = _field(_field(event, "delta"), "partial_json")
+        if isinstance(partial, str):
+            parts.setdefault(index, []).append(partial)
+
+
+def _bad_input_message(stop_reason: str) -> str:
+    if stop_reason == "max_tokens":
+        return "not run: the response reached max_tokens before this tool call was complete; call it again"
+    return "not run: the tool input was not valid JSON"
+
+
+def _tool_uses(content: list[dict[str, Any]]) -> list[ToolCallRequest]:
+    return [
+        ToolCallRequest(id=str(b.get("id")), name=str(b.get("name")), input=dict(b.get("input") or {}))
+        for b in content
+        if b.get("type") == "tool_use"
+    ]
+
+
+def _last_text(history: list[dict[str, Any]]) -> str:
+    for message in reversed(history):
+        if message.get("role") == "assistant":
+            return "".join(
+                str(b.get("text", ""))
+                for b in message.get("content", [])
+                if isinstance(b, dict) and b.get("type") == "text"
+            )
+    return ""
+
+
+def _parse_results(
+    results: Sequence[Mapping[str, Any]], pending: Sequence[PendingCall]
+) -> dict[str, tuple[str, list[ImageRef], bool]]:
+    """Check frontend results against the pending calls (spec §3.3-a); raise before changing anything."""
+    if isinstance(results, Mapping) or not isinstance(results, Sequence):
+        raise ToolResultsError("tool results must be a JSON array", missing=[], unexpected=[], duplicated=[])
+    pending_ids = [p.tool_use_id for p in pending]
+    seen: list[str] = []
+    parsed: dict[str, tuple[str, list[ImageRef], bool]] = {}
+    problems: list[str] = []
+    for i, item in enumerate(results):
+        if not isinstance(item, Mapping) or not isinstance(item.get("tool_use_id"), str):
+            raise ToolResultsError(
+                f"tool result {i} must be an object with a string tool_use_id", missing=[], unexpected=[], duplicated=[]
+            )
+        tool_use_id = item["tool_use_id"]
+        seen.append(tool_use_id)
+        is_error = item.get("is_error", False)
+        if not isinstance(is_error, bool):
+            problems.append(f"{tool_use_id}: is_error must be true or false")
+        text, images, problem = _result_content(item.get("content", ""))
+        if problem:
+            problems.append(f"{tool_use_id}: {problem}")
+        parsed[tool_use_id] = (text, images, bool(is_error))
+    missing = [i for i in pending_ids if i not in seen]
+    unexpected = [i for i in dict.fromkeys(seen) if i not in pending_ids]
+    duplicated = [i for i in dict.fromkeys(seen) if seen.count(i) > 1]
+    if missing or unexpected or duplicated or problems:
+        parts = []
+        if missing:
+            parts.append(f"missing results for {', '.join(missing)}")
+        if unexpected:
+            parts.append(f"not pending: {', '.join(unexpected)}")
+        if duplicated:
+            parts.append(f"given more than once: {', '.join(duplicated)}")
+        parts.extend(problems)
+        raise ToolResultsError(
+            "tool results do not match the pending calls ("
+            + "; ".join(parts)
+            + f"); pending: {', '.join(pending_ids)}",
+            missing=missing,
+            unexpected=unexpected,
+            duplicated=duplicated,
+        )
+    return {i: parsed[i] for i in pending_ids}
+
+
+def _result_content(content: object) -> tuple[str, list[ImageRef], str | None]:
+    """Text and images of a frontend result's ``content`` (a string or content blocks)."""
+    if isinstance(content, str):
+        return content, [], None
+    if not isinstance(content, list):
+        return "", [], "content must be a string or a list of content blocks"
+    texts: list[str] = []
+    images: list[ImageRef] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif isinstance(block, dict) and block.get("type") == "image" and isinstance(block.get("source"), dict):
+            source = block["source"]
+            if source.get("type") == "base64":
+                media = str(source.get("media_type", "image/png"))
+                images.append(ImageRef(src=f"data:{media};base64,{source.get('data', '')}", media_type=media))
+            elif source.get("type") == "url":
+                url = str(source.get("url", ""))
+                images.append(ImageRef(src=url, media_type=str(source.get("media_type", "image/*"))))
+            else:
+                return "", [], "image source must be base64 or url"
+        else:
+            return "", [], "content blocks must be text or image"
+    return "\n".join(texts), images, None

@@ -1,0 +1,121 @@
+"""Models: where an agent's completions come from, always through the real ``anthropic`` SDK.
+
+Owns: the ``Model`` protocol (a name and ``stream(params)`` yielding Messages stream
+events), ``AnthropicModel`` (Claude over the network, key from ``ANTHROPIC_API_KEY``),
+and ``ReplayModel`` (recorded calls served to the real client, one per request).
+The embedded offline model is ``scripted.ScriptedModel``.
+Does not own: retries (``retry.py``, ``agent.py``: the SDK's own retries are off, so a
+retry is never hidden from the stream), or translating events (``envelope.anthropic``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Protocol
+
+from anthropic import AsyncAnthropic
+
+from .errors import ConfigError
+from .replay import ReplayServer, load_events, split_calls
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+    from pathlib import Path
+
+__all__ = ["AnthropicModel", "Model", "ReplayModel", "SDKModel"]
+
+#: The model ``--model`` means when given without a name.
+#: (``claude-sonnet-4-5`` is on the installed SDK's deprecation list, ending 2026-11-30.)
+DEFAULT_CLAUDE_MODEL = "claude-sonnet-4-6"
+
+
+class Model(Protocol):
+    """A source of Messages API streams."""
+
+    #: The model name sent in requests and used for prices.
+    name: str
+
+    def stream(self, params: dict[str, Any]) -> AsyncIterator[Any]:
+        """Stream one API call: yield its events (SDK objects) in order.
+
+        Args:
+            params: the ``messages.stream()`` keyword arguments.
+
+        Returns:
+            An async iterator of events; API failures raise from it.
+        """
+        ...
+
+
+class SDKModel:
+    """A model served by an ``AsyncAnthropic`` client's ``messages.stream``.
+
+    Args:
+        client: the client (real, or over a mock transport).
+        name: the model name.
+    """
+
+    def __init__(self, client: AsyncAnthropic, name: str) -> None:
+        """See the class docstring."""
+        self.client = client
+        self.name = name
+
+    async def stream(self, params: dict[str, Any]) -> AsyncIterator[Any]:
+        """See ``Model.stream``."""
+        async with self.client.messages.stream(**params) as events:
+            async for event in events:
+                yield event
+
+
+class AnthropicModel(SDKModel):
+    """Claude through the network (needs ``ANTHROPIC_API_KEY``).
+
+    Args:
+        name: the model, e.g. ``claude-sonnet-4-5``.
+        api_key: the key; ``ANTHROPIC_API_KEY`` when omitted.
+        timeout: seconds per request.
+
+    Raises:
+        ConfigError: no key.
+    """
+
+    def __init__(self, name: str = DEFAULT_CLAUDE_MODEL, *, api_key: str | None = None, timeout: float = 600.0) -> None:
+        """See the class docstring."""
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise ConfigError(
+                f"model {name!r} needs an API key: set ANTHROPIC_API_KEY (or run without --model for the offline model)"
+            )
+        # max_retries=0: the agent retries itself, so a retry after partial output is signalled (spec §6.4).
+        super().__init__(AsyncAnthropic(api_key=key, max_retries=0, timeout=timeout), name)
+
+
+class ReplayModel(SDKModel):
+    """Recorded API calls replayed through the real SDK client, one per request, in order.
+
+    Args:
+        events_or_calls: a flat list of events (split at each ``message_start``) or a list of calls.
+        name: the model name; the recording's, from its first ``message_start``, by default.
+    """
+
+    def __init__(
+        self, events_or_calls: Sequence[dict[str, Any]] | Sequence[Sequence[dict[str, Any]]], *, name: str | None = None
+    ) -> None:
+        """See the class docstring."""
+        self.server = ReplayServer(events_or_calls)
+        super().__init__(self.server.client(), name or _recorded_model(self.server.calls) or "replay")
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, name: str | None = None) -> ReplayModel:
+        """A replay of a recording file (a JSON array of events, e.g. ``anthropic_events_0.json``)."""
+        return cls(split_calls(load_events(path)), name=name)
+
+
+def _recorded_model(calls: Sequence[Sequence[dict[str, Any]]]) -> str | None:
+    for call in calls:
+        for event in call:
+            if event.get("type") == "message_start":
+                model = (event.get("message") or {}).get("model")
+                if isinstance(model, str):
+                    return model
+    return None

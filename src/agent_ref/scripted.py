@@ -1,0 +1,400 @@
+"""The embedded offline model: deterministic, driven by the prompt, spoken through the real SDK.
+
+Owns: ``ScriptedModel``, a fake Messages API behind an ``httpx2.MockTransport``. The
+agent talks to it with a real ``anthropic.AsyncAnthropic`` client, so requests are
+built and responses are parsed by the SDK exactly as with Claude; nothing leaves the
+process and no key is needed. Also ``Fault``: failures to inject per request (HTTP
+529/500/429, a stream cut mid-way, an ``error`` event mid-stream), for retry tests.
+Does not own: the agent loop. What it answers (spec ``spec/agent-ref.md`` §8):
+
+* arithmetic in the prompt and a ``calculator`` tool: thinking, a short text and a
+  ``calculator`` call; after the result, the answer;
+* "confirm" in the prompt and a ``confirm`` tool: a ``confirm`` call (a frontend tool,
+  so the agent pauses); after the result, an answer that depends on it;
+  both at once give both calls in one step (a backend and a frontend call);
+* "cite"/"source" in the prompt: a text block with a citation;
+* "keep calculating": a calculator call every step until ``tool_choice`` is ``none``;
+* "long": a multi-kilobyte non-ASCII answer (exercises chunking);
+* anything else: a short streamed greeting.
+
+It honours ``max_tokens``: it counts a token per 4 characters of output and, at the
+budget, cuts the current block (even inside a tool call's JSON) and stops with
+``max_tokens``, as the API does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import httpx2
+from anthropic import AsyncAnthropic
+
+from .demo_tools import evaluate
+from .models import SDKModel
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator, Sequence
+
+__all__ = ["Fault", "ScriptedModel"]
+
+#: The name of the scripted model (priced at 0 in ``pricing.PRICES``).
+SCRIPTED_MODEL: Final = "scripted"
+_ARITH: Final = re.compile(r"[-+(]*\s*\d+(?:\.\d+)?(?:\s*(?:\*\*|//|[-+*/%])\s*[-+(]*\s*\d+(?:\.\d+)?\s*\)*)+\s*\)*")
+_ERROR_TYPES: Final = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "api_error",
+    529: "overloaded_error",
+}
+_YES: Final = re.compile(r"\b(yes|y|true|ok|okay|confirm(ed)?|approve(d)?|sure)\b", re.IGNORECASE)
+_SOURCE_DOC: Final = "The Moon orbits the Earth at an average distance of 384,400 kilometres."
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A failure to inject into one request.
+
+    Attributes:
+        kind: ``status`` (an HTTP error answer), ``cut`` (the stream breaks after
+            ``after`` events), ``error_event`` (an ``error`` event after ``after`` events).
+        status: the HTTP status of a ``status`` fault.
+        after: events sent before a ``cut`` or an ``error_event``.
+        error_type: the API error type; derived from ``status`` when omitted.
+    """
+
+    kind: Literal["status", "cut", "error_event"] = "status"
+    status: int = 529
+    after: int = 0
+    error_type: str | None = None
+
+    def api_error(self) -> dict[str, Any]:
+        """The API error body of this fault."""
+        kind = self.error_type or _ERROR_TYPES.get(self.status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": f"scripted fault: {kind}"}}
+
+
+class _CutStream(httpx2.AsyncByteStream):
+    """A response body that breaks after its bytes, as a dropped connection does."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self._data
+        raise httpx2.ReadError("scripted fault: connection cut mid-stream")
+
+
+class ScriptedModel(SDKModel):
+    """The offline model (see the module docstring), served to a real ``AsyncAnthropic``.
+
+    Args:
+        faults: failures for the first requests, one per request, in order; later
+            requests succeed. ``None`` entries mean "no fault for this request".
+        name: the model name reported and used for prices.
+
+    Attributes:
+        requests: the JSON body of every request received (for assertions).
+    """
+
+    def __init__(self, faults: Sequence[Fault | None] = (), *, name: str = SCRIPTED_MODEL) -> None:
+        """See the class docstring."""
+        self.faults: list[Fault | None] = list(faults)
+        self.requests: list[dict[str, Any]] = []
+        client = AsyncAnthropic(
+            api_key="scripted-offline-no-key",
+            base_url="http://scripted.invalid",
+            max_retries=0,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self._handle)),
+        )
+        super().__init__(client, name)
+
+    def _handle(self, request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content or b"{}")
+        self.requests.append(body)
+        fault = self.faults.pop(0) if self.faults else None
+        if fault is not None and fault.kind == "status":
+            return httpx2.Response(fault.status, json=fault.api_error(), headers={"request-id": "req_scripted_fault"})
+        events = list(_Script(body).events())
+        headers = {"content-type": "text/event-stream", "request-id": f"req_scripted_{len(self.requests)}"}
+        if fault is not None and fault.kind == "cut":
+            return httpx2.Response(200, headers=headers, stream=_CutStream(_sse(events[: fault.after])))
+        if fault is not None and fault.kind == "error_event":
+            data = _sse(events[: fault.after]) + _sse([fault.api_error()])
+            return httpx2.Response(200, headers=headers, content=data)
+        return httpx2.Response(200, headers=headers, content=_sse(events))
+
+
+def _sse(events: Sequence[dict[str, Any]]) -> bytes:
+    return b"".join(
+        f"event: {e['type']}\ndata: {json.dumps(e, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
+        for e in events
+    )
+
+
+class _Budget(Exception):
+    """The output reached ``max_tokens``."""
+
+
+class _Script:
+    """One response: decides what to say from the request, then renders it as stream events."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.request = request
+        self.messages: list[dict[str, Any]] = list(request.get("messages") or [])
+        self.tools = {str(t.get("name")) for t in request.get("tools") or [] if isinstance(t, dict)}
+        choice = request.get("tool_choice") or {}
+        self.tools_allowed = bool(self.tools) and choice.get("type") != "none"
+        self.max_tokens = int(request.get("max_tokens") or 1024)
+        self.model = str(request.get("model") or SCRIPTED_MODEL)
+        self.out: list[dict[str, Any]] = []
+        self.index = 0
+        self.tokens = 0
+        self.stop_reason = "end_turn"
+        self.prompt, self.results = self._read_history()
+
+    # ---------------------------------------------------------------- reading
+
+    def _read_history(self) -> tuple[str, list[tuple[str, str, bool]]]:
+        """The last user prompt text, and the (tool name, result text, is_error) given since."""
+        names: dict[str, str] = {}
+        prompt = ""
+        results: list[tuple[str, str, bool]] = []
+        for message in self.messages:
+            content = message.get("content")
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}]
+            if not isinstance(content, list):
+                continue
+            if message.get("role") == "assistant":
+                for block in content:
+                    if isinstance(block, dict) and block.get("type") == "tool_use":
+                        names[str(block.get("id"))] = str(block.get("name"))
+                continue
+            texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+            if texts:
+                prompt = " ".join(str(t) for t in texts)
+                results = []
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    inner = block.get("content")
+                    if isinstance(inner, list):
+                        text = " ".join(str(b.get("text", "")) for b in inner if isinstance(b, dict))
+                    else:
+                        text = str(inner or "")
+                    name = names.get(str(block.get("tool_use_id")), "?")
+                    results.append((name, text, bool(block.get("is_error"))))
+        return prompt, results
+
+    def _result(self, name: str) -> tuple[str, bool] | None:
+        for tool_name, text, is_error in reversed(self.results):
+            if tool_name == name:
+                return text, is_error
+        return None
+
+    # ---------------------------------------------------------------- deciding
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """All events of the response, ``message_start`` to ``message_stop``."""
+        try:
+            self._decide()
+        except _Budget:
+            self.stop_reason = "max_tokens"
+        usage_in = max(1, len(json.dumps(self.messages)) // 4)
+        yield {
+            "type": "message_start",
+            "message": {
+                "id": "msg_scripted_" + self._digest("msg"),
+                "type": "message",
+                "role": "assistant",
+                "model": self.model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": usage_in, "output_tokens": 1},
+            },
+        }
+        yield {"type": "ping"}
+        yield from self.out
+        yield {
+            "type": "message_delta",
+            "delta": {"stop_reason": self.stop_reason, "stop_sequence": None},
+            "usage": {"output_tokens": max(1, self.tokens)},
+        }
+        yield {"type": "message_stop"}
+
+    def _decide(self) -> None:
+        prompt = self.prompt
+        lowered = prompt.lower()
+        if "keep calculating" in lowered and "calculator" in self.tools:
+            done = sum(1 for name, _, _ in self.results if name == "calculator")
+            if self.tools_allowed:
+                self._text(f"Calculation {done + 1}.")
+                self._tool_use("calculator", {"expression": f"{done + 1} + {done + 1}"})
+                self.stop_reason = "tool_use"
+                return
+            self._text(f"I stopped after {done} calculations, as asked to wrap up.")
+            return
+        match = _ARITH.search(prompt)
+        expression = " ".join(match.group(0).split()) if match else None
+        wants_confirm = "confirm" in lowered and "confirm" in self.tools
+        calls: list[tuple[str, dict[str, Any]]] = []
+        if self.tools_allowed:
+            if expression and "calculator" in self.tools and self._result("calculator") is None:
+                calls.append(("calculator", {"expression": expression}))
+            if wants_confirm and self._result("confirm") is None:
+                calls.append(("confirm", {"question": _question(prompt)}))
+        if calls:
+            names = " and ".join(name for name, _ in calls)
+            asked = prompt.strip()[:200].rstrip(".")
+            self._thinking(f"The user asked: {asked}. I should use {names} before answering.")
+            self._text("Let me use the " + names + (" tools." if len(calls) > 1 else " tool."))
+            for name, arguments in calls:
+                self._tool_use(name, arguments)
+            self.stop_reason = "tool_use"
+            return
+        self._thinking("I have what I need; time to answer.")
+        self._answer(prompt, expression)
+
+    def _answer(self, prompt: str, expression: str | None) -> None:
+        lowered = prompt.lower()
+        parts: list[str] = []
+        calc = self._result("calculator")
+        if calc is not None and expression:
+            text, is_error = calc
+            parts.append(f"The calculator failed: {text}" if is_error else f"{expression} = {text}.")
+        elif expression:
+            try:
+                parts.append(f"{expression} = {evaluate(expression)} (worked out without a tool).")
+            except (ValueError, ZeroDivisionError) as exc:
+                parts.append(f"I cannot evaluate {expression}: {exc}.")
+        confirmation = self._result("confirm")
+        if confirmation is not None:
+            text, is_error = confirmation
+            if is_error:
+                parts.append(f"The confirmation failed ({text}), so I did nothing.")
+            elif _YES.search(text):
+                parts.append("You confirmed, so I went ahead.")
+            else:
+                parts.append("You declined, so I did nothing.")
+        if any(word in lowered for word in ("cite", "citation", "source")):
+            self._text("According to the reference document, ", citation=True)
+            parts.append("That is the cited fact.")
+        if "long" in lowered.split() or "long answer" in lowered:
+            sentence = "Ceci est une longue réponse, déroulée pour montrer le découpage des enveloppes — ✓. "
+            parts.append(sentence * 40)
+        if not parts:
+            parts.append(
+                f"Hello! I am the embedded scripted model. You said: {prompt.strip()[:300]!r}. "
+                "Ask me some arithmetic (What is 5 + (10 * 2)?), to confirm something, or to cite a source."
+            )
+        self._text(" ".join(parts))
+
+    # ---------------------------------------------------------------- rendering
+
+    def _digest(self, salt: str) -> str:
+        seed = json.dumps(self.messages, sort_keys=True, default=str) + salt
+        return hashlib.sha256(seed.encode()).hexdigest()[:16]
+
+    def _spend(self, text: str) -> str:
+        """Count tokens for ``text``; at the budget, return what fits and raise after emitting it."""
+        cost = math.ceil(len(text) / 4)
+        if self.tokens + cost <= self.max_tokens:
+            self.tokens += cost
+            return text
+        room = max(0, self.max_tokens - self.tokens) * 4
+        self.tokens = self.max_tokens
+        return text[:room]
+
+    def _emit_pieces(self, index: int, kind: str, field: str, pieces: Sequence[str]) -> None:
+        for piece in pieces:
+            kept = self._spend(piece)
+            if kept:
+                self.out.append({"type": "content_block_delta", "index": index, "delta": {"type": kind, field: kept}})
+            if kept != piece:
+                self.out.append({"type": "content_block_stop", "index": index})
+                raise _Budget
+
+    def _thinking(self, text: str) -> None:
+        index = self._next()
+        self.out.append(
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            }
+        )
+        self._emit_pieces(index, "thinking_delta", "thinking", _words(text))
+        signature = "scripted-signature-" + self._digest(text)
+        self.out.append(
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "signature_delta", "signature": signature},
+            }
+        )
+        self.out.append({"type": "content_block_stop", "index": index})
+
+    def _text(self, text: str, *, citation: bool = False) -> None:
+        index = self._next()
+        self.out.append({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+        if citation:
+            text = text + _SOURCE_DOC
+        self._emit_pieces(index, "text_delta", "text", _words(text))
+        if citation:
+            start = len(text) - len(_SOURCE_DOC)
+            self.out.append(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {
+                        "type": "citations_delta",
+                        "citation": {
+                            "type": "char_location",
+                            "cited_text": _SOURCE_DOC,
+                            "document_index": 0,
+                            "document_title": "Scripted reference",
+                            "start_char_index": start,
+                            "end_char_index": start + len(_SOURCE_DOC),
+                        },
+                    },
+                }
+            )
+        self.out.append({"type": "content_block_stop", "index": index})
+
+    def _tool_use(self, name: str, arguments: dict[str, Any]) -> None:
+        index = self._next()
+        tool_id = f"toolu_scripted_{self._digest(name + str(index))}"
+        self.out.append(
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "tool_use", "id": tool_id, "name": name, "input": {}},
+            }
+        )
+        text = json.dumps(arguments, ensure_ascii=False)
+        pieces = [""] + [text[i : i + 12] for i in range(0, len(text), 12)]
+        self._emit_pieces(index, "input_json_delta", "partial_json", pieces)
+        self.out.append({"type": "content_block_stop", "index": index})
+
+    def _next(self) -> int:
+        index = self.index
+        self.index += 1
+        return index
+
+
+def _words(text: str) -> list[str]:
+    """Split text into small deltas of about three words, as a model streams."""
+    tokens = re.findall(r"\S+\s*|\s+", text)
+    return ["".join(tokens[i : i + 3]) for i in range(0, len(tokens), 3)] or [text]
+
+
+def _question(prompt: str) -> str:
+    text = prompt.strip().rstrip("?.!")
+    return f"Do you confirm: {text[:200]}?"

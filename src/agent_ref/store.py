@@ -1,0 +1,271 @@
+"""Storage of agents: the ``Store`` protocol, ``MemoryStore`` and ``SQLiteStore``.
+
+Owns: durable agent state, the history of completed runs, and each run's envelope log,
+with transactional saves and optimistic concurrency (spec ``spec/agent-ref.md`` §4).
+Does not own: what the state means (``state.py``, ``agent.py``).
+
+Concurrency rule (spec §4.3): every ``AgentState`` carries ``version``. ``save`` writes
+only if the stored version still equals the one the caller loaded (``0`` means "must
+not exist yet"), and then bumps it, all in one transaction with the log lines and the
+run record. Two processes that resume the same paused agent both load version *v*;
+the first save wins, the second gets ``ConflictError`` and has written nothing.
+
+``SQLiteStore`` uses the standard ``sqlite3`` module off the event loop
+(``asyncio.to_thread``), a fresh connection per operation (connections are not shared
+across threads), WAL journaling, and ``BEGIN IMMEDIATE`` so a writer takes the lock
+before it reads the version it compares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Protocol
+
+import msgspec
+
+from .errors import ConflictError, StateError
+from .state import AgentState, RunRecord, decode_state, encode_state
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["LogBatch", "MemoryStore", "SQLiteStore", "Store"]
+
+
+@dataclass(frozen=True, slots=True)
+class LogBatch:
+    """Envelope lines sent in one response of a run, from line ``start`` on.
+
+    Attributes:
+        run_id: the run.
+        response: the response's index within the run (0 for the first, 1 after a resume...).
+        start: index of the first line within that response.
+        lines: the lines exactly as sent (``b"[DONE]"`` included).
+    """
+
+    run_id: str
+    response: int
+    start: int
+    lines: Sequence[bytes]
+
+
+class Store(Protocol):
+    """Where agents live between processes."""
+
+    async def load(self, agent_uuid: str) -> AgentState | None:
+        """The stored state, or ``None`` if the agent is unknown."""
+        ...
+
+    async def save(self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None) -> None:
+        """Write ``state`` (and ``log``, ``run``) in one transaction if nobody wrote since it was loaded.
+
+        On success ``state.version`` is incremented in place.
+
+        Raises:
+            ConflictError: the stored version differs from ``state.version``.
+        """
+        ...
+
+    async def run_log(self, run_id: str) -> list[bytes]:
+        """Every line sent for the run, in order, across its responses."""
+        ...
+
+    async def runs(self, agent_uuid: str) -> list[RunRecord]:
+        """The agent's completed runs, oldest first."""
+        ...
+
+
+class MemoryStore:
+    """A ``Store`` in a dict, for tests and single-process use. States are copied in and out."""
+
+    def __init__(self) -> None:
+        """Create an empty store."""
+        self._states: dict[str, bytes] = {}
+        self._logs: dict[str, list[tuple[int, int, bytes]]] = {}
+        self._runs: dict[str, list[RunRecord]] = {}
+
+    async def load(self, agent_uuid: str) -> AgentState | None:
+        """See ``Store.load``."""
+        data = self._states.get(agent_uuid)
+        return decode_state(data) if data is not None else None
+
+    async def save(self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None) -> None:
+        """See ``Store.save``."""
+        data = self._states.get(state.agent_uuid)
+        stored = decode_state(data).version if data is not None else 0
+        if stored != state.version:
+            raise ConflictError(_conflict(state, stored))
+        state.version += 1
+        self._states[state.agent_uuid] = encode_state(state)
+        if log is not None:
+            entries = self._logs.setdefault(log.run_id, [])
+            entries.extend((log.response, log.start + i, line) for i, line in enumerate(log.lines))
+        if run is not None:
+            self._runs.setdefault(run.agent_uuid, []).append(
+                msgspec.json.decode(msgspec.json.encode(run), type=RunRecord)
+            )
+
+    async def run_log(self, run_id: str) -> list[bytes]:
+        """See ``Store.run_log``."""
+        return [line for _, _, line in sorted(self._logs.get(run_id, []), key=lambda e: (e[0], e[1]))]
+
+    async def runs(self, agent_uuid: str) -> list[RunRecord]:
+        """See ``Store.runs``."""
+        return list(self._runs.get(agent_uuid, []))
+
+
+def _conflict(state: AgentState, stored: int) -> str:
+    if stored == 0:
+        return f"agent {state.agent_uuid} is not stored (expected version {state.version})"
+    return (
+        f"agent {state.agent_uuid} was changed by another process (stored version {stored}, "
+        f"this one loaded version {state.version}); nothing was written"
+    )
+
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS agents (
+    agent_uuid TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    state BLOB NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    agent_uuid TEXT NOT NULL,
+    finished_at REAL NOT NULL,
+    stop_reason TEXT NOT NULL,
+    record BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_agent ON runs (agent_uuid, finished_at);
+CREATE TABLE IF NOT EXISTS envelope_log (
+    run_id TEXT NOT NULL,
+    response INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    line BLOB NOT NULL,
+    PRIMARY KEY (run_id, response, seq)
+);
+"""
+
+
+class SQLiteStore:
+    """A ``Store`` in one SQLite file, safe across processes (spec §4.2).
+
+    Args:
+        path: the database file; created with its tables if missing.
+        timeout: seconds a writer waits for another writer's lock.
+    """
+
+    def __init__(self, path: str | Path, *, timeout: float = 10.0) -> None:
+        """Open (lazily) the database at ``path``."""
+        self.path = Path(path)
+        self.timeout = timeout
+        self._ready = False
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot open the agent database {self.path}: {exc}") from None
+        if not self._ready:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+            self._ready = True
+        return conn
+
+    async def load(self, agent_uuid: str) -> AgentState | None:
+        """See ``Store.load``."""
+        return await asyncio.to_thread(self._load, agent_uuid)
+
+    def _load(self, agent_uuid: str) -> AgentState | None:
+        conn = self._connect()
+        try:
+            row = conn.execute("SELECT state, version FROM agents WHERE agent_uuid = ?", (agent_uuid,)).fetchone()
+        finally:
+            conn.close()
+        if row is None:
+            return None
+        state = decode_state(row[0])
+        state.version = int(row[1])
+        return state
+
+    async def save(self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None) -> None:
+        """See ``Store.save``."""
+        await asyncio.to_thread(self._save, state, log, run)
+
+    def _save(self, state: AgentState, log: LogBatch | None, run: RunRecord | None) -> None:
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT version FROM agents WHERE agent_uuid = ?", (state.agent_uuid,)).fetchone()
+                stored = int(row[0]) if row is not None else 0
+                if stored != state.version:
+                    raise ConflictError(_conflict(state, stored))
+                new_version = state.version + 1
+                blob = encode_state(msgspec.structs.replace(state, version=new_version))
+                now = time.time()
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO agents (agent_uuid, version, status, state, updated_at) VALUES (?, ?, ?, ?, ?)",
+                        (state.agent_uuid, new_version, state.status, blob, now),
+                    )
+                else:
+                    conn.execute(
+                        "UPDATE agents SET version = ?, status = ?, state = ?, updated_at = ?"
+                        " WHERE agent_uuid = ? AND version = ?",
+                        (new_version, state.status, blob, now, state.agent_uuid, state.version),
+                    )
+                if log is not None:
+                    conn.executemany(
+                        "INSERT INTO envelope_log (run_id, response, seq, line) VALUES (?, ?, ?, ?)",
+                        [(log.run_id, log.response, log.start + i, line) for i, line in enumerate(log.lines)],
+                    )
+                if run is not None:
+                    conn.execute(
+                        "INSERT INTO runs (run_id, agent_uuid, finished_at, stop_reason, record)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (run.run_id, run.agent_uuid, run.finished_at, run.stop_reason, msgspec.json.encode(run)),
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            state.version = new_version
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot save agent {state.agent_uuid} to {self.path}: {exc}") from None
+        finally:
+            conn.close()
+
+    async def run_log(self, run_id: str) -> list[bytes]:
+        """See ``Store.run_log``."""
+        return await asyncio.to_thread(self._run_log, run_id)
+
+    def _run_log(self, run_id: str) -> list[bytes]:
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT line FROM envelope_log WHERE run_id = ? ORDER BY response, seq", (run_id,)
+            ).fetchall()
+        finally:
+            conn.close()
+        return [bytes(r[0]) for r in rows]
+
+    async def runs(self, agent_uuid: str) -> list[RunRecord]:
+        """See ``Store.runs``."""
+        return await asyncio.to_thread(self._runs, agent_uuid)
+
+    def _runs(self, agent_uuid: str) -> list[RunRecord]:
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT record FROM runs WHERE agent_uuid = ? ORDER BY finished_at, rowid", (agent_uuid,)
+            ).fetchall()
+        finally:
+            conn.close()
+        return [msgspec.json.decode(r[0], type=RunRecord) for r in rows]

@@ -1,0 +1,386 @@
+"""Tools: the ``@tool`` decorator, the result of a tool, and the executor of one step's calls.
+
+Owns: turning a typed, documented Python function into an Anthropic tool definition
+(JSON schema from the type hints, description from the docstring), running backend
+tools of one step concurrently under a bound, and turning what a tool returns (or
+raises) into a ``tool_result`` content block plus its envelope lines (spec
+``spec/agent-ref.md`` §2).
+Does not own: deciding which calls to run (``agent.py``), or the wire form of the
+lines (``envelope.Emitter``). Server tools (run by Anthropic) are plain API dicts that
+``agent.py`` passes through; nothing here executes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+import types
+import typing
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Union, overload
+
+import msgspec
+
+from .errors import ToolDefinitionError
+from .redact import public_message
+
+if typing.TYPE_CHECKING:
+    from envelope import Emitter, ImageRef
+
+__all__ = [
+    "Executor",
+    "Tool",
+    "ToolCallRequest",
+    "ToolOutcome",
+    "ToolOutput",
+    "run_tools",
+    "tool",
+]
+
+#: Where a tool runs: here, or in the browser (schema only, the agent pauses for it).
+Executor = Literal["backend", "frontend"]
+
+#: Longest error message a failing tool puts into its result (spec §2.4-b).
+MAX_ERROR_CHARS: Final = 500
+
+_NAME_RE: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_SIMPLE: Final[dict[type, dict[str, Any]]] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a tool may return when it has images: text plus images (spec §2.4-c).
+
+    Attributes:
+        text: the text part of the result.
+        images: data URIs (``data:image/png;base64,...``) or URLs, with their MIME type.
+    """
+
+    text: str = ""
+    images: Sequence[ImageRef] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A tool the model may call.
+
+    Attributes:
+        name: the tool name the model uses.
+        description: what the tool does (the docstring's first part).
+        input_schema: JSON schema of the arguments.
+        executor: ``"backend"`` (run by ``fn`` here) or ``"frontend"`` (run by the browser).
+        fn: the function; ``None`` for a schema-only frontend tool.
+        param_types: the annotated type of each parameter, used to check the model's input.
+    """
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    executor: Executor = "backend"
+    fn: Callable[..., Any] | None = None
+    param_types: Mapping[str, Any] = field(default_factory=dict)
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as the Messages API takes it in ``tools``."""
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, executor: Executor = "backend", description: str | None = None
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    executor: Executor = "backend",
+    description: str | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a ``Tool`` from a function with type hints and a Google-style docstring.
+
+    Use bare (``@tool``) or with options (``@tool(executor="frontend")``). The
+    parameters become the schema's properties; those without a default are required.
+    The docstring's text before ``Args:`` is the description; each ``name: text`` line
+    under ``Args:`` describes that property. A frontend tool's body never runs.
+
+    Args:
+        fn: the function (when used bare).
+        name: the tool name; the function's name by default.
+        executor: ``"backend"`` or ``"frontend"``.
+        description: overrides the docstring's description.
+
+    Returns:
+        The ``Tool`` (or a decorator that makes it).
+
+    Raises:
+        ToolDefinitionError: a parameter without a type hint, an unsupported hint,
+            ``*args``/``**kwargs``, or an invalid name.
+    """
+
+    def build(f: Callable[..., Any]) -> Tool:
+        return _build(f, name=name, executor=executor, description=description)
+
+    return build(fn) if fn is not None else build
+
+
+def _build(f: Callable[..., Any], *, name: str | None, executor: Executor, description: str | None) -> Tool:
+    tool_name = name or f.__name__
+    if not _NAME_RE.match(tool_name):
+        raise ToolDefinitionError(f"tool name {tool_name!r} must match {_NAME_RE.pattern}")
+    if executor not in ("backend", "frontend"):
+        raise ToolDefinitionError(f"executor must be 'backend' or 'frontend', got {executor!r}")
+    summary, arg_docs = _parse_docstring(inspect.getdoc(f) or "")
+    try:
+        hints = typing.get_type_hints(f)
+    except Exception as exc:  # a hint that does not resolve is a definition error, not a crash
+        raise ToolDefinitionError(f"tool {tool_name}: cannot resolve type hints ({exc})") from None
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    param_types: dict[str, Any] = {}
+    for param in inspect.signature(f).parameters.values():
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise ToolDefinitionError(f"tool {tool_name}: *args and **kwargs cannot be described as a schema")
+        if param.name not in hints:
+            raise ToolDefinitionError(f"tool {tool_name}: parameter {param.name!r} has no type hint")
+        hint = hints[param.name]
+        schema = _schema(hint, f"{tool_name}.{param.name}")
+        if param.name in arg_docs:
+            schema = {**schema, "description": arg_docs[param.name]}
+        if param.default is inspect.Parameter.empty:
+            required.append(param.name)
+        elif param.default is not None and _json_able(param.default):
+            schema = {**schema, "default": param.default}
+        properties[param.name] = schema
+        param_types[param.name] = hint
+    input_schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        input_schema["required"] = required
+    return Tool(
+        name=tool_name,
+        description=description if description is not None else (summary or tool_name),
+        input_schema=input_schema,
+        executor=executor,
+        fn=f if executor == "backend" else None,
+        param_types=param_types,
+    )
+
+
+def _json_able(value: object) -> bool:
+    return isinstance(value, str | int | float | bool)
+
+
+def _schema(hint: Any, where: str) -> dict[str, Any]:
+    """JSON schema of one type hint (the subset a tool argument needs)."""
+    if hint in _SIMPLE:
+        return dict(_SIMPLE[hint])
+    if hint is Any:
+        return {}
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin in (Union, types.UnionType):
+        members = [a for a in args if a is not type(None)]
+        if len(members) == 1:
+            return _schema(members[0], where)
+        return {"anyOf": [_schema(a, where) for a in members]}
+    if origin in (list, Sequence, tuple) or hint is list:
+        item = args[0] if args else Any
+        return {"type": "array", "items": _schema(item, where)}
+    if origin in (dict, Mapping) or hint is dict:
+        return {"type": "object"}
+    raise ToolDefinitionError(f"{where}: type hint {hint!r} has no JSON schema mapping here")
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into the summary and the ``Args:`` descriptions."""
+    lines = doc.splitlines()
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    for raw in lines:
+        stripped = raw.strip()
+        if re.fullmatch(r"(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):", stripped):
+            section = stripped[:-1]
+            current = None
+            continue
+        if section is None:
+            summary.append(stripped)
+        elif section in ("Args", "Arguments", "Parameters"):
+            match = re.match(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", stripped)
+            if match and raw.startswith((" ", "\t")) and (len(raw) - len(raw.lstrip())) <= 4:
+                current = match.group(1)
+                args[current] = match.group(2)
+            elif current is not None and stripped:
+                args[current] = f"{args[current]} {stripped}".strip()
+    return " ".join(p for p in " ".join(summary).split()), args
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequest:
+    """One ``tool_use`` block the model asked for."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ToolOutcome:
+    """A finished call: the ``tool_result`` block for history and the envelope lines sent for it.
+
+    Attributes:
+        block: ``{"type": "tool_result", "tool_use_id", "content", "is_error"?}``.
+        lines: the envelope lines (``tool_result`` [+ images + closing marker]).
+        text: the text part, as streamed.
+        is_error: the tool failed.
+    """
+
+    block: dict[str, Any]
+    lines: list[bytes]
+    text: str
+    is_error: bool
+
+
+def result_block(
+    tool_use_id: str, text: str, images: Sequence[ImageRef] = (), *, is_error: bool = False
+) -> dict[str, Any]:
+    """The ``tool_result`` content block the Messages API takes (spec §2.4-a).
+
+    Args:
+        tool_use_id: the call it answers.
+        text: the text content.
+        images: images as data URIs or URLs.
+        is_error: mark the result as an error.
+
+    Returns:
+        The block.
+    """
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text or not images else []
+    for image in images:
+        content.append({"type": "image", "source": _image_source(image)})
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+    if is_error:
+        block["is_error"] = True
+    return block
+
+
+def _image_source(image: ImageRef) -> dict[str, Any]:
+    if image.src.startswith("data:"):
+        header, _, data = image.src.partition(",")
+        media_type = header[5:].split(";", 1)[0] or image.media_type
+        return {"type": "base64", "media_type": media_type, "data": data}
+    return {"type": "url", "url": image.src}
+
+
+def outcome(emitter: Emitter, call: ToolCallRequest, value: object, *, is_error: bool = False) -> ToolOutcome:
+    """Turn what a tool returned into its history block and envelope lines (spec §2.4-c).
+
+    ``str`` is the text; ``ToolOutput`` is text plus images; ``bytes`` of an image are
+    not guessed at (return a ``ToolOutput`` with a data URI); anything else is
+    encoded as JSON, and if it cannot be, the call is an error.
+    """
+    images: Sequence[ImageRef] = ()
+    if isinstance(value, ToolOutput):
+        text, images = value.text, tuple(value.images)
+    elif isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = msgspec.json.encode(value).decode()
+        except (TypeError, msgspec.EncodeError):
+            text = f"tool {call.name} returned a {type(value).__name__}, which is not JSON-able"
+            is_error = True
+    lines = emitter.tool_result(call.id, call.name, text, images)
+    return ToolOutcome(
+        block=result_block(call.id, text, images, is_error=is_error), lines=lines, text=text, is_error=is_error
+    )
+
+
+def error_outcome(emitter: Emitter, call: ToolCallRequest, message: str) -> ToolOutcome:
+    """An ``is_error`` result with ``message`` (already public: no traceback, no secret)."""
+    return outcome(emitter, call, message, is_error=True)
+
+
+async def _call(tool_def: Tool, call: ToolCallRequest) -> object:
+    assert tool_def.fn is not None
+    kwargs: dict[str, Any] = {}
+    for key, value in call.input.items():
+        hint = tool_def.param_types.get(key)
+        if hint is None:
+            raise TypeError(f"unexpected argument {key!r}")
+        # strict=False: the model sends 3 for a float, "3" is still refused.
+        kwargs[key] = msgspec.convert(value, type=hint, strict=False) if hint is not Any else value
+    fn = tool_def.fn
+    if inspect.iscoroutinefunction(fn):
+        result = await fn(**kwargs)
+    else:
+        result = await asyncio.to_thread(fn, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+    return result
+
+
+async def run_tools(
+    calls: Sequence[ToolCallRequest],
+    tools: Mapping[str, Tool],
+    emitter: Emitter,
+    send: Callable[[list[bytes]], Awaitable[None]],
+    *,
+    max_concurrency: int = 4,
+) -> list[ToolOutcome]:
+    """Run backend calls concurrently (at most ``max_concurrency`` at once) and send their results.
+
+    Each call's lines are sent as one contiguous group, in the order of the calls, as
+    soon as that call and every earlier one have finished (spec §2.3-a). A tool that
+    raises gives an ``is_error`` result with a short message (spec §2.4-b); an unknown
+    tool name or invalid input likewise. Cancellation propagates (abort).
+
+    Args:
+        calls: the backend calls of one step, in the order the model made them.
+        tools: tools by name.
+        emitter: the agent's emitter.
+        send: sends a group of lines (and logs them).
+        max_concurrency: the bound on calls running at once.
+
+    Returns:
+        One outcome per call, in call order.
+    """
+    gate = asyncio.Semaphore(max(1, max_concurrency))
+
+    async def one(call: ToolCallRequest) -> ToolOutcome:
+        tool_def = tools.get(call.name)
+        if tool_def is None or tool_def.executor != "backend":
+            return error_outcome(emitter, call, f"unknown tool {call.name!r}")
+        async with gate:
+            try:
+                value = await _call(tool_def, call)
+            except (msgspec.ValidationError, TypeError) as exc:
+                return error_outcome(emitter, call, f"invalid input for {call.name}: {public_message(str(exc))}")
+            except Exception as exc:  # spec §2.4-b: a failing tool is a result, never a crash
+                text = public_message(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]
+                return error_outcome(emitter, call, text)
+        return outcome(emitter, call, value)
+
+    tasks = [asyncio.ensure_future(one(call)) for call in calls]
+    outcomes: list[ToolOutcome] = []
+    try:
+        for task in tasks:
+            done = await task
+            outcomes.append(done)
+            await send(done.lines)
+    finally:
+        for task in tasks:
+            task.cancel()
+    return outcomes

@@ -1,0 +1,88 @@
+"""Helpers for the agent_ref tests: run an agent into a list, read streams back, apply discards."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
+
+from agent_ref import RetryPolicy
+from envelope import reconstruct
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
+    from agent_ref import AgentResult
+
+
+async def _no_sleep(_: float) -> None:
+    return None
+
+
+def fast_retry(attempts: int = 4) -> RetryPolicy:
+    """A retry policy that never really sleeps (backoff is configurable; tests stay fast)."""
+    return RetryPolicy(max_attempts=attempts, base_delay=0.001, max_delay=0.002, sleep=_no_sleep)
+
+
+def drop(line: bytes) -> None:
+    """A sink that ignores what it gets."""
+
+
+def run(coro: Coroutine[Any, Any, AgentResult]) -> AgentResult:
+    """Run one agent coroutine to its end."""
+    return asyncio.run(coro)
+
+
+def envelopes(lines: list[bytes]) -> list[dict[str, Any]]:
+    """The decoded envelopes of a stream (``[DONE]`` left out)."""
+    return [json.loads(line) for line in lines if line != b"[DONE]"]
+
+
+def types(lines: list[bytes]) -> list[str]:
+    """The envelope types in order, consecutive repeats collapsed (one entry per run of lines)."""
+    out: list[str] = []
+    for env in envelopes(lines):
+        if not out or out[-1] != env["type"] or env["type"] not in ("text", "thinking"):
+            out.append(env["type"])
+    collapsed: list[str] = []
+    for kind in out:
+        if collapsed and collapsed[-1] == kind and kind in ("text", "thinking"):
+            continue
+        collapsed.append(kind)
+    return collapsed
+
+
+def blocks(lines: list[bytes]) -> list[dict[str, Any]]:
+    """The reconstructed blocks of the single agent of a stream, with the discard rule applied."""
+    transcript = reconstruct(lines).to_dict()
+    (agent,) = transcript["agents"].values()
+    return apply_discards(agent["blocks"])
+
+
+def apply_discards(blocks_in: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The discarded-attempt rule of spec/agent-ref.md §6.4, applied to one agent's blocks.
+
+    A complete ``error`` block whose data is an object with ``type == "attempt_discarded"``
+    and an int ``discard_blocks`` = n removes the n blocks before it (all complete).
+    """
+    out: list[dict[str, Any]] = []
+    for block in blocks_in:
+        data = block.get("data")
+        if block["type"] == "error" and isinstance(data, dict) and data.get("type") == "attempt_discarded":
+            n = data["discard_blocks"]
+            assert isinstance(n, int)
+            assert 0 <= n <= len(out)
+            assert all(b["complete"] for b in out[len(out) - n :])
+            del out[len(out) - n :]
+            continue
+        out.append(block)
+    return out
+
+
+def meta(lines: list[bytes], kind: str) -> dict[str, Any]:
+    """The JSON data of the last ``kind`` block (meta_init, meta_final, error...)."""
+    found = [b for b in reconstruct(lines).to_dict()["agents"].popitem()[1]["blocks"] if b["type"] == kind]
+    assert found, f"no {kind} block"
+    data = found[-1]["data"]
+    assert isinstance(data, dict | list)
+    return data  # type: ignore[return-value]  # a list only for awaiting_frontend_tools
