@@ -53,30 +53,20 @@ def types(lines: list[bytes]) -> list[str]:
 
 
 def blocks(lines: list[bytes]) -> list[dict[str, Any]]:
-    """The reconstructed blocks of the single agent of a stream, with the discard rule applied."""
+    """The rebuilt blocks of the single agent of a stream, discard signals left out.
+
+    The codec's reconstructor applies the discarded-attempt rule (spec/envelope-v1.md
+    §7.7): the blocks a failed attempt sent are already gone; the signal's own ``error``
+    block stays there, and is left out here so a retried run compares equal to a clean one.
+    """
     transcript = reconstruct(lines).to_dict()
     (agent,) = transcript["agents"].values()
-    return apply_discards(agent["blocks"])
+    return [b for b in agent["blocks"] if not _is_discard_signal(b)]
 
 
-def apply_discards(blocks_in: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The discarded-attempt rule of spec/agent-ref.md §6.4, applied to one agent's blocks.
-
-    A complete ``error`` block whose data is an object with ``type == "attempt_discarded"``
-    and an int ``discard_blocks`` = n removes the n blocks before it (all complete).
-    """
-    out: list[dict[str, Any]] = []
-    for block in blocks_in:
-        data = block.get("data")
-        if block["type"] == "error" and isinstance(data, dict) and data.get("type") == "attempt_discarded":
-            n = data["discard_blocks"]
-            assert isinstance(n, int)
-            assert 0 <= n <= len(out)
-            assert all(b["complete"] for b in out[len(out) - n :])
-            del out[len(out) - n :]
-            continue
-        out.append(block)
-    return out
+def _is_discard_signal(block: dict[str, Any]) -> bool:
+    data = block.get("data")
+    return block["type"] == "error" and isinstance(data, dict) and data.get("type") == "attempt_discarded"
 
 
 def meta(lines: list[bytes], kind: str) -> dict[str, Any]:

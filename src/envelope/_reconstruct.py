@@ -325,6 +325,52 @@ class Reconstructor:
             self._open.pop((agent, kind), None)
             if kind == "text":
                 self._last_text[agent] = block
+            elif kind == "error":
+                self._maybe_discard(block, position, index)
+
+    def _maybe_discard(self, block: _Open, position: Position | None, index: int) -> None:
+        """Apply a discarded-attempt signal carried by a just-completed error block (spec §7.7).
+
+        Error blocks are rare, so each is parsed once here when it completes.
+        """
+        data = _parse("".join(block.parts))
+        if not isinstance(data, dict) or data.get("type") != "attempt_discarded":
+            return
+        count = data.get("discard_blocks")
+        key = BlockKey(block.agent, "error")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise SequenceError(
+                f"discard_blocks must be a non-negative integer, got {count!r}",
+                position=_where(position, index),
+                key=key,
+                section="7.7-b",
+            )
+        blocks = self._agents[block.agent]
+        at = len(blocks) - 1 - blocks[::-1].index(block)
+        if count > at:
+            raise SequenceError(
+                f"attempt_discarded asks to drop {count} blocks, but only {at} precede it",
+                position=_where(position, index),
+                key=key,
+                section="7.7-b",
+            )
+        dropped = blocks[at - count : at]
+        if any(not b.complete for b in dropped):
+            raise SequenceError(
+                "attempt_discarded would drop a block that is still open",
+                position=_where(position, index),
+                key=key,
+                section="7.7-b",
+            )
+        # spec §7.7-a: the n blocks before the signal go, the signal stays
+        del blocks[at - count : at]
+        last = self._last_text.get(block.agent)
+        if last is not None and any(last is b for b in dropped):
+            remaining = [b for b in blocks if b.type == "text" and b.complete]
+            if remaining:
+                self._last_text[block.agent] = remaining[-1]
+            else:
+                del self._last_text[block.agent]
 
     def _image(self, wire: Any, where: Position) -> None:
         key = BlockKey(wire.agent, "tool_result")

@@ -201,3 +201,70 @@ def test_limits_on_block_size_and_open_blocks() -> None:
     rec.feed(_lines(_env("thinking", False, "a"))[0])
     with pytest.raises(DecodeError, match="max_open_blocks=2"):
         rec.feed(_lines(_env("tool_call", False, "a", id="i", name="n"))[0])
+
+
+def _discard(n: object, **extra: object) -> str:
+    payload = {"type": "attempt_discarded", "discard_blocks": n, "message": "overloaded", **extra}
+    return json.dumps(_env("error", True, json.dumps(payload)))
+
+
+def test_spec_07_7_discarded_attempt_removes_the_blocks_before_it() -> None:
+    """[7.7-a] the n blocks before the signal go (with their citations), the signal stays, other agents stay."""
+    other = {"type": "text", "agent": "other", "final": True, "delta": "kept"}
+    lines = [
+        *_lines(_env("meta_init", True, '{"format":"json"}')),
+        *_lines(_env("text", True, "first answer")),
+        *_lines(_env("thinking", False, "half a tho")),
+        json.dumps(other),
+        *_lines(_env("thinking", True)),
+        *_lines(_env("text", True, "half an ans")),
+        *_lines(_env("citation", True, "half", citation_type="char_location")),
+        _discard(2, retrying=True),
+        *_lines(_env("thinking", True, "a whole thought")),
+        *_lines(_env("text", True, "a whole answer")),
+        *_lines(_env("citation", True, "whole", citation_type="char_location")),
+    ]
+    t = reconstruct(lines).to_dict()
+    mine = t["agents"][AGENT]["blocks"]
+    assert [(b["type"], b.get("content")) for b in mine] == [
+        ("meta_init", None),
+        ("text", "first answer"),
+        ("error", None),
+        ("thinking", "a whole thought"),
+        ("text", "a whole answer"),
+    ]
+    assert mine[2]["data"]["type"] == "attempt_discarded"
+    assert [c["cited_text"] for c in mine[4]["citations"]] == ["whole"]
+    assert t["agents"]["other"]["blocks"] == [{"type": "text", "complete": True, "content": "kept", "citations": []}]
+
+
+def test_spec_07_7_citations_after_a_discard_attach_to_the_last_remaining_text() -> None:
+    """[7.7-a] after a discard, a citation attaches to the last text block that remains."""
+    lines = [
+        *_lines(_env("text", True, "kept")),
+        *_lines(_env("text", True, "dropped")),
+        _discard(1),
+        *_lines(_env("citation", True, "c", citation_type="char_location")),
+    ]
+    blocks = reconstruct(lines).to_dict()["agents"][AGENT]["blocks"]
+    assert blocks[0]["citations"] == [{"cited_text": "c", "citation_type": "char_location"}]
+    with pytest.raises(SequenceError, match="no completed text block"):
+        reconstruct(
+            [*_lines(_env("text", True, "only")), _discard(1), *_lines(_env("citation", True, "c", citation_type="x"))]
+        )
+
+
+def test_spec_07_7_bad_discards_are_sequence_errors() -> None:
+    """[7.7-b] more blocks than precede it, an open block, or a bad count: sequence errors."""
+    with pytest.raises(SequenceError, match="only 1 precede it") as info:
+        reconstruct([*_lines(_env("text", True, "a")), _discard(2)])
+    assert info.value.section == "7.7-b"
+    with pytest.raises(SequenceError, match="still open"):
+        reconstruct([*_lines(_env("text", True, "a"), _env("thinking", False, "b")), _discard(1)])
+    for bad in (-1, "2", True, 1.5):
+        with pytest.raises(SequenceError, match="non-negative integer"):
+            reconstruct([*_lines(_env("text", True, "a")), _discard(bad)])
+    # other error payloads are ordinary errors
+    plain = reconstruct(_lines(_env("error", True, '{"type":"overloaded_error","discard_blocks":1}')))
+    assert len(plain.agents[AGENT]) == 1
+    assert reconstruct([_discard(0)]).agents[AGENT][0].type == "error"
