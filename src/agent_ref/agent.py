@@ -470,8 +470,9 @@ class Agent:
                             raise
                         bad[index] = "".join(tool_json.get(index, []))
                         start = tool_starts.get(index, ("", ""))
-                        # The call was cut: show it as the model sent it (spec §1.3-b).
-                        lines = self._emitter.buffered("tool_call", bad[index], id=start[0], name=start[1])
+                        # The call was cut: show it with the input history records for it,
+                        # an empty object, so the stream stays valid (spec §1.3-b).
+                        lines = self._emitter.buffered("tool_call", "{}", id=start[0], name=start[1])
                     if lines:
                         sent += len(lines)
                         await response.send(lines)
