@@ -89,9 +89,20 @@ def _rss_child(megabytes: float) -> None:
         size += len(chunk)
         out += sum(map(len, m.feed(chunk)))
     out += sum(map(len, m.close()))
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"migrated {size / 1e6:.1f} MB (on the fly) to {out / 1e6:.1f} MB of lines: ", end="")
-    print(f"peak RSS {peak_kib / 1024:.1f} MiB")
+    print(f"peak RSS {_peak_rss_kib() / 1024:.1f} MiB")
+
+
+def _peak_rss_kib() -> int:
+    """Peak RSS of this process: VmHWM, which exec resets; ``ru_maxrss`` keeps the parent's peak."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:  # not Linux
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # pragma: no cover - VmHWM is always there
 
 
 def main() -> None:
