@@ -139,6 +139,10 @@ class _S(Enum):
     CITATIONS = "citations"  # inside <citations>, between <citation> elements
     DONE = "done"  # after close()
 
+    # Members are singletons compared by identity; hashing them by identity keeps the
+    # per-record table lookup in C (Enum's own __hash__ is Python code).
+    __hash__ = object.__hash__
+
 
 def _mode(lead: str, kind: str) -> str:
     """How a buffered body is written, from its first non-whitespace characters (§M2.3)."""
@@ -305,6 +309,15 @@ class XmlMigrator:
         self._body: _Body | None = None
         self._has_text: set[str] = set()
         self._client_n_warned = False
+        #: The tokenizer's step for each state; built once (``_run`` is called for every record).
+        self._handlers: Final[dict[_S, Callable[[], bool]]] = {
+            _S.TOP: self._top,
+            _S.TAG: self._tag,
+            _S.EMPTY: self._empty,
+            _S.STREAM: self._stream,
+            _S.BODY: self._body_step,
+            _S.CITATIONS: self._citations_step,
+        }
 
     # ------------------------------------------------------------------ public API
 
@@ -405,7 +418,12 @@ class XmlMigrator:
         return data
 
     def _unframe(self, *, final: bool) -> None:
-        """Recover the old server's chunks by its writing rule (§M1.1), not by an SSE parser."""
+        """Recover the old server's chunks by its writing rule (§M1.1), not by an SSE parser.
+
+        Works on an index into ``_raw`` and slices the buffer once per call (in ``finally``,
+        so an error leaves the same state as consuming record by record would), instead of
+        re-slicing the rest of the input after every record.
+        """
         if not self._started:
             if len(self._raw) < len(_PREFIX):
                 if final and self._raw:
@@ -422,44 +440,75 @@ class XmlMigrator:
             self._consume_raw(len(_PREFIX))
             self._started = True
             self._rec_start = True
-        while True:
-            raw = self._raw
-            if self._rec_start and raw[:1] == b"[":
-                # A record that is exactly `[DONE]` is the terminator (§M1.3).
-                whole = _DONE_REC + _SEP
-                if raw.startswith(whole) or (final and raw == _DONE_REC + b"\n\n"):
-                    where = Position(line=self._raw_line, offset=self._raw_off)
-                    self._consume_raw(len(whole) if raw.startswith(whole) else len(raw))
-                    self._done_record(where)
+        raw = self._raw
+        n = len(raw)
+        i = 0  # raw[:i] is consumed; self._raw_off and self._raw_line are those of raw[i]
+        try:
+            while True:
+                if self._rec_start and raw.startswith(b"[", i):
+                    # A record that is exactly `[DONE]` is the terminator (§M1.3).
+                    whole = _DONE_REC + _SEP
+                    full = raw.startswith(whole, i)
+                    if full or (final and raw[i:] == _DONE_REC + b"\n\n"):
+                        where = Position(line=self._raw_line, offset=self._raw_off)
+                        end = i + len(whole) if full else n
+                        self._raw_line += raw.count(b"\n", i, end)
+                        self._raw_off += end - i
+                        i = end
+                        self._done_record(where)
+                        continue
+                    if whole.startswith(raw[i:]) and not final:
+                        return  # not enough bytes to tell
+                at = raw.find(_SEP, i)
+                if at >= 0:
+                    start_off, start_line = self._raw_off, self._raw_line
+                    record = raw[i:at]
+                    lines = record.count(b"\n")
+                    self._raw_off += at - i
+                    self._raw_line += lines
+                    i = at
+                    self._bytes(record, start_off, start_line)
+                    self._raw_off += len(_SEP)
+                    self._raw_line += 2
+                    i += len(_SEP)
+                    self._rec_start = True
                     continue
-                if whole.startswith(raw) and not final:
-                    return  # not enough bytes to tell
-            at = raw.find(_SEP)
-            if at >= 0:
-                start_off, start_line = self._raw_off, self._raw_line
-                self._bytes(self._consume_raw(at), start_off, start_line)
-                self._consume_raw(len(_SEP))
-                self._rec_start = True
-                continue
-            if final:
-                start_off, start_line = self._raw_off, self._raw_line
-                if raw.endswith(b"\n\n"):
-                    self._bytes(self._consume_raw(len(raw) - 2), start_off, start_line)
-                    self._consume_raw(2)
-                elif raw or not self._rec_start:
-                    self._problem(
-                        "raw SSE capture ends inside a record (no final blank line); the rest is kept",
-                        Position(line=self._raw_line, offset=self._raw_off),
-                        "M1.1",
-                    )
-                    self._bytes(self._consume_raw(len(raw)), start_off, start_line)
+                if final:
+                    start_off, start_line = self._raw_off, self._raw_line
+                    if raw.endswith(b"\n\n") and n - i >= 2:
+                        record = raw[i : n - 2]
+                        self._raw_off += len(record)
+                        self._raw_line += record.count(b"\n")
+                        i = n - 2
+                        self._bytes(record, start_off, start_line)
+                        self._raw_off += 2
+                        self._raw_line += 2
+                        i = n
+                    elif i < n or not self._rec_start:
+                        self._problem(
+                            "raw SSE capture ends inside a record (no final blank line); the rest is kept",
+                            Position(line=self._raw_line, offset=self._raw_off),
+                            "M1.1",
+                        )
+                        record = raw[i:]
+                        self._raw_off += len(record)
+                        self._raw_line += record.count(b"\n")
+                        i = n
+                        self._bytes(record, start_off, start_line)
+                    return
+                keep = len(_SEP) - 1
+                if n - i > keep:
+                    start_off, start_line = self._raw_off, self._raw_line
+                    record = raw[i : n - keep]
+                    self._raw_off += len(record)
+                    self._raw_line += record.count(b"\n")
+                    i = n - keep
+                    self._bytes(record, start_off, start_line)
+                    self._rec_start = False
                 return
-            keep = len(_SEP) - 1
-            if len(raw) > keep:
-                start_off, start_line = self._raw_off, self._raw_line
-                self._bytes(self._consume_raw(len(raw) - keep), start_off, start_line)
-                self._rec_start = False
-            return
+        finally:
+            if i:
+                self._raw = raw[i:]
 
     def _done_record(self, at: Position) -> None:
         if self._state is _S.TOP and not self._buf.strip(_WS):
@@ -528,14 +577,7 @@ class XmlMigrator:
         self._buf = self._buf[n:]
 
     def _run(self) -> None:
-        handlers = {
-            _S.TOP: self._top,
-            _S.TAG: self._tag,
-            _S.EMPTY: self._empty,
-            _S.STREAM: self._stream,
-            _S.BODY: self._body_step,
-            _S.CITATIONS: self._citations_step,
-        }
+        handlers = self._handlers
         while self._buf and handlers[self._state]():
             pass
 
