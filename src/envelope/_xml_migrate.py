@@ -467,7 +467,8 @@ class XmlMigrator:
                     self._raw_off += at - i
                     self._raw_line += lines
                     i = at
-                    self._bytes(record, start_off, start_line)
+                    if self._state is not _S.STREAM or not self._stream_record(record, start_off, start_line, lines):
+                        self._bytes(record, start_off, start_line)
                     self._raw_off += len(_SEP)
                     self._raw_line += 2
                     i += len(_SEP)
@@ -509,6 +510,34 @@ class XmlMigrator:
         finally:
             if i:
                 self._raw = raw[i:]
+
+    def _stream_record(self, record: bytes, offset: int, line: int, newlines: int) -> bool:
+        """Fast path for a whole record inside a text or thinking body; ``False`` if it does not apply.
+
+        Most records of a capture are one delta of a streamed body. When nothing is pending
+        (no tokenizer text, no partial UTF-8 character, no held era-dependent text) and the
+        record holds no ``<`` (so no close tag or part of one) and nothing that bears on the
+        era, the layers below would decode it, emit it as one delta and keep only its end
+        position; this does exactly that without the layers' bookkeeping.
+        """
+        if self._buf or self._held_bytes or self._done_seen or b"<" in record:
+            return False
+        try:
+            text = record.decode("utf-8")
+        except UnicodeDecodeError:
+            return False  # a character cut at the record's end, or invalid UTF-8: the slow path says which
+        era = self.era
+        if era is None:
+            if self._held or "\n" in text or "\\" in text:
+                return False  # evidence for the era (§M3.1), or text held until there is some
+        elif era == "later" and (self._stream_hold or "\\" in text):
+            return False  # escapes to undo (§M3.2)
+        if not text:
+            return True  # an empty record: the decoder gives no text, and nothing moves
+        self._emit_stream(text)
+        # What _consume would leave: the position just after the record.
+        self._seams = [(0, offset + len(record), line + newlines)]
+        return True
 
     def _done_record(self, at: Position) -> None:
         if self._state is _S.TOP and not self._buf.strip(_WS):
