@@ -90,7 +90,8 @@ _RESULT_TYPE_TAG: Final = re.compile(r"(?:content-block-)?([a-z0-9_]+_tool_resul
 _CITATION_INTS: Final = ("document_index", "start_char_index", "end_char_index", "start_page_number", "end_page_number")
 _CITATION_STRS: Final = ("document_title", "url", "title")
 
-_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:")
+#: The characters of a tag name, as a run; matched up to one past the longest name allowed (§M2.8).
+_NAME_RUN: Final = re.compile(r"[A-Za-z0-9_.:\-]*")
 _TAG_RE: Final = re.compile(
     r"<(/?)([A-Za-z_][A-Za-z0-9_.:\-]*)"
     r"((?:\s+[A-Za-z_][A-Za-z0-9_.:\-]*\s*=\s*(?:\"[^\"]*\"|'[^']*'))*)"
@@ -100,6 +101,18 @@ _TAG_RE: Final = re.compile(
 _ATTR_RE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_.:\-]*)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')", re.S)
 _REF_RE: Final = re.compile(r"&(?:#[xX]([0-9A-Fa-f]{1,8})|#([0-9]{1,10})|([A-Za-z][A-Za-z0-9]{0,31}));|&")
 _NAMED_REFS: Final = {"quot": '"', "amp": "&", "lt": "<", "gt": ">", "apos": "'"}
+#: The references ``html.escape`` writes (and ``&apos;``, ``&#39;``), ``&amp;`` last (see ``_unescape``).
+_FIXED_REFS: Final = (
+    ("&quot;", '"'),
+    ("&lt;", "<"),
+    ("&gt;", ">"),
+    ("&#x27;", "'"),
+    ("&#39;", "'"),
+    ("&apos;", "'"),
+    ("&amp;", "&"),
+)
+#: An `&` that does not start one of ``_FIXED_REFS``.
+_ODD_REF: Final = re.compile(r"&(?!quot;|lt;|gt;|#x27;|#39;|apos;|amp;)")
 _LATER_RE: Final = re.compile(r"\\(.?)", re.S)
 _MULTIMODAL_RE: Final = re.compile(r"\s*(?:<text>(.*)</text>)?((?:\s*<image\b[^>]*>(?:\s*</image>)?)*)\s*\Z", re.S)
 _IMAGE_RE: Final = re.compile(r"<image\b([^>]*?)\s*/?>", re.S)
@@ -554,6 +567,17 @@ class XmlMigrator:
         if offset is None:
             offset, line = self._raw_off - len(data), self._raw_line - data.count(b"\n")
         assert line is not None
+        if not self._held_bytes:
+            # Nothing held in the incremental decoder: a piece that decodes whole gives the
+            # same text and leaves the decoder empty, without its Python-level wrapper.
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+            else:
+                if text:
+                    self._text(text, offset, line)
+                return
         try:
             text = self._utf8.decode(data)
         except UnicodeDecodeError as exc:
@@ -583,26 +607,36 @@ class XmlMigrator:
 
     def _pos(self, index: int) -> Position:
         """Input position of ``_buf[index]``."""
-        base, off, line = self._seams[0]
-        for seam in self._seams:
-            if seam[0] > index:
-                break
-            base, off, line = seam
+        offset, line = self._where(index)
+        return Position(line=line, offset=offset)
+
+    def _where(self, index: int) -> tuple[int, int]:
+        """Input (byte offset, line) of ``_buf[index]``."""
+        seams = self._seams
+        base, off, line = seams[0]
+        if len(seams) > 1:
+            for seam in seams:
+                if seam[0] > index:
+                    break
+                base, off, line = seam
         piece = self._buf[base:index]
-        return Position(line=line + piece.count("\n"), offset=off + len(piece.encode("utf-8", "surrogatepass")))
+        size = len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
+        return off + size, line + piece.count("\n")
 
     def _consume(self, n: int) -> None:
         if n <= 0:
             return
         if n >= len(self._buf):
             # Keep the position of the end for the next text.
-            end = self._pos(len(self._buf))
+            off, line = self._where(len(self._buf))
             self._buf = ""
-            self._seams = [(0, end.offset or 0, end.line or 1)]
+            self._seams = [(0, off, line)]
             return
-        new = self._pos(n)
-        keep = [(i - n, o, ln) for (i, o, ln) in self._seams if i > n]
-        self._seams = [(0, new.offset or 0, new.line or 1), *keep]
+        off, line = self._where(n)
+        seams = self._seams
+        self._seams = (
+            [(0, off, line), *[(i - n, o, ln) for (i, o, ln) in seams if i > n]] if len(seams) > 1 else [(0, off, line)]
+        )
         self._buf = self._buf[n:]
 
     def _run(self) -> None:
@@ -644,11 +678,9 @@ class XmlMigrator:
         n = len(buf)
         if i == 1:
             # The name must end within MAX_LEGACY_NAME_CHARS (§M2.8).
-            j = 1
-            if j < n and buf[j] == "/":
-                j += 1
-            while j < n and buf[j] in _NAME_CHARS and j <= MAX_LEGACY_NAME_CHARS + 1:
-                j += 1
+            name = _NAME_RUN.match(buf, 2 if buf.startswith("/", 1) else 1, min(n, MAX_LEGACY_NAME_CHARS + 2))
+            assert name is not None  # `*` matches the empty run
+            j = name.end()
             if j > MAX_LEGACY_NAME_CHARS + 1:
                 raise MigrationError(
                     f"tag name longer than {MAX_LEGACY_NAME_CHARS} characters",
@@ -800,6 +832,19 @@ class XmlMigrator:
     def _unescape(self, raw: str, key: str, pos: Position) -> str:
         """HTML references in an attribute value (§M2.4): five names and numeric ones, nothing else."""
         if "&" not in raw:
+            return raw
+        if _ODD_REF.search(raw) is None:
+            # Every `&` starts one of the common references: plain replacements give what the
+            # regex below gives (a reference holds one `&`, so none overlaps another, and no
+            # replacement makes a new one; `&amp;` comes last). Stop once every `&` is done.
+            left = raw.count("&")
+            for ref_text, char in _FIXED_REFS:
+                found = raw.count(ref_text)
+                if found:
+                    raw = raw.replace(ref_text, char)
+                    left -= found
+                    if not left:
+                        break
             return raw
 
         def ref(m: re.Match[str]) -> str:
