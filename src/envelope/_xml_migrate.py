@@ -473,6 +473,54 @@ class XmlMigrator:
                     if whole.startswith(raw[i:]) and not final:
                         return  # not enough bytes to tell
                 at = raw.find(_SEP, i)
+                if at >= 0 and self._state is _S.STREAM and self._rec_start and self._stream_fast():
+                    # Fast path: whole records inside a text or thinking body, one delta each.
+                    # Nothing is pending (no tokenizer text, partial UTF-8 character or text
+                    # held for the era), so a record that decodes whole and holds no `<` (no
+                    # close tag or part of one) and nothing that bears on the era (§M3.1) or
+                    # needs undoing (§M3.2) is what the layers below would emit as one delta;
+                    # its end becomes the tokenizer's position, as _consume would leave it.
+                    # Any other record, or a possible [DONE], leaves the rest to the general path.
+                    era = self.era
+                    no_backslash = era != "early"
+                    no_lf = era is None
+                    em = self._emitter()
+                    streamed = em.streamed
+                    kind = self._stream_type
+                    out = self._out
+                    first = i
+                    end_off = -1
+                    end_line = 0
+                    while at >= 0 and not raw.startswith(b"[", i):
+                        record = raw[i:at]
+                        if b"<" in record:
+                            break
+                        try:
+                            text = record.decode("utf-8")
+                        except UnicodeDecodeError:
+                            break  # a character cut at the record's end, or invalid UTF-8
+                        if (no_backslash and "\\" in text) or (no_lf and "\n" in text):
+                            break
+                        start_off = self._raw_off
+                        lines = record.count(b"\n")
+                        self._raw_off = start_off + len(record)
+                        self._raw_line += lines
+                        i = at
+                        if text:
+                            new = streamed(kind, text)
+                            if em.oversize:
+                                self._emit(new, self._stream_pos)  # reports any new oversize line (§M6.1)
+                            else:
+                                out += new
+                            end_off, end_line = self._raw_off, self._raw_line
+                        self._raw_off += len(_SEP)
+                        self._raw_line += 2
+                        i += len(_SEP)
+                        at = raw.find(_SEP, i)
+                    if end_off >= 0:
+                        self._seams = [(0, end_off, end_line)]
+                    if i != first:
+                        continue
                 if at >= 0:
                     start_off, start_line = self._raw_off, self._raw_line
                     record = raw[i:at]
@@ -480,8 +528,7 @@ class XmlMigrator:
                     self._raw_off += at - i
                     self._raw_line += lines
                     i = at
-                    if self._state is not _S.STREAM or not self._stream_record(record, start_off, start_line, lines):
-                        self._bytes(record, start_off, start_line)
+                    self._bytes(record, start_off, start_line)
                     self._raw_off += len(_SEP)
                     self._raw_line += 2
                     i += len(_SEP)
@@ -524,33 +571,13 @@ class XmlMigrator:
             if i:
                 self._raw = raw[i:]
 
-    def _stream_record(self, record: bytes, offset: int, line: int, newlines: int) -> bool:
-        """Fast path for a whole record inside a text or thinking body; ``False`` if it does not apply.
-
-        Most records of a capture are one delta of a streamed body. When nothing is pending
-        (no tokenizer text, no partial UTF-8 character, no held era-dependent text) and the
-        record holds no ``<`` (so no close tag or part of one) and nothing that bears on the
-        era, the layers below would decode it, emit it as one delta and keep only its end
-        position; this does exactly that without the layers' bookkeeping.
-        """
-        if self._buf or self._held_bytes or self._done_seen or b"<" in record:
+    def _stream_fast(self) -> bool:
+        """Whether nothing is pending that the stream fast path in ``_unframe`` would bypass."""
+        if self._buf or self._held_bytes or self._done_seen:
             return False
-        try:
-            text = record.decode("utf-8")
-        except UnicodeDecodeError:
-            return False  # a character cut at the record's end, or invalid UTF-8: the slow path says which
-        era = self.era
-        if era is None:
-            if self._held or "\n" in text or "\\" in text:
-                return False  # evidence for the era (§M3.1), or text held until there is some
-        elif era == "later" and (self._stream_hold or "\\" in text):
-            return False  # escapes to undo (§M3.2)
-        if not text:
-            return True  # an empty record: the decoder gives no text, and nothing moves
-        self._emit_stream(text)
-        # What _consume would leave: the position just after the record.
-        self._seams = [(0, offset + len(record), line + newlines)]
-        return True
+        if self.era is None:
+            return not self._held
+        return not (self.era == "later" and self._stream_hold)
 
     def _done_record(self, at: Position) -> None:
         if self._state is _S.TOP and not self._buf.strip(_WS):
@@ -689,6 +716,15 @@ class XmlMigrator:
                 )
             if j == n:
                 return False
+            whole = _WHOLE_TAG.match(buf) if not self._quote else None
+            if whole is not None:
+                # The whole tag is here: its end is the `>` the loop below would find.
+                end = whole.end()
+                text = buf[:end]
+                self._consume(end)
+                self._state = _S.TOP if not self._in_citations else _S.CITATIONS
+                self._on_tag(text, self._tag_pos)
+                return True
         quote = self._quote
         while i < n:
             if quote:
@@ -1364,6 +1400,9 @@ class XmlMigrator:
 
 
 _TAG_SCAN: Final = re.compile(r"[<>\"']")
+#: A whole tag: `<`, then text and quoted values with no `<` outside quotes, then `>`; the
+#: same end as the `_TAG_SCAN` loop, in one call. Possessive, so a failed match is linear.
+_WHOLE_TAG: Final = re.compile(r"""<(?:[^<>"']++|"[^"]*+"|'[^']*+')*+>""")
 
 
 def _partial_suffix(buf: str, close: str) -> int:
