@@ -8,8 +8,9 @@ It is fed in 64 KiB pieces. The baseline is an incremental UTF-8 decode of the s
 pieces, so the ratio says what migrating costs over touching the input at all; the two
 are alternated and the best of ``--rounds`` is kept. Times are CPU time of this process
 (``time.process_time``): on a machine shared with other jobs, wall time mostly measures
-the neighbours; absolute numbers still drift, the ratio less so. ``--rss`` migrates the same stream generated on the fly in
-a fresh subprocess (never held whole) and prints its peak RSS.
+the neighbours; absolute numbers still drift, the ratio less so. ``--rss`` migrates the
+same stream generated on the fly in a fresh subprocess (never held whole) and prints its
+peak RSS (``VmHWM``).
 """
 
 from __future__ import annotations
