@@ -90,7 +90,8 @@ _RESULT_TYPE_TAG: Final = re.compile(r"(?:content-block-)?([a-z0-9_]+_tool_resul
 _CITATION_INTS: Final = ("document_index", "start_char_index", "end_char_index", "start_page_number", "end_page_number")
 _CITATION_STRS: Final = ("document_title", "url", "title")
 
-_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:")
+#: The characters of a tag name, as a run; matched up to one past the longest name allowed (§M2.8).
+_NAME_RUN: Final = re.compile(r"[A-Za-z0-9_.:\-]*")
 _TAG_RE: Final = re.compile(
     r"<(/?)([A-Za-z_][A-Za-z0-9_.:\-]*)"
     r"((?:\s+[A-Za-z_][A-Za-z0-9_.:\-]*\s*=\s*(?:\"[^\"]*\"|'[^']*'))*)"
@@ -100,6 +101,18 @@ _TAG_RE: Final = re.compile(
 _ATTR_RE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_.:\-]*)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')", re.S)
 _REF_RE: Final = re.compile(r"&(?:#[xX]([0-9A-Fa-f]{1,8})|#([0-9]{1,10})|([A-Za-z][A-Za-z0-9]{0,31}));|&")
 _NAMED_REFS: Final = {"quot": '"', "amp": "&", "lt": "<", "gt": ">", "apos": "'"}
+#: The references ``html.escape`` writes (and ``&apos;``, ``&#39;``), ``&amp;`` last (see ``_unescape``).
+_FIXED_REFS: Final = (
+    ("&quot;", '"'),
+    ("&lt;", "<"),
+    ("&gt;", ">"),
+    ("&#x27;", "'"),
+    ("&#39;", "'"),
+    ("&apos;", "'"),
+    ("&amp;", "&"),
+)
+#: An `&` that does not start one of ``_FIXED_REFS``.
+_ODD_REF: Final = re.compile(r"&(?!quot;|lt;|gt;|#x27;|#39;|apos;|amp;)")
 _LATER_RE: Final = re.compile(r"\\(.?)", re.S)
 _MULTIMODAL_RE: Final = re.compile(r"\s*(?:<text>(.*)</text>)?((?:\s*<image\b[^>]*>(?:\s*</image>)?)*)\s*\Z", re.S)
 _IMAGE_RE: Final = re.compile(r"<image\b([^>]*?)\s*/?>", re.S)
@@ -138,6 +151,10 @@ class _S(Enum):
     BODY = "body"  # a buffered body (results, meta_files, error, citation), held until its close tag
     CITATIONS = "citations"  # inside <citations>, between <citation> elements
     DONE = "done"  # after close()
+
+    # Members are singletons compared by identity; hashing them by identity keeps the
+    # per-record table lookup in C (Enum's own __hash__ is Python code).
+    __hash__ = object.__hash__
 
 
 def _mode(lead: str, kind: str) -> str:
@@ -305,6 +322,15 @@ class XmlMigrator:
         self._body: _Body | None = None
         self._has_text: set[str] = set()
         self._client_n_warned = False
+        #: The tokenizer's step for each state; built once (``_run`` is called for every record).
+        self._handlers: Final[dict[_S, Callable[[], bool]]] = {
+            _S.TOP: self._top,
+            _S.TAG: self._tag,
+            _S.EMPTY: self._empty,
+            _S.STREAM: self._stream,
+            _S.BODY: self._body_step,
+            _S.CITATIONS: self._citations_step,
+        }
 
     # ------------------------------------------------------------------ public API
 
@@ -405,7 +431,12 @@ class XmlMigrator:
         return data
 
     def _unframe(self, *, final: bool) -> None:
-        """Recover the old server's chunks by its writing rule (§M1.1), not by an SSE parser."""
+        """Recover the old server's chunks by its writing rule (§M1.1), not by an SSE parser.
+
+        Works on an index into ``_raw`` and slices the buffer once per call (in ``finally``,
+        so an error leaves the same state as consuming record by record would), instead of
+        re-slicing the rest of the input after every record.
+        """
         if not self._started:
             if len(self._raw) < len(_PREFIX):
                 if final and self._raw:
@@ -422,44 +453,131 @@ class XmlMigrator:
             self._consume_raw(len(_PREFIX))
             self._started = True
             self._rec_start = True
-        while True:
-            raw = self._raw
-            if self._rec_start and raw[:1] == b"[":
-                # A record that is exactly `[DONE]` is the terminator (§M1.3).
-                whole = _DONE_REC + _SEP
-                if raw.startswith(whole) or (final and raw == _DONE_REC + b"\n\n"):
-                    where = Position(line=self._raw_line, offset=self._raw_off)
-                    self._consume_raw(len(whole) if raw.startswith(whole) else len(raw))
-                    self._done_record(where)
+        raw = self._raw
+        n = len(raw)
+        i = 0  # raw[:i] is consumed; self._raw_off and self._raw_line are those of raw[i]
+        try:
+            while True:
+                if self._rec_start and raw.startswith(b"[", i):
+                    # A record that is exactly `[DONE]` is the terminator (§M1.3).
+                    whole = _DONE_REC + _SEP
+                    full = raw.startswith(whole, i)
+                    if full or (final and raw[i:] == _DONE_REC + b"\n\n"):
+                        where = Position(line=self._raw_line, offset=self._raw_off)
+                        end = i + len(whole) if full else n
+                        self._raw_line += raw.count(b"\n", i, end)
+                        self._raw_off += end - i
+                        i = end
+                        self._done_record(where)
+                        continue
+                    if whole.startswith(raw[i:]) and not final:
+                        return  # not enough bytes to tell
+                at = raw.find(_SEP, i)
+                if at >= 0 and self._state is _S.STREAM and self._rec_start and self._stream_fast():
+                    # Fast path: whole records inside a text or thinking body, one delta each.
+                    # Nothing is pending (no tokenizer text, partial UTF-8 character or text
+                    # held for the era), so a record that decodes whole and holds no `<` (no
+                    # close tag or part of one) and nothing that bears on the era (§M3.1) or
+                    # needs undoing (§M3.2) is what the layers below would emit as one delta;
+                    # its end becomes the tokenizer's position, as _consume would leave it.
+                    # Any other record, or a possible [DONE], leaves the rest to the general path.
+                    era = self.era
+                    no_backslash = era != "early"
+                    no_lf = era is None
+                    em = self._emitter()
+                    streamed = em.streamed
+                    kind = self._stream_type
+                    out = self._out
+                    first = i
+                    end_off = -1
+                    end_line = 0
+                    while at >= 0 and not raw.startswith(b"[", i):
+                        record = raw[i:at]
+                        if b"<" in record:
+                            break
+                        try:
+                            text = record.decode("utf-8")
+                        except UnicodeDecodeError:
+                            break  # a character cut at the record's end, or invalid UTF-8
+                        if (no_backslash and "\\" in text) or (no_lf and "\n" in text):
+                            break
+                        start_off = self._raw_off
+                        lines = record.count(b"\n")
+                        self._raw_off = start_off + len(record)
+                        self._raw_line += lines
+                        i = at
+                        if text:
+                            new = streamed(kind, text)
+                            if em.oversize:
+                                self._emit(new, self._stream_pos)  # reports any new oversize line (§M6.1)
+                            else:
+                                out += new
+                            end_off, end_line = self._raw_off, self._raw_line
+                        self._raw_off += len(_SEP)
+                        self._raw_line += 2
+                        i += len(_SEP)
+                        at = raw.find(_SEP, i)
+                    if end_off >= 0:
+                        self._seams = [(0, end_off, end_line)]
+                    if i != first:
+                        continue
+                if at >= 0:
+                    start_off, start_line = self._raw_off, self._raw_line
+                    record = raw[i:at]
+                    lines = record.count(b"\n")
+                    self._raw_off += at - i
+                    self._raw_line += lines
+                    i = at
+                    self._bytes(record, start_off, start_line)
+                    self._raw_off += len(_SEP)
+                    self._raw_line += 2
+                    i += len(_SEP)
+                    self._rec_start = True
                     continue
-                if whole.startswith(raw) and not final:
-                    return  # not enough bytes to tell
-            at = raw.find(_SEP)
-            if at >= 0:
-                start_off, start_line = self._raw_off, self._raw_line
-                self._bytes(self._consume_raw(at), start_off, start_line)
-                self._consume_raw(len(_SEP))
-                self._rec_start = True
-                continue
-            if final:
-                start_off, start_line = self._raw_off, self._raw_line
-                if raw.endswith(b"\n\n"):
-                    self._bytes(self._consume_raw(len(raw) - 2), start_off, start_line)
-                    self._consume_raw(2)
-                elif raw or not self._rec_start:
-                    self._problem(
-                        "raw SSE capture ends inside a record (no final blank line); the rest is kept",
-                        Position(line=self._raw_line, offset=self._raw_off),
-                        "M1.1",
-                    )
-                    self._bytes(self._consume_raw(len(raw)), start_off, start_line)
+                if final:
+                    start_off, start_line = self._raw_off, self._raw_line
+                    if raw.endswith(b"\n\n") and n - i >= 2:
+                        record = raw[i : n - 2]
+                        self._raw_off += len(record)
+                        self._raw_line += record.count(b"\n")
+                        i = n - 2
+                        self._bytes(record, start_off, start_line)
+                        self._raw_off += 2
+                        self._raw_line += 2
+                        i = n
+                    elif i < n or not self._rec_start:
+                        self._problem(
+                            "raw SSE capture ends inside a record (no final blank line); the rest is kept",
+                            Position(line=self._raw_line, offset=self._raw_off),
+                            "M1.1",
+                        )
+                        record = raw[i:]
+                        self._raw_off += len(record)
+                        self._raw_line += record.count(b"\n")
+                        i = n
+                        self._bytes(record, start_off, start_line)
+                    return
+                keep = len(_SEP) - 1
+                if n - i > keep:
+                    start_off, start_line = self._raw_off, self._raw_line
+                    record = raw[i : n - keep]
+                    self._raw_off += len(record)
+                    self._raw_line += record.count(b"\n")
+                    i = n - keep
+                    self._bytes(record, start_off, start_line)
+                    self._rec_start = False
                 return
-            keep = len(_SEP) - 1
-            if len(raw) > keep:
-                start_off, start_line = self._raw_off, self._raw_line
-                self._bytes(self._consume_raw(len(raw) - keep), start_off, start_line)
-                self._rec_start = False
-            return
+        finally:
+            if i:
+                self._raw = raw[i:]
+
+    def _stream_fast(self) -> bool:
+        """Whether nothing is pending that the stream fast path in ``_unframe`` would bypass."""
+        if self._buf or self._held_bytes or self._done_seen:
+            return False
+        if self.era is None:
+            return not self._held
+        return not (self.era == "later" and self._stream_hold)
 
     def _done_record(self, at: Position) -> None:
         if self._state is _S.TOP and not self._buf.strip(_WS):
@@ -476,6 +594,17 @@ class XmlMigrator:
         if offset is None:
             offset, line = self._raw_off - len(data), self._raw_line - data.count(b"\n")
         assert line is not None
+        if not self._held_bytes:
+            # Nothing held in the incremental decoder: a piece that decodes whole gives the
+            # same text and leaves the decoder empty, without its Python-level wrapper.
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+            else:
+                if text:
+                    self._text(text, offset, line)
+                return
         try:
             text = self._utf8.decode(data)
         except UnicodeDecodeError as exc:
@@ -505,37 +634,40 @@ class XmlMigrator:
 
     def _pos(self, index: int) -> Position:
         """Input position of ``_buf[index]``."""
-        base, off, line = self._seams[0]
-        for seam in self._seams:
-            if seam[0] > index:
-                break
-            base, off, line = seam
+        offset, line = self._where(index)
+        return Position(line=line, offset=offset)
+
+    def _where(self, index: int) -> tuple[int, int]:
+        """Input (byte offset, line) of ``_buf[index]``."""
+        seams = self._seams
+        base, off, line = seams[0]
+        if len(seams) > 1:
+            for seam in seams:
+                if seam[0] > index:
+                    break
+                base, off, line = seam
         piece = self._buf[base:index]
-        return Position(line=line + piece.count("\n"), offset=off + len(piece.encode("utf-8", "surrogatepass")))
+        size = len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
+        return off + size, line + piece.count("\n")
 
     def _consume(self, n: int) -> None:
         if n <= 0:
             return
         if n >= len(self._buf):
             # Keep the position of the end for the next text.
-            end = self._pos(len(self._buf))
+            off, line = self._where(len(self._buf))
             self._buf = ""
-            self._seams = [(0, end.offset or 0, end.line or 1)]
+            self._seams = [(0, off, line)]
             return
-        new = self._pos(n)
-        keep = [(i - n, o, ln) for (i, o, ln) in self._seams if i > n]
-        self._seams = [(0, new.offset or 0, new.line or 1), *keep]
+        off, line = self._where(n)
+        seams = self._seams
+        self._seams = (
+            [(0, off, line), *[(i - n, o, ln) for (i, o, ln) in seams if i > n]] if len(seams) > 1 else [(0, off, line)]
+        )
         self._buf = self._buf[n:]
 
     def _run(self) -> None:
-        handlers = {
-            _S.TOP: self._top,
-            _S.TAG: self._tag,
-            _S.EMPTY: self._empty,
-            _S.STREAM: self._stream,
-            _S.BODY: self._body_step,
-            _S.CITATIONS: self._citations_step,
-        }
+        handlers = self._handlers
         while self._buf and handlers[self._state]():
             pass
 
@@ -573,11 +705,9 @@ class XmlMigrator:
         n = len(buf)
         if i == 1:
             # The name must end within MAX_LEGACY_NAME_CHARS (§M2.8).
-            j = 1
-            if j < n and buf[j] == "/":
-                j += 1
-            while j < n and buf[j] in _NAME_CHARS and j <= MAX_LEGACY_NAME_CHARS + 1:
-                j += 1
+            name = _NAME_RUN.match(buf, 2 if buf.startswith("/", 1) else 1, min(n, MAX_LEGACY_NAME_CHARS + 2))
+            assert name is not None  # `*` matches the empty run
+            j = name.end()
             if j > MAX_LEGACY_NAME_CHARS + 1:
                 raise MigrationError(
                     f"tag name longer than {MAX_LEGACY_NAME_CHARS} characters",
@@ -586,6 +716,15 @@ class XmlMigrator:
                 )
             if j == n:
                 return False
+            whole = _WHOLE_TAG.match(buf) if not self._quote else None
+            if whole is not None:
+                # The whole tag is here: its end is the `>` the loop below would find.
+                end = whole.end()
+                text = buf[:end]
+                self._consume(end)
+                self._state = _S.TOP if not self._in_citations else _S.CITATIONS
+                self._on_tag(text, self._tag_pos)
+                return True
         quote = self._quote
         while i < n:
             if quote:
@@ -729,6 +868,19 @@ class XmlMigrator:
     def _unescape(self, raw: str, key: str, pos: Position) -> str:
         """HTML references in an attribute value (§M2.4): five names and numeric ones, nothing else."""
         if "&" not in raw:
+            return raw
+        if _ODD_REF.search(raw) is None:
+            # Every `&` starts one of the common references: plain replacements give what the
+            # regex below gives (a reference holds one `&`, so none overlaps another, and no
+            # replacement makes a new one; `&amp;` comes last). Stop once every `&` is done.
+            left = raw.count("&")
+            for ref_text, char in _FIXED_REFS:
+                found = raw.count(ref_text)
+                if found:
+                    raw = raw.replace(ref_text, char)
+                    left -= found
+                    if not left:
+                        break
             return raw
 
         def ref(m: re.Match[str]) -> str:
@@ -1248,6 +1400,9 @@ class XmlMigrator:
 
 
 _TAG_SCAN: Final = re.compile(r"[<>\"']")
+#: A whole tag: `<`, then text and quoted values with no `<` outside quotes, then `>`; the
+#: same end as the `_TAG_SCAN` loop, in one call. Possessive, so a failed match is linear.
+_WHOLE_TAG: Final = re.compile(r"""<(?:[^<>"']++|"[^"]*+"|'[^']*+')*+>""")
 
 
 def _partial_suffix(buf: str, close: str) -> int:

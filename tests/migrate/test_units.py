@@ -165,6 +165,50 @@ def test_m1_4_utf8_split_anywhere() -> None:
     assert reconstruct(lines).to_dict()["agents"][A]["blocks"][0]["content"] == "é😀"
 
 
+# ---------------------------------------------------------------- raw records inside a streamed body
+# The unframer emits whole records of a text or thinking body directly (a fast path); these
+# pin what it must hand back to the general path: a character cut between records, invalid
+# UTF-8, empty records, and oversize lines, with positions exact after it.
+
+
+def _deltas(lines: list[bytes]) -> list[str]:
+    return [json.loads(line)["delta"] for line in lines]
+
+
+def test_m1_4_character_cut_between_raw_records_is_joined() -> None:
+    raw = b"data: <content-block-text>\n\ndata: a\xc3\n\ndata: \xa9b\n\ndata: c\n\ndata: </content-block-text>\n\n"
+    m = XmlMigrator(agent=A)
+    assert _deltas(m.feed(raw) + m.close()) == ["a", "\u00e9b", "c", ""]
+
+
+def test_m1_4_invalid_utf8_in_a_raw_record_has_its_line_and_offset() -> None:
+    raw = b"data: <content-block-text>\n\ndata: ok\n\ndata: ab\xff\n\ndata: </content-block-text>\n\n"
+    with pytest.raises(MigrationError, match="invalid UTF-8") as info:
+        XmlMigrator(agent=A).feed(raw)
+    assert (info.value.position.line, info.value.position.offset) == (5, raw.index(b"\xff"))
+
+
+def test_m4_1_positions_exact_after_empty_and_plain_raw_records() -> None:
+    raw = b"data: <content-block-thinking>\n\ndata: \n\ndata: a\n\ndata: \n\ndata: </content-block-thinking>\n\n"
+    raw += b"data: <foo>\n\n"
+    m = XmlMigrator(agent=A)
+    assert _deltas(m.feed(raw)) == ["a", ""]
+    with pytest.raises(MigrationError, match="unknown tag <foo>") as info:
+        m.close()
+    at = raw.index(b"<foo>")
+    assert (info.value.position.line, info.value.position.offset) == (raw[:at].count(b"\n") + 1, at)
+
+
+def test_m6_1_oversize_stream_lines_are_reported_once_each() -> None:
+    raw = b"data: <content-block-text>\n\ndata: a\n\ndata: b\n\ndata: </content-block-text>\n\n"
+    m = XmlMigrator(agent=A, max_bytes=80)
+    lines = m.feed(raw) + m.close()
+    assert _deltas(lines) == ["a", "b", ""]
+    assert len(lines[0]) > 80
+    assert len(lines[1]) > 80
+    assert [(w.section, w.position.line, w.position.offset) for w in m.warnings] == [("M6.1", 1, 6)] * 2
+
+
 # ---------------------------------------------------------------- errors (§M4.1) and --lenient (§M4.2)
 
 ERRORS = [
