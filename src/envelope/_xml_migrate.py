@@ -232,7 +232,10 @@ class XmlMigrator:
         lines = m.feed(capture_bytes) + m.close()
 
     Attributes:
-        warnings: every warning so far (§M4), oldest first.
+        warnings: every warning so far (§M4), oldest first, when no ``on_warning`` callback
+            was given; with one, warnings go only to it and this stays empty, so memory
+            stays bounded on inputs of any size (§M6.2).
+        warning_count: how many warnings were made, in either case.
         era: the escaping era in force, ``None`` until detected.
         input_kind: ``"raw-sse"`` or ``"tags"``, ``None`` until detected.
         agent: the agent in force (from ``meta_init`` or the caller).
@@ -260,7 +263,8 @@ class XmlMigrator:
             era: ``"early"``, ``"later"``, or ``"auto"`` to detect (§M3.1).
             keep_labels: keep older server-tool labels as written (§M2.7).
             lenient: turn recoverable errors into warnings, keeping the content (§M4.2).
-            on_warning: called with each warning as it is made.
+            on_warning: called with each warning as it is made; when given, warnings
+                are not also kept in ``warnings`` (§M6.2).
             max_tag_chars: longest tag held.
             max_block_chars: longest buffered body held.
 
@@ -281,6 +285,7 @@ class XmlMigrator:
         self.max_tag_chars: Final = max_tag_chars
         self.max_block_chars: Final = max_block_chars
         self.warnings: list[MigrationWarning] = []
+        self.warning_count = 0
         self.era: Era | None = None if era == "auto" else era
         self.input_kind: InputKind | None = None if input == "auto" else input
         self.agent: str | None = agent
@@ -397,9 +402,11 @@ class XmlMigrator:
 
     def _warn(self, message: str, position: Position, section: str, *, recovered: bool = False) -> None:
         warning = MigrationWarning(message, position, section, recovered)
-        self.warnings.append(warning)
+        self.warning_count += 1
         if self._on_warning is not None:
             self._on_warning(warning)
+        else:
+            self.warnings.append(warning)
 
     def _problem(self, message: str, position: Position, section: str, *, recoverable: bool = True) -> None:
         """An error, or in lenient mode (when recoverable) a warning: the caller keeps the content (§M4)."""

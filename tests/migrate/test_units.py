@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from envelope import MigrationError, XmlMigrator, migrate_xml, reconstruct
+from envelope import MigrationError, MigrationWarning, XmlMigrator, migrate_xml, reconstruct
 
 A = "11111111-1111-1111-1111-111111111111"
 INIT = '<meta_init data="{&quot;agent_uuid&quot;: &quot;' + A + '&quot;}"></meta_init>'
@@ -309,3 +309,24 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     failed = cli("-", "-o", str(tmp_path / "none"), stdin=b"<foo/>")
     assert failed.returncode == 2
     assert not (tmp_path / "none").exists()
+
+
+def test_warnings_go_to_the_callback_and_are_not_kept() -> None:
+    """M6.2: with on_warning, warnings are delivered there only (bounded memory); counted in both cases."""
+    text = (
+        b'<meta_init data="{&quot;format&quot;: &quot;xml&quot;, &quot;user_query&quot;: &quot;q&quot;, '
+        b'&quot;agent_uuid&quot;: &quot;a&quot;, &quot;model&quot;: &quot;m&quot;}"></meta_init>'
+        b'<content-block-tool_call id="srvtoolu_1" name="bash" arguments="{}"></content-block-tool_call>'
+    )
+    seen: list[MigrationWarning] = []
+    m = XmlMigrator(on_warning=seen.append)
+    m.feed(text)
+    m.close()
+    assert [w.section for w in seen] == ["M2.7"]
+    assert m.warnings == []
+    assert m.warning_count == 1
+    kept = XmlMigrator()
+    kept.feed(text)
+    kept.close()
+    assert [w.section for w in kept.warnings] == ["M2.7"]
+    assert kept.warning_count == 1
