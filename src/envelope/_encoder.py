@@ -362,6 +362,19 @@ class Emitter:
         marker = self._markers.get(type)
         if marker is None:
             raise EncodeError(f"{type!r} is not a streamed type (text, thinking)", field="$.type", section="5.1")
+        if len(marker) > self.max_bytes:
+            # spec §6.5-a: even an empty marker exceeds the bound; it is sent, and reported
+            _report(
+                OversizeLine(
+                    type=type,
+                    agent=self.agent,
+                    size=len(marker),
+                    max_bytes=self.max_bytes,
+                    reason="the final marker alone exceeds the bound",
+                ),
+                self.oversize.append,
+                self.strict,
+            )
         return marker
 
     def buffered(
@@ -399,11 +412,21 @@ class Emitter:
         if type in _TYPES_WITH_ID:
             if id is None or name is None:
                 raise EncodeError(f"{type} needs both id and name", field="$.id", section="4.1")
-            envelope: Envelope = cls(agent=self.agent, final=final, id=id, name=name, delta="")  # type: ignore[call-arg]  # cls is one of the id-carrying types here
+            envelope: Envelope = cls(agent=self.agent, final=final, id=id, name=name, delta=payload)  # type: ignore[call-arg]  # cls is one of the id-carrying types here
         else:
             if id is not None or name is not None:
                 raise EncodeError(f"{type} carries no id or name", field="$.id", section="4.1")
-            envelope = cls(agent=self.agent, final=final, delta="")  # type: ignore[call-arg]  # cls takes no id/name here
+            envelope = cls(agent=self.agent, final=final, delta=payload)  # type: ignore[call-arg]  # cls takes no id/name here
+        if len(payload) < self.max_bytes:
+            # Most payloads fit one line: a single encode, no template. (A payload of
+            # max_bytes characters or more cannot fit: each takes at least one byte.)
+            try:
+                line = _encoder.encode(envelope)
+            except UnicodeEncodeError:
+                pass  # the template path below raises the precise error
+            else:
+                if len(line) <= self.max_bytes:
+                    return [line]
         return _lines(_Template(envelope), escape(payload), final, self.max_bytes, self.oversize.append, self.strict)
 
     def tool_result(

@@ -254,3 +254,22 @@ def test_chunk_splits_any_envelope(payload: str, extra: int, final: bool) -> Non
     assert [json.loads(line)["final"] for line in lines] == [False] * (len(lines) - 1) + [final]
     if len(lines) == 1:
         assert lines[0] == msgspec.json.encode(env)
+
+
+def test_spec_06_5_oversize_final_marker_is_reported() -> None:
+    """[6.5-a] a bound below even the empty final marker: the marker is sent and reported (strict: raised)."""
+    em = Emitter(AGENT, 20)
+    marker = em.end("text")
+    assert json.loads(marker) == {"type": "text", "agent": AGENT, "final": True, "delta": ""}
+    assert [(r.type, r.size) for r in em.oversize] == [("text", len(marker))]
+    with pytest.raises(OversizeError, match="final marker"):
+        Emitter(AGENT, 20, strict=True).end("thinking")
+
+
+@given(payload=nasty_text, extra=st.integers(-20, 40))
+def test_buffered_single_line_fast_path_matches_the_chunker(payload: str, extra: int) -> None:
+    """One-line buffered payloads take a direct encode; the bytes equal the template path's."""
+    env = envelope.ToolCall(agent=AGENT, final=True, id="toolu_1", name="search", delta=payload)
+    bound = max(len(encode(env)) + extra, len(encode(msgspec.structs.replace(env, final=False, delta=""))) + 6)
+    got = Emitter(AGENT, bound).buffered("tool_call", payload, id="toolu_1", name="search")
+    assert got == chunk(env, bound)
