@@ -45,6 +45,8 @@ SPLICES = st.sampled_from(
         b"data: \xff\xfe\n",
         b"\xc3\n",
         b": \xff comment\n",
+        b": comment\revent: hidden\n",
+        b": comment\rfoo: hidden\n",
         b"x" * 300 + b"\n",
         b"data: " + b"y" * 1200 + b"\n",
         b"\revent: named\n",
@@ -146,6 +148,8 @@ def test_fast_path_equals_line_by_line_on_damaged_streams(
 @given(st.binary(max_size=1200), st.lists(st.integers(0, 10_000), max_size=6), CAPS)
 @example(b"data: {}\n\n\xff\n\ndata: {}\n\n", [], 64)
 @example(b"data: x\n" * 20 + b"\n", [], 64)
+# A comment ended by a lone CR: the SSE line check reads the line after it (W113).
+@example(b"data: {}\n\n: c\revent: foo\n\ndata: {}\n\n", [], DEFAULT_MAX_LINE_BYTES)
 # An event's data over the cap, though each line is under it: the lines before the cut
 # are in the reader already, the one that overflows comes in a span that could go whole.
 # The same, with the event's first lines in an earlier span that could go whole: the
@@ -183,8 +187,12 @@ def test_the_fast_path_is_taken() -> None:
 
 def test_line_checks_after_a_base_field_fault() -> None:
     """A line that misses the common case (here: a field its type does not allow) still gets
-    the later line checks: the bound (E107) and the streamed final marker (E121)."""
+    the later line checks: the bound (E107), the streamed final marker (E121), the image's (E124)."""
     long_line = '{"type":"text","agent":"a","final":false,"delta":"' + "x" * 3000 + '","extra":1}'
     marker = '{"type":"text","agent":"a","final":true,"delta":"late","extra":1}'
-    found = [v.code for line in (long_line, marker) for v in Validator().feed(line)]
-    assert found == ["E105", "E107", "W163", "E105", "E121", "W163"]
+    image = (
+        '{"type":"tool_result_image","agent":"a","final":true,"id":"t","name":"n",'
+        '"src":"s","media_type":"image/png","delta":"","extra":1}'
+    )
+    found = [v.code for line in (long_line, marker, image) for v in Validator().feed(line)]
+    assert found == ["E105", "E107", "W163", "E105", "E121", "W163", "E105", "E124", "W163", "E122"]
