@@ -23,9 +23,10 @@ Timing protocol (what makes a ratio trustworthy on a shared machine):
 
 Peak memory, two honest methods, each named in the report:
 
-* emit stages: ``tracemalloc`` peak of one extra, untimed pass (Python allocations made
-  by the candidate, its output included; the input existed before and is not counted);
-* read stage: the peak RSS (``VmHWM`` of ``/proc/self/status``) of a child process
+* emit and migrate stages: ``tracemalloc`` peak of one extra, untimed pass (Python
+  allocations made by the candidate, its output included; the input existed before and
+  is not counted);
+* read and validate stages: the peak RSS (``VmHWM`` of ``/proc/self/status``) of a child process
   that runs only that candidate over the stream generated on the fly (so the input is
   never in memory whole); the interpreter and its imports are included. Not
   ``ru_maxrss``: Linux carries the parent's peak into a child across ``exec``.
@@ -33,6 +34,14 @@ Peak memory, two honest methods, each named in the report:
 Stages are built by the factories in ``STAGES``. The validate (issue 4) and migrate
 (issue 5) stages plug in there: write a factory returning a ``Stage`` and append it;
 ``TARGETS`` takes their targets the same way.
+
+* validate: the read stage's stream, 64 KiB reads -> ``StreamValidator``, alternated with
+  the read stage's ours (SSE -> ``Reconstructor``) as the target's in-stage reference;
+  peak RSS from a child process like the read stage (key ``validate``).
+* migrate: the real legacy capture (``../shared/corpus/upstream/legacy_xml_sse_capture.txt``)
+  repeated to the read size, 64 KiB reads -> ``XmlMigrator``. ``cli.py`` reads the file
+  and passes its bytes in (``run(legacy_capture=...)``, kept in ``Sizes``); without them
+  the stage's rows say the capture was not found. Memory: tracemalloc, as the emit stages.
 """
 
 from __future__ import annotations
@@ -56,6 +65,8 @@ from ._limits import DEFAULT_MAX_BYTES
 from ._reconstruct import Reconstructor
 from ._sse import SSEReader
 from ._types import Envelope, Text, ToolResult
+from ._validator import StreamValidator
+from ._xml_migrate import MigrationWarning, XmlMigrator
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -70,6 +81,7 @@ __all__ = [
     "Stage",
     "TargetResult",
     "build_stage",
+    "legacy_input",
     "machine",
     "render_markdown",
     "render_png",
@@ -77,6 +89,7 @@ __all__ = [
     "run",
     "run_reader",
     "seed_chunk_and_emit",
+    "validate_ours",
 ]
 
 MB: Final = 1024 * 1024
@@ -98,6 +111,9 @@ class Sizes:
         mid_bytes: the medium buffered payload (100 KB, or less).
         small_count: how many 20-byte deltas one pass emits.
         typical_count: how many 200-byte deltas one pass emits.
+        legacy_capture: the bytes of the real legacy XML capture, read by the caller
+            (``cli.py``); the migrate stage repeats it to ``read_bytes``. ``None``: not
+            found, and the migrate stage says so.
     """
 
     read_bytes: int
@@ -105,9 +121,10 @@ class Sizes:
     mid_bytes: int
     small_count: int
     typical_count: int
+    legacy_capture: bytes | None = None
 
     @classmethod
-    def from_mb(cls, size_mb: float) -> Sizes:
+    def from_mb(cls, size_mb: float, legacy_capture: bytes | None = None) -> Sizes:
         """Sizes for a read stream of ``size_mb`` MiB; the rest scale down for tiny runs."""
         read = max(1024, int(size_mb * MB))
         scale = min(1.0, size_mb / 10)
@@ -117,6 +134,7 @@ class Sizes:
             mid_bytes=min(100 * 1024, read),
             small_count=max(10, int(20_000 * scale)),
             typical_count=max(10, int(5_000 * scale)),
+            legacy_capture=legacy_capture,
         )
 
 
@@ -601,6 +619,152 @@ def run_reader(key: str, size: int) -> int:
     return _READERS[key](iter_sse(size))
 
 
+# --------------------------------------------------------------------------- validate
+
+
+def validate_ours(pieces: Iterable[bytes]) -> int:
+    """Ours: SSE bytes -> ``StreamValidator`` (every check). Returns the violations found."""
+    checker = StreamValidator()
+    feed = checker.feed
+    count = 0
+    for piece in pieces:
+        count += len(feed(piece))
+    return count + len(checker.close())
+
+
+# The RSS child of the validate stage runs it like a read candidate.
+_READERS["validate"] = validate_ours
+
+
+def _validate_stage(sizes: Sizes) -> Stage:
+    data = b"".join(iter_sse(sizes.read_bytes))
+    events = data.count(b"\n\n")
+
+    def make(reader: Callable[[Iterable[bytes]], int]) -> Callable[[], int]:
+        return lambda: reader(_pieces(data))
+
+    def measure(out: Any) -> Measured:
+        del out  # both candidates consume the same events
+        return Measured(events, len(data), None)
+
+    return Stage(
+        key="validate",
+        title=f"validate: {len(data) / MB:.1f} MiB SSE (the read stream), 64 KiB reads",
+        input_bytes=len(data),
+        measure=measure,
+        memory="rss",
+        rss_size=sizes.read_bytes,
+        candidates=[
+            Candidate(
+                "ours: StreamValidator",
+                "ours",
+                make(validate_ours),
+                note="every check of spec/validation.md, violations collected",
+                rss_key="validate",
+            ),
+            Candidate(
+                "ours: SSEReader + Reconstructor",
+                "ours",
+                make(read_ours),
+                note="the read stage's ours, alternated here: the target's reference (RSS: see read)",
+            ),
+        ],
+    )
+
+
+# --------------------------------------------------------------------------- migrate
+
+LEGACY_CAPTURE: Final = "../shared/corpus/upstream/legacy_xml_sse_capture.txt"
+
+
+def legacy_input(capture: bytes, size: int) -> bytes:
+    """The legacy capture repeated to about ``size`` bytes, still one valid capture.
+
+    Its first record (the ``meta_init``) comes once, the records after it up to the
+    ``[DONE]`` record are repeated until ``size`` is reached (at least once), then
+    ``[DONE]``: the migrator sees one long turn, as in a real log.
+
+    Args:
+        capture: the raw SSE capture of the old server (``data: `` records).
+        size: the size to reach.
+
+    Returns:
+        The input bytes.
+    """
+    done = capture.rfind(b"data: [DONE]")
+    body = capture if done < 0 else capture[:done]
+    head, sep, rest = body.partition(b"\n\n")
+    if not rest:  # one record only: repeat it whole
+        head, sep, rest = b"", b"", body
+    times = max(1, (size - len(head) - len(sep)) // len(rest)) if rest else 1
+    return head + sep + rest * times + b"data: [DONE]\n\n"
+
+
+def _drop_warning(_warning: MigrationWarning) -> None:
+    """The migrate stage's warning callback: the figures are the same with or without them."""
+
+
+def migrate_ours(pieces: Iterable[bytes]) -> int:
+    """Ours: legacy capture bytes -> ``XmlMigrator`` -> envelope lines. Returns the lines.
+
+    Warnings go to a callback, as a streaming caller (``envelope migrate``) takes them,
+    rather than piling up in ``warnings`` (the repeated capture gives about a thousand
+    per MB); this one drops them.
+    """
+    migrator = XmlMigrator(on_warning=_drop_warning)
+    feed = migrator.feed
+    count = 0
+    for piece in pieces:
+        count += len(feed(piece))
+    return count + len(migrator.close())
+
+
+def _decode_reads(pieces: Iterable[bytes]) -> int:
+    """The floor: decode each 64 KiB read as UTF-8 (a read may end inside a character)."""
+    count = 0
+    for piece in pieces:
+        piece.decode("utf-8", "ignore")
+        count += 1
+    return count
+
+
+def _migrate_stage(sizes: Sizes) -> Stage:
+    capture = sizes.legacy_capture
+    if capture is None:
+        why = f"legacy capture not found ({LEGACY_CAPTURE}; envelope bench --legacy-capture PATH)"
+        return Stage(
+            key="migrate",
+            title="migrate: legacy XML capture (not found)",
+            input_bytes=0,
+            measure=_unbounded_measure,
+            candidates=[
+                Candidate("ours: XmlMigrator", "ours", None, missing=why),
+                Candidate("UTF-8 decode", "limit", None, missing=why),
+            ],
+        )
+    data = legacy_input(capture, sizes.read_bytes)
+    records = data.count(b"\n\ndata: ") + 1
+
+    def make(reader: Callable[[Iterable[bytes]], int]) -> Callable[[], int]:
+        return lambda: reader(_pieces(data))
+
+    def measure(out: Any) -> Measured:
+        del out  # events: the capture's SSE records, the same input for both
+        return Measured(records, len(data), None)
+
+    return Stage(
+        key="migrate",
+        title=f"migrate: the legacy XML capture ({len(capture) / 1024:.1f} KiB) repeated to "
+        f"{len(data) / MB:.1f} MiB, 64 KiB reads",
+        input_bytes=len(data),
+        measure=measure,
+        candidates=[
+            Candidate("ours: XmlMigrator", "ours", make(migrate_ours), note="raw SSE capture -> envelope lines"),
+            Candidate("UTF-8 decode", "limit", make(_decode_reads), note="each 64 KiB read decoded, nothing else"),
+        ],
+    )
+
+
 # --------------------------------------------------------------------------- stages
 
 
@@ -642,6 +806,8 @@ STAGES: list[tuple[str, Callable[[Sizes], Stage]]] = [
     ("emit_10m_ascii", _buffered("emit_10m_ascii", "ascii", "big")),
     ("emit_10m_escape", _buffered("emit_10m_escape", "escape", "big")),
     ("read", _read_stage),
+    ("validate", _validate_stage),
+    ("migrate", _migrate_stage),
 ]
 
 
@@ -663,6 +829,8 @@ def build_stage(key: str, sizes: Sizes) -> Stage:
 def _time_stage(stage: Stage, rounds: int) -> dict[str, list[float]]:
     available = [c for c in stage.candidates if c.run is not None]
     times: dict[str, list[float]] = {c.name: [] for c in available}
+    if not available:
+        return times
     for r in range(rounds):
         shift = r % len(available)
         for cand in available[shift:] + available[:shift]:
@@ -708,8 +876,8 @@ def run_stage(
         One row per candidate.
     """
     times = _time_stage(stage, rounds)
-    ours_name = stage.candidates[0].name
-    ours_time = statistics.median(times[ours_name])
+    ours_times = times.get(stage.candidates[0].name)
+    ours_time = statistics.median(ours_times) if ours_times else None
     rows: list[Row] = []
     for cand in stage.candidates:
         if cand.run is None:
@@ -721,7 +889,7 @@ def run_stage(
         if memory:
             if stage.memory != "rss":
                 peak = _tracemalloc_peak(cand.run)
-            elif rss is not None:
+            elif rss is not None and cand.rss_key:
                 peak = rss(cand.rss_key, stage.rss_size)
         rows.append(
             Row(
@@ -733,7 +901,7 @@ def run_stage(
                 events_per_s=measured.events / seconds,
                 mb_per_s=stage.input_bytes / 1e6 / seconds,
                 peak_bytes=peak,
-                ratio=seconds / ours_time,
+                ratio=None if ours_time is None else seconds / ours_time,
                 violations=measured.violations if cand.role != "limit" else None,
                 note=cand.note,
             )
@@ -845,9 +1013,63 @@ def _targets_read(report: Report) -> list[TargetResult]:
     return out
 
 
+def _targets_validate(report: Report) -> list[TargetResult]:
+    """Validate within 1.5x of read + reconstruct (the read stage's ours), in this run.
+
+    The verdict uses the read stage's ours as timed inside the validate stage, alternated
+    round by round with the validator on the same input object (the timing protocol
+    above); the ratio to the read stage's own row, timed minutes apart, is shown beside it.
+    """
+    label = "validate vs read + reconstruct"
+    goal = "<= 1.5x its time"
+    ours = report.named("validate", "ours: StreamValidator")
+    here = report.named("validate", "ours: SSEReader + Reconstructor")
+    if ours is None or here is None or ours.seconds is None or here.seconds is None:
+        return [TargetResult(label, goal, "not measured", None)]
+    x = ours.seconds / here.seconds
+    measured = f"{x:.2f}x its time (alternated in the validate stage)"
+    read = report.named("read", "ours: SSEReader + Reconstructor")
+    if read is not None and read.seconds is not None:
+        measured += f"; {ours.seconds / read.seconds:.2f}x the read stage's row"
+    out = [TargetResult(label, goal, measured, x <= 1.5)]
+    if ours.peak_bytes is not None:
+        mib = ours.peak_bytes / MB
+        out.append(
+            TargetResult(
+                f"validate {report.size_mb:g} MiB streaming: peak RSS", "< 100 MiB", f"{mib:.0f} MiB", mib < 100
+            )
+        )
+    return out
+
+
+def _targets_migrate(report: Report) -> list[TargetResult]:
+    label = "migrate the legacy capture, repeated: throughput"
+    ours = report.named("migrate", "ours: XmlMigrator")
+    if ours is None:
+        missing = next((r.missing for r in report.rows if r.stage == "migrate" and r.missing), "")
+        return [TargetResult(label, ">= 50 MB/s", missing or "not measured", None)]
+    out = [TargetResult(label, ">= 50 MB/s", f"{ours.mb_per_s:.1f} MB/s", ours.mb_per_s >= 50)]
+    if ours.peak_bytes is not None:
+        mib = ours.peak_bytes / MB
+        out.append(
+            TargetResult(
+                f"migrate {report.size_mb:g} MiB: peak memory (tracemalloc, input excluded)",
+                "< 100 MiB",
+                f"{mib:.1f} MiB",
+                mib < 100,
+            )
+        )
+    return out
+
+
 #: Target checkers, run after every stage: each reads the report and returns results.
 #: The validate and migrate stages add theirs here.
-TARGETS: list[Callable[[Report], list[TargetResult]]] = [_targets_emit, _targets_read]
+TARGETS: list[Callable[[Report], list[TargetResult]]] = [
+    _targets_emit,
+    _targets_read,
+    _targets_validate,
+    _targets_migrate,
+]
 
 
 def machine(cpuinfo: str = "") -> dict[str, str]:
@@ -880,6 +1102,7 @@ def run(
     progress: Callable[[str], None] | None = None,
     rss: Callable[[str, int], int | None] | None = None,
     cpuinfo: str = "",
+    legacy_capture: bytes | None = None,
 ) -> Report:
     """Run every stage in ``STAGES`` and check ``TARGETS``.
 
@@ -891,13 +1114,15 @@ def run(
         progress: called with a line of text as each stage starts.
         rss: measures a read candidate's peak RSS in a child process (see ``run_stage``).
         cpuinfo: the text of ``/proc/cpuinfo``, for the machine line.
+        legacy_capture: the legacy XML capture's bytes for the migrate stage (the caller
+            reads ``LEGACY_CAPTURE``); ``None`` marks that stage's rows "not found".
 
     Returns:
         The report.
     """
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
-    sizes = Sizes.from_mb(size_mb)
+    sizes = Sizes.from_mb(size_mb, legacy_capture)
     report = Report(machine=machine(cpuinfo), size_mb=size_mb, rounds=rounds)
     for key, factory in STAGES:
         if only and key not in only:
@@ -987,9 +1212,9 @@ def render_markdown(report: Report) -> str:
         f"Settings: `envelope bench --size-mb {report.size_mb:g} --rounds {report.rounds}`; "
         "medians of the rounds, candidates alternated in one process. "
         "`time / ours` above 1 means slower than ours. MB/s counts input bytes (10^6). "
-        "Peak memory: emit stages, tracemalloc peak of one untimed pass (Python "
-        "allocations, output included, input excluded); read stage, peak RSS (VmHWM) of a "
-        "child process running only that candidate over the stream generated on the fly.",
+        "Peak memory: emit and migrate stages, tracemalloc peak of one untimed pass (Python "
+        "allocations, output included, input excluded); read and validate stages, peak RSS "
+        "(VmHWM) of a child process running only that candidate over the stream generated on the fly.",
         "",
     ]
     for title, rows in _table_rows(report):

@@ -19,6 +19,7 @@ position and, for the types whose payload is JSON, the deltas so far (at most
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
@@ -124,6 +125,12 @@ _JSON_TYPES: Final = frozenset(
     {"meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools", "tool_call", "server_tool_call"}
 )
 _ATOMIC: Final = frozenset({"citation", "tool_result_image"})
+#: Per type: every field it may carry (the base ones and its extras), for the common case.
+_ALLOWED: Final[dict[str, frozenset[str]]] = {t: _BASE_NAMES | frozenset(x) for t, x in _EXTRAS.items()}
+#: Types whose blocks carry an id and a name on every line (spec §7.2).
+_ID_TYPES: Final = frozenset(t for t, extras in _EXTRAS.items() if "id" in extras)
+#: Types with line checks of their own (``Validator._type_checks``).
+_CHECKED: Final = frozenset({"citation", "server_tool_result", "tool_result_image"})
 _JSON_NAMES: Final[dict[type, str]] = {
     str: "a string",
     bool: "a boolean",
@@ -356,42 +363,47 @@ class Validator:
             self._next_offset += length + (1 if len(data) == len(line) else 0)
             if not data.strip():
                 return out
+        if isinstance(data, str):
+            self._text(data, lno, off, out)
+            return out
         self._count += 1
         self._last = (lno, off)
-        if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            out.append(
+                _violation(
+                    "E100",
+                    f"invalid UTF-8 at byte {exc.start} of the line ({exc.reason})",
+                    lno,
+                    off,
+                    column=exc.start + 1,
+                )
+            )
+            return out
+        self._line(text, len(data), lno, off, out)
+        return out
+
+    def _text(self, text: str, lno: int, off: int, out: list[Violation]) -> None:
+        """Check one envelope line given as text at a known position (``feed``'s str path)."""
+        self._count += 1
+        self._last = (lno, off)
+        if text.isascii():
+            size = len(text)
+        else:
             try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as exc:
+                size = len(text.encode("utf-8"))
+            except UnicodeEncodeError as exc:
                 out.append(
                     _violation(
                         "E100",
-                        f"invalid UTF-8 at byte {exc.start} of the line ({exc.reason})",
+                        f"lone surrogate U+{ord(text[exc.start]):04X} at character {exc.start} cannot be UTF-8",
                         lno,
                         off,
-                        column=exc.start + 1,
                     )
                 )
-                return out
-            size = len(data)
-        else:
-            text = data
-            if text.isascii():
-                size = len(text)
-            else:
-                try:
-                    size = len(text.encode("utf-8"))
-                except UnicodeEncodeError as exc:
-                    out.append(
-                        _violation(
-                            "E100",
-                            f"lone surrogate U+{ord(text[exc.start]):04X} at character {exc.start} cannot be UTF-8",
-                            lno,
-                            off,
-                        )
-                    )
-                    return out
+                return
         self._line(text, size, lno, off, out)
-        return out
 
     def _line(self, text: str, size: int, lno: int, off: int, out: list[Violation]) -> None:
         if text == DONE_DATA:
@@ -410,11 +422,35 @@ class Validator:
                 hint = " (this looks like the legacy XML tag format; migrate it to envelopes first)"
             out.append(_violation("E101", f"not JSON: {_reason(exc)}{hint}", lno, off))
             return
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:  # msgspec decodes a JSON object to exactly dict
             out.append(_violation("E102", f"the line is {_json_name(obj)} in JSON, not an object", lno, off))
             return
         kind = obj.get("type")
         agent = obj.get("agent")
+        final = obj.get("final")
+        raw_delta = obj.get("delta")
+        # The common case in one test: the four base fields of their types, a known type,
+        # and no field the type does not allow. Then [V3.1-a], [V4.1-a] and [V3.4-a] hold
+        # and the loops below that would report them are skipped (same findings, faster).
+        if (
+            type(kind) is str
+            and type(agent) is str
+            and type(final) is bool
+            and type(raw_delta) is str
+            and (allowed := _ALLOWED.get(kind)) is not None
+            and obj.keys() <= allowed
+        ):
+            extras = _EXTRAS[kind]
+            if extras:
+                self._extras(obj, kind, extras, lno, off, agent, out)
+            if size > self.max_bytes:
+                self._oversize(obj, kind, size, lno, off, agent, out)
+            if kind in _CHECKED:
+                self._type_checks(obj, kind, final, raw_delta, lno, off, agent, out)
+            elif final and raw_delta and kind in STREAMED_TYPES:
+                self._nonempty_marker(kind, raw_delta, lno, off, agent, out)
+            self._route(obj, agent, kind, final, raw_delta, lno, off, out)
+            return
         v_type = kind if isinstance(kind, str) else None
         v_agent = agent if isinstance(agent, str) else None
         # [V3.1-a] base fields present, never null, of their JSON type (spec §3.1, §3.3)
@@ -451,6 +487,30 @@ class Validator:
                     v_type,
                 )
             )
+        self._extras(obj, v_type, extras, lno, off, v_agent, out)
+        if size > self.max_bytes:
+            self._oversize(obj, v_type, size, lno, off, v_agent, out)
+        delta = raw_delta if isinstance(raw_delta, str) else ""
+        if v_type in _CHECKED:
+            self._type_checks(obj, v_type, final, delta, lno, off, v_agent, out)
+        elif final is True and delta and v_type in STREAMED_TYPES:
+            self._nonempty_marker(v_type, delta, lno, off, v_agent, out)
+        if v_agent is None or type(final) is not bool:
+            return  # no block to route the line to; the line-level violations say why
+        self._route(obj, v_agent, v_type, final, delta, lno, off, out)
+
+    def _extras(
+        self,
+        obj: dict[str, Any],
+        kind: str,
+        extras: dict[str, tuple[type, bool]],
+        lno: int,
+        off: int,
+        agent: str | None,
+        out: list[Violation],
+    ) -> None:
+        """E106: the type's own fields, required ones present, each of its JSON type (spec §4.x)."""
+        section = _SECTION[kind]
         for field, (want_extra, required) in extras.items():
             value = obj.get(field, msgspec.UNSET)
             if value is msgspec.UNSET:
@@ -461,8 +521,8 @@ class Validator:
                             f"missing field `{field}`, required on a {kind} envelope (§{section})",
                             lno,
                             off,
-                            v_agent,
-                            v_type,
+                            agent,
+                            kind,
                         )
                     )
                 continue
@@ -472,13 +532,21 @@ class Validator:
                 msg = f"field `{field}` is null; leave it out instead (§3.3)"
             else:
                 msg = f"field `{field}` must be {_JSON_NAMES[want_extra]}, got {_json_name(value)} (§{section})"
-            out.append(_violation("E106", msg, lno, off, v_agent, v_type))
-        if size > self.max_bytes:
-            self._oversize(obj, v_type, size, lno, off, v_agent, out)
-        final = obj.get("final")
-        raw_delta = obj.get("delta")
-        delta = raw_delta if isinstance(raw_delta, str) else ""
-        if v_type == "citation":
+            out.append(_violation("E106", msg, lno, off, agent, kind))
+
+    def _type_checks(
+        self,
+        obj: dict[str, Any],
+        kind: str,
+        final: object,
+        delta: str,
+        lno: int,
+        off: int,
+        agent: str | None,
+        out: list[Violation],
+    ) -> None:
+        """The checks of one line that only some types have (citation, server result, image)."""
+        if kind == "citation":
             ctype = obj.get("citation_type")
             if isinstance(ctype, str) and ctype not in _CITATION_TYPES:
                 # [V4.5-a] SHOULD be one of the seed's three citation types
@@ -489,11 +557,11 @@ class Validator:
                         "web_search_result_location",
                         lno,
                         off,
-                        v_agent,
-                        v_type,
+                        agent,
+                        kind,
                     )
                 )
-        elif v_type == "server_tool_result":
+        elif kind == "server_tool_result":
             rname = obj.get("name")
             if isinstance(rname, str) and not rname.endswith("_tool_result"):
                 # [V4.10-a] name is the API's result block type, e.g. web_search_tool_result
@@ -504,11 +572,11 @@ class Validator:
                         "(those end in `_tool_result`, e.g. web_search_tool_result)",
                         lno,
                         off,
-                        v_agent,
-                        v_type,
+                        agent,
+                        kind,
                     )
                 )
-        elif v_type == "tool_result_image":
+        else:  # tool_result_image
             if final is True:
                 # [V4.9-a] an image never closes anything; the tool_result marker does
                 out.append(
@@ -517,27 +585,27 @@ class Validator:
                         "tool_result_image has final: true; images always carry false",
                         lno,
                         off,
-                        v_agent,
-                        v_type,
+                        agent,
+                        kind,
                     )
                 )
             if delta:
-                out.append(_violation("E125", "tool_result_image has a non-empty delta", lno, off, v_agent, v_type))
-        elif v_type in STREAMED_TYPES and final is True and delta:
-            # [V5.1-a] a streamed block's final marker carries an empty delta
-            out.append(
-                _violation(
-                    "E121",
-                    f"final marker of a {kind} block has a non-empty delta ({len(delta)} characters)",
-                    lno,
-                    off,
-                    v_agent,
-                    v_type,
-                )
+                out.append(_violation("E125", "tool_result_image has a non-empty delta", lno, off, agent, kind))
+
+    def _nonempty_marker(
+        self, kind: str, delta: str, lno: int, off: int, agent: str | None, out: list[Violation]
+    ) -> None:
+        # [V5.1-a] a streamed block's final marker carries an empty delta
+        out.append(
+            _violation(
+                "E121",
+                f"final marker of a {kind} block has a non-empty delta ({len(delta)} characters)",
+                lno,
+                off,
+                agent,
+                kind,
             )
-        if v_agent is None or type(final) is not bool:
-            return  # no block to route the line to; the line-level violations say why
-        self._route(obj, v_agent, v_type, final, delta, lno, off, out)
+        )
 
     def _after_done(self, lno: int, off: int, out: list[Violation]) -> None:
         if not self._done_reported:
@@ -635,21 +703,22 @@ class Validator:
                     kind,
                 )
             )
-        if kind == "tool_result_image":
-            self._image(obj, st, agent, lno, off, out)
-            return
-        if kind == "citation":
-            self._citation(st, agent, final, lno, off, out)
+        if kind in _ATOMIC:
+            if kind == "citation":
+                self._citation(st, agent, final, lno, off, out)
+            else:
+                self._image(obj, st, agent, lno, off, out)
             return
         block = st.open.get(kind)
-        if kind == "meta_init" and block is None and not first:
-            # [V8.1-a] meta_init opens an agent's stream, once
-            why = "a second meta_init" if st.meta_init else "meta_init after other messages of its agent"
-            out.append(_violation("E162", f"{why}; meta_init is an agent's first message", lno, off, agent, kind))
-        wid = obj.get("id")
-        wname = obj.get("name")
         if block is None:
+            wid = obj.get("id")
             if kind == "meta_init":
+                if not first:
+                    # [V8.1-a] meta_init opens an agent's stream, once
+                    why = "a second meta_init" if st.meta_init else "meta_init after other messages of its agent"
+                    out.append(
+                        _violation("E162", f"{why}; meta_init is an agent's first message", lno, off, agent, kind)
+                    )
                 st.meta_init = True
             elif kind == "tool_call" and isinstance(wid, str):
                 _remember(st.calls, wid)
@@ -682,22 +751,25 @@ class Validator:
             if final:
                 self._closed_block(st, agent, kind, delta, lno, off, out)
                 return
-            block = _Block(lno, off, wid, wname, kind in _JSON_TYPES)
+            block = _Block(lno, off, wid, obj.get("name"), kind in _JSON_TYPES)
             st.open[kind] = block
             self._open_count += 1
-        elif "id" in _EXTRAS[kind] and (wid != block.id or wname != block.name):
-            # [V7.2-a] a buffered block keeps its id and name on every line
-            field, was, now = ("id", block.id, wid) if wid != block.id else ("name", block.name, wname)
-            out.append(
-                _violation(
-                    "E127",
-                    f"{field} {now!r} differs from {was!r} of the open {kind} block (opened on line {block.line})",
-                    lno,
-                    off,
-                    agent,
-                    kind,
+        elif kind in _ID_TYPES:
+            wid = obj.get("id")
+            wname = obj.get("name")
+            if wid != block.id or wname != block.name:
+                # [V7.2-a] a buffered block keeps its id and name on every line
+                field, was, now = ("id", block.id, wid) if wid != block.id else ("name", block.name, wname)
+                out.append(
+                    _violation(
+                        "E127",
+                        f"{field} {now!r} differs from {was!r} of the open {kind} block (opened on line {block.line})",
+                        lno,
+                        off,
+                        agent,
+                        kind,
+                    )
                 )
-            )
         if block.parts is not None and delta:
             block.size += len(delta)
             if block.size > self.max_payload_bytes:
@@ -978,6 +1050,9 @@ def validate(
 # -- bytes of a recording --------------------------------------------------------------
 
 _SSE_FIELDS: Final = frozenset({b"data", b"event", b"id", b"retry"})
+#: An LF, then a line the SSE line checks might report: not `data:` and not blank. (A
+#: comment might: the checks read on past it when a CR ends it, as in ``: x\revent: y``.)
+_OTHER_SSE_LINE: Final = re.compile(rb"\n(?!data:|\r?\n)")
 
 
 def _reader_code(error: DecodeError) -> str:
@@ -992,6 +1067,12 @@ class StreamValidator:
     ``Validator``. Input the reader cannot read (invalid UTF-8, a line over
     ``max_line_bytes``) becomes a violation at its line, and checking resumes after the
     next LF byte with a fresh reader whose positions are shifted to the whole input.
+
+    Speed: recovery needs the reader fed one physical line at a time, which costs as
+    much as the checks themselves. So the complete lines of a chunk go to the reader in
+    one call whenever it provably cannot raise on them and no SSE line check would
+    speak (``_whole_ok``); only other spans go line by line. The findings are the same
+    either way (a property test compares the two paths on damaged input).
 
     Attributes:
         validator: the line validator (its ``max_bytes`` is the bound).
@@ -1010,6 +1091,7 @@ class StreamValidator:
         "_max_line",
         "_offset",
         "_pending_line",
+        "_quiet",
         "_reader",
         "_skip_cr",
         "_skipping",
@@ -1048,6 +1130,7 @@ class StreamValidator:
         self._cr_pending = False  # the bytes skipped so far end in CR
         self._unknown_seen = False
         self._pending_line = 0  # the unreadable line being skipped
+        self._quiet = 0  # an input offset where the reader held no event (see _whole_ok)
         self._closed = False
 
     def feed(self, chunk: bytes) -> list[Violation]:
@@ -1059,6 +1142,30 @@ class StreamValidator:
         if self._closed:
             raise DecodeError("feed() after close()")
         out: list[Violation] = []
+        # The line that began in an earlier chunk, and the one this chunk leaves open,
+        # go through the reference path one piece each (_piece). The complete lines
+        # between them go to the reader in one call when no line among them can make
+        # the reader raise or the SSE line checks speak (_whole_ok); otherwise line by
+        # line, as before. Both give the same violations: tests/validator property
+        # test_fast_path_equals_line_by_line.
+        first = chunk.find(b"\n")
+        if first < 0:
+            if chunk:
+                self._piece(chunk, False, out)
+            return out
+        self._piece(chunk[: first + 1], True, out)
+        last = chunk.rfind(b"\n")
+        if last > first:
+            if self._whole_ok(chunk, first + 1, last + 1):
+                self._whole(chunk[first + 1 : last + 1], out)
+            else:
+                self._feed_by_line(chunk[first + 1 : last + 1], out)
+        if last + 1 < len(chunk):
+            self._piece(chunk[last + 1 :], False, out)
+        return out
+
+    def _feed_by_line(self, chunk: bytes, out: list[Violation]) -> None:
+        """The reference path: ``chunk`` one physical line (or its piece) at a time."""
         start = 0
         n = len(chunk)
         while start < n:
@@ -1066,7 +1173,72 @@ class StreamValidator:
             stop = n if end < 0 else end + 1
             self._piece(chunk[start:stop], end >= 0, out)
             start = stop
-        return out
+
+    def _whole_ok(self, chunk: bytes, start: int, stop: int) -> bool:
+        """Whether ``chunk[start:stop]`` (complete lines, from a line start) may go to the reader whole.
+
+        It may when the reader cannot raise on it and no line of it is one the SSE line
+        checks report: then the reader gives the same lines in one call as line by line,
+        and nothing else happens between them. The reader raises only on invalid UTF-8
+        (ruled out by decoding the span), on a line over ``max_line_bytes`` (the span is
+        no longer) and on an event's data over it (the data of the event in progress came
+        after the last point where no event was, ``_quiet``, so the bytes since then bound it).
+        """
+        if self._skipping or self.format is None or self._reader.format is None:
+            return False
+        size = stop - start
+        if size > self._max_line:
+            return False
+        sse = self.format == "sse"
+        if sse and self._offset - self._quiet + size > self._max_line:
+            return False
+        span = memoryview(chunk)[start:stop]
+        if not chunk.isascii():
+            try:
+                str(span, "utf-8")
+            except UnicodeDecodeError:
+                return False
+        if sse:
+            # Lines other than `data:`, comments and blank ones: check them as _piece would.
+            search = _OTHER_SSE_LINE.search
+            at = start - 1  # chunk[start - 1] is the LF that ends the line before
+            end = stop - 1
+            while (found := search(chunk, at)) is not None and (at := found.start()) < end:
+                line_end = chunk.find(b"\n", at + 1)
+                if self._sse_problem(chunk[at + 1 : min(line_end + 1, at + 257)]) is not None:
+                    return False
+                at += 1
+        return True
+
+    def _whole(self, lines_bytes: bytes, out: list[Violation]) -> None:
+        """Complete lines, cleared by ``_whole_ok``, to the reader in one call."""
+        at = self._offset
+        size = len(lines_bytes)
+        self._offset = at + size
+        base_line = self._base_line
+        base_offset = self._base_offset
+        check = self.validator._text
+        for raw in self._reader.feed(lines_bytes):
+            data = raw.data
+            line = raw.line + base_line
+            offset = raw.offset + base_offset
+            check(data, line, offset, out)
+            if "\n" in data:
+                out.append(self._multi_data(data, line, offset))
+        self._line_no += lines_bytes.count(b"\n")
+        self._line_start = self._offset
+        if self.format == "sse":
+            # The last blank line ends any event: no event data is held past it.
+            # (LF LF and LF CR LF hold one; so does a span opening with LF or CR LF, since
+            # the line before it ended in LF.)
+            lf = lines_bytes.rfind(b"\n\n")
+            crlf = lines_bytes.rfind(b"\n\r\n")
+            if lf >= 0 or crlf >= 0:
+                self._quiet = at + max(lf + 2, crlf + 3)
+            elif lines_bytes[0] == 0x0A:
+                self._quiet = at + 1
+            elif lines_bytes.startswith(b"\r\n"):
+                self._quiet = at + 2
 
     def _piece(self, piece: bytes, complete: bool, out: list[Violation]) -> None:
         """One piece of one physical line: up to and including its LF when ``complete``."""
@@ -1084,20 +1256,18 @@ class StreamValidator:
         except DecodeError as exc:
             self._unreadable(exc, piece, at, complete, out)
             return
+        if complete and at == self._line_start and (piece == b"\n" or piece == b"\r\n"):
+            self._quiet = self._offset  # a blank line: no event in progress after it
         if self.format is None:
             self.format = self._reader.format
+        check = self.validator._text
         for raw in lines:
-            out += self.validator.feed(RawLine(raw.data, raw.line + self._base_line, raw.offset + self._base_offset))
-            if "\n" in raw.data:
-                # [V2.1-b] one envelope is one data line; a browser joins several with LF
-                out.append(
-                    _violation(
-                        "E111",
-                        f"the SSE event has {raw.data.count(chr(10)) + 1} data lines; an envelope is exactly one",
-                        raw.line + self._base_line,
-                        raw.offset + self._base_offset,
-                    )
-                )
+            data = raw.data
+            line = raw.line + self._base_line
+            offset = raw.offset + self._base_offset
+            check(data, line, offset, out)
+            if "\n" in data:
+                out.append(self._multi_data(data, line, offset))
         if complete:
             if self.format == "sse":
                 self._check_sse_line(out)
@@ -1105,9 +1275,18 @@ class StreamValidator:
             self._line_start = self._offset
             self._head = b""
 
-    def _check_sse_line(self, out: list[Violation]) -> None:
-        """SSE lines the reader ignores without a word: unknown fields, named events."""
-        head = self._head.removeprefix(b"\xef\xbb\xbf") if self._line_start == 0 else self._head
+    @staticmethod
+    def _multi_data(data: str, line: int, offset: int) -> Violation:
+        # [V2.1-b] one envelope is one data line; a browser joins several with LF
+        return _violation(
+            "E111",
+            f"the SSE event has {data.count(chr(10)) + 1} data lines; an envelope is exactly one",
+            line,
+            offset,
+        )
+
+    def _sse_problem(self, head: bytes) -> tuple[str, bytes] | None:
+        """The SSE line check of a line's first bytes: ``(code, name or value)``, or ``None``."""
         for raw in head.splitlines():
             if not raw or raw[0] == 0x3A:
                 continue
@@ -1115,29 +1294,42 @@ class StreamValidator:
             if name == b"event":
                 value = value.removeprefix(b" ")
                 if value not in (b"", b"message"):
-                    shown = value.decode("utf-8", "replace")
-                    out.append(
-                        _violation(
-                            "W113",
-                            f"SSE event named {shown!r}: EventSource delivers it to onmessage only "
-                            "when it is unnamed or `message`",
-                            self._line_no,
-                            self._line_start,
-                        )
-                    )
+                    return "W113", value
             elif name not in _SSE_FIELDS and not self._unknown_seen:
-                self._unknown_seen = True
-                shown = name[:40].decode("utf-8", "replace")
-                out.append(
-                    _violation(
-                        "W112",
-                        f"SSE line with field {shown!r} is ignored (not data, event, id or retry); "
-                        "later such lines are not reported",
-                        self._line_no,
-                        self._line_start,
-                    )
+                return "W112", name
+            return None  # only the first line of the piece is known to start a line
+        return None
+
+    def _check_sse_line(self, out: list[Violation]) -> None:
+        """SSE lines the reader ignores without a word: unknown fields, named events."""
+        head = self._head.removeprefix(b"\xef\xbb\xbf") if self._line_start == 0 else self._head
+        problem = self._sse_problem(head)
+        if problem is None:
+            return
+        code, what = problem
+        if code == "W113":
+            shown = what.decode("utf-8", "replace")
+            out.append(
+                _violation(
+                    "W113",
+                    f"SSE event named {shown!r}: EventSource delivers it to onmessage only "
+                    "when it is unnamed or `message`",
+                    self._line_no,
+                    self._line_start,
                 )
-            break  # only the first line of the piece is known to start a line
+            )
+        else:
+            self._unknown_seen = True
+            shown = what[:40].decode("utf-8", "replace")
+            out.append(
+                _violation(
+                    "W112",
+                    f"SSE line with field {shown!r} is ignored (not data, event, id or retry); "
+                    "later such lines are not reported",
+                    self._line_no,
+                    self._line_start,
+                )
+            )
 
     def _unreadable(self, exc: DecodeError, piece: bytes, at: int, complete: bool, out: list[Violation]) -> None:
         code = _reader_code(exc)
@@ -1171,6 +1363,7 @@ class StreamValidator:
         self._skipping = False
         self._base_line = self._pending_line + self._skip_cr
         self._base_offset = self._offset
+        self._quiet = self._offset
         self._skip_cr = 0
         fmt: Literal["auto", "sse", "jsonl"] = self.format or self._format
         self._reader = StreamReader(fmt, max_line_bytes=self._max_line)

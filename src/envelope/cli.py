@@ -167,6 +167,19 @@ def _cpuinfo() -> str:
         return ""
 
 
+def _legacy_capture(path: str | None, relative: str) -> bytes | None:
+    """The migrate stage's input: ``path``, else ``relative`` from here or from the source tree."""
+    if path is not None:
+        return Path(path).read_bytes()  # unreadable: an OSError, reported by main() (exit 2)
+    places = [Path(relative), Path(__file__).resolve().parents[2] / relative]
+    for place in places:
+        if place.is_file():
+            return place.read_bytes()
+    tried = ", ".join(str(x) for x in places)
+    print(f"envelope bench: warning: legacy capture not found (tried {tried}); no migrate figures", file=sys.stderr)
+    return None
+
+
 def _bench(args: argparse.Namespace) -> int:
     from . import _bench as bench  # tooling: not loaded by the other subcommands
 
@@ -183,6 +196,9 @@ def _bench(args: argparse.Namespace) -> int:
         known = ", ".join(key for key, _ in bench.STAGES)
         print(f"envelope bench: error: unknown stage {', '.join(unknown)} (known: {known})", file=sys.stderr)
         return 2
+    capture = None
+    if not args.stage or "migrate" in args.stage:
+        capture = _legacy_capture(args.legacy_capture, bench.LEGACY_CAPTURE)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     report = bench.run(
@@ -193,6 +209,7 @@ def _bench(args: argparse.Namespace) -> int:
         progress=lambda text: print(text, file=sys.stderr, flush=True),
         rss=_rss_of,
         cpuinfo=_cpuinfo(),
+        legacy_capture=capture,
     )
     print(bench.render_table(report))
     md = out_dir / "bench.md"
@@ -351,6 +368,12 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-memory", action="store_true", help="skip the peak memory passes")
     bench.add_argument(
         "--stage", action="append", metavar="KEY", help="run only this stage (repeatable), e.g. emit_small, read"
+    )
+    bench.add_argument(
+        "--legacy-capture",
+        metavar="PATH",
+        help="the legacy XML capture the migrate stage repeats "
+        "(default: ../shared/corpus/upstream/legacy_xml_sse_capture.txt)",
     )
     bench.add_argument("--rss-child", metavar="KEY:SIZE", help=argparse.SUPPRESS)  # the RSS check's child
     bench.set_defaults(handler=_bench, file="envelope bench")  # the label of errors in main()

@@ -18,13 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from envelope import Emitter, decode
-from envelope._bench import Sizes, build_stage, run, seed_chunk_and_emit
+from envelope import Emitter, StreamValidator, XmlMigrator, decode
+from envelope._bench import Sizes, build_stage, legacy_input, run, seed_chunk_and_emit, validate_ours
 from envelope._bench_data import AGENTS, escape_payload, iter_sse
-from envelope.cli import main
+from envelope.cli import _legacy_capture, main
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCH_MODULES = ("benchmarks.data", "benchmarks.bench_emit", "benchmarks.bench_read", "benchmarks.compare")
+BENCH_MODULES = (
+    "benchmarks.data",
+    "benchmarks.bench_emit",
+    "benchmarks.bench_read",
+    "benchmarks.bench_validate",
+    "benchmarks.bench_migrate",
+    "benchmarks.compare",
+)
 
 
 def _env() -> dict[str, str]:
@@ -88,7 +95,10 @@ def test_envelope_bench_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture
         assert "AG-UI EventEncoder" in text
         assert "msgspec" in text
         assert "json.loads" in text
+        assert "StreamValidator" in text
+        assert "XmlMigrator" in text
         assert "not installed" not in text
+        assert "not found" not in text
     assert "### Targets" in md
     assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -142,3 +152,73 @@ def test_read_candidates_agree_on_the_event_count() -> None:
     assert len(counts) == 4
     events = b"".join(iter_sse(Sizes.from_mb(0.02).read_bytes)).count(b"\n\n")
     assert set(counts.values()) == {events}, counts
+
+
+def test_validate_and_migrate_stages(corpus: Path) -> None:
+    """Both stages run at a tiny size, ours first, and their targets are checked."""
+    capture = (corpus / "legacy_xml_sse_capture.txt").read_bytes()
+    report = run(0.02, 1, memory=False, only=("validate", "migrate"), legacy_capture=capture)
+    assert {row.stage for row in report.rows} == {"validate", "migrate"}
+    for stage in ("validate", "migrate"):
+        ours = report.row(stage, "ours")
+        assert ours is not None
+        assert ours.ratio == 1.0
+        assert ours.mb_per_s > 0
+    validate = report.named("validate", "ours: StreamValidator")
+    assert validate is not None
+    assert validate.candidate == "ours: StreamValidator"
+    assert report.named("validate", "ours: SSEReader + Reconstructor") is not None
+    targets = {t.name: t for t in report.targets}
+    assert targets["validate vs read + reconstruct"].met is not None
+    assert "alternated" in targets["validate vs read + reconstruct"].measured
+    assert targets["migrate the legacy capture, repeated: throughput"].met is not None
+
+
+def test_migrate_stage_without_the_capture() -> None:
+    """No capture: the stage's rows and target say so; nothing raises."""
+    report = run(0.02, 1, memory=False, only=("migrate",), legacy_capture=None)
+    rows = [r for r in report.rows if r.stage == "migrate"]
+    assert rows
+    assert all(r.seconds is None and "legacy capture not found" in r.missing for r in rows)
+    target = next(t for t in report.targets if t.name.startswith("migrate"))
+    assert target.met is None
+    assert "legacy capture not found" in target.measured
+
+
+def test_validate_stage_runs_the_stream_validator() -> None:
+    """The stage's ours finds what a StreamValidator fed the same reads finds."""
+    data = b"".join(iter_sse(Sizes.from_mb(0.02).read_bytes))
+    reads = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+    checker = StreamValidator()
+    found = [v for piece in reads for v in checker.feed(piece)] + checker.close()
+    assert validate_ours(reads) == len(found)
+
+
+def test_legacy_input_is_the_capture_repeated(corpus: Path) -> None:
+    capture = (corpus / "legacy_xml_sse_capture.txt").read_bytes()
+    head = capture.split(b"\n\n", 1)[0]
+    data = legacy_input(capture, 200_000)
+    assert 200_000 - len(capture) < len(data) <= 200_000 + len(capture)
+    assert data.startswith(head + b"\n\n")
+    assert data.count(head) == 1  # one meta_init
+    assert data.endswith(b"data: [DONE]\n\n")
+    assert data.count(b"data: [DONE]") == 1
+    migrator = XmlMigrator()
+    lines = migrator.feed(data) + migrator.close()
+    assert lines[-1] == b"[DONE]"
+    once = XmlMigrator()
+    assert len(lines) > 2 * len(once.feed(capture) + once.close())
+
+
+def test_legacy_capture_lookup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """cli.py reads the capture for the migrate stage; missing is a warning, a bad --legacy-capture exit 2."""
+    given = tmp_path / "capture.txt"
+    given.write_bytes(b"data: <x>\n\n")
+    assert _legacy_capture(str(given), "unused") == b"data: <x>\n\n"
+    assert _legacy_capture(None, "no/such/capture.txt") is None
+    assert "legacy capture not found" in capsys.readouterr().err
+    status = main(
+        ["bench", "--stage", "migrate", "--legacy-capture", str(tmp_path / "none.txt"), "--out", str(tmp_path)]
+    )
+    assert status == 2
+    assert "No such file" in capsys.readouterr().err
