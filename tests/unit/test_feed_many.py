@@ -1,4 +1,4 @@
-"""``StreamReader.feed_batch`` + ``Reconstructor.feed_many`` give exactly what line-by-line feeding gives.
+"""``StreamReader.feed_batch`` + ``Reconstructor.feed_many`` give exactly what line-by-line feeding gives [7.7-a].
 
 The batch path is only a faster way to do the same thing, so every property here
 compares it with the plain path (``StreamReader.feed`` then ``Reconstructor.feed`` per
