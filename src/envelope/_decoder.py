@@ -116,6 +116,15 @@ def _bad_utf8(data: bytes) -> DecodeError:
     return DecodeError("invalid UTF-8", section="3.1")  # pragma: no cover  # msgspec and Python agree
 
 
+def _too_deep() -> DecodeError:
+    """msgspec's nesting limit, met walking an unknown or loosely typed member (it raises ``RecursionError``).
+
+    Only the lenient reading can meet it: the strict one refuses unknown members and
+    types every known one as a string, a number or a bool before any nesting.
+    """
+    return DecodeError("not JSON this library reads: nested too deeply", section="3.1")
+
+
 def _as_bytes(line: bytes | str) -> bytes:
     if isinstance(line, str):
         try:
@@ -168,6 +177,8 @@ def decode_lenient(line: bytes | str, position: Position | None = None) -> _Wire
         error = DecodeError("line holds a lone surrogate", position=Position(offset=exc.start), section="6.4")
     except UnicodeDecodeError:
         error = _bad_utf8(_as_bytes(line))  # only bytes can hold invalid UTF-8
+    except RecursionError:
+        error = _too_deep()
     raise error.at(position) if position is not None else error
 
 
