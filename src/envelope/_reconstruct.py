@@ -402,7 +402,7 @@ class Reconstructor:
             if block is None:
                 if size > max_size or (after is is_open and len(opened) >= max_open):
                     self._feed_one(data, k, base, where)  # raises: a limit
-                    continue
+                    continue  # pragma: no cover  # feed() raised
                 wid = wire.id
                 wname = wire.name
                 block = _Open(kind, agent, None if wid is unset else wid, None if wname is unset else wname)
@@ -417,7 +417,7 @@ class Reconstructor:
                 wid = wire.id
                 if block.size + size > max_size or (wid is not unset and block.id is not None and wid != block.id):
                     self._feed_one(data, k, base, where)  # raises: a limit, or an id change
-                    continue
+                    continue  # pragma: no cover  # feed() raised
             if size:
                 block.size += size
                 block.parts.append(delta)
