@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from ._bench_data import AGENTS, ascii_payload, deltas, escape_payload, iter_sse
-from ._decoder import decode_lenient
+from ._decoder import StreamReader, decode_lenient
 from ._encoder import Emitter
 from ._limits import DEFAULT_MAX_BYTES
 from ._reconstruct import Reconstructor
@@ -447,16 +447,19 @@ def _pieces(data: bytes) -> Iterator[bytes]:
 
 
 def read_ours(pieces: Iterable[bytes]) -> int:
-    """Ours: SSE bytes -> ``SSEReader`` -> ``Reconstructor`` -> transcript. Returns events."""
-    reader = SSEReader()
+    """Ours: SSE bytes -> ``StreamReader.feed_batch`` -> ``Reconstructor.feed_many`` -> transcript.
+
+    Returns the events read. Every event's data is decoded and routed to its block, as
+    with ``feed`` per line (``feed_many`` is that, in one loop per chunk).
+    """
+    reader = StreamReader("sse")
     rebuilder = Reconstructor()
-    feed = rebuilder.feed
+    feed_many = rebuilder.feed_many
     count = 0
     for piece in pieces:
-        events = reader.feed(piece)
-        count += len(events)
-        for event in events:
-            feed(event.data)
+        lines = reader.feed_batch(piece)
+        count += len(lines)
+        feed_many(lines)
     reader.close()
     rebuilder.transcript()
     return count
@@ -571,7 +574,7 @@ def _read_stage(sizes: Sizes) -> Stage:
         rss_size=sizes.read_bytes,
         candidates=[
             Candidate(
-                "ours: SSEReader + Reconstructor",
+                "ours: StreamReader + Reconstructor",
                 "ours",
                 make(read_ours),
                 note="transcript kept (memory grows with content)",

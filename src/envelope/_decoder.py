@@ -11,7 +11,9 @@ Does not own: what sequences of envelopes mean (``_reconstruct``, the validator)
 from __future__ import annotations
 
 import re
-from typing import Any, Final, Literal
+from collections.abc import Sequence
+from itertools import accumulate
+from typing import Any, Final, Literal, overload
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -33,7 +35,7 @@ _MISSING = re.compile(r"missing required field `([^`]+)`")
 _UNKNOWN = re.compile(r"unknown field `([^`]+)`")
 
 
-class _Wire(msgspec.Struct):
+class _Wire(msgspec.Struct, gc=False):
     """The lenient form: base fields checked, known extras typed loosely, others ignored.
 
     Recorded streams from other implementations put numbers in strings, mark images
@@ -114,6 +116,15 @@ def _bad_utf8(data: bytes) -> DecodeError:
     return DecodeError("invalid UTF-8", section="3.1")  # pragma: no cover  # msgspec and Python agree
 
 
+def _too_deep() -> DecodeError:
+    """msgspec's nesting limit, met walking an unknown or loosely typed member (it raises ``RecursionError``).
+
+    Only the lenient reading can meet it: the strict one refuses unknown members and
+    types every known one as a string, a number or a bool before any nesting.
+    """
+    return DecodeError("not JSON this library reads: nested too deeply", section="3.1")
+
+
 def _as_bytes(line: bytes | str) -> bytes:
     if isinstance(line, str):
         try:
@@ -166,6 +177,8 @@ def decode_lenient(line: bytes | str, position: Position | None = None) -> _Wire
         error = DecodeError("line holds a lone surrogate", position=Position(offset=exc.start), section="6.4")
     except UnicodeDecodeError:
         error = _bad_utf8(_as_bytes(line))  # only bytes can hold invalid UTF-8
+    except RecursionError:
+        error = _too_deep()
     raise error.at(position) if position is not None else error
 
 
@@ -186,6 +199,71 @@ class RawLine(msgspec.Struct, frozen=True):
     def position(self) -> Position:
         """The position as an error would carry it."""
         return Position(line=self.line, offset=self.offset)
+
+
+class _LineBatch(Sequence[RawLine]):
+    """The envelope lines one chunk completed, as ``StreamReader.feed_batch`` returns them.
+
+    A sequence of ``RawLine`` built on demand: ``Reconstructor.feed_many`` reads
+    ``data`` and asks ``position`` only for a line it reports an error on, so the hot
+    path builds no ``RawLine`` and no ``Position`` per line. Two shapes: explicit line
+    numbers and offsets, or (the SSE fast path) a run of ``data: <line>`` events each
+    followed by a blank line, whose positions follow from the first one and the lengths.
+    """
+
+    __slots__ = ("_first_line", "_first_offset", "_lines", "_offsets", "data")
+
+    def __init__(
+        self,
+        data: list[bytes] | list[str],
+        *,
+        lines: list[int] | None = None,
+        offsets: list[int] | None = None,
+        first_line: int = 0,
+        first_offset: int = 0,
+    ) -> None:
+        #: The lines' text: bytes (valid UTF-8) on the SSE fast path, else str.
+        self.data: Final = data
+        self._lines = lines
+        self._offsets = offsets
+        self._first_line = first_line
+        self._first_offset = first_offset
+
+    @classmethod
+    def of(cls, raws: list[RawLine]) -> _LineBatch:
+        """A batch of lines already read, with their own positions."""
+        return cls([r.data for r in raws], lines=[r.line for r in raws], offsets=[r.offset for r in raws])
+
+    def position(self, index: int) -> Position:
+        """Where line ``index`` of the batch starts (line and byte offset)."""
+        if self._lines is None or self._offsets is None:
+            # The SSE fast path: event k is "data: " + data[k] + "\n\n", two lines, and
+            # data[k] is bytes, so its length is its size in the input (spec §2.1).
+            first, count = self._first_line, len(self.data)
+            self._lines = list(range(first, first + 2 * count, 2))
+            self._offsets = list(accumulate([len(d) + 8 for d in self.data[:-1]], initial=self._first_offset))
+        return Position(line=self._lines[index], offset=self._offsets[index])
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    @overload
+    def __getitem__(self, index: int) -> RawLine: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RawLine]: ...
+
+    def __getitem__(self, index: int | slice) -> RawLine | list[RawLine]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self.data)))]
+        if index < 0:
+            index += len(self.data)
+        if not 0 <= index < len(self.data):
+            raise IndexError("line index out of range")
+        data = self.data[index]
+        where = self.position(index)
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return RawLine(text, where.line or 0, where.offset or 0)
 
 
 class StreamReader:
@@ -226,21 +304,57 @@ class StreamReader:
         Raises:
             DecodeError: invalid UTF-8, an over-long line.
         """
-        if self.format is None:
-            self._buf += chunk
-            stripped = self._buf.lstrip(b" \t\r\n\xef\xbb\xbf")
-            if not stripped:
-                if len(self._buf) > self._max:
-                    raise DecodeError("no content in the first bytes", position=Position(offset=0))
-                return []
-            self.format = "jsonl" if stripped[:1] == b"{" else "sse"
-            chunk, self._buf = self._buf, b""
-            if self.format == "jsonl" and chunk.startswith(b"\xef\xbb\xbf"):
-                chunk = chunk[3:]
-                self._offset = 3
+        chunk = self._detect(chunk)
         if self.format == "sse":
             return [RawLine(e.data, e.line, e.offset) for e in self._sse.feed(chunk)]
+        if self.format is None:
+            return []
         return self._jsonl(chunk)
+
+    def feed_batch(self, chunk: bytes) -> Sequence[RawLine]:
+        """Consume bytes; return the envelope lines they complete, for ``Reconstructor.feed_many``.
+
+        The same lines, positions and errors as ``feed``, and the reader ends in the same
+        state; but on an SSE capture the common case (each event one ``data:`` line) is
+        split in a few calls over the whole chunk, and the ``RawLine`` objects are only
+        built if the sequence is indexed. ``Reconstructor.feed_many`` reads the batch
+        without building them; that pair is the fast way to read a capture.
+
+        Args:
+            chunk: any bytes of the stream, split anywhere.
+
+        Returns:
+            The lines completed by this chunk, in order.
+
+        Raises:
+            DecodeError: invalid UTF-8, an over-long line.
+        """
+        chunk = self._detect(chunk)
+        if self.format == "sse":
+            lines, line, offset, events = self._sse._feed_batch(chunk)
+            if lines:
+                return _LineBatch(lines, first_line=line, first_offset=offset)
+            return _LineBatch.of([RawLine(e.data, e.line, e.offset) for e in events])
+        if self.format is None:
+            return _LineBatch([])
+        return _LineBatch.of(self._jsonl(chunk))
+
+    def _detect(self, chunk: bytes) -> bytes:
+        """Until the format is known, buffer bytes and detect it; return the bytes to read."""
+        if self.format is not None:
+            return chunk
+        self._buf += chunk
+        stripped = self._buf.lstrip(b" \t\r\n\xef\xbb\xbf")
+        if not stripped:
+            if len(self._buf) > self._max:
+                raise DecodeError("no content in the first bytes", position=Position(offset=0))
+            return b""
+        self.format = "jsonl" if stripped[:1] == b"{" else "sse"
+        chunk, self._buf = self._buf, b""
+        if self.format == "jsonl" and chunk.startswith(b"\xef\xbb\xbf"):
+            chunk = chunk[3:]
+            self._offset = 3
+        return chunk
 
     def close(self) -> list[RawLine]:
         """Signal the end of input; return the last line if it had no line end.
