@@ -18,6 +18,7 @@ and ``write_sse`` writes it to a file, so a benchmark can read it back in 64 KiB
 
 from __future__ import annotations
 
+import json
 import random
 from typing import TYPE_CHECKING, Final
 
@@ -192,8 +193,8 @@ class _Agent:
 
     def lines(self) -> Iterator[bytes]:
         rng = self.rng
-        meta = '{"format": "json", "user_query": "' + self._slice(300).replace('"', "'") + '", "model": "claude"}'
-        yield from self.em.buffered("meta_init", meta)
+        meta = {"format": "json", "user_query": self._slice(300), "agent_uuid": self.em.agent, "model": "claude"}
+        yield from self.em.buffered("meta_init", json.dumps(meta))
         while True:
             self.turn += 1
             yield from self._streamed("thinking", rng.randint(10, 80))
@@ -205,8 +206,8 @@ class _Agent:
                 ]
                 yield from self.em.citations(cites)
             tool_id = f"toolu_{self.turn:06d}"
-            args = '{"path": "src/' + str(self.turn) + '.py", "pattern": "' + self._slice(60).replace('"', "") + '"}'
-            yield from self.em.buffered("tool_call", args, id=tool_id, name="read_file")
+            args = {"path": f"src/{self.turn}.py", "pattern": self._slice(60)}
+            yield from self.em.buffered("tool_call", json.dumps(args), id=tool_id, name="read_file")
             # Mostly small results; now and then a large file or search dump (up to 256 KiB).
             size = rng.choice((200, 800, 3_000, 12_000)) if rng.random() < 0.85 else rng.randint(32_000, 262_144)
             yield from self.em.tool_result(tool_id, "read_file", self._slice(size))

@@ -222,3 +222,13 @@ def test_legacy_capture_lookup(tmp_path: Path, capsys: pytest.CaptureFixture[str
     )
     assert status == 2
     assert "No such file" in capsys.readouterr().err
+
+
+def test_benchmark_stream_is_valid() -> None:
+    """The generated 4-agent stream the read and validate stages use passes the validator clean."""
+    from envelope import StreamValidator
+    from envelope._bench_data import iter_sse
+
+    checker = StreamValidator("sse")
+    found = [v for chunk in iter_sse(512 * 1024) for v in checker.feed(chunk)] + checker.close()
+    assert [v.code for v in found] == []
