@@ -105,7 +105,7 @@ def _api_block(obj: Any) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v is not None and k not in _SDK_ONLY_FIELDS}
 
 
-def error_payload(error: Any) -> dict[str, Any]:
+def error_payload(error: object) -> dict[str, Any]:
     """The JSON payload of an ``error`` envelope for an API error event or exception [A7.1-a].
 
     Args:
@@ -235,7 +235,7 @@ class AnthropicTranslator:
 
     # ------------------------------------------------------------------ feeding
 
-    def feed(self, event: Any) -> list[bytes]:
+    def feed(self, event: object) -> list[bytes]:
         """Translate one stream event into envelope lines (unframed JSON).
 
         Args:
@@ -278,7 +278,7 @@ class AnthropicTranslator:
         self._warn(f"unknown stream event type {kind!r} passed over")
         return []
 
-    def error(self, error: Any) -> list[bytes]:
+    def error(self, error: object) -> list[bytes]:
         """Lines of one ``error`` envelope for an API error event or an SDK exception.
 
         The SDK raises on a mid-stream ``error`` event instead of yielding it; pass the

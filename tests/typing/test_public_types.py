@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import assert_type
+from typing import Any, assert_type
 
 import envelope
 from envelope import (
@@ -45,3 +45,33 @@ def test_public_signatures() -> None:
     block = reconstruct([line]).agents["a"][0]
     assert_type(block, Block)
     assert block.content == ""
+
+
+def test_later_public_signatures() -> None:
+    """The batch read path, the validator, the migrator and the Anthropic adapter."""
+    from collections.abc import Iterator, Sequence
+
+    from envelope import (
+        StreamValidator,
+        Validator,
+        Violation,
+        XmlMigrator,
+        migrate_xml,
+        validate,
+    )
+    from envelope.anthropic import AnthropicTranslator
+
+    line = Emitter("a").end("text")
+    batch = StreamReader().feed_batch(line + b"\n")
+    assert_type(batch, Sequence[RawLine])
+    rec = Reconstructor()
+    assert_type(rec.feed_many(batch), None)
+    assert_type(validate([line]), Iterator[Violation])
+    assert_type(Validator().feed(line), list[Violation])
+    assert_type(StreamValidator().feed(line + b"\n"), list[Violation])
+    assert_type(XmlMigrator(agent="a").feed(b"<content-block-text>x"), list[bytes])
+    assert_type(migrate_xml([b""], agent="a"), Iterator[bytes])
+    translator = AnthropicTranslator("a")
+    assert_type(translator.feed({"type": "ping"}), list[bytes])
+    assert_type(translator.finalize(), list[dict[str, Any]])
+    assert_type(translator.stop_reason, str | None)
