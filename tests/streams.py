@@ -70,11 +70,26 @@ def emit(em: Emitter, spec: Spec) -> list[bytes]:
     return em.buffered(spec.type, spec.content, id=spec.id, name=spec.name)  # type: ignore[arg-type]  # a buffered type
 
 
+def _reject(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON")
+
+
+def _finite(token: str) -> float:
+    value = float(token)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{token} is out of range")
+    return value
+
+
 def _parse(text: str) -> Any:
+    """Spec §7.5: the JSON value (RFC 8259: no NaN or Infinity; numbers must fit a float;
+    strings must be valid Unicode), else the raw text. Written with the stdlib, not msgspec."""
     try:
-        return json.loads(text)
-    except ValueError:
+        value = json.loads(text, parse_constant=_reject, parse_float=_finite)
+        json.dumps(value, ensure_ascii=False).encode("utf-8")  # a lone surrogate raises
+    except (ValueError, UnicodeEncodeError):
         return text
+    return value
 
 
 def expected(spec: Spec) -> dict[str, Any]:
