@@ -542,7 +542,12 @@ class XmlMigrator:
                     self._raw_off += at - i
                     self._raw_line += lines
                     i = at
-                    self._bytes(record, start_off, start_line)
+                    if not (
+                        record.startswith(b"<")
+                        and not (self._buf or self._held_bytes or self._done_seen)
+                        and self._tag_record(record, start_off, start_line)
+                    ):
+                        self._bytes(record, start_off, start_line)
                     self._raw_off += len(_SEP)
                     self._raw_line += 2
                     i += len(_SEP)
@@ -657,6 +662,48 @@ class XmlMigrator:
             parts = (head, b'"' + tail + b"\0" + head + b'"', tail)
             self._parts[key] = parts
         return parts
+
+    def _tag_record(self, record: bytes, offset: int, line: int) -> bool:
+        """A whole record that starts with a tag, with nothing pending; ``False`` leaves it to ``_bytes``.
+
+        Between blocks, a record that starts with a whole tag is what ``_text`` and the
+        ``_top`` and ``_tag`` steps would reach in several calls: the tag's position is
+        the record's, the tag ends where ``_WHOLE_TAG`` says, and the rest of the record
+        (a close tag, a body) goes to the tokenizer as usual. In a text or thinking
+        body, a record that is exactly the close tag ends the block, as ``_stream`` would.
+        """
+        state = self._state
+        if state is _S.STREAM:
+            if self._stream_fast() and record == self._stream_close.encode():
+                self._seams = [(0, offset + len(record), line)]
+                self._end_stream()
+                return True
+            return False
+        if state is not _S.TOP:
+            return False
+        try:
+            text = record.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        whole = _WHOLE_TAG.match(text)
+        if whole is None:
+            return False
+        # The name must end within MAX_LEGACY_NAME_CHARS (§M2.8): longer ones go the long way, which raises.
+        name = _NAME_RUN.match(text, 2 if text.startswith("/", 1) else 1, MAX_LEGACY_NAME_CHARS + 2)
+        if name is None or name.end() > MAX_LEGACY_NAME_CHARS + 1:
+            return False
+        end = whole.end()
+        tag = text[:end]
+        pos = Position(line=line, offset=offset)
+        self._tag_pos = pos
+        self._scan = 1
+        self._quote = ""
+        size = end if text.isascii() else len(tag.encode("utf-8"))
+        self._buf = text[end:]
+        self._seams = [(0, offset + size, line + tag.count("\n"))]
+        self._on_tag(tag, pos)
+        self._run()
+        return True
 
     def _stream_fast(self) -> bool:
         """Whether nothing is pending that the stream fast path in ``_unframe`` would bypass."""
