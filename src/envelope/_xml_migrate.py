@@ -112,8 +112,6 @@ _FIXED_REFS: Final = (
     ("&apos;", "'"),
     ("&amp;", "&"),
 )
-#: An `&` that does not start one of ``_FIXED_REFS``.
-_ODD_REF: Final = re.compile(r"&(?!quot;|lt;|gt;|#x27;|#39;|apos;|amp;)")
 _LATER_RE: Final = re.compile(r"\\(.?)", re.S)
 _MULTIMODAL_RE: Final = re.compile(r"\s*(?:<text>(.*)</text>)?((?:\s*<image\b[^>]*>(?:\s*</image>)?)*)\s*\Z", re.S)
 _IMAGE_RE: Final = re.compile(r"<image\b([^>]*?)\s*/?>", re.S)
@@ -699,9 +697,32 @@ class XmlMigrator:
         self._scan = 1
         self._quote = ""
         size = end if text.isascii() else len(tag.encode("utf-8"))
-        self._buf = text[end:]
+        rest = text[end:]
+        self._buf = rest
         self._seams = [(0, offset + size, line + tag.count("\n"))]
         self._on_tag(tag, pos)
+        if not rest:
+            return True
+        state = self._state
+        if state is _S.EMPTY:
+            if rest == self._empty_close:  # as _empty: the close tag right after the open tag
+                self._buf = ""
+                self._seams = [(0, offset + len(record), line + record.count(b"\n"))]
+                self._state = _S.TOP
+                return True
+        elif state is _S.BODY:
+            # As _body_step when the record holds the whole body: the first close tag is the
+            # record's end, and it ends the body (§M2.3).
+            body = self._body
+            assert body is not None
+            close = body.close
+            at = len(rest) - len(close)
+            if rest.find(close) == at >= 0 and body.ends_body(inner := rest[:at]):
+                body.add(inner)
+                self._buf = ""
+                self._seams = [(0, offset + len(record), line + record.count(b"\n"))]
+                self._finish_body()
+                return True
         self._run()
         return True
 
@@ -986,7 +1007,17 @@ class XmlMigrator:
         self._stray_open = True
 
     def _attrs(self, attr_text: str, name: str, pos: Position) -> dict[str, str]:
-        attrs: dict[str, str] = {}
+        if not attr_text:
+            return {}
+        found = _ATTR_RE.findall(attr_text)
+        if len(found) <= MAX_LEGACY_ATTRIBUTES:
+            # One C call for all pairs; `dq or sq` is the value: a value that is not there
+            # comes back as "" (an empty value in either quotes is "" too).
+            attrs = {key: dq or sq for key, dq, sq in found}
+            if len(attrs) == len(found):
+                return attrs
+        # A repeated or an extra attribute: the loop below raises the error of the first one.
+        attrs = {}
         for am in _ATTR_RE.finditer(attr_text):
             key = am.group(1)
             raw = am.group(2) if am.group(2) is not None else am.group(3)
@@ -1003,19 +1034,21 @@ class XmlMigrator:
         """HTML references in an attribute value (§M2.4): five names and numeric ones, nothing else."""
         if "&" not in raw:
             return raw
-        if _ODD_REF.search(raw) is None:
-            # Every `&` starts one of the common references: plain replacements give what the
-            # regex below gives (a reference holds one `&`, so none overlaps another, and no
-            # replacement makes a new one; `&amp;` comes last). Stop once every `&` is done.
-            left = raw.count("&")
-            for ref_text, char in _FIXED_REFS:
-                found = raw.count(ref_text)
-                if found:
-                    raw = raw.replace(ref_text, char)
-                    left -= found
-                    if not left:
-                        break
-            return raw
+        # When every `&` starts one of the common references, plain replacements give what
+        # the regex below gives: a reference holds one `&`, so none overlaps another; no
+        # replacement character occurs in a reference's name, so none makes a new one; and
+        # `&amp;` comes last. Each replacement takes `len(ref) - 1` characters per `&` it
+        # resolves, so the count of `&` says when every one is done; if some are left, an
+        # `&` starts something else and the regex decides, from the original text.
+        left = raw.count("&")
+        text = raw
+        for ref_text, char in _FIXED_REFS:
+            if ref_text in text:
+                size = len(text)
+                text = text.replace(ref_text, char)
+                left -= (size - len(text)) // (len(ref_text) - 1)
+                if not left:
+                    return text
 
         def ref(m: re.Match[str]) -> str:
             hexa, dec, named = m.group(1), m.group(2), m.group(3)
