@@ -683,14 +683,18 @@ class XmlMigrator:
             text = record.decode("utf-8")
         except UnicodeDecodeError:
             return False
-        whole = _WHOLE_TAG.match(text)
-        if whole is None:
-            return False
-        # The name must end within MAX_LEGACY_NAME_CHARS (§M2.8): longer ones go the long way, which raises.
-        name = _NAME_RUN.match(text, 2 if text.startswith("/", 1) else 1, MAX_LEGACY_NAME_CHARS + 2)
-        if name is None or name.end() > MAX_LEGACY_NAME_CHARS + 1:
-            return False
-        end = whole.end()
+        fast = _FAST_TAG.match(text)
+        if fast is not None:
+            end = fast.end()
+        else:
+            whole = _WHOLE_TAG.match(text)
+            if whole is None:
+                return False
+            # The name must end within MAX_LEGACY_NAME_CHARS (§M2.8): longer ones go the long way, which raises.
+            name = _NAME_RUN.match(text, 2 if text.startswith("/", 1) else 1, MAX_LEGACY_NAME_CHARS + 2)
+            if name is None or name.end() > MAX_LEGACY_NAME_CHARS + 1:
+                return False
+            end = whole.end()
         tag = text[:end]
         pos = Position(line=line, offset=offset)
         self._tag_pos = pos
@@ -700,7 +704,24 @@ class XmlMigrator:
         rest = text[end:]
         self._buf = rest
         self._seams = [(0, offset + size, line + tag.count("\n"))]
-        self._on_tag(tag, pos)
+        if fast is None:
+            self._on_tag(tag, pos)
+        else:
+            # What _on_tag does for these tags (TAG_RE and _attrs would give these groups).
+            if self._stray_open:
+                self._out.append(self._emitter().end("text"))
+                self._stray_open = False
+            stream_tag = fast.group(1)
+            if stream_tag is not None:
+                self._open_stream(_STREAMED_TAGS[stream_tag], stream_tag, False, pos)
+            else:
+                name, rid, rname, args = fast.group(2, 3, 4, 5)
+                attrs = {"id": rid, "name": rname} if args is None else {"id": rid, "name": rname, "arguments": args}
+                if name in _CALL_TAGS:
+                    self._call_tag(name, attrs, pos)
+                    self._after_empty(name, False)
+                else:
+                    self._open_body(name, _BODY_TAGS[name], attrs, None, False, pos)
         if not rest:
             return True
         state = self._state
@@ -1140,23 +1161,34 @@ class XmlMigrator:
         self._emit(em.buffered(_DATA_TAGS[name], payload), pos)
 
     def _call_tag(self, name: str, attrs: dict[str, str], pos: Position) -> None:
-        self._no_attrs(name, attrs, pos, ("id", "name", "arguments"))
-        raws = {k: self._require(name, attrs, k, pos) for k in ("id", "name", "arguments")}
+        if len(attrs) == 3 and "id" in attrs and "name" in attrs and "arguments" in attrs:
+            rid, rname, rargs = attrs["id"], attrs["name"], attrs["arguments"]
+        else:
+            self._no_attrs(name, attrs, pos, ("id", "name", "arguments"))
+            rid = self._require(name, attrs, "id", pos)
+            rname = self._require(name, attrs, "name", pos)
+            rargs = self._require(name, attrs, "arguments", pos)
         em = self._emitter_at(pos)
         # §M3.2: the later era escaped the whole tag; undo that before the references.
-        self._era_evidence_call(raws["arguments"], pos)
-        vals = {k: self._unescape(self._undo_escaped(v, pos), k, pos) for k, v in raws.items()}
+        if self.era is None:
+            self._era_evidence_call(rargs, pos)
+        vid = self._unescape(self._undo_escaped(rid, pos), "id", pos)
+        vname = self._unescape(self._undo_escaped(rname, pos), "name", pos)
+        vargs = self._unescape(self._undo_escaped(rargs, pos), "arguments", pos)
         kind = _CALL_TAGS[name]
-        if kind == "tool_call" and vals["id"].startswith("srvtoolu_") and not self.keep_labels:
+        if kind == "tool_call" and vid.startswith("srvtoolu_") and not self.keep_labels:
             # §M2.7: older label for a server tool call.
             kind = "server_tool_call"
             self._warn(
-                f"older label: <{name}> with server tool id {vals['id']!r} migrated as server_tool_call",
+                f"older label: <{name}> with server tool id {vid!r} migrated as server_tool_call",
                 pos,
                 "M2.7",
             )
-        self._json(vals["arguments"], f"the arguments of <{name}>", pos)
-        self._emit(em.buffered(kind, vals["arguments"], id=vals["id"], name=vals["name"]), pos)
+        try:
+            _json_decode(vargs)
+        except msgspec.DecodeError:
+            self._json(vargs, f"the arguments of <{name}>", pos)
+        self._emit(em.buffered(kind, vargs, id=vid, name=vname), pos)
 
     # ------------------------------------------------------------------ streamed bodies
 
@@ -1567,6 +1599,13 @@ class XmlMigrator:
 
 
 _TAG_SCAN: Final = re.compile(r"[<>\"']")
+#: The open tags of most records, written the old server's way; where it matches, _WHOLE_TAG,
+#: _TAG_RE and _ATTR_RE would find the same end, name and attributes (no `<`, `>` or quote
+#: outside the quoted values), so ``_tag_record`` dispatches on its groups directly.
+_FAST_TAG: Final = re.compile(
+    r"<(?:(content-block-(?:text|thinking))"
+    r'|(content-block-(?:server_)?tool_(?:call|result)) id="([^"]*)" name="([^"]*)"(?: arguments="([^"]*)")?)>'
+)
 #: A whole tag: `<`, then text and quoted values with no `<` outside quotes, then `>`; the
 #: same end as the `_TAG_SCAN` loop, in one call. Possessive, so a failed match is linear.
 _WHOLE_TAG: Final = re.compile(r"""<(?:[^<>"']++|"[^"]*+"|'[^']*+')*+>""")
