@@ -691,8 +691,8 @@ class XmlMigrator:
             if whole is None:
                 return False
             # The name must end within MAX_LEGACY_NAME_CHARS (§M2.8): longer ones go the long way, which raises.
-            name = _NAME_RUN.match(text, 2 if text.startswith("/", 1) else 1, MAX_LEGACY_NAME_CHARS + 2)
-            if name is None or name.end() > MAX_LEGACY_NAME_CHARS + 1:
+            run = _NAME_RUN.match(text, 2 if text.startswith("/", 1) else 1, MAX_LEGACY_NAME_CHARS + 2)
+            if run is None or run.end() > MAX_LEGACY_NAME_CHARS + 1:
                 return False
             end = whole.end()
         tag = text[:end]
