@@ -465,6 +465,14 @@ class XmlMigrator:
         i = 0  # raw[:i] is consumed; self._raw_off and self._raw_line are those of raw[i]
         try:
             while True:
+                if self._rec_start and raw.startswith(b"<", i):
+                    # A record that starts with a tag (most records that are not body text): the
+                    # general step below, without first trying the body-text paths, which
+                    # stop at a `<` at once.
+                    at = raw.find(_SEP, i)
+                    if at >= 0:
+                        i = self._record(raw, i, at)
+                        continue
                 if self._state is _S.STREAM and self._rec_start and self._stream_fast():
                     j = self._stream_run(raw, i)
                     if j != i:
@@ -534,22 +542,7 @@ class XmlMigrator:
                     if i != first:
                         continue
                 if at >= 0:
-                    start_off, start_line = self._raw_off, self._raw_line
-                    record = raw[i:at]
-                    lines = record.count(b"\n")
-                    self._raw_off += at - i
-                    self._raw_line += lines
-                    i = at
-                    if not (
-                        record.startswith(b"<")
-                        and not (self._buf or self._held_bytes or self._done_seen)
-                        and self._tag_record(record, start_off, start_line)
-                    ):
-                        self._bytes(record, start_off, start_line)
-                    self._raw_off += len(_SEP)
-                    self._raw_line += 2
-                    i += len(_SEP)
-                    self._rec_start = True
+                    i = self._record(raw, i, at)
                     continue
                 if final:
                     start_off, start_line = self._raw_off, self._raw_line
@@ -660,6 +653,23 @@ class XmlMigrator:
             parts = (head, b'"' + tail + b"\0" + head + b'"', tail)
             self._parts[key] = parts
         return parts
+
+    def _record(self, raw: bytes, i: int, at: int) -> int:
+        """The whole record ``raw[i:at]``, followed by a separator; return where the next one starts."""
+        start_off, start_line = self._raw_off, self._raw_line
+        record = raw[i:at]
+        self._raw_off = start_off + (at - i)
+        self._raw_line = start_line + record.count(b"\n")
+        if not (
+            record.startswith(b"<")
+            and not (self._buf or self._held_bytes or self._done_seen)
+            and self._tag_record(record, start_off, start_line)
+        ):
+            self._bytes(record, start_off, start_line)
+        self._raw_off += len(_SEP)
+        self._raw_line += 2
+        self._rec_start = True
+        return at + len(_SEP)
 
     def _tag_record(self, record: bytes, offset: int, line: int) -> bool:
         """A whole record that starts with a tag, with nothing pending; ``False`` leaves it to ``_bytes``.
