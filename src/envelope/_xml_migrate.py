@@ -103,15 +103,8 @@ _ATTR_RE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_.:\-]*)\s*=\s*(?:\"([^\"]*)\
 _REF_RE: Final = re.compile(r"&(?:#[xX]([0-9A-Fa-f]{1,8})|#([0-9]{1,10})|([A-Za-z][A-Za-z0-9]{0,31}));|&")
 _NAMED_REFS: Final = {"quot": '"', "amp": "&", "lt": "<", "gt": ">", "apos": "'"}
 #: The references ``html.escape`` writes (and ``&apos;``, ``&#39;``), ``&amp;`` last (see ``_unescape``).
-_FIXED_REFS: Final = (
-    ("&quot;", '"'),
-    ("&lt;", "<"),
-    ("&gt;", ">"),
-    ("&#x27;", "'"),
-    ("&#39;", "'"),
-    ("&apos;", "'"),
-    ("&amp;", "&"),
-)
+_COMMON_REFS: Final = (("&quot;", '"'), ("&#x27;", "'"))
+_OTHER_REFS: Final = {"&lt;": "<", "&gt;": ">", "&#39;": "'", "&apos;": "'", "&amp;": "&"}
 _LATER_RE: Final = re.compile(r"\\(.?)", re.S)
 _MULTIMODAL_RE: Final = re.compile(r"\s*(?:<text>(.*)</text>)?((?:\s*<image\b[^>]*>(?:\s*</image>)?)*)\s*\Z", re.S)
 _IMAGE_RE: Final = re.compile(r"<image\b([^>]*?)\s*/?>", re.S)
@@ -1071,15 +1064,43 @@ class XmlMigrator:
         # `&amp;` comes last. Each replacement takes `len(ref) - 1` characters per `&` it
         # resolves, so the count of `&` says when every one is done; if some are left, an
         # `&` starts something else and the regex decides, from the original text.
+        # The two that JSON written by html.escape is full of go first; the few `&` left are
+        # then looked at one by one (a `find` each), so the other references cost a pass
+        # only when present. Only `&amp;` makes an `&`, and it is replaced last.
         left = raw.count("&")
         text = raw
-        for ref_text, char in _FIXED_REFS:
+        for ref_text, char in _COMMON_REFS:
             if ref_text in text:
                 size = len(text)
                 text = text.replace(ref_text, char)
                 left -= (size - len(text)) // (len(ref_text) - 1)
                 if not left:
                     return text
+        if left <= 16:
+            kinds: set[str] = set()
+            at = text.find("&")
+            while at >= 0:
+                for ref_text in _OTHER_REFS:
+                    if text.startswith(ref_text, at):
+                        kinds.add(ref_text)
+                        break
+                else:
+                    kinds.add("")  # an `&` that starts none of them: the regex decides
+                    break
+                at = text.find("&", at + 1)
+            if "" not in kinds:
+                for ref_text in _OTHER_REFS:
+                    if ref_text in kinds:
+                        text = text.replace(ref_text, _OTHER_REFS[ref_text])
+                return text
+        else:
+            for ref_text, char in _OTHER_REFS.items():
+                if ref_text in text:
+                    size = len(text)
+                    text = text.replace(ref_text, char)
+                    left -= (size - len(text)) // (len(ref_text) - 1)
+                    if not left:
+                        return text
 
         def ref(m: re.Match[str]) -> str:
             hexa, dec, named = m.group(1), m.group(2), m.group(3)
