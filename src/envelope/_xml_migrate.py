@@ -651,12 +651,13 @@ class XmlMigrator:
         """The whole record ``raw[i:at]``, followed by a separator; return where the next one starts."""
         start_off, start_line = self._raw_off, self._raw_line
         record = raw[i:at]
+        lines = record.count(b"\n")
         self._raw_off = start_off + (at - i)
-        self._raw_line = start_line + record.count(b"\n")
+        self._raw_line = start_line + lines
         if not (
             record.startswith(b"<")
             and not (self._buf or self._held_bytes or self._done_seen)
-            and self._tag_record(record, start_off, start_line)
+            and self._tag_record(record, start_off, start_line, lines)
         ):
             self._bytes(record, start_off, start_line)
         self._raw_off += len(_SEP)
@@ -664,7 +665,7 @@ class XmlMigrator:
         self._rec_start = True
         return at + len(_SEP)
 
-    def _tag_record(self, record: bytes, offset: int, line: int) -> bool:
+    def _tag_record(self, record: bytes, offset: int, line: int, lines: int) -> bool:
         """A whole record that starts with a tag, with nothing pending; ``False`` leaves it to ``_bytes``.
 
         Between blocks, a record that starts with a whole tag is what ``_text`` and the
@@ -706,7 +707,7 @@ class XmlMigrator:
         size = end if text.isascii() else len(tag.encode("utf-8"))
         rest = text[end:]
         self._buf = rest
-        self._seams = [(0, offset + size, line + tag.count("\n"))]
+        self._seams = [(0, offset + size, line + tag.count("\n") if lines else line)]
         if fast is None:
             self._on_tag(tag, pos)
         else:
@@ -731,7 +732,7 @@ class XmlMigrator:
         if state is _S.EMPTY:
             if rest == self._empty_close:  # as _empty: the close tag right after the open tag
                 self._buf = ""
-                self._seams = [(0, offset + len(record), line + record.count(b"\n"))]
+                self._seams = [(0, offset + len(record), line + lines)]
                 self._state = _S.TOP
                 return True
         elif state is _S.BODY:
@@ -744,7 +745,7 @@ class XmlMigrator:
             if rest.find(close) == at >= 0 and body.ends_body(inner := rest[:at]):
                 body.add(inner)
                 self._buf = ""
-                self._seams = [(0, offset + len(record), line + record.count(b"\n"))]
+                self._seams = [(0, offset + len(record), line + lines)]
                 self._finish_body()
                 return True
         self._run()
