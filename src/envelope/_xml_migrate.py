@@ -194,6 +194,22 @@ class _Body:
     def mode(self) -> str:
         return _mode(self.lead, self.kind)
 
+    def take_whole(self, inner: str) -> bool:
+        """On a body with nothing added yet: ``ends_body(inner)``, and if so ``add(inner)``, in one go."""
+        stripped = inner.rstrip(_WS)
+        lead = inner.lstrip(_WS)[:9] if stripped else ""
+        mode = _mode(lead, self.kind)
+        if mode != "raw" and not stripped.endswith("]]>" if mode == "cdata" else ">"):
+            return False
+        if inner:
+            self.lead = lead
+            if stripped:
+                self.nw_tail = stripped[-16:]
+            self.tail = inner[-16:]
+            self.parts.append(inner)
+            self.size += len(inner)
+        return True
+
     def ends_body(self, before: str) -> bool:
         """Whether a close tag after ``before`` (the text since the last ``add``) ends the body (§M2.3)."""
         lead = self.lead
@@ -615,6 +631,7 @@ class XmlMigrator:
         em = self._emitter()
         if em.oversize:
             return i
+        newlines = run.count(b"\n")
         nonempty = [t for t in texts if t] if "" in texts else texts
         if nonempty:
             head, mid, tail = self._stream_parts(em, self._stream_type)
@@ -622,13 +639,16 @@ class XmlMigrator:
             if max(map(len, lines)) > self.max_bytes:
                 return i
             self._out += lines
-            last = len(run)
-            while texts[-1] == "" and run.endswith(_SEP, 0, last):
-                texts.pop()
-                last -= len(_SEP)
-            self._seams = [(0, self._raw_off + last, self._raw_line + run.count(b"\n", 0, last))]
+            if texts[-1]:
+                self._seams = [(0, self._raw_off + len(run), self._raw_line + newlines)]
+            else:  # the position after the last non-empty record, as the record-by-record path leaves it
+                last = len(run)
+                while texts[-1] == "" and run.endswith(_SEP, 0, last):
+                    texts.pop()
+                    last -= len(_SEP)
+                self._seams = [(0, self._raw_off + last, self._raw_line + run.count(b"\n", 0, last))]
         self._raw_off += len(run) + len(_SEP)
-        self._raw_line += run.count(b"\n") + 2
+        self._raw_line += newlines + 2
         return end + len(_SEP)
 
     def _stream_parts(self, em: Emitter, kind: StreamedType) -> tuple[bytes, bytes, bytes]:
@@ -742,8 +762,7 @@ class XmlMigrator:
             assert body is not None
             close = body.close
             at = len(rest) - len(close)
-            if rest.find(close) == at >= 0 and body.ends_body(inner := rest[:at]):
-                body.add(inner)
+            if rest.find(close) == at >= 0 and body.take_whole(rest[:at]):
                 self._buf = ""
                 self._seams = [(0, offset + len(record), line + lines)]
                 self._finish_body()
@@ -1379,11 +1398,12 @@ class XmlMigrator:
     ) -> None:
         self._emitter_at(pos)
         allowed: tuple[str, ...] = ("id", "name") if kind in ("tool_result", "server_tool_result") else ()
-        self._no_attrs(name, attrs, pos, allowed)
-        if allowed:
-            self._require(name, attrs, "id", pos)
-            if result_name is None:
-                self._require(name, attrs, "name", pos)
+        if not (allowed and len(attrs) == 2 and "id" in attrs and "name" in attrs):  # else nothing to report
+            self._no_attrs(name, attrs, pos, allowed)
+            if allowed:
+                self._require(name, attrs, "id", pos)
+                if result_name is None:
+                    self._require(name, attrs, "name", pos)
         body = _Body(name, kind, f"</{name}>", attrs, pos)
         body.name = result_name
         self._body = body
