@@ -1078,24 +1078,22 @@ class XmlMigrator:
         """HTML references in an attribute value (§M2.4): five names and numeric ones, nothing else."""
         if "&" not in raw:
             return raw
-        # When every `&` starts one of the common references, plain replacements give what
+        # When every `&` starts one of the fixed references, plain replacements give what
         # the regex below gives: a reference holds one `&`, so none overlaps another; no
         # replacement character occurs in a reference's name, so none makes a new one; and
-        # `&amp;` comes last. Each replacement takes `len(ref) - 1` characters per `&` it
-        # resolves, so the count of `&` says when every one is done; if some are left, an
-        # `&` starts something else and the regex decides, from the original text.
-        # The two that JSON written by html.escape is full of go first; the few `&` left are
-        # then looked at one by one (a `find` each), so the other references cost a pass
-        # only when present. Only `&amp;` makes an `&`, and it is replaced last.
-        left = raw.count("&")
+        # `&amp;` (the only one that makes an `&`) comes last. The two that JSON written by
+        # html.escape is full of go first; the `&` left after them are all in ``raw`` too,
+        # usually few, and each is looked at with a find and a startswith, so the other
+        # references cost a replace pass only when present (many left: replace and count
+        # what each pass resolved, `len(ref) - 1` characters per `&`). If an `&` starts
+        # none of them, the regex decides, from the original text.
         text = raw
         for ref_text, char in _COMMON_REFS:
             if ref_text in text:
-                size = len(text)
                 text = text.replace(ref_text, char)
-                left -= (size - len(text)) // (len(ref_text) - 1)
-                if not left:
-                    return text
+        if "&" not in text:
+            return text
+        left = text.count("&")  # all of them in ``raw`` too: neither common reference makes one
         if left <= 16:
             kinds: set[str] = set()
             at = text.find("&")
@@ -1174,6 +1172,8 @@ class XmlMigrator:
     def _emit(self, lines: list[bytes], pos: Position) -> None:
         em = self._emitter()
         self._out.extend(lines)
+        if not em.oversize:  # nothing to report (an agent not in _oversize_seen counts as 0 seen)
+            return
         before = self._oversize_seen.get(em.agent, 0)
         self._oversize_seen[em.agent] = len(em.oversize)
         for record in em.oversize[before:]:
