@@ -21,6 +21,14 @@ Layers, each incremental and each holding only a bounded tail:
 4. the tokenizer: a small state machine over the decoded text (``_S``), which keeps a
    list of *seams* so that any index of its buffer maps back to the input's byte offset
    and line, across SSE separators the unframer removed.
+
+Fast paths (raw SSE, the shape the old server wrote; each gives exactly what the layers
+above give, and leaves anything else to them): a run of whole records inside a text or
+thinking body is unframed, decoded and escaped in a few C calls (``_stream_run``); a whole
+record that starts with a tag goes from the unframer to the tag's handler, skipping the
+UTF-8 and tokenizer steps (``_record``, ``_tag_record``), and the usual open tags are
+read by one regex (``_FAST_TAG``). Memory stays as before: the current record, the
+current block and the limits.
 """
 
 from __future__ import annotations
