@@ -485,8 +485,11 @@ class XmlMigrator:
                 if self._rec_start and raw.startswith(b"<", i):
                     # A record that starts with a tag (most records that are not body text): the
                     # general step below, without first trying the body-text paths, which
-                    # stop at a `<` at once.
-                    at = raw.find(_SEP, i)
+                    # stop at a `<` at once. Tag records seldom hold a line feed, so the first
+                    # one (a memchr) is usually the separator's.
+                    at = raw.find(b"\n", i)
+                    if at >= 0 and not raw.startswith(_SEP, at):
+                        at = raw.find(_SEP, at)
                     if at >= 0:
                         i = self._record(raw, i, at)
                         continue
@@ -679,7 +682,7 @@ class XmlMigrator:
         """The whole record ``raw[i:at]``, followed by a separator; return where the next one starts."""
         start_off, start_line = self._raw_off, self._raw_line
         record = raw[i:at]
-        lines = record.count(b"\n")
+        lines = record.count(b"\n") if b"\n" in record else 0  # (`in` a byte is a memchr)
         self._raw_off = start_off + (at - i)
         self._raw_line = start_line + lines
         if not (
@@ -727,17 +730,16 @@ class XmlMigrator:
             if run is None or run.end() > MAX_LEGACY_NAME_CHARS + 1:
                 return False
             end = whole.end()
-        tag = text[:end]
-        pos = Position(line=line, offset=offset)
+        pos = Position(line, offset)
         self._tag_pos = pos
         self._scan = 1
         self._quote = ""
-        size = end if text.isascii() else len(tag.encode("utf-8"))
+        size = end if text.isascii() else len(text[:end].encode("utf-8"))
         rest = text[end:]
         self._buf = rest
-        self._seams = [(0, offset + size, line + tag.count("\n") if lines else line)]
+        self._seams = [(0, offset + size, line + text.count("\n", 0, end) if lines else line)]
         if fast is None:
-            self._on_tag(tag, pos)
+            self._on_tag(text[:end], pos)
         else:
             # What _on_tag does for these tags (TAG_RE and _attrs would give these groups).
             if self._stray_open:
