@@ -21,6 +21,14 @@ Layers, each incremental and each holding only a bounded tail:
 4. the tokenizer: a small state machine over the decoded text (``_S``), which keeps a
    list of *seams* so that any index of its buffer maps back to the input's byte offset
    and line, across SSE separators the unframer removed.
+
+Fast paths (raw SSE, the shape the old server wrote; each gives exactly what the layers
+above give, and leaves anything else to them): a run of whole records inside a text or
+thinking body is unframed, decoded and escaped in a few C calls (``_stream_run``); a whole
+record that starts with a tag goes from the unframer to the tag's handler, skipping the
+UTF-8 and tokenizer steps (``_record``, ``_tag_record``), and the usual open tags are
+read by one regex (``_FAST_TAG``). Memory stays as before: the current record, the
+current block and the limits.
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ _WS: Final = " \t\r\n"
 _CDATA: Final = "<![CDATA["
 _CDATA_REOPEN: Final = "]]><![CDATA["
 _json_decode = msgspec.json.decode
+_encode_list = msgspec.json.Encoder().encode
 
 _STREAMED_TAGS: Final[dict[str, StreamedType]] = {
     "content-block-thinking": "thinking",
@@ -102,17 +111,8 @@ _ATTR_RE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_.:\-]*)\s*=\s*(?:\"([^\"]*)\
 _REF_RE: Final = re.compile(r"&(?:#[xX]([0-9A-Fa-f]{1,8})|#([0-9]{1,10})|([A-Za-z][A-Za-z0-9]{0,31}));|&")
 _NAMED_REFS: Final = {"quot": '"', "amp": "&", "lt": "<", "gt": ">", "apos": "'"}
 #: The references ``html.escape`` writes (and ``&apos;``, ``&#39;``), ``&amp;`` last (see ``_unescape``).
-_FIXED_REFS: Final = (
-    ("&quot;", '"'),
-    ("&lt;", "<"),
-    ("&gt;", ">"),
-    ("&#x27;", "'"),
-    ("&#39;", "'"),
-    ("&apos;", "'"),
-    ("&amp;", "&"),
-)
-#: An `&` that does not start one of ``_FIXED_REFS``.
-_ODD_REF: Final = re.compile(r"&(?!quot;|lt;|gt;|#x27;|#39;|apos;|amp;)")
+_COMMON_REFS: Final = (("&quot;", '"'), ("&#x27;", "'"))
+_OTHER_REFS: Final = {"&lt;": "<", "&gt;": ">", "&#39;": "'", "&apos;": "'", "&amp;": "&"}
 _LATER_RE: Final = re.compile(r"\\(.?)", re.S)
 _MULTIMODAL_RE: Final = re.compile(r"\s*(?:<text>(.*)</text>)?((?:\s*<image\b[^>]*>(?:\s*</image>)?)*)\s*\Z", re.S)
 _IMAGE_RE: Final = re.compile(r"<image\b([^>]*?)\s*/?>", re.S)
@@ -201,6 +201,22 @@ class _Body:
 
     def mode(self) -> str:
         return _mode(self.lead, self.kind)
+
+    def take_whole(self, inner: str) -> bool:
+        """On a body with nothing added yet: ``ends_body(inner)``, and if so ``add(inner)``, in one go."""
+        stripped = inner.rstrip(_WS)
+        lead = inner.lstrip(_WS)[:9] if stripped else ""
+        mode = _mode(lead, self.kind)
+        if mode != "raw" and not stripped.endswith("]]>" if mode == "cdata" else ">"):
+            return False
+        if inner:
+            self.lead = lead
+            if stripped:
+                self.nw_tail = stripped[-16:]
+            self.tail = inner[-16:]
+            self.parts.append(inner)
+            self.size += len(inner)
+        return True
 
     def ends_body(self, before: str) -> bool:
         """Whether a close tag after ``before`` (the text since the last ``add``) ends the body (§M2.3)."""
@@ -292,6 +308,7 @@ class XmlMigrator:
         self._caller_agent = agent
         self._on_warning = on_warning
         self._emitters: dict[str, Emitter] = {}
+        self._parts: dict[tuple[str, str], tuple[bytes, bytes, bytes]] = {}  # see _stream_parts
         self._oversize_seen: dict[str, int] = {}  # per agent: Emitter.oversize entries already reported
         self._out: list[bytes] = []
         # front and unframer
@@ -465,6 +482,22 @@ class XmlMigrator:
         i = 0  # raw[:i] is consumed; self._raw_off and self._raw_line are those of raw[i]
         try:
             while True:
+                if self._rec_start and raw.startswith(b"<", i):
+                    # A record that starts with a tag (most records that are not body text): the
+                    # general step below, without first trying the body-text paths, which
+                    # stop at a `<` at once. Tag records seldom hold a line feed, so the first
+                    # one (a memchr) is usually the separator's.
+                    at = raw.find(b"\n", i)
+                    if at >= 0 and not raw.startswith(_SEP, at):
+                        at = raw.find(_SEP, at)
+                    if at >= 0:
+                        i = self._record(raw, i, at)
+                        continue
+                if self._state is _S.STREAM and self._rec_start and self._stream_fast():
+                    j = self._stream_run(raw, i)
+                    if j != i:
+                        i = j
+                        continue
                 if self._rec_start and raw.startswith(b"[", i):
                     # A record that is exactly `[DONE]` is the terminator (§M1.3).
                     whole = _DONE_REC + _SEP
@@ -529,17 +562,7 @@ class XmlMigrator:
                     if i != first:
                         continue
                 if at >= 0:
-                    start_off, start_line = self._raw_off, self._raw_line
-                    record = raw[i:at]
-                    lines = record.count(b"\n")
-                    self._raw_off += at - i
-                    self._raw_line += lines
-                    i = at
-                    self._bytes(record, start_off, start_line)
-                    self._raw_off += len(_SEP)
-                    self._raw_line += 2
-                    i += len(_SEP)
-                    self._rec_start = True
+                    i = self._record(raw, i, at)
                     continue
                 if final:
                     start_off, start_line = self._raw_off, self._raw_line
@@ -577,6 +600,185 @@ class XmlMigrator:
         finally:
             if i:
                 self._raw = raw[i:]
+
+    def _stream_run(self, raw: bytes, i: int) -> int:
+        """Whole records inside a text or thinking body, many at once; return where ``raw`` is consumed to.
+
+        The run is every complete record from ``i`` up to the first ``<`` (a close tag or
+        part of one ends the run), cut before the first record that bears on the era
+        (§M3.1) or needs undoing (§M3.2). It is what the record-by-record fast path below
+        gives, one delta per non-empty record, with the work done in a few C calls: one
+        split and one decode for the run (valid UTF-8 with ASCII separators decodes the
+        same whole or cut at them), one JSON encode of the list of deltas, and the lines
+        built by a replace and a split (a NUL byte is escaped in JSON, so it never
+        occurs in a line and can mark the cuts). Anything unusual (invalid UTF-8, a line
+        over the bound, an oversize already reported by the Emitter) returns ``i`` and
+        leaves the run to that path, which handles it exactly.
+        """
+        lt = raw.find(b"<", i)
+        end = raw.rfind(_SEP, i, lt if lt >= 0 else len(raw))
+        if end < i:
+            return i
+        run = raw[i:end]
+        try:
+            text = run.decode("utf-8")
+        except UnicodeDecodeError:
+            return i
+        texts = text.split("\n\ndata: ")
+        era = self.era
+        if era != "early" and ("\\" in text or (era is None and "\n" in text)):  # (the separators hold LFs)
+            k = 0
+            for piece in texts:
+                if "\\" in piece or (era is None and "\n" in piece):
+                    break
+                k += 1
+            if k == 0:
+                return i
+            if k < len(texts):
+                texts = texts[:k]
+                rest = run.split(_SEP, k)[k]
+                end -= len(rest) + len(_SEP)
+                run = raw[i:end]
+        em = self._emitter()
+        if em.oversize:
+            return i
+        newlines = run.count(b"\n")
+        nonempty = [t for t in texts if t] if "" in texts else texts
+        if nonempty:
+            head, mid, tail = self._stream_parts(em, self._stream_type)
+            lines = (head + _encode_list(nonempty)[1:-1].replace(b'","', mid) + tail).split(b"\0")
+            if max(map(len, lines)) > self.max_bytes:
+                return i
+            self._out += lines
+            if texts[-1]:
+                self._seams = [(0, self._raw_off + len(run), self._raw_line + newlines)]
+            else:  # the position after the last non-empty record, as the record-by-record path leaves it
+                last = len(run)
+                while texts[-1] == "" and run.endswith(_SEP, 0, last):
+                    texts.pop()
+                    last -= len(_SEP)
+                self._seams = [(0, self._raw_off + last, self._raw_line + run.count(b"\n", 0, last))]
+        self._raw_off += len(run) + len(_SEP)
+        self._raw_line += newlines + 2
+        return end + len(_SEP)
+
+    def _stream_parts(self, em: Emitter, kind: StreamedType) -> tuple[bytes, bytes, bytes]:
+        """The bytes of a streamed line before and after its quoted delta, for ``_stream_run``."""
+        key = (em.agent, kind)
+        parts = self._parts.get(key)
+        if parts is None:
+            # A probe delta on an unbounded Emitter of the same agent (the real one must
+            # not record anything): the delta is the last field, so its quoted escape is
+            # the last occurrence (an agent holding the same text comes before it).
+            line = Emitter(em.agent, 1 << 62).streamed(kind, "\0")[0]
+            at = line.rindex(b'"\\u0000"')
+            head, tail = line[:at], line[at + 8 :]
+            assert Emitter(em.agent, 1 << 62).streamed(kind, "a") == [head + b'"a"' + tail]
+            parts = (head, b'"' + tail + b"\0" + head + b'"', tail)
+            self._parts[key] = parts
+        return parts
+
+    def _record(self, raw: bytes, i: int, at: int) -> int:
+        """The whole record ``raw[i:at]``, followed by a separator; return where the next one starts."""
+        start_off, start_line = self._raw_off, self._raw_line
+        record = raw[i:at]
+        lines = record.count(b"\n") if b"\n" in record else 0  # (`in` a byte is a memchr)
+        self._raw_off = start_off + (at - i)
+        self._raw_line = start_line + lines
+        if not (
+            record.startswith(b"<")
+            and not (self._buf or self._held_bytes or self._done_seen)
+            and self._tag_record(record, start_off, start_line, lines)
+        ):
+            self._bytes(record, start_off, start_line)
+        self._raw_off += len(_SEP)
+        self._raw_line += 2
+        self._rec_start = True
+        return at + len(_SEP)
+
+    def _tag_record(self, record: bytes, offset: int, line: int, lines: int) -> bool:
+        """A whole record that starts with a tag, with nothing pending; ``False`` leaves it to ``_bytes``.
+
+        Between blocks, a record that starts with a whole tag is what ``_text`` and the
+        ``_top`` and ``_tag`` steps would reach in several calls: the tag's position is
+        the record's, the tag ends where ``_WHOLE_TAG`` says, and the rest of the record
+        (a close tag, a body) goes to the tokenizer as usual. In a text or thinking
+        body, a record that is exactly the close tag ends the block, as ``_stream`` would.
+        """
+        state = self._state
+        if state is _S.STREAM:
+            if self._stream_fast() and record == self._stream_close.encode():
+                self._seams = [(0, offset + len(record), line)]
+                self._end_stream()
+                return True
+            return False
+        if state is not _S.TOP:
+            return False
+        try:
+            text = record.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        fast = _FAST_TAG.match(text)
+        if fast is not None:
+            end = fast.end()
+        else:
+            whole = _WHOLE_TAG.match(text)
+            if whole is None:
+                return False
+            # The name must end within MAX_LEGACY_NAME_CHARS (§M2.8): longer ones go the long way, which raises.
+            run = _NAME_RUN.match(text, 2 if text.startswith("/", 1) else 1, MAX_LEGACY_NAME_CHARS + 2)
+            if run is None or run.end() > MAX_LEGACY_NAME_CHARS + 1:
+                return False
+            end = whole.end()
+        pos = Position(line, offset)
+        self._tag_pos = pos
+        self._scan = 1
+        self._quote = ""
+        size = end if text.isascii() else len(text[:end].encode("utf-8"))
+        rest = text[end:]
+        self._buf = rest
+        self._seams = [(0, offset + size, line + text.count("\n", 0, end) if lines else line)]
+        if fast is None:
+            self._on_tag(text[:end], pos)
+        else:
+            # What _on_tag does for these tags (TAG_RE and _attrs would give these groups).
+            if self._stray_open:
+                self._out.append(self._emitter().end("text"))
+                self._stray_open = False
+            stream_tag = fast.group(1)
+            if stream_tag is not None:
+                self._open_stream(_STREAMED_TAGS[stream_tag], stream_tag, False, pos)
+            else:
+                name, rid, rname, args = fast.group(2, 3, 4, 5)
+                attrs = {"id": rid, "name": rname} if args is None else {"id": rid, "name": rname, "arguments": args}
+                if name in _CALL_TAGS:
+                    self._call_tag(name, attrs, pos)
+                    self._after_empty(name, False)
+                else:
+                    self._open_body(name, _BODY_TAGS[name], attrs, None, False, pos)
+        if not rest:
+            return True
+        state = self._state
+        if state is _S.EMPTY:
+            if rest == self._empty_close:  # as _empty: the close tag right after the open tag
+                self._buf = ""
+                self._seams = [(0, offset + len(record), line + lines)]
+                self._state = _S.TOP
+                return True
+        elif state is _S.BODY:
+            # As _body_step when the record holds the whole body: the first close tag is the
+            # record's end, and it ends the body (§M2.3).
+            body = self._body
+            assert body is not None
+            close = body.close
+            at = len(rest) - len(close)
+            if rest.find(close) == at >= 0 and body.take_whole(rest[:at]):
+                self._buf = ""
+                self._seams = [(0, offset + len(record), line + lines)]
+                self._finish_body()
+                return True
+        self._run()
+        return True
 
     def _stream_fast(self) -> bool:
         """Whether nothing is pending that the stream fast path in ``_unframe`` would bypass."""
@@ -859,7 +1061,17 @@ class XmlMigrator:
         self._stray_open = True
 
     def _attrs(self, attr_text: str, name: str, pos: Position) -> dict[str, str]:
-        attrs: dict[str, str] = {}
+        if not attr_text:
+            return {}
+        found = _ATTR_RE.findall(attr_text)
+        if len(found) <= MAX_LEGACY_ATTRIBUTES:
+            # One C call for all pairs; `dq or sq` is the value: a value that is not there
+            # comes back as "" (an empty value in either quotes is "" too).
+            attrs = {key: dq or sq for key, dq, sq in found}
+            if len(attrs) == len(found):
+                return attrs
+        # A repeated or an extra attribute: the loop below raises the error of the first one.
+        attrs = {}
         for am in _ATTR_RE.finditer(attr_text):
             key = am.group(1)
             raw = am.group(2) if am.group(2) is not None else am.group(3)
@@ -876,19 +1088,47 @@ class XmlMigrator:
         """HTML references in an attribute value (§M2.4): five names and numeric ones, nothing else."""
         if "&" not in raw:
             return raw
-        if _ODD_REF.search(raw) is None:
-            # Every `&` starts one of the common references: plain replacements give what the
-            # regex below gives (a reference holds one `&`, so none overlaps another, and no
-            # replacement makes a new one; `&amp;` comes last). Stop once every `&` is done.
-            left = raw.count("&")
-            for ref_text, char in _FIXED_REFS:
-                found = raw.count(ref_text)
-                if found:
-                    raw = raw.replace(ref_text, char)
-                    left -= found
-                    if not left:
+        # When every `&` starts one of the fixed references, plain replacements give what
+        # the regex below gives: a reference holds one `&`, so none overlaps another; no
+        # replacement character occurs in a reference's name, so none makes a new one; and
+        # `&amp;` (the only one that makes an `&`) comes last. The two that JSON written by
+        # html.escape is full of go first; the `&` left after them are all in ``raw`` too,
+        # usually few, and each is looked at with a find and a startswith, so the other
+        # references cost a replace pass only when present (many left: replace and count
+        # what each pass resolved, `len(ref) - 1` characters per `&`). If an `&` starts
+        # none of them, the regex decides, from the original text.
+        text = raw
+        for ref_text, char in _COMMON_REFS:
+            if ref_text in text:
+                text = text.replace(ref_text, char)
+        if "&" not in text:
+            return text
+        left = text.count("&")  # all of them in ``raw`` too: neither common reference makes one
+        if left <= 16:
+            kinds: set[str] = set()
+            at = text.find("&")
+            while at >= 0:
+                for ref_text in _OTHER_REFS:
+                    if text.startswith(ref_text, at):
+                        kinds.add(ref_text)
                         break
-            return raw
+                else:
+                    kinds.add("")  # an `&` that starts none of them: the regex decides
+                    break
+                at = text.find("&", at + 1)
+            if "" not in kinds:
+                for ref_text in _OTHER_REFS:
+                    if ref_text in kinds:
+                        text = text.replace(ref_text, _OTHER_REFS[ref_text])
+                return text
+        else:
+            for ref_text, char in _OTHER_REFS.items():
+                if ref_text in text:
+                    size = len(text)
+                    text = text.replace(ref_text, char)
+                    left -= (size - len(text)) // (len(ref_text) - 1)
+                    if not left:
+                        return text
 
         def ref(m: re.Match[str]) -> str:
             hexa, dec, named = m.group(1), m.group(2), m.group(3)
@@ -942,6 +1182,8 @@ class XmlMigrator:
     def _emit(self, lines: list[bytes], pos: Position) -> None:
         em = self._emitter()
         self._out.extend(lines)
+        if not em.oversize:  # nothing to report (an agent not in _oversize_seen counts as 0 seen)
+            return
         before = self._oversize_seen.get(em.agent, 0)
         self._oversize_seen[em.agent] = len(em.oversize)
         for record in em.oversize[before:]:
@@ -980,23 +1222,34 @@ class XmlMigrator:
         self._emit(em.buffered(_DATA_TAGS[name], payload), pos)
 
     def _call_tag(self, name: str, attrs: dict[str, str], pos: Position) -> None:
-        self._no_attrs(name, attrs, pos, ("id", "name", "arguments"))
-        raws = {k: self._require(name, attrs, k, pos) for k in ("id", "name", "arguments")}
+        if len(attrs) == 3 and "id" in attrs and "name" in attrs and "arguments" in attrs:
+            rid, rname, rargs = attrs["id"], attrs["name"], attrs["arguments"]
+        else:
+            self._no_attrs(name, attrs, pos, ("id", "name", "arguments"))
+            rid = self._require(name, attrs, "id", pos)
+            rname = self._require(name, attrs, "name", pos)
+            rargs = self._require(name, attrs, "arguments", pos)
         em = self._emitter_at(pos)
         # §M3.2: the later era escaped the whole tag; undo that before the references.
-        self._era_evidence_call(raws["arguments"], pos)
-        vals = {k: self._unescape(self._undo_escaped(v, pos), k, pos) for k, v in raws.items()}
+        if self.era is None:
+            self._era_evidence_call(rargs, pos)
+        vid = self._unescape(self._undo_escaped(rid, pos), "id", pos)
+        vname = self._unescape(self._undo_escaped(rname, pos), "name", pos)
+        vargs = self._unescape(self._undo_escaped(rargs, pos), "arguments", pos)
         kind = _CALL_TAGS[name]
-        if kind == "tool_call" and vals["id"].startswith("srvtoolu_") and not self.keep_labels:
+        if kind == "tool_call" and vid.startswith("srvtoolu_") and not self.keep_labels:
             # §M2.7: older label for a server tool call.
             kind = "server_tool_call"
             self._warn(
-                f"older label: <{name}> with server tool id {vals['id']!r} migrated as server_tool_call",
+                f"older label: <{name}> with server tool id {vid!r} migrated as server_tool_call",
                 pos,
                 "M2.7",
             )
-        self._json(vals["arguments"], f"the arguments of <{name}>", pos)
-        self._emit(em.buffered(kind, vals["arguments"], id=vals["id"], name=vals["name"]), pos)
+        try:
+            _json_decode(vargs)
+        except msgspec.DecodeError:
+            self._json(vargs, f"the arguments of <{name}>", pos)
+        self._emit(em.buffered(kind, vargs, id=vid, name=vname), pos)
 
     # ------------------------------------------------------------------ streamed bodies
 
@@ -1155,11 +1408,12 @@ class XmlMigrator:
     ) -> None:
         self._emitter_at(pos)
         allowed: tuple[str, ...] = ("id", "name") if kind in ("tool_result", "server_tool_result") else ()
-        self._no_attrs(name, attrs, pos, allowed)
-        if allowed:
-            self._require(name, attrs, "id", pos)
-            if result_name is None:
-                self._require(name, attrs, "name", pos)
+        if not (allowed and len(attrs) == 2 and "id" in attrs and "name" in attrs):  # else nothing to report
+            self._no_attrs(name, attrs, pos, allowed)
+            if allowed:
+                self._require(name, attrs, "id", pos)
+                if result_name is None:
+                    self._require(name, attrs, "name", pos)
         body = _Body(name, kind, f"</{name}>", attrs, pos)
         body.name = result_name
         self._body = body
@@ -1407,6 +1661,13 @@ class XmlMigrator:
 
 
 _TAG_SCAN: Final = re.compile(r"[<>\"']")
+#: The open tags of most records, written the old server's way; where it matches, _WHOLE_TAG,
+#: _TAG_RE and _ATTR_RE would find the same end, name and attributes (no `<`, `>` or quote
+#: outside the quoted values), so ``_tag_record`` dispatches on its groups directly.
+_FAST_TAG: Final = re.compile(
+    r"<(?:(content-block-(?:text|thinking))"
+    r'|(content-block-(?:server_)?tool_(?:call|result)) id="([^"]*)" name="([^"]*)"(?: arguments="([^"]*)")?)>'
+)
 #: A whole tag: `<`, then text and quoted values with no `<` outside quotes, then `>`; the
 #: same end as the `_TAG_SCAN` loop, in one call. Possessive, so a failed match is linear.
 _WHOLE_TAG: Final = re.compile(r"""<(?:[^<>"']++|"[^"]*+"|'[^']*+')*+>""")
