@@ -335,6 +335,7 @@ class XmlMigrator:
         self._empty_close = ""
         self._stream_type: StreamedType = "text"
         self._stream_close = ""
+        self._stream_close_b = b""  # _stream_close, encoded (the tag-record fast path compares bytes)
         self._stream_pos = self._tag_pos
         self._stream_hold = ""  # later era: a trailing backslash whose pair has not arrived
         self._held: list[str] = []  # era undecided: text that depends on the era
@@ -707,7 +708,7 @@ class XmlMigrator:
         """
         state = self._state
         if state is _S.STREAM:
-            if self._stream_fast() and record == self._stream_close.encode():
+            if record == self._stream_close_b and self._stream_fast():
                 self._seams = [(0, offset + len(record), line)]
                 self._end_stream()
                 return True
@@ -1218,9 +1219,16 @@ class XmlMigrator:
         # §M3.2: the later era escaped the whole tag; undo that before the references.
         if self.era is None:
             self._era_evidence_call(rargs, pos)
-        vid = self._unescape(self._undo_escaped(rid, pos), "id", pos)
-        vname = self._unescape(self._undo_escaped(rname, pos), "name", pos)
-        vargs = self._unescape(self._undo_escaped(rargs, pos), "arguments", pos)
+        if self.era == "early":
+            # What the general form below gives in the early era: nothing to undo (§M3.2),
+            # and a value without `&` holds no reference.
+            vid = self._unescape(rid, "id", pos) if "&" in rid else rid
+            vname = self._unescape(rname, "name", pos) if "&" in rname else rname
+            vargs = self._unescape(rargs, "arguments", pos)
+        else:
+            vid = self._unescape(self._undo_escaped(rid, pos), "id", pos)
+            vname = self._unescape(self._undo_escaped(rname, pos), "name", pos)
+            vargs = self._unescape(self._undo_escaped(rargs, pos), "arguments", pos)
         kind = _CALL_TAGS[name]
         if kind == "tool_call" and vid.startswith("srvtoolu_") and not self.keep_labels:
             # §M2.7: older label for a server tool call.
@@ -1247,6 +1255,7 @@ class XmlMigrator:
             return
         self._stream_type = kind
         self._stream_close = f"</{name}>"
+        self._stream_close_b = self._stream_close.encode()
         self._stream_pos = pos
         self._stream_hold = ""
         self._state = _S.STREAM
