@@ -59,6 +59,8 @@ __all__ = [
 
 _encoder = msgspec.json.Encoder()
 _DELTA_KEY: Final = b'"delta":""'
+_FINAL_FALSE: Final = b'"final":false'
+_FINAL_TRUE: Final = b'"final":true'
 _TYPES_WITH_ID: Final = frozenset({"tool_call", "server_tool_call", "tool_result", "server_tool_result"})
 
 
@@ -136,19 +138,20 @@ class _Template:
         """Build from ``envelope``, whose ``final`` and ``delta`` are ignored."""
         self.type: str = str(envelope.__struct_config__.tag)
         self.agent = envelope.agent
-        heads: dict[bool, bytes] = {}
-        tail = b""
-        for final in (False, True):
-            line = encode(msgspec.structs.replace(envelope, final=final, delta=""))
-            # `"delta":""` cannot occur inside a JSON string value (an unescaped `""`
-            # is impossible there), and only keys are followed by `:`, so the match is
-            # the delta key itself.
-            at = line.index(_DELTA_KEY) + len(_DELTA_KEY) - 2
-            heads[final] = line[:at]
-            tail = line[at + 2 :]
-        self.head_false = heads[False]
-        self.head_true = heads[True]
-        self.tail = tail
+        if envelope.final or envelope.delta:
+            envelope = msgspec.structs.replace(envelope, final=False, delta="")
+        line = encode(envelope)
+        # `"delta":""` cannot occur inside a JSON string value (an unescaped `""` is
+        # impossible there), and only keys are followed by `:`, so the match is the delta
+        # key itself. The same holds for `"final":false`, which comes before the delta
+        # (spec §3.2: type, agent, final, ...): the head for `final: true` differs from
+        # this one only there, so one encode gives both.
+        at = line.index(_DELTA_KEY) + len(_DELTA_KEY) - 2
+        head = line[:at]
+        flag = head.index(_FINAL_FALSE)
+        self.head_false = head
+        self.head_true = b"".join((head[:flag], _FINAL_TRUE, head[flag + len(_FINAL_FALSE) :]))
+        self.tail = line[at + 2 :]
 
     def line(self, final: bool, piece: bytes) -> bytes:
         """The line for one escaped piece (without quotes)."""
@@ -195,8 +198,11 @@ def _lines(
         return [line]
     last_budget = max_bytes - len(head_last) - len(tail) - 2
     pieces = split_escaped(quoted[1:-1], budget, last_budget)
-    last = len(pieces) - 1
-    return [template.line(final and i == last, piece) for i, piece in enumerate(pieces)]
+    head = template.head_false
+    lines = [b"".join((head, b'"', piece, b'"', tail)) for piece in pieces]
+    if final:
+        lines[-1] = b"".join((head_last, b'"', pieces[-1], b'"', tail))
+    return lines
 
 
 def _report(record: OversizeLine, on_oversize: Callable[[OversizeLine], None] | None, strict: bool) -> None:
@@ -427,6 +433,12 @@ class Emitter:
             else:
                 if len(line) <= self.max_bytes:
                     return [line]
+                # Too long: the line is head + quoted payload + tail, so the escaped
+                # payload is already here, between the template's head and tail.
+                template = _Template(envelope)
+                head = template.head_true if final else template.head_false
+                quoted = line[len(head) : len(line) - len(template.tail)]
+                return _lines(template, quoted, final, self.max_bytes, self.oversize.append, self.strict)
         return _lines(_Template(envelope), escape(payload), final, self.max_bytes, self.oversize.append, self.strict)
 
     def tool_result(

@@ -335,6 +335,7 @@ class XmlMigrator:
         self._empty_close = ""
         self._stream_type: StreamedType = "text"
         self._stream_close = ""
+        self._stream_close_b = b""  # _stream_close, encoded (the tag-record fast path compares bytes)
         self._stream_pos = self._tag_pos
         self._stream_hold = ""  # later era: a trailing backslash whose pair has not arrived
         self._held: list[str] = []  # era undecided: text that depends on the era
@@ -707,7 +708,7 @@ class XmlMigrator:
         """
         state = self._state
         if state is _S.STREAM:
-            if self._stream_fast() and record == self._stream_close.encode():
+            if record == self._stream_close_b and self._stream_fast():
                 self._seams = [(0, offset + len(record), line)]
                 self._end_stream()
                 return True
@@ -1092,43 +1093,28 @@ class XmlMigrator:
         # the regex below gives: a reference holds one `&`, so none overlaps another; no
         # replacement character occurs in a reference's name, so none makes a new one; and
         # `&amp;` (the only one that makes an `&`) comes last. The two that JSON written by
-        # html.escape is full of go first; the `&` left after them are all in ``raw`` too,
-        # usually few, and each is looked at with a find and a startswith, so the other
-        # references cost a replace pass only when present (many left: replace and count
-        # what each pass resolved, `len(ref) - 1` characters per `&`). If an `&` starts
-        # none of them, the regex decides, from the original text.
+        # html.escape is full of go first; the `&` left after them are all in ``raw`` too.
+        # Each `&` starts at most one of the others (none is a prefix of another), so their
+        # counts add up to the `&` left exactly when every one of them starts a reference;
+        # each test, count and replace is one C call, and the counting stops once every
+        # `&` is accounted for. If an `&` starts none of them, the regex decides, from the
+        # original text.
         text = raw
         for ref_text, char in _COMMON_REFS:
             if ref_text in text:
                 text = text.replace(ref_text, char)
         if "&" not in text:
             return text
-        left = text.count("&")  # all of them in ``raw`` too: neither common reference makes one
-        if left <= 16:
-            kinds: set[str] = set()
-            at = text.find("&")
-            while at >= 0:
-                for ref_text in _OTHER_REFS:
-                    if text.startswith(ref_text, at):
-                        kinds.add(ref_text)
-                        break
-                else:
-                    kinds.add("")  # an `&` that starts none of them: the regex decides
-                    break
-                at = text.find("&", at + 1)
-            if "" not in kinds:
-                for ref_text in _OTHER_REFS:
-                    if ref_text in kinds:
-                        text = text.replace(ref_text, _OTHER_REFS[ref_text])
-                return text
-        else:
-            for ref_text, char in _OTHER_REFS.items():
-                if ref_text in text:
-                    size = len(text)
-                    text = text.replace(ref_text, char)
-                    left -= (size - len(text)) // (len(ref_text) - 1)
-                    if not left:
-                        return text
+        left = text.count("&")
+        present: list[str] = []
+        for ref_text in _OTHER_REFS:
+            if ref_text in text:
+                present.append(ref_text)
+                left -= text.count(ref_text)
+                if not left:
+                    for found in present:  # in _OTHER_REFS order: `&amp;` last
+                        text = text.replace(found, _OTHER_REFS[found])
+                    return text
 
         def ref(m: re.Match[str]) -> str:
             hexa, dec, named = m.group(1), m.group(2), m.group(3)
@@ -1233,9 +1219,16 @@ class XmlMigrator:
         # §M3.2: the later era escaped the whole tag; undo that before the references.
         if self.era is None:
             self._era_evidence_call(rargs, pos)
-        vid = self._unescape(self._undo_escaped(rid, pos), "id", pos)
-        vname = self._unescape(self._undo_escaped(rname, pos), "name", pos)
-        vargs = self._unescape(self._undo_escaped(rargs, pos), "arguments", pos)
+        if self.era == "early":
+            # What the general form below gives in the early era: nothing to undo (§M3.2),
+            # and a value without `&` holds no reference.
+            vid = self._unescape(rid, "id", pos) if "&" in rid else rid
+            vname = self._unescape(rname, "name", pos) if "&" in rname else rname
+            vargs = self._unescape(rargs, "arguments", pos)
+        else:
+            vid = self._unescape(self._undo_escaped(rid, pos), "id", pos)
+            vname = self._unescape(self._undo_escaped(rname, pos), "name", pos)
+            vargs = self._unescape(self._undo_escaped(rargs, pos), "arguments", pos)
         kind = _CALL_TAGS[name]
         if kind == "tool_call" and vid.startswith("srvtoolu_") and not self.keep_labels:
             # §M2.7: older label for a server tool call.
@@ -1262,6 +1255,7 @@ class XmlMigrator:
             return
         self._stream_type = kind
         self._stream_close = f"</{name}>"
+        self._stream_close_b = self._stream_close.encode()
         self._stream_pos = pos
         self._stream_hold = ""
         self._state = _S.STREAM
