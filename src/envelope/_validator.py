@@ -1250,8 +1250,11 @@ class StreamValidator:
     Speed: recovery needs the reader fed one physical line at a time, which costs as
     much as the checks themselves. So the complete lines of a chunk go to the reader in
     one call whenever it provably cannot raise on them and no SSE line check would
-    speak (``_whole_ok``); only other spans go line by line. The findings are the same
-    either way (a property test compares the two paths on damaged input).
+    speak (``_whole_ok``); only other spans go line by line. That call is
+    ``StreamReader.feed_batch``, and its lines go to the validator's batch loop
+    (``Validator._run``, as ``feed_many``): the read path's pair, ``feed_batch`` and
+    ``Reconstructor.feed_many``, with the checks in place of the rebuilding. The
+    findings are the same either way (property tests compare the paths on damaged input).
 
     Attributes:
         validator: the line validator (its ``max_bytes`` is the bound).
@@ -1397,7 +1400,12 @@ class StreamValidator:
         return True
 
     def _whole(self, lines_bytes: bytes, out: list[Violation]) -> None:
-        """Complete lines, cleared by ``_whole_ok``, to the reader in one call."""
+        """Complete lines, cleared by ``_whole_ok``, to the reader in one call and to the batch loop.
+
+        The lines come from ``feed_batch``; an event of several data lines (only in a
+        batch of ``str`` lines) needs its E111 right after its own findings, so such a
+        batch goes line by line through ``_text``; any other goes to ``Validator._run``.
+        """
         at = self._offset
         size = len(lines_bytes)
         self._offset = at + size
