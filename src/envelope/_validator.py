@@ -145,6 +145,25 @@ _decode_json = msgspec.json.decode
 _encode_json = msgspec.json.encode
 
 
+class _Common(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The fields a line of ``Validator._run``'s common case may have, each of its JSON type.
+
+    Decoding into it fails (and the line takes ``feed``'s path) unless the line is a JSON
+    object with the four base fields of their types and no field but ``id`` and ``name``
+    (strings when present); duplicate keys resolve as in a dict (the last one wins).
+    """
+
+    type: str
+    agent: str
+    final: bool
+    delta: str
+    id: str | msgspec.UnsetType = msgspec.UNSET
+    name: str | msgspec.UnsetType = msgspec.UNSET
+
+
+_decode_common = msgspec.json.Decoder(_Common).decode
+
+
 def _reason(exc: msgspec.MsgspecError) -> str:
     """msgspec's JSON error, worded as ours."""
     text = str(exc).removeprefix("JSON is malformed: ")
@@ -434,9 +453,10 @@ class Validator:
         """Check each of ``data`` as ``feed`` checks a ``RawLine``; ``where(k)`` is line k's ``(line, offset)``.
 
         The loop is ``_line``'s common path and ``_route``'s, inlined, for a line that
-        gives no violation: a known agent's chunk of a block of a type with no line
-        checks of its own (not citation, server_tool_result, tool_result_image), within
-        the bound, whose block is open or opens (not a meta_init, not a tool_result whose
+        gives no violation. It decodes into ``_Common`` (no dict; the decoder does the
+        base-field and unknown-field checks), then takes a known agent's chunk of a block
+        of a type with no line checks of its own (not citation, server_tool_result,
+        tool_result_image), within the bound, whose block is open or opens (not a meta_init, not a tool_result whose
         call is unknown) without a changed id or name and within ``max_payload_bytes``.
         Every such condition is tested before the line changes anything; a line that
         fails one goes to ``_text``/``_bytes``, untouched, so its violations and effects
@@ -448,10 +468,10 @@ class Validator:
         count = len(data)
         if not count:
             return
-        decode = _decode_json
+        decode = _decode_common
         decode_error = msgspec.MsgspecError
+        unset = msgspec.UNSET
         agents = self._agents
-        allowed_of = _ALLOWED
         inline_types = _INLINE_TYPES
         id_types = _ID_TYPES
         json_types = _JSON_TYPES
@@ -473,40 +493,38 @@ class Validator:
                     self._slow(line, where(k), out)
                     continue
             try:
-                obj = decode(line)
-            except decode_error:  # not JSON, or [DONE]
+                wire = decode(line)
+            except decode_error:  # not JSON, [DONE], or not the common case's fields
                 self._slow(line, where(k), out)
                 done = self._done
                 continue
-            if type(obj) is not dict:
-                self._slow(line, where(k), out)
-                continue
-            kind: Any = obj.get("type")
-            agent: Any = obj.get("agent")
-            final: Any = obj.get("final")
-            delta: Any = obj.get("delta")
-            st = agents.get(agent) if type(agent) is str else None
+            kind = wire.type
+            agent = wire.agent
+            final = wire.final
+            delta = wire.delta
+            st = agents.get(agent)
             if (
-                st is None  # an agent's first line, or no agent string
+                st is None  # the agent's first line
                 or st.final_done  # after its meta_final: E164
-                or type(kind) is not str
-                or kind not in inline_types
-                or type(final) is not bool
-                or type(delta) is not str
-                or not obj.keys() <= allowed_of[kind]
-                or size > max_bytes
+                or kind not in inline_types  # E104, or checks of its own
+                or size > max_bytes  # E107, W108
                 or (final and delta and kind in streamed)  # E121
             ):
                 self._slow(line, where(k), out)
                 continue
-            wid: Any = None
-            wname: Any = None
+            rid = wire.id
+            rname = wire.name
+            wid: str | None = None
+            wname: str | None = None
             if kind in id_types:
-                wid = obj.get("id")
-                wname = obj.get("name")
-                if type(wid) is not str or type(wname) is not str:  # E106
+                if type(rid) is not str or type(rname) is not str:  # E106
                     self._slow(line, where(k), out)
                     continue
+                wid = rid
+                wname = rname
+            elif rid is not unset or rname is not unset:  # E105
+                self._slow(line, where(k), out)
+                continue
             block = st.open.get(kind)
             if block is None:
                 if (
@@ -517,12 +535,13 @@ class Validator:
                     self._slow(line, where(k), out)
                     continue
                 inline += 1
-                if kind == "tool_call":
-                    _remember(st.calls, wid)
-                elif kind == "server_tool_call":
-                    _remember(st.server_calls, wid)
-                elif kind == "tool_result":
-                    del st.calls[wid]
+                if wid is not None:  # the inline id types: tool_call, server_tool_call, tool_result
+                    if kind == "tool_call":
+                        _remember(st.calls, wid)
+                    elif kind == "server_tool_call":
+                        _remember(st.server_calls, wid)
+                    else:
+                        del st.calls[wid]
                 lno, off = where(k)
                 if final:
                     self._closed_block(st, agent, kind, delta, lno, off, out)

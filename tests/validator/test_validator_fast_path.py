@@ -271,6 +271,12 @@ LINE_SPLICES = st.sampled_from(
         '{"type":"text","agent":"a1","final":false,"delta":3}',
         '{"type":7,"agent":"a1","final":false,"delta":""}',
         '{"agent":"a1","final":false,"delta":""}',
+        '{"typ\\u0065":"text","agent":"a1","final":false,"delta":"escaped key"}',
+        '{"type":"thinking","type":"text","agent":"a1","final":false,"delta":"duplicate key"}',
+        '{"type":"text","agent":"a1","final":false,"delta":"escaped \\ud800 surrogate"}',
+        '{"type":"tool_call","agent":"a1","final":false,"id":null,"name":"f","delta":"{}"}',
+        env("text", False, "with an id", "a1", id="t0"),  # E105
+        env("thinking", True, "", "b2", name="n"),  # E105
         env("text", False, "caf\u00e9 \u6f22\u5b57 \U0001f600", "a1"),
         env("text", False, "lone \ud800 surrogate", "a1"),  # E100 (str only)
     ]
@@ -354,6 +360,9 @@ def many(batches: list[list[RawLine]] | list[list[bytes | str]], **kw: int) -> t
     MAX_PAYLOAD,
 )
 @example([], [], [(0, "[DONE]"), (1, env("text", False, "after", "a1"))], [], 2048, 1000)
+@example([meta_init("a1").encode()], [], [(1, env("tool_call", False, "{}", "a1", name="f"))], [], 2048, 1000)
+@example([meta_init("a1").encode()], [], [(1, meta_init("a1"))], [], 2048, 1000)
+@example([meta_init("a1").encode()], [], [(1, env("meta_files", False, '{"files": [' + " " * 50, "a1"))], [], 2048, 40)
 def test_feed_many_equals_feed_on_raw_lines(
     lines: list[bytes],
     mutations: list[tuple[str, int, int]],
