@@ -36,7 +36,8 @@ Stages are built by the factories in ``STAGES``. The validate (issue 4) and migr
 ``TARGETS`` takes their targets the same way.
 
 * validate: the read stage's stream, 64 KiB reads -> ``StreamValidator``, alternated with
-  the read stage's ours (SSE -> ``Reconstructor``) as the target's in-stage reference;
+  the read stage's ours (``read_ours``: ``StreamReader.feed_batch`` ->
+  ``Reconstructor.feed_many``, under the same name) as the target's in-stage reference;
   peak RSS from a child process like the read stage (key ``validate``).
 * migrate: the real legacy capture (``../shared/corpus/upstream/legacy_xml_sse_capture.txt``)
   repeated to the read size, 64 KiB reads -> ``XmlMigrator``. ``cli.py`` reads the file
@@ -666,10 +667,11 @@ def _validate_stage(sizes: Sizes) -> Stage:
                 rss_key="validate",
             ),
             Candidate(
-                "ours: SSEReader + Reconstructor",
+                "ours: StreamReader + Reconstructor",
                 "ours",
                 make(read_ours),
-                note="the read stage's ours, alternated here: the target's reference (RSS: see read)",
+                note="the read stage's ours (feed_batch + feed_many), alternated here: the target's reference "
+                "(RSS: see read)",
             ),
         ],
     )
@@ -1026,12 +1028,12 @@ def _targets_validate(report: Report) -> list[TargetResult]:
     label = "validate vs read + reconstruct"
     goal = "<= 1.5x its time"
     ours = report.named("validate", "ours: StreamValidator")
-    here = report.named("validate", "ours: SSEReader + Reconstructor")
+    here = report.named("validate", "ours: StreamReader + Reconstructor")
     if ours is None or here is None or ours.seconds is None or here.seconds is None:
         return [TargetResult(label, goal, "not measured", None)]
     x = ours.seconds / here.seconds
     measured = f"{x:.2f}x its time (alternated in the validate stage)"
-    read = report.named("read", "ours: SSEReader + Reconstructor")
+    read = report.named("read", "ours: StreamReader + Reconstructor")
     if read is not None and read.seconds is not None:
         measured += f"; {ours.seconds / read.seconds:.2f}x the read stage's row"
     out = [TargetResult(label, goal, measured, x <= 1.5)]

@@ -167,7 +167,7 @@ def test_validate_and_migrate_stages(corpus: Path) -> None:
     validate = report.named("validate", "ours: StreamValidator")
     assert validate is not None
     assert validate.candidate == "ours: StreamValidator"
-    assert report.named("validate", "ours: SSEReader + Reconstructor") is not None
+    assert report.named("validate", "ours: StreamReader + Reconstructor") is not None
     targets = {t.name: t for t in report.targets}
     assert targets["validate vs read + reconstruct"].met is not None
     assert "alternated" in targets["validate vs read + reconstruct"].measured

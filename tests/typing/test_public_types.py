@@ -68,6 +68,7 @@ def test_later_public_signatures() -> None:
     assert_type(rec.feed_many(batch), None)
     assert_type(validate([line]), Iterator[Violation])
     assert_type(Validator().feed(line), list[Violation])
+    assert_type(Validator().feed_many(batch), list[Violation])
     assert_type(StreamValidator().feed(line + b"\n"), list[Violation])
     assert_type(XmlMigrator(agent="a").feed(b"<content-block-text>x"), list[bytes])
     assert_type(migrate_xml([b""], agent="a"), Iterator[bytes])
