@@ -1023,6 +1023,12 @@ class Validator:
             # [V7.5-b] ... of the shape the seed gives each type
             out.append(_violation("E141", f"{kind} payload ({where}): {problem}", lno, off, agent, kind))
         if kind == "meta_init" and isinstance(value, dict):
+            resume = value.get("resume")
+            if isinstance(resume, dict) and isinstance(resume.get("tool_use_ids"), list):
+                # spec envelope-v1 §8.4-a: a resumed response announces the calls it answers
+                for announced in resume["tool_use_ids"]:
+                    if isinstance(announced, str):
+                        _remember(st.calls, announced)
             uuid = value.get("agent_uuid")
             if isinstance(uuid, str) and uuid != agent:
                 # [V4.2-a] meta_init describes the agent that sends it

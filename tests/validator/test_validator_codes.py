@@ -313,3 +313,13 @@ def test_skipping_byte_by_byte_counts_lone_crs() -> None:
     assert [(v.code, v.line) for v in found] == [("E100", 3), ("E121", 6)]
     with pytest.raises(DecodeError):
         checker.close()
+
+
+def test_spec_08_4_resumed_meta_init_announces_tool_calls() -> None:
+    """[8.4-a] ids in meta_init.resume.tool_use_ids count as announced calls: no W165 for their results."""
+    resumed = meta_init(resume={"step": 2, "response": 1, "tool_use_ids": ["t", 7]})
+    lines = [resumed, env("tool_result", True, "yes", id="t", name="confirm"), meta_final()]
+    assert [v.code for v in validate([*lines, "[DONE]"])] == []
+    # an id not listed there still gets its warning
+    other = [resumed, env("tool_result", True, "no", id="u", name="confirm"), meta_final()]
+    assert [v.code for v in validate([*other, "[DONE]"])] == ["W165"]
