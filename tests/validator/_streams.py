@@ -49,3 +49,29 @@ def sse(*lines: str | bytes) -> bytes:
 def complete(*body: str) -> list[str]:
     """``body`` wrapped in meta_init ... meta_final, [DONE]: a stream that is otherwise valid."""
     return [meta_init(), *body, meta_final(), "[DONE]"]
+
+
+def mutate(lines: list[bytes], mutations: list[tuple[str, int, int]]) -> list[bytes]:
+    """Envelope-level damage, as in the robustness tests: flipped bits, cut, repeated, moved lines."""
+    lines = list(lines)
+    for kind, at, byte in mutations:
+        if not lines:
+            break
+        i = at % len(lines)
+        line = lines[i]
+        if kind == "flip" and line:
+            j = byte % len(line)
+            lines[i] = line[:j] + bytes([line[j] ^ (1 << (byte % 8))]) + line[j + 1 :]
+        elif kind == "cut" and line:
+            j = byte % len(line)
+            lines[i : i + 1] = [line[:j], line[j:]]
+        elif kind == "duplicate":
+            lines.insert(i, line)
+        elif kind == "swap" and len(lines) > 1:
+            k = byte % len(lines)
+            lines[i], lines[k] = lines[k], lines[i]
+        elif kind == "drop":
+            del lines[i]
+        elif kind == "truncate":
+            lines = lines[:i]
+    return lines

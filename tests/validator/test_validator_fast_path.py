@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from envelope import DecodeError, RawLine, StreamReader, StreamValidator, Validator, Violation
 from envelope._limits import DEFAULT_MAX_LINE_BYTES
-from validator._streams import env, meta_final, meta_init
+from validator._streams import env, meta_final, meta_init, mutate
 from validator.test_validator_robustness import MUTATIONS, as_jsonl, as_sse, chunks, valid_lines
 
 T = TypeVar("T")
@@ -85,32 +85,6 @@ def fast(data: bytes, cuts: list[int], cap: int) -> list[Violation]:
     for piece in chunks(data, cuts):
         found += checker.feed(piece)
     return found + checker.close()
-
-
-def mutate(lines: list[bytes], mutations: list[tuple[str, int, int]]) -> list[bytes]:
-    """Envelope-level damage, as in the robustness tests: flipped bits, cut, repeated, moved lines."""
-    lines = list(lines)
-    for kind, at, byte in mutations:
-        if not lines:
-            break
-        i = at % len(lines)
-        line = lines[i]
-        if kind == "flip" and line:
-            j = byte % len(line)
-            lines[i] = line[:j] + bytes([line[j] ^ (1 << (byte % 8))]) + line[j + 1 :]
-        elif kind == "cut" and line:
-            j = byte % len(line)
-            lines[i : i + 1] = [line[:j], line[j:]]
-        elif kind == "duplicate":
-            lines.insert(i, line)
-        elif kind == "swap" and len(lines) > 1:
-            k = byte % len(lines)
-            lines[i], lines[k] = lines[k], lines[i]
-        elif kind == "drop":
-            del lines[i]
-        elif kind == "truncate":
-            lines = lines[:i]
-    return lines
 
 
 def splice(data: bytes, inserts: list[tuple[int, bytes]]) -> bytes:

@@ -29,6 +29,7 @@ from envelope import (
     validate,
 )
 from envelope._validator import CODES
+from validator._streams import mutate
 
 AGENTS = ("a1", "b2")
 small_text = st.text(st.characters(codec="utf-8"), max_size=40)
@@ -169,27 +170,7 @@ MUTATIONS = st.sampled_from(["flip", "cut", "duplicate", "swap", "drop", "trunca
 def test_mutated_valid_streams(
     lines: list[bytes], sse: bool, mutations: list[tuple[str, int, int]], cuts: list[int]
 ) -> None:
-    lines = list(lines)
-    for kind, at, byte in mutations:
-        if not lines:
-            break
-        i = at % len(lines)
-        line = lines[i]
-        if kind == "flip" and line:
-            j = byte % len(line)
-            lines[i] = line[:j] + bytes([line[j] ^ (1 << (byte % 8))]) + line[j + 1 :]
-        elif kind == "cut" and line:
-            j = byte % len(line)
-            lines[i : i + 1] = [line[:j], line[j:]]
-        elif kind == "duplicate":
-            lines.insert(i, line)
-        elif kind == "swap" and len(lines) > 1:
-            k = byte % len(lines)
-            lines[i], lines[k] = lines[k], lines[i]
-        elif kind == "drop":
-            del lines[i]
-        elif kind == "truncate":
-            lines = lines[:i]
+    lines = mutate(lines, mutations)
     data = b"".join(x + b"\n" for x in lines) if not sse else b"".join(b"data: " + x + b"\n\n" for x in lines)
     run_validator(data, cuts)
     run_readers(data, cuts)
