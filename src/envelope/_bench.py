@@ -554,7 +554,14 @@ _READERS: Final[dict[str, Callable[[Iterable[bytes]], int]]] = {
 }
 
 
-def _read_stage(sizes: Sizes) -> Stage:
+def _sse_input(
+    sizes: Sizes,
+) -> tuple[bytes, Callable[[Callable[[Iterable[bytes]], int]], Callable[[], int]], Callable[[Any], Measured]]:
+    """The read stream of the read and validate stages, a candidate maker and the measure.
+
+    ``make(reader)`` runs ``reader`` over the stream in 64 KiB pieces; every candidate
+    consumes the same events, so the measure counts the input's, not the candidate's.
+    """
     data = b"".join(iter_sse(sizes.read_bytes))
     events = data.count(b"\n\n")
 
@@ -562,10 +569,14 @@ def _read_stage(sizes: Sizes) -> Stage:
         return lambda: reader(_pieces(data))
 
     def measure(out: Any) -> Measured:
-        # Every candidate consumes the same events; the count is the input's.
         del out
         return Measured(events, len(data), None)
 
+    return data, make, measure
+
+
+def _read_stage(sizes: Sizes) -> Stage:
+    data, make, measure = _sse_input(sizes)
     return Stage(
         key="read",
         title=f"read + reconstruct: {len(data) / MB:.1f} MiB SSE, 4 interleaved agents, 64 KiB reads",
@@ -641,16 +652,7 @@ _READERS["validate"] = validate_ours
 
 
 def _validate_stage(sizes: Sizes) -> Stage:
-    data = b"".join(iter_sse(sizes.read_bytes))
-    events = data.count(b"\n\n")
-
-    def make(reader: Callable[[Iterable[bytes]], int]) -> Callable[[], int]:
-        return lambda: reader(_pieces(data))
-
-    def measure(out: Any) -> Measured:
-        del out  # both candidates consume the same events
-        return Measured(events, len(data), None)
-
+    data, make, measure = _sse_input(sizes)
     return Stage(
         key="validate",
         title=f"validate: {len(data) / MB:.1f} MiB SSE (the read stream), 64 KiB reads",

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envelope import XmlMigrator, reconstruct
+from envelope import ENVELOPE_TYPES, XmlMigrator, reconstruct
 
 from ._legacy_writer import Era, expected, frame_raw_sse, write
 
@@ -54,22 +54,7 @@ def citation(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def block(draw: st.DrawFn, era: Era) -> dict[str, Any]:
-    kind = draw(
-        st.sampled_from(
-            [
-                "thinking",
-                "text",
-                "tool_call",
-                "server_tool_call",
-                "tool_result",
-                "server_tool_result",
-                "awaiting_frontend_tools",
-                "meta_files",
-                "error",
-                "meta_final",
-            ]
-        )
-    )
+    kind = draw(st.sampled_from([t for t in ENVELOPE_TYPES if t not in ("meta_init", "citation", "tool_result_image")]))
     b: dict[str, Any] = {"type": kind}
     if kind in ("thinking", "text"):
         b["deltas"] = _deltas(draw)
