@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from envelope import DEFAULT_MAX_BYTES
+from validating import ValidatedSink
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
 
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.register_profile(
@@ -31,3 +38,22 @@ def corpus() -> Path:
     if not CORPUS.is_dir():
         pytest.fail(f"../shared/corpus/upstream is missing (looked in {CORPUS}); the corpus tests need it")
     return CORPUS
+
+
+@pytest.fixture
+def validated_sink() -> Iterator[Callable[..., ValidatedSink]]:
+    """A factory of sinks (lists) that are each validated strictly when the test ends.
+
+    ``sink = validated_sink()`` (or ``validated_sink(max_bytes=200)``,
+    ``validated_sink(expect=["E120"])``); pass ``sink.append`` to a producer.
+    """
+    made: list[ValidatedSink] = []
+
+    def make(*, max_bytes: int = DEFAULT_MAX_BYTES, expect: Sequence[str] = ()) -> ValidatedSink:
+        sink = ValidatedSink(max_bytes=max_bytes, expect=expect)
+        made.append(sink)
+        return sink
+
+    yield make
+    for sink in made:
+        sink.check()
