@@ -42,3 +42,10 @@ MAX_LEGACY_NAME_CHARS: Final = 128
 
 #: Most attributes on one legacy tag; a citation has the most (nine).
 MAX_LEGACY_ATTRIBUTES: Final = 32
+
+#: Deepest nesting of JSON arrays and objects the codec parses in a payload or line.
+#: Real payloads (tool inputs, API results) stay far below 64; msgspec and the stdlib
+#: recurse per level and meet the interpreter's recursion limit near 1,000, so a limit of
+#: 256 refuses hostile input with a coded diagnostic, long before any parser's own limit
+#: and with headroom for the caller's stack. (spec/limits.md)
+MAX_NESTING_DEPTH: Final = 256
