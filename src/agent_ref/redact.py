@@ -28,7 +28,8 @@ scanning repositories, with plugin settings held in global state, and the privat
 detector flags the ``BEGIN`` line, not the key; they would bring runtime dependencies
 (PyYAML, requests) into the agent. The forms they know are covered by the table here.
 Every pattern has bounded repetition or cannot backtrack, so redaction is linear in the
-text length (per held secret).
+text length (per held secret); ``public_message`` scans at most ``MAX_SCAN_CHARS`` of a
+message (``Redactor.cut``), so the work per message is bounded whatever a tool raises.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "COMMON_FORMS",
     "MARKER",
     "MAX_PUBLIC_CHARS",
+    "MAX_SCAN_CHARS",
     "MIN_SECRET_CHARS",
     "SECRET_ENV_VARS",
     "Redactor",
@@ -53,6 +55,10 @@ __all__ = [
 
 #: Longest public message; longer text is cut (a message is a hint, not a dump).
 MAX_PUBLIC_CHARS: Final = 500
+
+#: Most characters ``public_message`` scans (after joining lines): a longer text is cut
+#: first, so the work per message is bounded; the cut also drops the token it splits.
+MAX_SCAN_CHARS: Final = 65_536
 
 #: What a redacted value becomes.
 MARKER: Final = "[redacted]"
@@ -123,9 +129,11 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _Rule(
         "keyed value",
-        # x-api-key: xyz, aws_secret_access_key=xyz, password=xyz&next=1, "token":xyz.
+        # x-api-key: xyz, aws_secret_access_key=xyz, password=xyz&next=1, "token":xyz, and a
+        # quoted value left open (a cut text): its first word at least.
         re.compile(
-            rf"(?i:{_KEY_WORDS})[\"']?\s{{0,8}}[:=]\s{{0,8}}(?!(?i:{_AUTH_SCHEMES})\s)(?P<v>[^\s\"',;&)}}\]\[]+)"
+            rf"(?i:{_KEY_WORDS})[\"']?\s{{0,8}}[:=]\s{{0,8}}[\"']?(?!(?i:{_AUTH_SCHEMES})\s)"
+            rf"(?P<v>[^\s\"',;&)}}\]\[]+)"
         ),
         _keep("v"),
     ),
@@ -201,6 +209,36 @@ class Redactor:
                 text = rule.pattern.sub(rule.replace, text)
         return self.scrub_held(text)
 
+    def cut(self, text: str, limit: int) -> str:
+        """``text`` cut to at most ``limit`` characters without leaving part of a secret at the end.
+
+        The token the cut splits (the characters after the last space) is dropped, so a
+        credential of a common form is not left half-shown where its pattern would no
+        longer match; a tail that begins a held secret is dropped too.
+
+        Args:
+            text: the text.
+            limit: the most characters to keep.
+
+        Returns:
+            ``text`` itself when short enough, else a prefix of it followed by ``" …"``
+            (only ``"…"`` when nothing is left).
+        """
+        if len(text) <= limit:
+            return text
+        kept = text[:limit]
+        kept = kept[: kept.rfind(" ") + 1]  # "" when no space: the whole text was one token
+        trimmed = True
+        while trimmed:
+            trimmed = False
+            for secret in self._secrets:
+                for k in range(min(len(secret) - 1, len(kept)), 0, -1):
+                    if kept.endswith(secret[:k]):
+                        kept, trimmed = kept[:-k], True
+                        break
+        kept = kept.rstrip()
+        return f"{kept} …" if kept else "…"
+
     def holds_any_in(self, text: str) -> bool:
         """Whether some held secret occurs in ``text``."""
         return any(secret in text for secret in self._secrets)
@@ -273,7 +311,10 @@ def public_message(text: str, redactor: Redactor | None = None) -> str:
         redactor = default_redactor()
     kept = [line for line in text.splitlines() if not _is_traceback_line(line)]
     # Whitespace is collapsed *before* redacting, so the collapse cannot form a secret.
-    clean = redactor(" ".join(" ".join(kept).split()))
+    joined = " ".join(" ".join(kept).split())
+    if len(joined) > MAX_SCAN_CHARS:
+        joined = redactor.cut(joined, MAX_SCAN_CHARS)
+    clean = redactor(joined)
     if len(clean) > MAX_PUBLIC_CHARS:
         cut = clean[: MAX_PUBLIC_CHARS - 1]
         # A prefix of redacted text holds no secret; the ellipsis could end one, so check.

@@ -10,6 +10,7 @@ from agent_ref.redact import (
     COMMON_FORMS,
     MARKER,
     MAX_PUBLIC_CHARS,
+    MAX_SCAN_CHARS,
     MIN_SECRET_CHARS,
     Redactor,
     default_redactor,
@@ -51,6 +52,7 @@ TABLE: list[tuple[str, str, str, str]] = [
         "done",
     ),
     ("cut private key block", "-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXk", "b3BlbnNzaC1rZXk", ""),
+    ("api_key left open", '{"api_key": "abc123xyz', "abc123xyz", '"api_key"'),
     ("password JSON", '{"user": "ann", "password": "correct horse battery"}', "correct horse", '"user": "ann"'),
     ("password k=v", "db password=hunter2&next=1", "hunter2", "&next=1"),
     ("secret field", "client_secret: s3cr3t-v4lue", "s3cr3t-v4lue", "client_secret"),
@@ -182,6 +184,36 @@ def test_a_marker_that_completes_a_held_secret_is_replaced_again() -> None:
     assert "SECRETSEC" not in out
     marker_like = Redactor(["redacted"], common_forms=False)  # a secret inside the marker itself
     assert "redacted" not in marker_like("xx redacted yy")
+
+
+def test_public_message_scans_a_bounded_prefix() -> None:
+    """A huge text is cut before it is scanned: the work per message is bounded."""
+    seen: list[int] = []
+
+    class Recording(Redactor):
+        __slots__ = ()
+
+        def __call__(self, text: str) -> str:
+            seen.append(len(text))
+            return super().__call__(text)
+
+    out = public_message("word " * 2_000_000, Recording())
+    assert len(seen) == 1
+    assert MAX_SCAN_CHARS - 10 <= seen[0] <= MAX_SCAN_CHARS + len(" …")
+    assert len(out) == MAX_PUBLIC_CHARS
+
+
+def test_the_scan_cut_never_shows_part_of_a_secret() -> None:
+    """The cut drops the token it splits, and a tail that begins a held secret."""
+    secret = "pass phrase 1234"
+    begin, end = "-----BEGIN RSA PRIVATE KEY----- ", " -----END RSA PRIVATE KEY----- "
+    body = "A" * (MAX_SCAN_CHARS - 7 - len(begin) - len(end))  # the cut falls after "pass ph"
+    text = begin + body + end + secret + " tail"
+    assert text[:MAX_SCAN_CHARS].endswith("pass ph")
+    out = public_message(text, Redactor([secret]))
+    assert out == f"{MARKER} …"  # the key block, then nothing of the secret
+    assert Redactor().cut("sk-ant-" + "b" * 100, 50) == "…"  # one token: all of it goes
+    assert Redactor().cut("short", 50) == "short"
 
 
 # --- property: a held secret never survives, whatever surrounds it -------------------------
