@@ -1,9 +1,10 @@
 """Scrubbing text before it can reach a stream, a store or a log: no secret, no traceback.
 
 Owns: ``Redactor`` (the secret values the process itself holds, plus a table of common
-credential forms), ``default_redactor()`` (seeded from the environment) and
-``public_message``, the filter every error text passes on its way into an envelope
-(spec ``spec/agent-ref.md`` §6.3, issue 18 §4).
+credential forms), ``default_redactor()`` (seeded from the environment),
+``public_message``, the filter every error text passes on its way into an envelope or a
+store, and ``RedactingFilter``, the same for log records (spec ``spec/agent-ref.md``
+§6.3, issue 18 §4).
 Does not own: deciding which texts pass through it (the agent, the tools, the server);
 logging (full details go to the ``agent_ref`` logger, on stderr).
 
@@ -34,6 +35,7 @@ message (``Redactor.cut``), so the work per message is bounded whatever a tool r
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from typing import TYPE_CHECKING, Final, NamedTuple
@@ -48,6 +50,7 @@ __all__ = [
     "MAX_SCAN_CHARS",
     "MIN_SECRET_CHARS",
     "SECRET_ENV_VARS",
+    "RedactingFilter",
     "Redactor",
     "default_redactor",
     "public_message",
@@ -295,6 +298,44 @@ def default_redactor() -> Redactor:
         if len(value) >= MIN_SECRET_CHARS:
             redactor.add(value)
     return redactor
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts each record's message, traceback and stack in place.
+
+    Put it on a *handler* (``handler.addFilter(RedactingFilter())``): a handler's filters
+    see the records of every logger that reaches it, a logger's only its own. Logs keep
+    their full detail (tracebacks, no length cap); only secrets are replaced.
+
+    Args:
+        redactor: what to redact; ``default_redactor()`` at each record when ``None``
+            (so a key set after start-up counts).
+    """
+
+    def __init__(self, redactor: Redactor | None = None) -> None:
+        """Create the filter."""
+        super().__init__()
+        self._redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Redact ``record`` in place; never drops it.
+
+        Args:
+            record: the log record.
+
+        Returns:
+            Always ``True``.
+        """
+        redactor = default_redactor() if self._redactor is None else self._redactor
+        record.msg = redactor(record.getMessage())
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redactor(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redactor(record.stack_info)
+        return True
 
 
 def public_message(text: str, redactor: Redactor | None = None) -> str:

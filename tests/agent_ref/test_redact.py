@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import logging
+
 import pytest
 from hypothesis import example, given, seed, settings
 from hypothesis import strategies as st
@@ -12,6 +15,7 @@ from agent_ref.redact import (
     MAX_PUBLIC_CHARS,
     MAX_SCAN_CHARS,
     MIN_SECRET_CHARS,
+    RedactingFilter,
     Redactor,
     default_redactor,
     public_message,
@@ -214,6 +218,38 @@ def test_the_scan_cut_never_shows_part_of_a_secret() -> None:
     assert out == f"{MARKER} …"  # the key block, then nothing of the secret
     assert Redactor().cut("sk-ant-" + "b" * 100, 50) == "…"  # one token: all of it goes
     assert Redactor().cut("short", 50) == "short"
+
+
+def test_log_records_are_redacted_on_the_handler() -> None:
+    """Messages, arguments and tracebacks of every logger reaching the handler are redacted."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.addFilter(RedactingFilter(Redactor(["held-key-0001"])))
+    logger = logging.getLogger("agent_ref.test_redact_child")  # a child: reaches the handler too
+    parent = logging.getLogger("agent_ref")
+    parent.addHandler(handler)
+    try:
+        logger.warning("retry with %s and Authorization: Bearer tok-%d", "held-key-0001", 77)
+        try:
+            raise RuntimeError("x-api-key: held-key-0001")
+        except RuntimeError:
+            logger.exception("failed")
+        logger.error("stack", stack_info=True)
+    finally:
+        parent.removeHandler(handler)
+    text = out.getvalue()
+    assert "held-key-0001" not in text
+    assert "tok-77" not in text
+    assert "Traceback (most recent call last)" in text  # logs keep their detail
+    assert text.count(MARKER) >= 3
+
+
+def test_log_filter_reads_the_environment_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a redactor the filter holds the process's secrets, read at each record."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "env-held-9999")
+    record = logging.makeLogRecord({"msg": "key %s", "args": ("env-held-9999",)})
+    assert RedactingFilter().filter(record)
+    assert record.getMessage() == f"key {MARKER}"
 
 
 # --- property: a held secret never survives, whatever surrounds it -------------------------
