@@ -376,7 +376,7 @@ def _parser() -> argparse.ArgumentParser:
         "--legacy-capture",
         metavar="PATH",
         help="the legacy XML capture the migrate stage repeats "
-        "(default: ../shared/corpus/upstream/legacy_xml_sse_capture.txt)",
+        "(default: fixtures/corpus/legacy_xml_sse_capture.txt of the checkout)",
     )
     bench.add_argument("--rss-child", metavar="KEY:SIZE", help=argparse.SUPPRESS)  # the RSS check's child
     bench.set_defaults(handler=_bench, file="envelope bench")  # the label of errors in main()
