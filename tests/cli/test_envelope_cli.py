@@ -109,7 +109,7 @@ def test_spec_c1_bench_help_lists_its_stages() -> None:
     """[C1-b] ``envelope bench --help`` lists every stage, and the list is the engine's."""
     text = run("bench", "--help").stdout.decode()
     assert all(key in text for key, _ in BENCH_STAGES)
-    from envelope import _bench as engine
+    from benchmarks import engine
 
     assert [key for key, _ in BENCH_STAGES] == [key for key, _ in engine.STAGES]
 
