@@ -8,10 +8,10 @@ all in this process (``--in-process``), the read stage's RSS children
 the inputs (``benchmarks.inputs``).
 
 Why a process per stage: in one process the figures depended on which stages ran
-before (read vs ``json.loads`` 1.87x after the emit stages, 2.15x alone; validate vs
-read 1.31x vs 1.21x, 20 MiB runs): the interpreter's heap, allocator arenas and
-collector state carry over from stage to stage. A fresh process gives every stage
-the same start, whatever ran before; within a stage, candidates still alternate round
+before (100 MiB: read vs ``json.loads`` 1.74x in the one-process run, 2.03x with a
+process per stage; validate vs read 0.94x vs 1.20x): the interpreter's heap, allocator
+arenas and collector state carry over from stage to stage, and no one of them could be
+pinned as the cause. A fresh process gives every stage the same start, whatever ran before; within a stage, candidates still alternate round
 by round on the same input. README "Benchmarks" has the measurements.
 """
 
