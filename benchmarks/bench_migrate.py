@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from benchmarks.engine import legacy_input
 from envelope import XmlMigrator
-from envelope._bench import legacy_input
 
 if TYPE_CHECKING:
     from benchmarks.data import Sizes

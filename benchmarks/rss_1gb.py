@@ -56,8 +56,8 @@ def _capture_chunks(total: int) -> Iterator[bytes]:
 
 
 def _child(mode: str, mb: int) -> None:
+    from benchmarks.inputs import iter_sse
     from envelope import StreamReader, StreamValidator, XmlMigrator
-    from envelope._bench_data import iter_sse
     from envelope._decoder import decode_lenient
 
     total = mb * 1024 * 1024

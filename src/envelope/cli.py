@@ -352,134 +352,22 @@ def _migrate(args: argparse.Namespace) -> int:
 # --- bench: a thin shim over the benchmark engine ---------------------------------------
 
 
-def _rss_of(key: str, size: int) -> int | None:
-    """Peak RSS of a child process running one read candidate of ``envelope bench``."""
-    import subprocess  # only for the benchmark's memory check
-
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-    proc = subprocess.run(
-        [sys.executable, "-m", "envelope", "bench", "--rss-child", f"{key}:{size}"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    if proc.returncode != 0:
-        print(f"envelope bench: warning: RSS check of {key} failed: {proc.stderr.strip()}", file=sys.stderr)
-        return None
-    return int(proc.stdout.strip())
-
-
-def _peak_rss() -> int:
-    """This process's peak RSS in bytes: ``VmHWM`` (reset by exec, unlike ``ru_maxrss``)."""
-    try:
-        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import resource  # macOS and others: ru_maxrss, in bytes there
-
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-
-
-def _rss_child(spec: str) -> int:
-    from . import _bench as bench
-
-    key, _, size = spec.partition(":")
-    bench.run_reader(key, int(size))
-    print(_peak_rss())
-    return 0
-
-
-def _cpuinfo() -> str:
-    try:
-        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _legacy_capture(path: str | None, relative: str) -> bytes | None:
-    """The migrate stage's input: ``path``, else ``relative`` from here or from the source tree."""
-    if path is not None:
-        source = _Input(path)
-        try:
-            return b"".join(iter(source.read, b""))
-        finally:
-            source.close()
-    places = [Path(relative), Path(__file__).resolve().parents[2] / relative]
-    for place in places:
-        if place.is_file():
-            return place.read_bytes()
-    tried = ", ".join(str(x) for x in places)
-    print(f"envelope bench: warning: legacy capture not found (tried {tried}); no migrate figures", file=sys.stderr)
-    return None
-
-
-@contextmanager
-def _bench_progress() -> Iterator[Callable[[str], None]]:
-    """Stage by stage, a transient status line on a terminal; nothing otherwise (C6)."""
-    if not sys.stderr or not sys.stderr.isatty():
-        yield lambda _text: None
-        return
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    with console.status("envelope bench: starting") as status:
-        yield lambda text: status.update(f"envelope bench: {text}")
-
-
 def _bench(args: argparse.Namespace) -> int:
-    from . import _bench as bench  # tooling: not loaded by the other subcommands
+    """``envelope bench``: the engine lives in the checkout's ``benchmarks/``, outside this
+    package (issue 17 §1), and is imported only here, when the command runs."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "benchmarks" / "command.py").is_file():
+        raise CliError(
+            "envelope bench",
+            "the benchmarks are not part of the installed package",
+            "run it from a clone of the repository, installed with pip install -e '.[bench]'",
+        )
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    import importlib
 
-    if args.rss_child:
-        return _rss_child(args.rss_child)
-    where = "envelope bench"
-    if not args.size_mb > 0:
-        raise CliError(where, f"--size-mb must be positive, got {args.size_mb:g}", "for example --size-mb 10")
-    if args.rounds < 1:
-        raise CliError(where, f"--rounds must be at least 1, got {args.rounds}", "for example --rounds 5")
-    unknown = sorted(set(args.stage or ()) - {key for key, _ in bench.STAGES})
-    if unknown:
-        known = ", ".join(key for key, _ in bench.STAGES)
-        raise CliError(where, f"unknown stage {', '.join(unknown)}", f"choose from {known}")
-    capture = None
-    if not args.stage or "migrate" in args.stage:
-        capture = _legacy_capture(args.legacy_capture, bench.LEGACY_CAPTURE)
-    out_dir = Path(args.out)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise _os_error(str(out_dir), exc, reading=False) from None
-    with _bench_progress() as progress:
-        report = bench.run(
-            args.size_mb,
-            args.rounds,
-            memory=not args.no_memory,
-            only=tuple(args.stage or ()),
-            progress=progress,
-            rss=_rss_of,
-            cpuinfo=_cpuinfo(),
-            legacy_capture=capture,
-        )
-    print(bench.render_table(report))
-    md = out_dir / "bench.md"
-    md.write_text(bench.render_markdown(report), encoding="utf-8")
-    print(f"\nwrote {md}")
-    png = out_dir / "bench.png"
-    try:
-        bench.render_png(report, str(png))
-    except ImportError:
-        print(
-            "envelope bench: warning: matplotlib is not installed, so no bench.png; "
-            "install the bench extra: .venv/bin/python -m pip install -e '.[bench]'",
-            file=sys.stderr,
-        )
-    else:
-        print(f"wrote {png}")
-    return EXIT_OK
+    command = importlib.import_module("benchmarks.command")
+    return int(command.run(args))
 
 
 # --- validate -----------------------------------------------------------------------------
@@ -679,7 +567,8 @@ def _parser() -> argparse.ArgumentParser:
         help="compare speed and memory with the stdlib baseline, peers and msgspec",
         description="Compare the codec's speed and memory with a stdlib baseline, peers and the practical\n"
         "limits; print the table, check the targets, and write DIR/bench.md and DIR/bench.png.\n"
-        "Needs the checkout's benchmarks/ and the bench extra (pip install -e '.[bench]').\n\n"
+        "Each stage runs in a fresh process. Needs the checkout's benchmarks/ and the bench extra\n"
+        "(pip install -e '.[bench]').\n\n"
         f"stages (--stage KEY):\n{stages}",
         epilog="examples:\n"
         "  envelope bench                        # every stage, 100 MiB, 5 rounds (several minutes)\n"
@@ -700,7 +589,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the legacy XML capture the migrate stage repeats "
         "(default: fixtures/corpus/legacy_xml_sse_capture.txt of the checkout)",
     )
-    bench.add_argument("--rss-child", metavar="KEY:SIZE", help=argparse.SUPPRESS)  # the RSS check's child
+    bench.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run every stage in this process, one after another (default: each in a fresh process, "
+        "so no stage's figures depend on the stages before it)",
+    )
     bench.set_defaults(handler=_bench)
     val = commands.add_parser(
         "validate",

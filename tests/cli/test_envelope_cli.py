@@ -109,7 +109,7 @@ def test_spec_c1_bench_help_lists_its_stages() -> None:
     """[C1-b] ``envelope bench --help`` lists every stage, and the list is the engine's."""
     text = run("bench", "--help").stdout.decode()
     assert all(key in text for key, _ in BENCH_STAGES)
-    from envelope import _bench as engine
+    from benchmarks import engine
 
     assert [key for key, _ in BENCH_STAGES] == [key for key, _ in engine.STAGES]
 
@@ -414,3 +414,15 @@ def test_spec_c7_migrate_prints_a_valid_stream(fmt: str) -> None:
     assert done.returncode == 0
     assert done.stdout.endswith(b"[DONE]\n\n" if fmt == "sse" else b"[DONE]\n")
     assert_valid(done.stdout)
+
+
+def test_spec_c6_bench_names_its_stage_on_a_terminal_only(tmp_path: Path) -> None:
+    """[C6-a] ``envelope bench``: a status line per stage on a terminal; nothing on a pipe."""
+    args = ["bench", "--size-mb", "0.02", "--rounds", "1", "--no-memory", "--stage", "emit_small"]
+    status, seen = _with_tty_stderr([*args, "--out", str(tmp_path / "tty")])
+    assert status == 0
+    assert b"stage 1 of 1: emit_small" in seen
+    piped = run(*args, "--out", str(tmp_path / "pipe"))
+    assert piped.returncode == 0
+    assert b"stage 1 of 1" not in piped.stderr
+    assert b"\x1b" not in piped.stderr
