@@ -29,6 +29,8 @@ __all__ = ["DONE_DATA", "RawLine", "StreamReader", "decode"]
 DONE_DATA: Final = "[DONE]"
 
 _strict = msgspec.json.Decoder(Envelope)
+#: What may precede the first content byte of a recording: whitespace, and the bytes of a BOM.
+_LEADING: Final = b" \t\r\n\xef\xbb\xbf"
 _PATH = re.compile(r" - at `(\$[^`]*)`$")
 _BYTE = re.compile(r"\(byte (\d+)\)")
 _MISSING = re.compile(r"missing required field `([^`]+)`")
@@ -277,7 +279,7 @@ class StreamReader:
         format: ``"sse"``, ``"jsonl"``, or ``None`` until detected.
     """
 
-    __slots__ = ("_buf", "_line_no", "_max", "_offset", "_sse", "format")
+    __slots__ = ("_head", "_head_len", "_line_no", "_max", "_offset", "_parts", "_parts_len", "_sse", "format")
 
     def __init__(
         self,
@@ -294,7 +296,12 @@ class StreamReader:
         self.format: Literal["sse", "jsonl"] | None = None if format == "auto" else format
         self._max = max_line_bytes
         self._sse = SSEReader(max_line_bytes=max_line_bytes)
-        self._buf = b""
+        # Until the format is known: the bytes so far (all whitespace or BOM), as they came.
+        self._head: list[bytes] = []
+        self._head_len = 0
+        # JSON lines: the line not yet ended, as the pieces it arrived in (joined when it ends).
+        self._parts: list[bytes] = []
+        self._parts_len = 0
         self._line_no = 1
         self._offset = 0
 
@@ -340,17 +347,28 @@ class StreamReader:
         return _LineBatch.of(self._jsonl(chunk))
 
     def _detect(self, chunk: bytes) -> bytes:
-        """Until the format is known, buffer bytes and detect it; return the bytes to read."""
+        """Until the format is known, hold bytes and detect it; return the bytes to read.
+
+        Only the new chunk is searched for the first content byte: every byte held so far
+        is whitespace or BOM, so the first content byte of the whole is the first of the
+        first chunk that has one (each byte looked at once, spec/limits.md).
+        """
         if self.format is not None:
             return chunk
-        self._buf += chunk
-        stripped = self._buf.lstrip(b" \t\r\n\xef\xbb\xbf")
+        stripped = chunk.lstrip(_LEADING)
         if not stripped:
-            if len(self._buf) > self._max:
+            if chunk:
+                self._head.append(chunk)
+                self._head_len += len(chunk)
+            if self._head_len > self._max:
                 raise DecodeError("no content in the first bytes", position=Position(offset=0))
             return b""
         self.format = "jsonl" if stripped[:1] == b"{" else "sse"
-        chunk, self._buf = self._buf, b""
+        if self._head:
+            self._head.append(chunk)
+            chunk = b"".join(self._head)
+            self._head = []
+            self._head_len = 0
         if self.format == "jsonl" and chunk.startswith(b"\xef\xbb\xbf"):
             chunk = chunk[3:]
             self._offset = 3
@@ -365,7 +383,9 @@ class StreamReader:
         if self.format == "sse":
             self._sse.close()
             return []
-        rest, self._buf = self._buf, b""
+        rest = b"".join(self._parts)
+        self._parts = []
+        self._parts_len = 0
         if self.format is None:
             return []
         out: list[RawLine] = []
@@ -373,8 +393,21 @@ class StreamReader:
         return out
 
     def _jsonl(self, chunk: bytes) -> list[RawLine]:
-        data = self._buf + chunk if self._buf else chunk
         out: list[RawLine] = []
+        if self._parts:
+            if b"\n" not in chunk:
+                # The held line goes on: only the new bytes were searched.
+                if chunk:
+                    self._parts.append(chunk)
+                    self._parts_len += len(chunk)
+                self._check_held()
+                return out
+            self._parts.append(chunk)
+            data = b"".join(self._parts)
+            self._parts = []
+            self._parts_len = 0
+        else:
+            data = chunk
         start = 0
         offset = self._offset
         while True:
@@ -384,15 +417,27 @@ class StreamReader:
             self._emit(data[start:end], offset + start, out)
             self._line_no += 1
             start = end + 1
-        self._buf = data[start:]
+        if start < len(data):
+            self._parts.append(data[start:])
+            self._parts_len = len(data) - start
         self._offset = offset + start
-        if len(self._buf) > self._max:
+        self._check_held()
+        return out
+
+    def _check_held(self) -> None:
+        """Refuse a held line that is already over the bound, whatever ends it (spec §2.3).
+
+        A JSON line may end in CRLF, whose CR ``_emit`` removes: a held line one byte over
+        the bound whose last byte is CR may still end within it, so it is kept until its
+        LF arrives (or does not), and the verdict does not depend on the chunking.
+        """
+        size = self._parts_len
+        if size > self._max and not (size == self._max + 1 and self._parts[-1].endswith(b"\r")):
             raise DecodeError(
                 f"line longer than max_line_bytes={self._max}",
                 position=Position(line=self._line_no, offset=self._offset),
                 section="2.3",
             )
-        return out
 
     def _emit(self, raw: bytes, offset: int, out: list[RawLine]) -> None:
         if raw.endswith(b"\r"):

@@ -174,7 +174,19 @@ class Transcript:
 class _Open:
     """A block being built; mutable, private. ``Block`` is its snapshot."""
 
-    __slots__ = ("agent", "citations", "complete", "id", "images", "name", "parts", "size", "type")
+    __slots__ = (
+        "agent",
+        "citations",
+        "complete",
+        "dropped",
+        "id",
+        "images",
+        "name",
+        "parts",
+        "prev_text",
+        "size",
+        "type",
+    )
 
     def __init__(self, type: str, agent: str, id: str | None, name: str | None) -> None:
         self.type = type
@@ -186,6 +198,11 @@ class _Open:
         self.size = 0
         self.citations: list[dict[str, Any]] = []
         self.images: list[dict[str, str]] = []
+        #: text blocks: the agent's text block completed before this one (spec §7.4's
+        #: "most recent" after a discard is found along these links, spec §7.7)
+        self.prev_text: _Open | None = None
+        #: a discarded-attempt signal removed this block from its agent (spec §7.7-a)
+        self.dropped = False
 
     def snapshot(self) -> Block:
         if len(self.parts) > 1:
@@ -328,6 +345,7 @@ class Reconstructor:
             block.complete = True
             self._open.pop((agent, kind), None)
             if kind == "text":
+                block.prev_text = self._last_text.get(agent)
                 self._last_text[agent] = block
             elif kind == "error":
                 self._maybe_discard(block, position, index)
@@ -350,7 +368,12 @@ class Reconstructor:
                 section="7.7-b",
             )
         blocks = self._agents[block.agent]
-        at = len(blocks) - 1 - blocks[::-1].index(block)
+        # Search from the end: only the blocks opened while this error block was open lie
+        # after it, and those intervals do not overlap, so the searches stay linear in all
+        # (issue 18 §1: copying the list per error block was quadratic).
+        at = len(blocks) - 1
+        while blocks[at] is not block:
+            at -= 1
         if count > at:
             raise SequenceError(
                 f"attempt_discarded asks to drop {count} blocks, but only {at} precede it",
@@ -368,11 +391,16 @@ class Reconstructor:
             )
         # spec §7.7-a: the n blocks before the signal go, the signal stays
         del blocks[at - count : at]
+        for gone in dropped:
+            gone.dropped = True
         last = self._last_text.get(block.agent)
-        if last is not None and any(last is b for b in dropped):
-            remaining = [b for b in blocks if b.type == "text" and b.complete]
-            if remaining:
-                self._last_text[block.agent] = remaining[-1]
+        if last is not None and last.dropped:
+            # The text a later citation cites is the last one left: walk back over the
+            # dropped ones. Each dropped block is passed once, ever (it stays dropped).
+            while last is not None and last.dropped:
+                last = last.prev_text
+            if last is not None:
+                self._last_text[block.agent] = last
             else:
                 del self._last_text[block.agent]
 
@@ -473,6 +501,7 @@ class Reconstructor:
                 block.complete = True
                 opened.pop((agent, kind), None)
                 if kind == "text":
+                    block.prev_text = last_text.get(agent)
                     last_text[agent] = block
         self._count = base + len(data)
 

@@ -97,13 +97,14 @@ class SSEReader:
     """
 
     __slots__ = (
-        "_buf",
         "_buf_offset",
         "_closed",
         "_data",
         "_data_len",
         "_event",
         "_line_no",
+        "_parts",
+        "_parts_len",
         "_skip_lf",
         "_start_line",
         "_start_offset",
@@ -122,9 +123,12 @@ class SSEReader:
         self.max_line_bytes: Final = max_line_bytes
         self.last_event_id = ""
         self.retry: int | None = None
-        self._buf = b""
-        self._buf_offset = 0  # offset in the whole input of self._buf[0]
-        self._line_no = 1  # line number of the line starting at self._buf[0]
+        # The line not yet ended (or, before the first byte is known not to start a
+        # BOM, those bytes), as the pieces it arrived in; joined when it ends.
+        self._parts: list[bytes] = []
+        self._parts_len = 0
+        self._buf_offset = 0  # offset in the whole input of the held line's first byte
+        self._line_no = 1  # line number of the held line
         self._skip_lf = False
         self._started = False  # a BOM is only stripped at the very start
         self._closed = False
@@ -195,7 +199,11 @@ class SSEReader:
         return lines, line, offset, []
 
     def _take(self, chunk: bytes) -> bytes:
-        """The bytes to split: the buffered partial line and ``chunk``, without a BOM or a CRLF's LF."""
+        """The bytes to split: the held partial line and ``chunk``, without a BOM or a CRLF's LF.
+
+        Empty when there is nothing to split yet: ``chunk`` only continues the held line
+        (it holds no line end), and is held with it.
+        """
         if self._closed:
             raise DecodeError("feed() after close()")
         if not chunk:
@@ -208,17 +216,36 @@ class SSEReader:
                 if not chunk:
                     return b""
         if not self._started:
-            data = self._buf + chunk
+            data = b"".join(self._parts) + chunk  # at most two bytes were held
+            self._parts = []
+            self._parts_len = 0
             if len(data) < 3 and b"\xef\xbb\xbf".startswith(data):
-                self._buf = data
+                self._hold(data)
                 return b""
             self._started = True
             if data.startswith(b"\xef\xbb\xbf"):
                 data = data[3:]
                 self._buf_offset += 3
-            self._buf = b""
             return data  # empty when the chunk was only the BOM
-        return self._buf + chunk if self._buf else chunk
+        if not self._parts:
+            return chunk
+        if b"\n" not in chunk and b"\r" not in chunk:
+            # The held line goes on: only the new bytes were searched.
+            self._hold(chunk)
+            if self._parts_len > self.max_line_bytes:
+                self._too_long(self._buf_offset)
+            return b""
+        self._parts.append(chunk)
+        data = b"".join(self._parts)
+        self._parts = []
+        self._parts_len = 0
+        return data
+
+    def _hold(self, piece: bytes) -> None:
+        """Keep ``piece`` as the next piece of the line not yet ended."""
+        if piece:
+            self._parts.append(piece)
+            self._parts_len += len(piece)
 
     def _feed_data(self, data: bytes) -> list[SSEEvent]:
         """Split ``data`` (from ``_take``, not empty) into lines and process them."""
@@ -244,7 +271,7 @@ class SSEReader:
             self._line_no += 1
         if len(rest) > self.max_line_bytes:
             self._too_long(offset)
-        self._buf = rest
+        self._hold(rest)
         self._buf_offset = offset
         return events
 
@@ -292,7 +319,7 @@ class SSEReader:
         self._line_no = line_no
         if len(rest) > limit:
             self._too_long(offset)
-        self._buf = rest
+        self._hold(rest)
         self._buf_offset = offset
         return events
 
@@ -307,9 +334,9 @@ class SSEReader:
             DecodeError: the input stopped inside a line or an event (spec §2.3).
         """
         self._closed = True
-        if not self._started and self._buf:
+        if not self._started and self._parts:
             self._started = True
-        if self._buf:
+        if self._parts:
             raise DecodeError(
                 "stream ended inside a line (no line end after the last bytes)",
                 position=Position(line=self._line_no, offset=self._buf_offset),
