@@ -18,8 +18,9 @@ from typing import Any, Final, Literal, overload
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from ._depth import too_deep
 from ._errors import DecodeError, EnvelopeError, Position, ValidationError
-from ._limits import DEFAULT_MAX_LINE_BYTES
+from ._limits import DEFAULT_MAX_LINE_BYTES, MAX_NESTING_DEPTH
 from ._sse import SSEReader
 from ._types import Envelope
 
@@ -79,8 +80,14 @@ CITATION_FIELDS: Final = (
 )
 
 
-def _translate(exc: msgspec.MsgspecError) -> EnvelopeError:
-    """Turn a msgspec error into ours: the message without msgspec's suffix, the path as ``field``."""
+def _translate(exc: msgspec.MsgspecError, line: bytes | str | None = None) -> EnvelopeError:
+    """Turn a msgspec error into ours: the message without msgspec's suffix, the path as ``field``.
+
+    Args:
+        exc: what msgspec raised.
+        line: the line it was decoding, to name an escaped lone surrogate, which msgspec
+            reports as truncation or as a bad pair (spec §6.4).
+    """
     text = str(exc)
     if isinstance(exc, msgspec.ValidationError):
         field = None
@@ -100,13 +107,55 @@ def _translate(exc: msgspec.MsgspecError) -> EnvelopeError:
         if text.startswith("Object missing required field"):
             text = "missing required field " + text.removeprefix("Object missing required field ")
         return ValidationError(text[:1].lower() + text[1:], field=field, section="3.1")
+    if line is not None and (text == "Input data was truncated" or "surrogate" in text):
+        lone = _lone_surrogate(line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass"))
+        if lone is not None:
+            at, escape = lone
+            return DecodeError(
+                f"not JSON this library reads: an escaped lone surrogate {escape} in a string",
+                position=Position(offset=at),
+                section="6.4",
+            )
     match = _BYTE.search(text)
     position = Position(offset=int(match.group(1))) if match else None
+    if match:
+        # The byte is in the position; do not say it twice.
+        text = (text[: match.start()] + text[match.end() :]).rstrip()
     if text.startswith("JSON is malformed: "):
         text = "not JSON: " + text.removeprefix("JSON is malformed: ")
     elif text == "Input data was truncated":
         text = "not JSON: the line ends inside a value"
     return DecodeError(text, position=position, section="3.1")
+
+
+#: A JSON string escape: ``\uXXXX`` (group 1 the hex) or a backslash and one other byte.
+_ESCAPE: Final = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+
+
+def _lone_surrogate(data: bytes) -> tuple[int, str] | None:
+    """The byte offset and text of the first escaped lone surrogate in ``data``, or None.
+
+    A high surrogate escape (``\\ud800`` to ``\\udbff``) is lone unless a low one
+    (``\\udc00`` to ``\\udfff``) follows at once; a low one is lone unless it ends such a
+    pair. One at the very end of the line is not reported: there the line was cut, and
+    "the line ends inside a value" says so. Error path only: a linear scan of the escapes.
+    """
+    pending: tuple[int, str] | None = None  # a high surrogate waiting for its low half
+    for match in _ESCAPE.finditer(data):
+        hex4 = match.group(1)
+        unit = int(hex4, 16) if hex4 is not None else -1
+        if pending is not None:
+            if 0xDC00 <= unit <= 0xDFFF and match.start() == pending[0] + 6:
+                pending = None
+                continue
+            return pending
+        if 0xD800 <= unit <= 0xDBFF:
+            pending = (match.start(), match.group().decode("ascii"))
+        elif 0xDC00 <= unit <= 0xDFFF:
+            return match.start(), match.group().decode("ascii")
+    if pending is not None and pending[0] + 6 < len(data):
+        return pending
+    return None
 
 
 def _bad_utf8(data: bytes) -> DecodeError:
@@ -118,13 +167,34 @@ def _bad_utf8(data: bytes) -> DecodeError:
     return DecodeError("invalid UTF-8", section="3.1")  # pragma: no cover  # msgspec and Python agree
 
 
-def _too_deep() -> DecodeError:
-    """msgspec's nesting limit, met walking an unknown or loosely typed member (it raises ``RecursionError``).
+def _too_deep(line: bytes | str) -> DecodeError:
+    """The error for a line too deep for msgspec to walk (it raised ``RecursionError``).
 
     Only the lenient reading can meet it: the strict one refuses unknown members and
-    types every known one as a string, a number or a bool before any nesting.
+    types every known one as a string, a number or a bool before any nesting. The
+    lenient one skips unknown members and builds the loosely typed citation extras, and
+    msgspec recurses per level for both, up to the interpreter's recursion limit (near
+    1,000 levels less the caller's stack). The error names ``MAX_NESTING_DEPTH`` and
+    the byte where the nesting first passes it (spec/limits.md L2-a).
     """
-    return DecodeError("not JSON this library reads: nested too deeply", section="3.1")
+    data = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
+    offset = too_deep(data, MAX_NESTING_DEPTH)
+    if offset is None:  # pragma: no cover  # only when the caller's own stack is near the limit
+        return DecodeError("nested too deeply for the parser at this call depth", section="L2-a")
+    return nesting_error(offset)
+
+
+def nesting_error(offset: int) -> DecodeError:
+    """The ``DecodeError`` for a line nested deeper than ``MAX_NESTING_DEPTH`` (spec/limits.md L2-a).
+
+    Args:
+        offset: the byte in the line of the bracket that opens level ``MAX_NESTING_DEPTH + 1``.
+    """
+    return DecodeError(
+        f"nested deeper than MAX_NESTING_DEPTH={MAX_NESTING_DEPTH}",
+        position=Position(offset=offset),
+        section="L2-a",
+    )
 
 
 def _as_bytes(line: bytes | str) -> bytes:
@@ -158,7 +228,7 @@ def decode(line: bytes | str, *, position: Position | None = None) -> Envelope:
         envelope: Envelope = _strict.decode(data)
         return envelope
     except msgspec.MsgspecError as exc:
-        error = _translate(exc)
+        error = _translate(exc, data)
     except UnicodeDecodeError:
         error = _bad_utf8(data)
     except EnvelopeError as exc:
@@ -174,13 +244,13 @@ def decode_lenient(line: bytes | str, position: Position | None = None) -> _Wire
         # the str saves a copy of every line on the read path.
         return _lenient.decode(line)
     except msgspec.MsgspecError as exc:
-        error = _translate(exc)
+        error = _translate(exc, line)
     except UnicodeEncodeError as exc:
         error = DecodeError("line holds a lone surrogate", position=Position(offset=exc.start), section="6.4")
     except UnicodeDecodeError:
         error = _bad_utf8(_as_bytes(line))  # only bytes can hold invalid UTF-8
     except RecursionError:
-        error = _too_deep()
+        error = _too_deep(line)
     raise error.at(position) if position is not None else error
 
 

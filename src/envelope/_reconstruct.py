@@ -30,9 +30,19 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from ._decoder import CITATION_FIELDS, DONE_DATA, RawLine, _lenient, _LineBatch, _Wire, decode_lenient
+from ._decoder import (
+    CITATION_FIELDS,
+    DONE_DATA,
+    RawLine,
+    _lenient,
+    _LineBatch,
+    _Wire,
+    decode_lenient,
+    nesting_error,
+)
+from ._depth import too_deep
 from ._errors import DecodeError, EnvelopeError, Position, SequenceError, ValidationError
-from ._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_OPEN_BLOCKS
+from ._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_OPEN_BLOCKS, MAX_NESTING_DEPTH
 from ._types import ENVELOPE_TYPES, BlockKey
 
 if TYPE_CHECKING:
@@ -94,7 +104,14 @@ _json_decode = msgspec.json.decode
 
 
 def _parse(text: str) -> Any:
-    """The JSON value of ``text``, or ``text`` itself when it is not JSON (spec §7.5)."""
+    """The JSON value of ``text``, or ``text`` itself when it is not JSON this library reads (spec §7.5).
+
+    A payload nested deeper than ``MAX_NESTING_DEPTH`` is given raw too, before any
+    parser recurses into it (spec/limits.md L2-b): the reconstructor shows what it cannot
+    represent faithfully as the text it received, and never raises from a transcript.
+    """
+    if too_deep(text, MAX_NESTING_DEPTH) is not None:
+        return text
     try:
         return _json_decode(text)
     except msgspec.DecodeError:
@@ -301,7 +318,7 @@ class Reconstructor:
             self._image(wire, _where(position, index))
             return
         if kind == "citation":
-            self._citation(wire, _where(position, index))
+            self._citation(wire, line, _where(position, index))
             return
         # A plain tuple finds a BlockKey in a dict (equal and same hash); the named
         # tuple is built only when a block opens or an error names it.
@@ -548,8 +565,14 @@ class Reconstructor:
             )
         block.images.append({"src": wire.src, "media_type": wire.media_type})
 
-    def _citation(self, wire: Any, where: Position) -> None:
+    def _citation(self, wire: Any, line: bytes | str, where: Position) -> None:
         agent = wire.agent
+        if any(isinstance(getattr(wire, name), list | dict) for name in CITATION_FIELDS):
+            # The extras are kept as parsed: hold them to the depth limit (spec/limits.md L2-a).
+            data = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
+            offset = too_deep(data, MAX_NESTING_DEPTH)
+            if offset is not None:
+                raise nesting_error(offset).at(where)
         key = BlockKey(agent, "citation")
         target = self._citing.get(agent)
         if target is None:
