@@ -19,7 +19,9 @@ The machine, one per ``(agent, type)`` key (as h2 has one per stream id)::
 ``(agent, tool_result)`` machine, legal only in OPEN and only with the open block's
 ``id`` (spec §7.3). ``citation`` lines form a block of key ``(agent, citation)``
 whose citations attach to that agent's most recently completed ``text`` block
-(spec §7.4). After ``[DONE]`` every input is refused (spec §8.2).
+(spec §7.4). After ``[DONE]`` only a ``meta_init`` is taken: it starts the next response
+of a recording that holds several back to back (a run log); the agents go on. Any other
+input after ``[DONE]`` is refused (spec §8.2).
 """
 
 from __future__ import annotations
@@ -289,7 +291,7 @@ class Reconstructor:
         Raises:
             DecodeError: not JSON, not UTF-8, or a block over ``max_block_bytes``.
             ValidationError: a base field missing or of the wrong type; unknown type.
-            SequenceError: a line after ``[DONE]``; an image or a citation with nothing
+            SequenceError: a line after ``[DONE]`` that is not a ``meta_init``; an image or a citation with nothing
                 to attach to; an ``id`` that changes inside an open block.
         """
         if isinstance(line, RawLine):
@@ -298,16 +300,17 @@ class Reconstructor:
         index = self._count
         self._count += 1
         if self._done:
-            raise SequenceError("content after [DONE]", position=_where(position, index), section="8.2-a")
-        if line == DONE_DATA or line == b"[DONE]":
+            wire = self._next_response(line, _where(position, index))
+        elif line == DONE_DATA or line == b"[DONE]":
             self._done = True
             return
-        # The position is built only when an error needs it: on the hot path it was a
-        # third of the time spent here.
-        try:
-            wire = decode_lenient(line)
-        except EnvelopeError as exc:
-            raise exc.at(_where(position, index)) from None
+        else:
+            # The position is built only when an error needs it: on the hot path it was a
+            # third of the time spent here.
+            try:
+                wire = decode_lenient(line)
+            except EnvelopeError as exc:
+                raise exc.at(_where(position, index)) from None
         kind = wire.type
         if kind not in _KNOWN_TYPES:
             raise ValidationError(
@@ -366,6 +369,38 @@ class Reconstructor:
                 self._last_text[agent] = block
             elif kind == "error":
                 self._maybe_discard(block, position, index)
+
+    def _next_response(self, line: bytes | str, where: Position) -> _Wire:
+        """A line after ``[DONE]``: a ``meta_init`` starts the next response of the recording.
+
+        A recording may hold several responses back to back (a run log: a paused
+        response, then the one that resumes it, spec §8.2, §8.4). The agents go on: blocks
+        of the next response append to their agent's list, and a citation may still cite
+        the agent's last text. No block stays open across ``[DONE]``: one the previous
+        response left open stays incomplete, and its key is free again. Anything else
+        after ``[DONE]`` (a second ``[DONE]``, any other type, a line that cannot be read)
+        is refused as before (spec §8.2-a).
+
+        Returns:
+            The ``meta_init`` line, decoded, for ``feed`` to apply.
+        """
+        wire = None
+        if line != DONE_DATA and line != b"[DONE]":
+            try:
+                wire = decode_lenient(line)
+            except EnvelopeError:
+                wire = None
+        if wire is None or wire.type != "meta_init":
+            raise SequenceError(
+                "content after [DONE] (only a meta_init may follow it, to start the next response)",
+                position=where,
+                section="8.2-a",
+            )
+        # Cleared in place: feed_many's loop holds these dicts.
+        self._open.clear()
+        self._citing.clear()
+        self._done = False
+        return wire
 
     def _maybe_discard(self, block: _Open, position: Position | None, index: int) -> None:
         """Apply a discarded-attempt signal carried by a just-completed error block (spec §7.7).
@@ -476,15 +511,20 @@ class Reconstructor:
         unset = msgspec.UNSET
         routed = _ROUTED_TYPES
         base = self._count
-        if self._done and data:
-            self.feed(data[0], position=where(0))  # raises: content after [DONE] (spec §8.2-a)
+        done = self._done
         for k, line in enumerate(data):
+            if done:
+                # After [DONE] only feed() decides (spec §8.2-a; a meta_init starts the next response).
+                self._feed_one(data, k, base, where)
+                done = self._done
+                continue
             try:
                 wire: _Wire | None = decode(line)
             except Exception:  # feed() raises it, translated and placed (outside this handler)
                 wire = None
             if wire is None or wire.type not in routed:
                 self._feed_one(data, k, base, where)
+                done = self._done
                 continue
             kind = wire.type
             agent = wire.agent
@@ -525,16 +565,9 @@ class Reconstructor:
     def _feed_one(
         self, data: Sequence[bytes | str], k: int, base: int, where: Callable[[int], Position | None]
     ) -> None:
-        """``feed`` line ``k`` of a run as it would have been fed alone (index ``base + k``).
-
-        If that line was ``[DONE]`` and more follow, ``feed`` refuses the next one here,
-        as it would have (spec §8.2-a).
-        """
+        """``feed`` line ``k`` of a run as it would have been fed alone (index ``base + k``)."""
         self._count = base + k
         self.feed(data[k], position=where(k))
-        if self._done and k + 1 < len(data):
-            self._count = base + k + 1
-            self.feed(data[k + 1], position=where(k + 1))
 
     def _image(self, wire: Any, where: Position) -> None:
         key = BlockKey(wire.agent, "tool_result")
