@@ -349,7 +349,18 @@ class StreamReader:
         format: ``"sse"``, ``"jsonl"``, or ``None`` until detected.
     """
 
-    __slots__ = ("_head", "_head_len", "_line_no", "_max", "_offset", "_parts", "_parts_len", "_sse", "format")
+    __slots__ = (
+        "_error",
+        "_head",
+        "_head_len",
+        "_line_no",
+        "_max",
+        "_offset",
+        "_parts",
+        "_parts_len",
+        "_sse",
+        "format",
+    )
 
     def __init__(
         self,
@@ -374,12 +385,19 @@ class StreamReader:
         self._parts_len = 0
         self._line_no = 1
         self._offset = 0
+        #: The error a JSON-lines input met, once it has: every later call raises it again
+        #: (an SSE capture's reader keeps its own).
+        self._error: DecodeError | None = None
 
     def feed(self, chunk: bytes) -> list[RawLine]:
         """Consume bytes; return the envelope lines they complete.
 
         Raises:
-            DecodeError: invalid UTF-8, an over-long line.
+            DecodeError: invalid UTF-8, an over-long line. When the chunk completed lines
+                before the error, they are returned and the error is raised by the next
+                call (``feed``, ``feed_batch`` or ``close``) instead, so that a caller sees
+                the same lines, then the same error, however the input was split (spec
+                §2.3-a). After an error every call raises it again.
         """
         chunk = self._detect(chunk)
         if self.format == "sse":
@@ -423,6 +441,8 @@ class StreamReader:
         is whitespace or BOM, so the first content byte of the whole is the first of the
         first chunk that has one (each byte looked at once, spec/limits.md).
         """
+        if self._error is not None:
+            raise self._error
         if self.format is not None:
             return chunk
         stripped = chunk.lstrip(_LEADING)
@@ -431,7 +451,8 @@ class StreamReader:
                 self._head.append(chunk)
                 self._head_len += len(chunk)
             if self._head_len > self._max:
-                raise DecodeError("no content in the first bytes", position=Position(offset=0))
+                self._error = DecodeError("no content in the first bytes", position=Position(offset=0))
+                raise self._error
             return b""
         self.format = "jsonl" if stripped[:1] == b"{" else "sse"
         if self._head:
@@ -450,6 +471,8 @@ class StreamReader:
         Raises:
             DecodeError: an SSE capture ended inside an event.
         """
+        if self._error is not None:
+            raise self._error
         if self.format == "sse":
             self._sse.close()
             return []
@@ -464,6 +487,15 @@ class StreamReader:
 
     def _jsonl(self, chunk: bytes) -> list[RawLine]:
         out: list[RawLine] = []
+        try:
+            self._jsonl_into(chunk, out)
+        except DecodeError as exc:
+            self._error = exc
+            if not out:
+                raise
+        return out
+
+    def _jsonl_into(self, chunk: bytes, out: list[RawLine]) -> None:
         if self._parts:
             if b"\n" not in chunk:
                 # The held line goes on: only the new bytes were searched.
@@ -471,7 +503,7 @@ class StreamReader:
                     self._parts.append(chunk)
                     self._parts_len += len(chunk)
                 self._check_held()
-                return out
+                return
             self._parts.append(chunk)
             data = b"".join(self._parts)
             self._parts = []
@@ -492,7 +524,6 @@ class StreamReader:
             self._parts_len = len(data) - start
         self._offset = offset + start
         self._check_held()
-        return out
 
     def _check_held(self) -> None:
         """Refuse a held line that is already over the bound, whatever ends it (spec §2.3).

@@ -101,6 +101,7 @@ class SSEReader:
         "_closed",
         "_data",
         "_data_len",
+        "_error",
         "_event",
         "_line_no",
         "_parts",
@@ -132,6 +133,8 @@ class SSEReader:
         self._skip_lf = False
         self._started = False  # a BOM is only stripped at the very start
         self._closed = False
+        #: The error the input met, once it has: every later call raises it again.
+        self._error: DecodeError | None = None
         self._data: list[str] = []
         self._data_len = 0
         self._event = ""
@@ -149,11 +152,28 @@ class SSEReader:
 
         Raises:
             DecodeError: invalid UTF-8, an over-long line, or a feed after ``close()``.
+                When the chunk completed events before the error, they are returned and
+                the error is raised by the next call instead, so that what a caller sees
+                does not depend on how the input was split (spec §2.3-a): the same events,
+                then the same error. After an error every call raises it again.
         """
-        data = self._take(chunk)
-        if not data:
-            return []
-        return self._feed_data(data)
+        self._check_usable()
+        events: list[SSEEvent] = []
+        try:
+            data = self._take(chunk)
+            if data:
+                self._feed_data(data, events)
+        except DecodeError as exc:
+            self._error = exc
+            if not events:
+                raise
+        return events
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise DecodeError("feed() after close()")
+        if self._error is not None:
+            raise self._error
 
     def _feed_batch(self, chunk: bytes) -> tuple[list[bytes], int, int, list[SSEEvent]]:
         """``feed``, with the common case returned without building an ``SSEEvent`` per event.
@@ -164,7 +184,8 @@ class SSEReader:
         the line and byte offset of the first; event ``k`` then starts at line
         ``line + 2 * k`` and at that offset plus ``len(data[i]) + 8`` for each ``i < k``.
         Everything else goes through ``feed``'s own path and comes back as events. The
-        reader ends in the same state, and raises the same errors, as ``feed`` would.
+        reader ends in the same state, and raises the same errors (deferred the same
+        way), as ``feed`` would.
 
         Returns:
             ``(data, line, offset, events)``: at most one of ``data`` and ``events`` is
@@ -174,29 +195,45 @@ class SSEReader:
         Raises:
             DecodeError: as ``feed``.
         """
-        data = self._take(chunk)
-        if not data:
-            return [], 0, 0, []
+        self._check_usable()
+        events: list[SSEEvent] = []
+        lines: list[bytes] = []
+        line = offset = 0
+        try:
+            data = self._take(chunk)
+            if data:
+                line, offset = self._line_no, self._buf_offset
+                if not self._batch(data, lines):
+                    self._feed_data(data, events)
+        except DecodeError as exc:
+            self._error = exc
+            if not events and not lines:
+                raise
+        return lines, line, offset, events
+
+    def _batch(self, data: bytes, lines: list[bytes]) -> bool:
+        """The common case of ``_feed_batch``: fill ``lines`` and return True, or return False untouched."""
         if self._start_line or b"\r" in data or not data.startswith(b"data: "):
-            return [], 0, 0, self._feed_data(data)
+            return False
         cut = data.rfind(b"\n\n") + 2
         if cut < 8:  # no complete event ("data: " and a blank line take 8 bytes)
-            return [], 0, 0, self._feed_data(data)
+            return False
         body = data[:cut] if cut < len(data) else data
-        lines = body[6:-2].split(b"\n\ndata: ")
+        run = body[6:-2].split(b"\n\ndata: ")
         # ``body`` is "data: " + the lines joined with "\n\ndata: " + "\n\n"; it holds
         # exactly two LFs per line iff no line holds one, i.e. iff every line of the body
         # is a data line or the blank line that dispatches it.
-        if body.count(b"\n") != 2 * len(lines) or max(map(len, lines)) + 6 > self.max_line_bytes or not _is_utf8(body):
-            return [], 0, 0, self._feed_data(data)
+        if body.count(b"\n") != 2 * len(run) or max(map(len, run)) + 6 > self.max_line_bytes or not _is_utf8(body):
+            return False
         # Each line is within the bound, so each event's data is too (it is one line).
-        line, offset = self._line_no, self._buf_offset
-        self._line_no += 2 * len(lines)
+        lines += run
+        self._line_no += 2 * len(run)
         self._buf_offset += cut
         # The rest holds no blank line (the cut was after the last "\n\n", and the body
-        # ends in LF), so it completes no event: it only starts the next one.
+        # ends in LF), so it completes no event: it only starts the next one (and may
+        # raise: an over-long line; the lines above are then returned first).
         self._feed_lf(data[cut:], [])
-        return lines, line, offset, []
+        return True
 
     def _take(self, chunk: bytes) -> bytes:
         """The bytes to split: the held partial line and ``chunk``, without a BOM or a CRLF's LF.
@@ -204,8 +241,6 @@ class SSEReader:
         Empty when there is nothing to split yet: ``chunk`` only continues the held line
         (it holds no line end), and is held with it.
         """
-        if self._closed:
-            raise DecodeError("feed() after close()")
         if not chunk:
             return b""
         if self._skip_lf:
@@ -247,9 +282,8 @@ class SSEReader:
             self._parts.append(piece)
             self._parts_len += len(piece)
 
-    def _feed_data(self, data: bytes) -> list[SSEEvent]:
-        """Split ``data`` (from ``_take``, not empty) into lines and process them."""
-        events: list[SSEEvent] = []
+    def _feed_data(self, data: bytes, events: list[SSEEvent]) -> list[SSEEvent]:
+        """Split ``data`` (from ``_take``, not empty) into lines and process them, adding to ``events``."""
         if b"\r" not in data:
             return self._feed_lf(data, events)
         lines = data.splitlines(keepends=True)
@@ -331,8 +365,12 @@ class SSEReader:
             so every stateful reader has the same ``feed``/``close`` pair.
 
         Raises:
-            DecodeError: the input stopped inside a line or an event (spec §2.3).
+            DecodeError: the input stopped inside a line or an event (spec §2.3), or
+                the error a ``feed`` met (see ``feed``).
         """
+        if self._error is not None:
+            self._closed = True
+            raise self._error
         self._closed = True
         if not self._started and self._parts:
             self._started = True

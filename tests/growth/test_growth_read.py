@@ -6,27 +6,16 @@ was quadratic once, or that a careless change would make so; spec/limits.md list
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pytest
 
 from envelope import Reconstructor, SSEReader, StreamReader, StreamValidator
 
 from ._growth import assert_linear
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
 #: An error envelope that discards nothing: it only costs the reconstructor its bookkeeping (spec §7.7).
 DISCARD_0 = b'{"type":"error","agent":"a","final":true,"delta":"{\\"type\\": \\"attempt_discarded\\", \\"discard_blocks\\": 0}"}'
 DISCARD_1 = DISCARD_0.replace(b'blocks\\": 0', b'blocks\\": 1')
 TEXT = b'{"type":"text","agent":"a","final":true,"delta":"x"}'
-
-
-def _feed_all(reader: StreamReader | SSEReader, chunks: Callable[[], object]) -> None:
-    for chunk in chunks():  # type: ignore[attr-defined]  # an iterable of bytes
-        reader.feed(chunk)
-    reader.close()
 
 
 def test_blank_lines_before_the_first_content_byte_fed_line_by_line() -> None:
@@ -52,51 +41,66 @@ def test_blank_lines_before_the_first_content_byte_through_the_validator() -> No
 
 
 def test_leading_spaces_in_small_chunks() -> None:
+    # issue 18 §1: 4 MB of leading spaces in 1 KiB chunks took 20 s. Timed: the feeding
+    # of the spaces (see the note on long lines below for why the end is untimed).
     chunk = b" " * 1024
 
-    def run(n: int) -> None:
+    def start(n: int) -> StreamReader:
         reader = StreamReader()
         for _ in range(n):
-            reader.feed(chunk)
-        reader.feed(b"\ndata: [DONE]\n\n")
-        reader.close()
+            assert not reader.feed(chunk)
+        return reader
 
-    assert_linear(run, 150)
+    assert_linear(start, 1000)
+    reader = start(100)
+    assert [r.data for r in reader.feed(b"\ndata: [DONE]\n\n")] == ["[DONE]"]
+    assert reader.format == "sse"
+
+
+# A long line in pieces: what is timed is the feeding of the pieces, where the cost was
+# quadratic (each piece re-joined and rescanned the held line). Ending the line then costs
+# a fixed number of passes over it (join, decode); those passes are linear too, but over
+# megabytes their time per byte depends on whether the line fits in the CPU's cache
+# (measured: 1 MB vs 10 MB lines give 20-30x), which would make the ratio measure the
+# cache, not the algorithm. So the end of the line is checked for its result, untimed.
 
 
 @pytest.mark.parametrize("fmt", ["auto", "sse", "jsonl"])
 def test_one_long_line_in_small_chunks_stream_reader(fmt: str) -> None:
     # A long line fed in network-sized chunks: each chunk must be scanned once, not the whole line again.
-    chunk = b"x" * 4096
+    chunk = b"x" * 1024
     if fmt == "jsonl":
         head, tail = b'{"type":"text","agent":"a","final":true,"delta":"', b'"}\n'
     else:
         head, tail = b'data: {"type":"text","agent":"a","final":true,"delta":"', b'"}\n\n'
 
-    def run(n: int) -> None:
+    def start(n: int) -> StreamReader:
         reader = StreamReader(fmt)  # type: ignore[arg-type]  # the three literals
         reader.feed(head)
         for _ in range(n):
-            reader.feed(chunk)
-        assert len(reader.feed(tail)) == 1
-        reader.close()
+            assert not reader.feed(chunk)
+        return reader
 
-    assert_linear(run, 60)
+    assert_linear(start, 1000)
+    reader = start(100)
+    [line] = reader.feed(tail)
+    assert len(line.data) == len(head) - (6 if fmt != "jsonl" else 0) + 100 * len(chunk) + 2
 
 
 @pytest.mark.parametrize("line_end", [b"\n", b"\r", b"\r\n"])
 def test_one_long_line_in_small_chunks_sse_reader(line_end: bytes) -> None:
-    chunk = b"y" * 4096
+    chunk = b"y" * 1024
 
-    def run(n: int) -> None:
+    def start(n: int) -> SSEReader:
         reader = SSEReader()
         reader.feed(b"data: ")
         for _ in range(n):
             reader.feed(chunk)
-        assert len(reader.feed(line_end * 2)) == 1
-        reader.close()
+        return reader
 
-    assert_linear(run, 60)
+    assert_linear(start, 1000)
+    [event] = start(100).feed(line_end * 2)
+    assert event.data == "y" * 100 * len(chunk)
 
 
 def test_many_events_in_one_byte_chunks_sse_reader() -> None:
