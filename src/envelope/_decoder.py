@@ -170,12 +170,12 @@ def _bad_utf8(data: bytes) -> DecodeError:
 def _too_deep(line: bytes | str) -> DecodeError:
     """The error for a line too deep for msgspec to walk (it raised ``RecursionError``).
 
-    Only the lenient reading can meet it: the strict one refuses unknown members and
-    types every known one as a string, a number or a bool before any nesting. The
-    lenient one skips unknown members and builds the loosely typed citation extras, and
-    msgspec recurses per level for both, up to the interpreter's recursion limit (near
-    1,000 levels less the caller's stack). The error names ``MAX_NESTING_DEPTH`` and
-    the byte where the nesting first passes it (spec/limits.md L2-a).
+    Both readings can meet it: to find the ``type`` tag that selects the struct, msgspec
+    skips the members before it, and the lenient reading also skips unknown members and
+    builds the loosely typed citation extras; msgspec recurses per level for each, up to
+    the interpreter's recursion limit (near 1,000 levels less the caller's stack). The
+    error names ``MAX_NESTING_DEPTH`` and the byte where the nesting first passes it
+    (spec/limits.md L2-a).
     """
     data = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
     offset = too_deep(data, MAX_NESTING_DEPTH)
@@ -233,6 +233,8 @@ def decode(line: bytes | str, *, position: Position | None = None) -> Envelope:
         error = _bad_utf8(data)
     except EnvelopeError as exc:
         error = exc
+    except RecursionError:
+        error = _too_deep(data)
     raise error.at(position) if position is not None else error
 
 

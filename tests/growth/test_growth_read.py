@@ -10,7 +10,7 @@ import pytest
 
 from envelope import Reconstructor, SSEReader, StreamReader, StreamValidator
 
-from ._growth import assert_linear
+from ._growth import assert_linear, peak_bytes
 
 #: An error envelope that discards nothing: it only costs the reconstructor its bookkeeping (spec §7.7).
 DISCARD_0 = b'{"type":"error","agent":"a","final":true,"delta":"{\\"type\\": \\"attempt_discarded\\", \\"discard_blocks\\": 0}"}'
@@ -156,3 +156,30 @@ def test_interleaved_agents_through_reader_and_reconstructor() -> None:
         assert not rec.close()
 
     assert_linear(run, 2000)
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_reader_memory_is_bounded_by_the_open_line_not_the_stream(batch: bool) -> None:
+    # A long stream of closed blocks through the reader: it holds at most a chunk and one
+    # open line, never what it already returned (the reconstructor keeps the transcript by
+    # design, so it is not measured here).
+    event = b'data: {"type":"text","agent":"a","final":false,"delta":"' + b"z" * 200 + b'"}\n\n'
+    end = b'data: {"type":"text","agent":"a","final":true,"delta":""}\n\n'
+
+    def peak(n: int) -> int:
+        data = (event * 9 + end) * (n // 10)
+
+        def run() -> None:
+            reader = StreamReader()
+            for at in range(0, len(data), 65_536):
+                piece = data[at : at + 65_536]
+                if batch:
+                    len(reader.feed_batch(piece))
+                else:
+                    reader.feed(piece)
+            reader.close()
+
+        return peak_bytes(run)
+
+    small, large = peak(2_000), peak(20_000)
+    assert large < 2 * small, f"peak memory grew from {small} to {large} bytes with 10x the stream"

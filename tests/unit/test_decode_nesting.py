@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from envelope import DecodeError, Reconstructor, ValidationError, decode, reconstruct
+from envelope import DecodeError, Position, Reconstructor, ValidationError, decode, reconstruct
 from envelope._limits import MAX_NESTING_DEPTH
 
 HEAD = b'{"type":"text","agent":"a","final":false,"delta":"x","zz":'
@@ -63,12 +63,24 @@ def test_l2_a_citation_extras_are_held_to_the_limit() -> None:
         assert caught.value.position.index == 1
 
 
-def test_strict_decode_never_walks_nesting() -> None:
-    """The strict reading refuses an unknown member, or a nested known one, before any nesting."""
+def test_strict_decode_refuses_nesting_after_the_tag_at_once() -> None:
+    """After the ``type`` tag, the strict reading refuses an unknown member, or a nested known one, at its first byte."""
     with pytest.raises(ValidationError, match="not allowed"):
         decode(DEEP)
     with pytest.raises(ValidationError, match="expected `str`"):
         decode(b'{"type":"text","agent":"a","final":false,"delta":' + b"[" * 5000 + b"]" * 5000 + b"}")
+
+
+@pytest.mark.parametrize("form", [bytes, str])
+def test_l2_a_strict_decode_walks_members_before_the_tag(form: type) -> None:
+    """[L2-a] to find the ``type`` tag msgspec skips the members before it: too deep there is our error."""
+    head = b'{"zz":'
+    line = head + b"[" * 5000 + b"]" * 5000 + b',"type":"text","agent":"a","final":false,"delta":"x"}'
+    with pytest.raises(DecodeError, match="MAX_NESTING_DEPTH") as caught:
+        decode(line if form is bytes else line.decode(), position=Position(line=3, offset=100))
+    assert caught.value.position.offset == 100 + len(head) + MAX_NESTING_DEPTH - 1
+    with pytest.raises(DecodeError, match="MAX_NESTING_DEPTH"):
+        Reconstructor().feed(line)
 
 
 def _payload(levels: int) -> str:
