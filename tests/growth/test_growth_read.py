@@ -1,4 +1,4 @@
-"""The read path grows linearly on its worst shapes: reader, SSE reader, reconstructor (issue 18 §1, §5).
+"""[L3-a] The read path grows linearly on its worst shapes: reader, SSE reader, reconstructor (issue 18 §1, §5).
 
 Each test times an entry point at n and 10n in one run (see ``_growth``) on a shape that
 was quadratic once, or that a careless change would make so; spec/limits.md lists them.
@@ -160,6 +160,7 @@ def test_interleaved_agents_through_reader_and_reconstructor() -> None:
 
 @pytest.mark.parametrize("batch", [False, True])
 def test_reader_memory_is_bounded_by_the_open_line_not_the_stream(batch: bool) -> None:
+    """[L1-b] peak memory through the reader does not grow with the stream."""
     # A long stream of closed blocks through the reader: it holds at most a chunk and one
     # open line, never what it already returned (the reconstructor keeps the transcript by
     # design, so it is not measured here).

@@ -1,4 +1,4 @@
-"""What the readers and the reconstructor give must not depend on how the bytes were split [2.3-a] [7.8-a].
+"""What the readers and the reconstructor give must not depend on how the bytes were split [2.3-a] [7.8-a] [L3-c].
 
 Issue 12 §3 found the validator's positions depending on the split (CR-only line ends
 after an invalid UTF-8 byte), and found that the property meant to catch it could not
