@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from ._decoder import CITATION_FIELDS
+from ._depth import too_deep
 from ._encoder import CitationData, Emitter, OversizeLine
 from ._errors import DecodeError, EncodeError, SequenceError
-from ._limits import DEFAULT_MAX_BYTES
+from ._limits import DEFAULT_MAX_BYTES, MAX_NESTING_DEPTH
+from ._partial_json import complete_prefix
 from ._types import BlockKey
 
 if TYPE_CHECKING:
@@ -139,7 +141,7 @@ def error_payload(error: object) -> dict[str, Any]:
 class _Block:
     """One content block being received; private and mutable."""
 
-    __slots__ = ("api_type", "citations", "done", "index", "input", "key", "parts", "signature", "start")
+    __slots__ = ("api_type", "citations", "cut", "done", "index", "input", "key", "parts", "sent", "signature", "start")
 
     def __init__(self, index: int, api_type: str, key: BlockKey | None, start: Any) -> None:
         self.index = index
@@ -154,7 +156,12 @@ class _Block:
         self.signature: str | None = None
         #: The tool input, parsed once at ``content_block_stop`` (tool blocks only).
         self.input: Any = None
+        #: No more events are taken for it: stopped, or cut (below).
         self.done = False
+        #: Ended by the stream's end, an error or a new message, not by its stop [A8.2-a].
+        self.cut = False
+        #: A streamed block that has sent a line, so is open on the wire.
+        self.sent = False
 
 
 class AnthropicTranslator:
@@ -162,16 +169,22 @@ class AnthropicTranslator:
 
     Feed every event of one API call in order, as the SDK yields them (raw, beta or
     ``messages.stream()`` events, derived ones included) or as plain dicts; send the
-    returned lines (``frame()`` them for SSE). At the end call ``close()`` to learn
-    which blocks the stream left open, and ``finalize()`` for the assistant turn.
+    returned lines (``frame()`` them for SSE). At the end call ``finish()`` (or
+    ``abort(exc)`` when iterating raised) for the lines that end the stream validly,
+    and ``finalize()`` for the assistant turn.
 
     Example::
 
         t = AnthropicTranslator(agent_id)
-        async for event in stream:
-            for line in t.feed(event):
-                await send(frame(line))
-        left_open = t.close()
+        try:
+            async for event in stream:
+                for line in t.feed(event):
+                    await send(frame(line))
+            closing = t.finish()  # empty unless the stream was cut
+        except Exception as exc:
+            closing = t.abort(exc)  # close what is open, then an error envelope
+        for line in closing:
+            await send(frame(line))
         messages.append({"role": "assistant", "content": t.finalize()})
 
     Attributes:
@@ -190,6 +203,7 @@ class AnthropicTranslator:
         "_blocks",
         "_closed",
         "_emitter",
+        "_ended",
         "_lost",
         "_started",
         "_stopped",
@@ -221,6 +235,7 @@ class AnthropicTranslator:
         self._started = False
         self._stopped = False
         self._closed = False
+        self._ended = False
         self.message_id: str | None = None
         self.model: str | None = None
         self.stop_reason: str | None = None
@@ -246,14 +261,16 @@ class AnthropicTranslator:
             Zero or more envelope lines.
 
         Raises:
-            SequenceError: ``feed()`` after ``close()``.
-            DecodeError: a tool block's accumulated input is not JSON [A4.1-c].
-            EncodeError: a lone surrogate in text, or a block holding something that is
-                not JSON data (an object with neither ``to_dict`` nor ``model_dump``).
+            SequenceError: ``feed()`` after the stream was ended [A2.1-b].
+            DecodeError: a tool block's accumulated input is no prefix of JSON [A4.1-c],
+                or nests deeper than ``MAX_NESTING_DEPTH`` [A4.1-d].
+            EncodeError: a lone surrogate in text or tool input (spec §6.4), or a block
+                holding something that is not JSON data (an object with neither
+                ``to_dict`` nor ``model_dump``).
             OversizeError: strict mode only (spec §6.5).
         """
-        if self._closed:
-            raise SequenceError("feed() after close()", section="A2.1-b")
+        if self._closed or self._ended:
+            raise SequenceError("feed() after the stream ended (close, finish, abort, error event)", section="A2.1-b")
         kind = _get(event, "type")
         if kind == "content_block_delta":
             return self._delta(event)
@@ -262,8 +279,7 @@ class AnthropicTranslator:
         if kind == "content_block_stop":
             return self._stop(event)
         if kind == "message_start":
-            self._message_start(event)
-            return []
+            return self._message_start(event)
         if kind == "message_delta":
             self._message_delta(event)
             return []
@@ -271,8 +287,8 @@ class AnthropicTranslator:
             self._stopped = True
             return []
         if kind == "error":
-            # spec §4.13; [A7.1-a]: open blocks stay open, close() reports them.
-            return self.error(event)
+            # spec §4.13; [A7.1-a]: the API ends the stream with it.
+            return self.abort(event)
         if kind in DERIVED_EVENTS or kind in _SILENT_EVENTS:
             return []  # [A2.2-a]: the raw event before it already gave its content
         self._warn(f"unknown stream event type {kind!r} passed over")
@@ -293,11 +309,13 @@ class AnthropicTranslator:
         payload = _json_encode(error_payload(error)).decode()
         return self._emitter.buffered("error", payload)
 
-    def _message_start(self, event: Any) -> None:
+    def _message_start(self, event: Any) -> list[bytes]:
+        lines: list[bytes] = []
         if self._started:
-            # [A2.1-c]: a new message starts a new turn; earlier blocks left open are lost.
+            # [A2.1-c]: a new message starts a new turn; earlier blocks left open are lost,
+            # and closed on the wire so that the new message's blocks do not join them.
             self._warn("second message_start: one translator serves one API call; the earlier message is dropped")
-            self._lost.extend(b.key for b in self._blocks.values() if not b.done and b.key is not None)
+            lines = self._cut_open_blocks()
             self._blocks = {}
             self.stop_reason = None
             self.stop_sequence = None
@@ -310,6 +328,7 @@ class AnthropicTranslator:
         self.message_id = mid if isinstance(mid, str) else None
         self.model = model if isinstance(model, str) else None
         self._usage(_get(message, "usage"))
+        return lines
 
     def _message_delta(self, event: Any) -> None:
         delta = _get(event, "delta")
@@ -338,9 +357,10 @@ class AnthropicTranslator:
             self._warn(f"content_block_start without an int index and a block type (index {index!r}) passed over")
             return []
         old = self._blocks.get(index)
+        lines: list[bytes] = []
         if old is not None and not old.done and old.key is not None:
             self._warn(f"content_block_start for index {index} while that block is open; the open one is lost")
-            self._lost.append(old.key)
+            lines = self._cut(old)
         key = self._key_for(api_type)
         if key is None and api_type not in _SILENT_BLOCKS:
             self._warn(f"unknown content block type {api_type!r} at index {index}: kept for finalize(), not emitted")
@@ -354,13 +374,14 @@ class AnthropicTranslator:
             signature = _get(block, "signature")
             state.signature = signature if isinstance(signature, str) else None
         else:
-            return []
+            return lines
         # The API starts these empty; text given at start is content all the same.
         initial = _get(block, api_type)
         if isinstance(initial, str) and initial:
+            lines.extend(self._emitter.streamed(streamed, initial))
             state.parts.append(initial)
-            return self._emitter.streamed(streamed, initial)
-        return []
+            state.sent = True
+        return lines
 
     def _key_for(self, api_type: str) -> BlockKey | None:
         """The envelope block of an API block type, ``None`` when it has none."""
@@ -393,14 +414,18 @@ class AnthropicTranslator:
         if kind == "text_delta" and api_type == "text":
             text = _get(delta, "text")
             if isinstance(text, str) and text:
+                lines = self._emitter.streamed("text", text)  # spec §5.1, chunked when oversized
                 block.parts.append(text)
-                return self._emitter.streamed("text", text)  # spec §5.1, chunked when oversized
+                block.sent = True
+                return lines
             return []
         if kind == "thinking_delta" and api_type == "thinking":
             text = _get(delta, "thinking")
             if isinstance(text, str) and text:
+                lines = self._emitter.streamed("thinking", text)
                 block.parts.append(text)
-                return self._emitter.streamed("thinking", text)
+                block.sent = True
+                return lines
             return []
         if kind == "input_json_delta" and block.key is not None and block.key.type.endswith("call"):
             partial = _get(delta, "partial_json")
@@ -421,7 +446,13 @@ class AnthropicTranslator:
         block = self._live(event, "content_block_stop")
         if block is None:
             return []
+        lines = self._stop_lines(block)
+        # Only now: a block whose stop raised stays open, so abort() closes it and
+        # finalize() leaves it out (never a tool_use with ``input: null``).
         block.done = True
+        return lines
+
+    def _stop_lines(self, block: _Block) -> list[bytes]:
         key = block.key
         if key is None:
             return []
@@ -459,20 +490,42 @@ class AnthropicTranslator:
         )
 
     def _tool_input_text(self, block: _Block) -> str:
-        """Join the partial JSON once and check it parses once [A4.1-a, A4.1-c]."""
+        """Join the partial JSON once and parse it once [A4.1-a]; a cut input as the SDK reads it [A4.1-c]."""
         if not block.parts:
             # No deltas: the input given at start is the input (usually ``{}``).
             block.input = _plain(_get(block.start, "input") or {})
             return _json_encode(block.input, order="sorted").decode()
         text = "".join(block.parts)
         block.parts = [text]
+        where = f"tool input of block {block.index} ({block.api_type})"
+        deep = too_deep(text, MAX_NESTING_DEPTH)
+        if deep is not None:
+            # [A4.1-d]: refused before any parser recurses (the SDK's own parser refuses at ~200).
+            raise DecodeError(
+                f"{where} nests deeper than {MAX_NESTING_DEPTH} levels at character {deep}",
+                key=block.key,
+                field="$.delta",
+                section="A4.1-d",
+            )
         try:
             block.input = _json_decode(text)
         except msgspec.DecodeError as exc:
-            raise DecodeError(
-                f"tool input of block {block.index} ({block.api_type}) is not JSON: {exc}",
+            completed = complete_prefix(text)
+            if completed is None:
+                raise DecodeError(f"{where} is not JSON: {exc}", key=block.key, section="A4.1-c") from None
+            try:
+                block.input = _json_decode(completed)
+            except msgspec.DecodeError:
+                raise DecodeError(f"{where} is not JSON: {exc}", key=block.key, section="A4.1-c") from None
+            # [A4.1-c]: cut by max_tokens; the SDK's final message holds this value too.
+            self._warn(f"{where} was cut after {len(text)} characters; sent as the SDK reads it")
+            return completed
+        except UnicodeEncodeError as exc:
+            raise EncodeError(
+                f"{where}: lone surrogate U+{ord(text[exc.start]):04X} at index {exc.start} cannot be encoded as UTF-8",
                 key=block.key,
-                section="A4.1-c",
+                field="$.delta",
+                section="6.4",
             ) from None
         return text
 
@@ -482,29 +535,104 @@ class AnthropicTranslator:
     # ------------------------------------------------------------------ ending
 
     def close(self) -> list[BlockKey]:
-        """End of the stream: report the envelope blocks left open. Emits nothing [A8.1-a].
+        """Stop taking events and report the envelope blocks the stream cut. Emits nothing [A8.1-a].
 
         A streamed block (text, thinking) cut mid-block has sent ``final: false`` lines
         and never its final marker; a tool call or server tool result cut before its
-        ``content_block_stop`` has sent nothing. Both are reported; neither is closed
-        here, since a final marker would claim the block is complete.
+        ``content_block_stop`` has sent nothing. Both are reported, and so are blocks
+        ``abort()``/``finish()`` or a second ``message_start`` already closed on the wire.
+        ``close()`` closes nothing itself; ``finish()`` is the call that also ends the
+        stream validly. Calling it again returns the same keys.
 
         Returns:
-            The ``(agent, type)`` keys, in block index order; empty for a complete stream.
+            The ``(agent, type)`` keys, in the order they were cut; empty for a complete stream.
         """
+        if self._closed:
+            return list(self._lost)
         self._closed = True
-        left = list(self._lost)
         for index in sorted(self._blocks):
             block = self._blocks[index]
-            if block.done:
-                continue
-            if block.key is None:
-                self._warn(f"{block.api_type!r} block at index {index} left open at end of stream")
-            else:
-                left.append(block.key)
+            if not block.done:
+                if block.key is None:
+                    self._warn(f"{block.api_type!r} block at index {index} left open at end of stream")
+                else:
+                    self._lost.append(block.key)
         if self._started and not self._stopped:
             self._warn("stream ended before message_stop")
-        return left
+        return list(self._lost)
+
+    def abort(self, reason: object) -> list[bytes]:
+        """End the stream after a failure: close what is open on the wire, then one ``error`` [A8.2-a].
+
+        Call it when iterating the API stream raised (the SDK's ``APIStatusError`` for a
+        mid-stream ``error`` event, a network error, an ``EnvelopeError`` from ``feed()``).
+        A stream ``error`` event fed as a dict does the same by itself. Each streamed
+        block that has sent lines gets its final marker, so no block stays open (the
+        validator's E120); the ``error`` envelope after them says the output was cut.
+        Calls and results cut before their stop sent nothing and send nothing. Cut
+        blocks are left out of ``finalize()`` and reported by ``close()``.
+
+        Args:
+            reason: what ended the stream, as ``error_payload`` takes it (an exception,
+                an API error event or its ``error`` object).
+
+        Returns:
+            The closing lines: final markers, then the lines of one ``error`` envelope.
+            Empty when the stream was already ended (by ``abort()``, ``finish()`` or an
+            ``error`` event): its error is out already.
+        """
+        if self._ended:
+            return []
+        self._ended = True
+        lines = self._cut_open_blocks()
+        lines.extend(self.error(reason))
+        return lines
+
+    def finish(self) -> list[bytes]:
+        """End the stream when the API's events ran out: nothing if it was complete [A8.2-a].
+
+        Complete means a ``message_start``, a ``message_stop`` and no block left open.
+        Otherwise the stream was cut (a dropped connection, a proxy that stops early):
+        the lines are those of ``abort()`` with the error
+        ``{"type": "incomplete_stream", "message": ...}``. Either way the translator is
+        closed afterwards, as by ``close()``.
+
+        Returns:
+            The closing lines; empty for a complete stream or one already ended.
+        """
+        lines: list[bytes] = []
+        if not self._ended:
+            open_keys = [b.key.type for i in sorted(self._blocks) if (b := self._blocks[i]).key and not b.done]
+            cut = [key.type for key in self._lost] + open_keys
+            if not (self._started and self._stopped) or cut:
+                what = "before message_stop" if not self._stopped else "with blocks left open"
+                detail = f"; cut: {', '.join(cut)}" if cut else ""
+                message = f"the API stream ended {what}{detail}"
+                lines = self.abort({"type": "incomplete_stream", "message": message})
+            self._ended = True
+        self.close()
+        return lines
+
+    def _cut_open_blocks(self) -> list[bytes]:
+        """Cut every open block, in index order; the final markers of those open on the wire."""
+        lines: list[bytes] = []
+        for index in sorted(self._blocks):
+            block = self._blocks[index]
+            if not block.done:
+                lines.extend(self._cut(block))
+        return lines
+
+    def _cut(self, block: _Block) -> list[bytes]:
+        """Mark one open block cut [A8.2-a]; its final marker when it is streamed and open on the wire."""
+        block.done = True
+        block.cut = True
+        if block.key is None:
+            self._warn(f"{block.api_type!r} block at index {block.index} left open at end of stream")
+            return []
+        self._lost.append(block.key)
+        if block.sent and block.key.type in ("text", "thinking"):
+            return [self._emitter.end(block.api_type)]  # type: ignore[arg-type]  # text or thinking, checked
+        return []
 
     def finalize(self) -> list[dict[str, Any]]:
         """The assistant content received so far, as the API returns it [A6.1-a].
@@ -519,7 +647,7 @@ class AnthropicTranslator:
         out: list[dict[str, Any]] = []
         for index in sorted(self._blocks):
             block = self._blocks[index]
-            if block.done:
+            if block.done and not block.cut:
                 out.append(self._final_block(block))
         return out
 
