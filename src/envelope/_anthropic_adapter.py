@@ -141,7 +141,20 @@ def error_payload(error: object) -> dict[str, Any]:
 class _Block:
     """One content block being received; private and mutable."""
 
-    __slots__ = ("api_type", "citations", "cut", "done", "index", "input", "key", "parts", "sent", "signature", "start")
+    __slots__ = (
+        "api_type",
+        "citations",
+        "cut",
+        "done",
+        "held",
+        "index",
+        "input",
+        "key",
+        "parts",
+        "sent",
+        "signature",
+        "start",
+    )
 
     def __init__(self, index: int, api_type: str, key: BlockKey | None, start: Any) -> None:
         self.index = index
@@ -162,6 +175,8 @@ class _Block:
         self.cut = False
         #: A streamed block that has sent a line, so is open on the wire.
         self.sent = False
+        #: A high surrogate that ended the last text delta, waiting for its low half [A3.1-c].
+        self.held = ""
 
 
 class AnthropicTranslator:
@@ -378,9 +393,38 @@ class AnthropicTranslator:
         # The API starts these empty; text given at start is content all the same.
         initial = _get(block, api_type)
         if isinstance(initial, str) and initial:
-            lines.extend(self._emitter.streamed(streamed, initial))
-            state.parts.append(initial)
-            state.sent = True
+            lines.extend(self._stream(state, streamed, initial))
+        return lines
+
+    def _stream(self, block: _Block, kind: StreamedType, text: str) -> list[bytes]:
+        """Lines for one text or thinking delta (spec §5.1), chunked when oversized [A3.1-b].
+
+        [A3.1-c] A UTF-16 surrogate pair may arrive split across two deltas (the API's
+        JSON escapes ``\\ud83d`` and ``\\ude00`` in two events): a high surrogate that
+        ends a delta is held back and joined to the next delta's low one. Joining costs
+        nothing on the usual path: pairs are looked for only when encoding failed.
+        """
+        held = block.held
+        if held:
+            text = held + text
+        if "\ud800" <= text[-1] <= "\udbff":
+            held, text = text[-1], text[:-1]
+            if not text:
+                block.held = held
+                return []
+        else:
+            held = ""
+        try:
+            lines = self._emitter.streamed(kind, text)
+        except EncodeError:
+            joined = _join_pairs(text)
+            if joined == text:
+                raise  # a lone surrogate: spec §6.4
+            text = joined
+            lines = self._emitter.streamed(kind, text)
+        block.held = held
+        block.parts.append(text)
+        block.sent = True
         return lines
 
     def _key_for(self, api_type: str) -> BlockKey | None:
@@ -413,20 +457,10 @@ class AnthropicTranslator:
         api_type = block.api_type
         if kind == "text_delta" and api_type == "text":
             text = _get(delta, "text")
-            if isinstance(text, str) and text:
-                lines = self._emitter.streamed("text", text)  # spec §5.1, chunked when oversized
-                block.parts.append(text)
-                block.sent = True
-                return lines
-            return []
+            return self._stream(block, "text", text) if isinstance(text, str) and text else []
         if kind == "thinking_delta" and api_type == "thinking":
             text = _get(delta, "thinking")
-            if isinstance(text, str) and text:
-                lines = self._emitter.streamed("thinking", text)
-                block.parts.append(text)
-                block.sent = True
-                return lines
-            return []
+            return self._stream(block, "thinking", text) if isinstance(text, str) and text else []
         if kind == "input_json_delta" and block.key is not None and block.key.type.endswith("call"):
             partial = _get(delta, "partial_json")
             if isinstance(partial, str) and partial:
@@ -458,6 +492,14 @@ class AnthropicTranslator:
             return []
         kind = key.type
         emitter = self._emitter
+        if block.held:
+            # [A3.1-c]: the block ended on a high surrogate with no low one after it.
+            raise EncodeError(
+                f"lone surrogate U+{ord(block.held):04X} ends the {kind} block at index {block.index}",
+                key=key,
+                field="$.delta",
+                section="6.4",
+            )
         if kind == "text":
             lines = [emitter.end("text")]  # spec §5.1
             if block.citations:
@@ -521,6 +563,11 @@ class AnthropicTranslator:
             self._warn(f"{where} was cut after {len(text)} characters; sent as the SDK reads it")
             return completed
         except UnicodeEncodeError as exc:
+            joined = _join_pairs(text)
+            if joined != text:
+                # A pair split across two deltas, joined by "".join as two code points.
+                block.parts = [joined]
+                return self._tool_input_text(block)
             raise EncodeError(
                 f"{where}: lone surrogate U+{ord(text[exc.start]):04X} at index {exc.start} cannot be encoded as UTF-8",
                 key=block.key,
@@ -665,6 +712,15 @@ class AnthropicTranslator:
         if block.key is not None and block.key.type in ("tool_call", "server_tool_call"):
             data["input"] = block.input
         return data
+
+
+def _join_pairs(text: str) -> str:
+    """``text`` with each UTF-16 surrogate pair (two code points) made one code point.
+
+    Lone surrogates stay as they are. Used only after encoding failed, so the round
+    trip through UTF-16 costs nothing on the usual path.
+    """
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
 def _citation_data(citation: Any) -> CitationData:
