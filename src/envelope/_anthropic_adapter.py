@@ -738,6 +738,11 @@ def _citation_data(citation: Any) -> CitationData:
             fields[name] = value
     cited = _get(citation, "cited_text")
     kind = _get(citation, "type")
+    if kind == "search_result_location" and "url" not in fields:
+        # [A3.3-c]: a search result's `source` is its URL (or the caller's identifier).
+        source = _get(citation, "source")
+        if isinstance(source, str):
+            fields["url"] = source
     return CitationData(
         cited_text=cited if isinstance(cited, str) else "",
         citation_type=kind if isinstance(kind, str) else "unknown",
