@@ -30,7 +30,7 @@ import msgspec
 from ._decoder import CITATION_FIELDS
 from ._depth import too_deep
 from ._encoder import CitationData, Emitter, OversizeLine
-from ._errors import DecodeError, EncodeError, SequenceError
+from ._errors import DecodeError, EncodeError, OversizeError, SequenceError
 from ._limits import DEFAULT_MAX_BYTES, MAX_NESTING_DEPTH
 from ._partial_json import complete_prefix
 from ._types import BlockKey
@@ -76,27 +76,57 @@ def _get(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
-def _plain(obj: Any) -> Any:
+def _plain(obj: Any, depth: int = 0) -> Any:
     """JSON-able plain data for ``obj``: dicts, lists, str, int, float, bool, None.
 
     SDK models go through their own ``to_dict(mode="json")`` (wire names, only the
     fields the API set), pydantic models without it through ``model_dump``. Used once
     per block or citation, never per delta.
+
+    Raises:
+        EncodeError: data nested deeper than ``MAX_NESTING_DEPTH`` (or a cycle) [A5.3-a],
+            or an object that is not JSON data [A4.3-b].
     """
     if obj is None or isinstance(obj, str | int | float | bool):
         return obj
+    if depth >= MAX_NESTING_DEPTH:
+        # [A5.3-a]: refused before the interpreter's recursion limit (a cycle ends here too).
+        raise EncodeError(f"block data nests deeper than {MAX_NESTING_DEPTH} levels", section="A5.3-a")
     if isinstance(obj, Mapping):
-        return {str(k): _plain(v) for k, v in obj.items()}
+        return {str(k): _plain(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_plain(v) for v in obj]
+        return [_plain(v, depth + 1) for v in obj]
     to_dict = getattr(obj, "to_dict", None)
     if callable(to_dict):
-        return _plain(to_dict(mode="json"))
+        return _plain(to_dict(mode="json"), depth)
     model_dump = getattr(obj, "model_dump", None)
     if callable(model_dump):
-        return _plain(model_dump(mode="json", by_alias=True, exclude_unset=True))
+        return _plain(model_dump(mode="json", by_alias=True, exclude_unset=True), depth)
     # Never a repr() (the peer implementation's mistake): refuse instead.
     raise EncodeError(f"cannot convert a {type(obj).__name__} to JSON data", section="A4.3-b")
+
+
+def _show(value: Any) -> str:
+    """A caller's value in a warning: a short repr of a str, int or None, else its type [A5.3-a].
+
+    Never the repr of a container: a list nested a thousand deep would raise
+    ``RecursionError`` from inside a warning.
+    """
+    if value is None or isinstance(value, str | int | float):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    return f"<{type(value).__name__}>"
+
+
+def _dumps(data: Any, *, sort: bool = True) -> str:
+    """Compact JSON text of plain data, keys sorted [A4.3-b]; a lone surrogate is spec §6.4's error."""
+    try:
+        return _json_encode(data, order="sorted" if sort else None).decode()
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start] if isinstance(exc.object, str) else "?"
+        raise EncodeError(
+            f"lone surrogate U+{ord(bad):04X} in block data cannot be encoded as UTF-8", section="6.4"
+        ) from None
 
 
 def _api_block(obj: Any) -> dict[str, Any]:
@@ -287,6 +317,10 @@ class AnthropicTranslator:
         if self._closed or self._ended:
             raise SequenceError("feed() after the stream ended (close, finish, abort, error event)", section="A2.1-b")
         kind = _get(event, "type")
+        if not isinstance(kind, str):
+            # [A5.3-a]: not an event the API sends; passed over like an unknown type.
+            self._warn(f"event whose type is a {type(kind).__name__}, not a string, passed over")
+            return []
         if kind == "content_block_delta":
             return self._delta(event)
         if kind == "content_block_start":
@@ -306,7 +340,7 @@ class AnthropicTranslator:
             return self.abort(event)
         if kind in DERIVED_EVENTS or kind in _SILENT_EVENTS:
             return []  # [A2.2-a]: the raw event before it already gave its content
-        self._warn(f"unknown stream event type {kind!r} passed over")
+        self._warn(f"unknown stream event type {_show(kind)} passed over")
         return []
 
     def error(self, error: object) -> list[bytes]:
@@ -321,7 +355,7 @@ class AnthropicTranslator:
         Returns:
             The lines of one buffered ``error`` envelope (spec §4.13).
         """
-        payload = _json_encode(error_payload(error)).decode()
+        payload = _dumps(error_payload(error), sort=False)  # the API's own key order
         return self._emitter.buffered("error", payload)
 
     def _message_start(self, event: Any) -> list[bytes]:
@@ -369,7 +403,7 @@ class AnthropicTranslator:
         block = _get(event, "content_block")
         api_type = _get(block, "type")
         if not isinstance(index, int) or not isinstance(api_type, str):
-            self._warn(f"content_block_start without an int index and a block type (index {index!r}) passed over")
+            self._warn(f"content_block_start without an int index and a block type (index {_show(index)}) passed over")
             return []
         old = self._blocks.get(index)
         lines: list[bytes] = []
@@ -378,7 +412,9 @@ class AnthropicTranslator:
             lines = self._cut(old)
         key = self._key_for(api_type)
         if key is None and api_type not in _SILENT_BLOCKS:
-            self._warn(f"unknown content block type {api_type!r} at index {index}: kept for finalize(), not emitted")
+            self._warn(
+                f"unknown content block type {_show(api_type)} at index {index}: kept for finalize(), not emitted"
+            )
         state = _Block(index, api_type, key, block)
         self._blocks[index] = state
         streamed: StreamedType
@@ -444,7 +480,7 @@ class AnthropicTranslator:
         block = self._blocks.get(index) if isinstance(index, int) else None
         if block is None or block.done:
             state = "closed" if block is not None else "never started"
-            self._warn(f"{what} for block index {index!r}, which is {state}, passed over")
+            self._warn(f"{what} for block index {_show(index)}, which is {state}, passed over")
             return None
         return block
 
@@ -473,7 +509,7 @@ class AnthropicTranslator:
             signature = _get(delta, "signature")
             block.signature = signature if isinstance(signature, str) else block.signature  # [A3.2-a]
             return []
-        self._warn(f"{kind!r} delta for a {api_type!r} block at index {block.index} passed over")
+        self._warn(f"{_show(kind)} delta for a {api_type!r} block at index {block.index} passed over")
         return []
 
     def _stop(self, event: Any) -> list[bytes]:
@@ -512,7 +548,7 @@ class AnthropicTranslator:
         if kind == "server_tool_result":
             # [A4.3-b]: the block's content as real JSON; the id is the call's id.
             # Keys sorted, so SDK objects and recorded dicts give the same bytes.
-            content = _json_encode(_plain(_get(start, "content")), order="sorted").decode()
+            content = _dumps(_plain(_get(start, "content")))
             tool_use_id = _get(start, "tool_use_id")
             return emitter.buffered(
                 "server_tool_result",
@@ -536,7 +572,7 @@ class AnthropicTranslator:
         if not block.parts:
             # No deltas: the input given at start is the input (usually ``{}``).
             block.input = _plain(_get(block.start, "input") or {})
-            return _json_encode(block.input, order="sorted").decode()
+            return _dumps(block.input)
         text = "".join(block.parts)
         block.parts = [text]
         where = f"tool input of block {block.index} ({block.api_type})"
@@ -627,12 +663,25 @@ class AnthropicTranslator:
             The closing lines: final markers, then the lines of one ``error`` envelope.
             Empty when the stream was already ended (by ``abort()``, ``finish()`` or an
             ``error`` event): its error is out already.
+
+        Raises:
+            OversizeError: strict mode only, when a final marker cannot fit (spec §6.5).
+                Nothing else: a reason that cannot be encoded gives an
+                ``unsendable_error`` envelope instead [A5.3-a].
         """
         if self._ended:
             return []
         self._ended = True
         lines = self._cut_open_blocks()
-        lines.extend(self.error(reason))
+        try:
+            lines.extend(self.error(reason))
+        except EncodeError as exc:
+            # The reason itself cannot be sent (a lone surrogate, data nested too deep):
+            # the stream still ends with an error that says so [A8.2-a].
+            if isinstance(exc, OversizeError):
+                raise
+            fallback = {"type": "unsendable_error", "message": f"the error could not be encoded: {exc}"}
+            lines.extend(self.error(fallback))
         return lines
 
     def finish(self) -> list[bytes]:

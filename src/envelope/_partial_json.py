@@ -44,9 +44,12 @@ _TOKEN: Final = re.compile(
     re.VERBOSE,
 )
 #: An unfinished token that runs to the end of the text (checked with ``fullmatch``).
+#: Every alternative is unambiguous: whole escapes inside the loop, an unfinished one
+#: only at the end. (An optional tail inside the loop, ``\\(?:u[0-9a-f]{0,3})?``, let
+#: ``\\u0041`` match in several ways and made a failing match exponential.)
 _UNFINISHED: Final = re.compile(
     r"""[ \t\n\r]*(?:
-        "(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{0,3})?)*
+        "(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*(?:\\(?:u[0-9a-fA-F]{0,3})?)?
       | -?(?:0|[1-9][0-9]*)?(?:\.[0-9]*)?(?:[eE][+-]?[0-9]*)?
       | t(?:r(?:u)?)?|f(?:a(?:l(?:s)?)?)?|n(?:u(?:l)?)?
     )""",

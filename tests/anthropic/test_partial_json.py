@@ -89,3 +89,26 @@ def test_text_that_is_no_prefix_of_json_is_refused(text: str) -> None:
 
 def test_a_complete_text_comes_back_unchanged() -> None:
     assert complete_prefix(' {"a": [1, "x"]} \n') == ' {"a": [1, "x"]} \n'
+
+
+def test_escapes_before_junk_are_refused_in_linear_time() -> None:
+    """Found by the fuzzer: an ambiguous regex made this exponential (10 escapes took 5 s)."""
+    assert complete_prefix('{"a": "' + "\\u0041" * 5000 + "\x01") is None
+    assert complete_prefix('{"a": "' + "\\u0041" * 5000 + "\\u00") == "{}"
+
+
+def test_completion_grows_linearly() -> None:
+    """n vs 10n in one run (no absolute time): a cut 1 MB input costs about 10x a cut 100 KB one."""
+    import time
+
+    def cost(n: int) -> float:
+        text = json.dumps({"items": [{"k": i, "s": "x\\u00e9" * 3} for i in range(n)]})[:-7]
+        best = float("inf")
+        for _ in range(3):
+            began = time.perf_counter()
+            assert complete_prefix(text) is not None
+            best = min(best, time.perf_counter() - began)
+        return best
+
+    small, large = cost(2_000), cost(20_000)
+    assert large / small < 30, (small, large)  # linear is ~10; quadratic would be ~100
