@@ -45,7 +45,7 @@ _json_encode = msgspec.json.encode
 
 #: Events ``messages.stream()`` derives from a raw event it has already yielded; the
 #: raw event carries the same data, so these are dropped to avoid doubling [A2.2-a].
-DERIVED_EVENTS: Final = frozenset({"text", "thinking", "citation", "input_json", "signature"})
+DERIVED_EVENTS: Final = frozenset({"text", "thinking", "citation", "input_json", "signature", "compaction"})
 #: Raw events with nothing to emit or accumulate.
 _SILENT_EVENTS: Final = frozenset({"ping"})
 #: Client tool blocks: the caller runs the tool, so the envelope is ``tool_call`` [A4.1-b].
@@ -176,6 +176,7 @@ class _Block:
         "citations",
         "cut",
         "done",
+        "final",
         "held",
         "index",
         "input",
@@ -184,6 +185,7 @@ class _Block:
         "sent",
         "signature",
         "start",
+        "updates",
     )
 
     def __init__(self, index: int, api_type: str, key: BlockKey | None, start: Any) -> None:
@@ -207,6 +209,10 @@ class _Block:
         self.sent = False
         #: A high surrogate that ended the last text delta, waiting for its low half [A3.1-c].
         self.held = ""
+        #: Fields a delta replaced in a block with no envelope (``compaction_delta``) [A5.4-a].
+        self.updates: dict[str, Any] = {}
+        #: The block as ``finalize()`` gives it, built once at its stop.
+        self.final: dict[str, Any] | None = None
 
 
 class AnthropicTranslator:
@@ -412,11 +418,13 @@ class AnthropicTranslator:
             lines = self._cut(old)
         key = self._key_for(api_type)
         if key is None and api_type not in _SILENT_BLOCKS:
-            self._warn(
-                f"unknown content block type {_show(api_type)} at index {index}: kept for finalize(), not emitted"
-            )
+            self._warn(f"unknown content block type {_show(api_type)} at index {index}: kept for finalize(), not sent")
         state = _Block(index, api_type, key, block)
         self._blocks[index] = state
+        if api_type == "fallback":
+            # [A5.4-a]: the model that serves the rest of the response, as the SDK records it.
+            model = _get(_get(block, "to"), "model")
+            self.model = model if isinstance(model, str) else self.model
         streamed: StreamedType
         if api_type == "text":
             streamed = "text"
@@ -509,6 +517,10 @@ class AnthropicTranslator:
             signature = _get(delta, "signature")
             block.signature = signature if isinstance(signature, str) else block.signature  # [A3.2-a]
             return []
+        if kind == "compaction_delta" and api_type == "compaction":
+            # [A5.4-a]: no envelope; each delta replaces both fields, as the SDK's accumulation does.
+            block.updates = {name: _get(delta, name) for name in ("content", "encrypted_content")}
+            return []
         self._warn(f"{_show(kind)} delta for a {api_type!r} block at index {block.index} passed over")
         return []
 
@@ -517,6 +529,9 @@ class AnthropicTranslator:
         if block is None:
             return []
         lines = self._stop_lines(block)
+        # The history form is built here, once, so that data no API block holds (nested
+        # too deep, not JSON) fails at this stop and never later in finalize() [A5.3-a].
+        block.final = self._final_block(block)
         # Only now: a block whose stop raised stays open, so abort() closes it and
         # finalize() leaves it out (never a tool_use with ``input: null``).
         block.done = True
@@ -733,7 +748,8 @@ class AnthropicTranslator:
     def finalize(self) -> list[dict[str, Any]]:
         """The assistant content received so far, as the API returns it [A6.1-a].
 
-        Blocks in index order, each a fresh JSON-able dict, ready to send back as the
+        Blocks in index order, each a fresh JSON-able dict (its nested values are
+        shared between calls), ready to send back as the
         ``content`` of the assistant turn. Only completed blocks are included: a block
         the stream cut is not a block the API would accept back.
 
@@ -743,8 +759,8 @@ class AnthropicTranslator:
         out: list[dict[str, Any]] = []
         for index in sorted(self._blocks):
             block = self._blocks[index]
-            if block.done and not block.cut:
-                out.append(self._final_block(block))
+            if block.final is not None and not block.cut:
+                out.append(dict(block.final))  # a fresh dict: a caller may set `input` on it
         return out
 
     def _final_block(self, block: _Block) -> dict[str, Any]:
@@ -758,6 +774,11 @@ class AnthropicTranslator:
         if api_type == "thinking":
             return {"type": "thinking", "thinking": "".join(block.parts), "signature": block.signature or ""}
         data = _api_block(block.start)
+        for name, value in block.updates.items():
+            if value is None:
+                data.pop(name, None)  # [A6.1-b]: no top-level nulls
+            else:
+                data[name] = _plain(value)
         if block.key is not None and block.key.type in ("tool_call", "server_tool_call"):
             data["input"] = block.input
         return data

@@ -40,12 +40,20 @@ SEEDS = [0, 1, 2, 3, 4, 5]
 CASES_PER_SEED = 120
 MAX_BYTES = 512  # small, so that chunking is exercised too
 
-_DEEP_LIST: Any = []
-for _ in range(1000):
-    _DEEP_LIST = [_DEEP_LIST]
-_DEEP_DICT: Any = {}
-for _ in range(1000):
-    _DEEP_DICT = {"a": _DEEP_DICT}
+
+def _deep_list() -> Any:
+    value: Any = []
+    for _ in range(1000):
+        value = [value]
+    return value
+
+
+def _deep_dict() -> Any:
+    value: Any = {}
+    for _ in range(1000):
+        value = {"a": value}
+    return value
+
 
 #: Values a mutation may put anywhere: every JSON type, and the hostile cases.
 HOSTILE: list[Any] = [
@@ -71,8 +79,8 @@ HOSTILE: list[Any] = [
     {"x": 1},
     {"type": "text"},
     {"type": {"x": 1}},
-    _DEEP_LIST,
-    _DEEP_DICT,
+    _deep_list,
+    _deep_dict,
 ]
 TYPES = [
     "message_start",
@@ -101,6 +109,12 @@ def _sources(corpus: Path) -> list[list[dict[str, Any]]]:
     files = sorted(corpus.glob("anthropic_events_*.json")) + sorted(DATA.glob("*.json"))
     assert len(files) >= 5, files
     return [load_events(path) for path in files]
+
+
+def _hostile(rng: random.Random, choices: list[Any] = HOSTILE) -> Any:
+    """A fresh hostile value: the mutations change containers in place, so none is shared."""
+    value = rng.choice(choices)
+    return value() if callable(value) else copy.deepcopy(value)
 
 
 def _containers(value: Any, out: list[Any], depth: int = 0) -> None:
@@ -139,7 +153,7 @@ def _mutate(rng: random.Random, events: list[Any]) -> None:
     target = rng.choice(found)
     if isinstance(target, list):
         if target:
-            target[rng.randrange(len(target))] = rng.choice(HOSTILE)
+            target[rng.randrange(len(target))] = _hostile(rng)
         return
     key = rng.choice(list(target))
     if kind == 2:
@@ -154,9 +168,9 @@ def _mutate(rng: random.Random, events: list[Any]) -> None:
         text = target["partial_json"]
         target["partial_json"] = rng.choice([text[: rng.randrange(len(text) + 1)], text * 2, rng.choice(PARTIAL_JSON)])
     elif kind == 6 and key in ("index", "content", "input"):
-        target[key] = rng.choice([_DEEP_LIST, _DEEP_DICT, -1, 99, "0", None])
+        target[key] = _hostile(rng, [_deep_list, _deep_dict, -1, 99, "0", None])
     else:
-        target[key] = rng.choice(HOSTILE)
+        target[key] = _hostile(rng)
 
 
 def _run(events: list[Any]) -> list[bytes]:
@@ -241,3 +255,15 @@ def test_abort_in_strict_mode_raises_only_oversize_A5_3_a() -> None:
     t = AnthropicTranslator("a" * 300, max_bytes=100, strict=True)
     with pytest.raises(OversizeError):
         t.abort(RuntimeError("x"))
+
+
+def test_block_data_too_deep_fails_at_its_stop_never_in_finalize_A5_3_a() -> None:
+    """[A5.3-a] found by the fuzzer: a compaction delta nested 1000 deep made ``finalize()`` raise."""
+    t = AnthropicTranslator("a")
+    t.feed({"type": "message_start", "message": {"id": "m"}})
+    t.feed({"type": "content_block_start", "index": 0, "content_block": {"type": "compaction"}})
+    t.feed({"type": "content_block_delta", "index": 0, "delta": {"type": "compaction_delta", "content": _deep_list()}})
+    with pytest.raises(EncodeError):
+        t.feed({"type": "content_block_stop", "index": 0})
+    assert t.finalize() == []
+    assert t.finish() != []  # the cut block makes the stream incomplete
