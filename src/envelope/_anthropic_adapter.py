@@ -29,7 +29,7 @@ import msgspec
 
 from ._decoder import CITATION_FIELDS
 from ._depth import too_deep
-from ._encoder import CitationData, Emitter, OversizeLine
+from ._encoder import CitationData, Emitter, OversizeLine, Profile
 from ._errors import DecodeError, EncodeError, OversizeError, SequenceError
 from ._limits import DEFAULT_MAX_BYTES, MAX_NESTING_DEPTH
 from ._partial_json import complete_prefix
@@ -267,7 +267,9 @@ class AnthropicTranslator:
         "warnings",
     )
 
-    def __init__(self, agent: str, max_bytes: int = DEFAULT_MAX_BYTES, *, strict: bool = False) -> None:
+    def __init__(
+        self, agent: str, max_bytes: int = DEFAULT_MAX_BYTES, *, strict: bool = False, profile: Profile = "default"
+    ) -> None:
         """Create a translator for one agent's API call.
 
         Args:
@@ -275,11 +277,14 @@ class AnthropicTranslator:
             max_bytes: the bound on each line (spec §6.1).
             strict: raise ``OversizeError`` where a line cannot fit (spec §6.5)
                 instead of reporting it in ``oversize``.
+            profile: the emitter profile (spec §6.7): in ``"seed"`` an ``error``
+                envelope is one line whatever its length [A1-c].
 
         Raises:
-            EncodeError: ``max_bytes`` is not a positive int, or ``agent`` is not a str.
+            EncodeError: ``max_bytes`` is not a positive int, ``agent`` is not a str,
+                or ``profile`` is unknown.
         """
-        self._emitter = Emitter(agent, max_bytes, strict=strict)
+        self._emitter = Emitter(agent, max_bytes, strict=strict, profile=profile)
         self.agent: Final = agent
         self._blocks: dict[int, _Block] = {}
         self._lost: list[BlockKey] = []
