@@ -73,6 +73,10 @@ _WS: Final = " \t\r\n"
 _CDATA: Final = "<![CDATA["
 _CDATA_REOPEN: Final = "]]><![CDATA["
 _json_decode = msgspec.json.decode
+_decode_raw_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+#: What a migrated ``meta_init`` says of its stream (§M6.3): JSON envelopes, migrated from XML.
+_MIGRATED_FROM: Final = "xml"
+_MIGRATED_KEYS: Final = {"format": msgspec.Raw(b'"json"'), "migrated_from": msgspec.Raw(b'"xml"')}
 _encode_list = msgspec.json.Encoder().encode
 
 _STREAMED_TAGS: Final[dict[str, StreamedType]] = {
@@ -1204,8 +1208,31 @@ class XmlMigrator:
                 raise MigrationError(
                     "meta_init has no agent_uuid and no agent was given (--agent)", position=pos, section="M5.1"
                 )
+            if isinstance(value, dict):
+                payload = self._migrated_meta_init(payload, value, pos)
         em = self._emitter_at(pos)
         self._emit(em.buffered(_DATA_TAGS[name], payload), pos)
+
+    def _migrated_meta_init(self, payload: str, value: dict[str, object], pos: Position) -> str:
+        """The ``meta_init`` payload a JSON client reads: ``format`` says ``json``, the origin is kept (§M6.3).
+
+        Only the top level is rewritten: every other value keeps its bytes (decoded as
+        ``msgspec.Raw``), the keys keep their order, ``format`` keeps its place (first if it
+        was absent) and ``migrated_from`` follows it.
+        """
+        old_from = value.get("migrated_from", _MIGRATED_FROM)
+        if old_from != _MIGRATED_FROM:
+            self._warn(f"meta_init has migrated_from={old_from!r}; replaced by {_MIGRATED_FROM!r}", pos, "M6.3")
+        raw = _decode_raw_object(payload)
+        out: dict[str, msgspec.Raw] = {}
+        if "format" not in raw:
+            out.update(_MIGRATED_KEYS)
+        for key, item in raw.items():
+            if key == "format":
+                out.update(_MIGRATED_KEYS)
+            elif key != "migrated_from":
+                out[key] = item
+        return _encode_list(out).decode("utf-8")
 
     def _call_tag(self, name: str, attrs: dict[str, str], pos: Position) -> None:
         if len(attrs) == 3 and "id" in attrs and "name" in attrs and "arguments" in attrs:

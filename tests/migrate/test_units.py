@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from envelope import MigrationError, MigrationWarning, XmlMigrator, migrate_xml, reconstruct
+from validating import assert_valid
 
 A = "11111111-1111-1111-1111-111111111111"
 INIT = '<meta_init data="{&quot;agent_uuid&quot;: &quot;' + A + '&quot;}"></meta_init>'
@@ -330,3 +332,60 @@ def test_warnings_go_to_the_callback_and_are_not_kept() -> None:
     kept.close()
     assert [w.section for w in kept.warnings] == ["M2.7"]
     assert kept.warning_count == 1
+
+
+REQUIRED = f'"user_query": "q", "agent_uuid": "{A}", "model": "m"'
+
+
+def _meta_init_delta(data: str) -> tuple[str, XmlMigrator]:
+    """Migrate a raw capture of one ``meta_init`` (``data`` as JSON text) and [DONE]; the stream must validate."""
+    m = XmlMigrator()
+    raw = f'data: <meta_init data="{html.escape(data)}"></meta_init>\n\ndata: [DONE]\n\n'
+    lines = m.feed(raw.encode()) + m.close()
+    assert_valid(lines)
+    delta: str = json.loads(lines[0])["delta"]
+    return delta, m
+
+
+def test_m6_3_meta_init_says_json_and_keeps_the_origin() -> None:
+    """[M6.3-a] ``format`` becomes ``json`` in place, ``migrated_from: xml`` follows it; other values keep their bytes."""
+    delta, m = _meta_init_delta(
+        '{"user_query": "q", "format": "xml", "nested": {"a": [1, 2.50, "\\u00e9"]}, '
+        f'"agent_uuid": "{A}", "model": "m"' + "}"
+    )
+    assert delta == (
+        '{"user_query":"q","format":"json","migrated_from":"xml","nested":{"a": [1, 2.50, "\\u00e9"]},'
+        f'"agent_uuid":"{A}","model":"m"' + "}"
+    )
+    assert m.warning_count == 0
+
+
+def test_m6_3_meta_init_without_format_gets_both_keys_first() -> None:
+    """[M6.3-a] A payload with no ``format`` gets both keys at its start."""
+    delta, _ = _meta_init_delta("{" + REQUIRED + "}")
+    assert delta == '{"format":"json","migrated_from":"xml",' + REQUIRED.replace(": ", ":").replace(", ", ",") + "}"
+
+
+def test_m6_3_a_differing_migrated_from_is_replaced_with_a_note() -> None:
+    """[M6.3-b] An existing ``migrated_from`` is replaced; a different value is reported."""
+    delta, m = _meta_init_delta('{"migrated_from": "csv", "format": "xml", ' + REQUIRED + "}")
+    assert json.loads(delta) == {
+        "format": "json",
+        "migrated_from": "xml",
+        "user_query": "q",
+        "agent_uuid": A,
+        "model": "m",
+    }
+    assert [(w.section, w.recovered) for w in m.warnings] == [("M6.3", False)]
+    assert "'csv'" in str(m.warnings[0])
+    delta, m = _meta_init_delta('{"migrated_from": "xml", "format": "xml", ' + REQUIRED + "}")
+    assert list(json.loads(delta)) == ["format", "migrated_from", "user_query", "agent_uuid", "model"]
+    assert m.warning_count == 0
+
+
+def test_m6_3_a_payload_that_is_not_an_object_is_carried_as_written() -> None:
+    """[M6.3-c] Only a JSON object is rewritten; anything else is carried as written (§M2.9)."""
+    m = XmlMigrator(agent=A, lenient=True)
+    lines = m.feed('<meta_init data="[1, 2]"></meta_init><meta_init data="not json"></meta_init>') + m.close()
+    assert [json.loads(line)["delta"] for line in lines] == ["[1, 2]", "not json"]
+    assert [w.section for w in m.warnings] == ["M2.9"]
