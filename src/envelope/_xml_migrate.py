@@ -70,6 +70,8 @@ _SEP: Final = b"\n\ndata: "
 _PREFIX: Final = b"data: "
 _DONE_REC: Final = b"[DONE]"
 _WS: Final = " \t\r\n"
+#: The first character that is not ``_WS``: ``search(buf, at)`` is ``lstrip`` without a copy.
+_NON_WS: Final = re.compile(r"[^ \t\r\n]")
 _CDATA: Final = "<![CDATA["
 _CDATA_REOPEN: Final = "]]><![CDATA["
 _json_decode = msgspec.json.decode
@@ -222,15 +224,23 @@ class _Body:
             self.size += len(inner)
         return True
 
-    def ends_body(self, before: str) -> bool:
-        """Whether a close tag after ``before`` (the text since the last ``add``) ends the body (§M2.3)."""
+    def ends_body(self, buf: str, start: int, end: int) -> bool:
+        """Whether a close tag at ``buf[end]`` ends the body, ``buf[start:end]`` not yet added (§M2.3).
+
+        Looks only at the few characters it needs (the lead, the last non-whitespace ones),
+        so that many false close tags in one buffer cost time linear in the buffer.
+        """
         lead = self.lead
         if len(lead) < 9:
-            lead = (lead + before)[:9] if lead else before.lstrip(_WS)[:9]
+            if lead:
+                lead = (lead + buf[start : min(end, start + 9)])[:9]
+            else:
+                first = _NON_WS.search(buf, start, end)
+                lead = buf[first.start() : min(end, first.start() + 9)] if first is not None else ""
         mode = _mode(lead, self.kind)
         if mode == "raw":
             return True
-        stripped = before.rstrip(_WS)
+        stripped = _last_non_ws(buf, start, end)
         tail = (self.tail + stripped)[-16:] if stripped else self.nw_tail
         return tail.endswith("]]>") if mode == "cdata" else tail.endswith(">")
 
@@ -328,9 +338,17 @@ class XmlMigrator:
         self._after_done_warned = False
         # tokenizer
         self._state = _S.TOP
+        # The tokenizer reads ``_buf[_at:]``; consuming moves ``_at`` (slicing the buffer per
+        # token would copy the rest of a large chunk once per token). The buffer is emptied
+        # when all of it is consumed and compacted when text is added, and what is left then
+        # is bounded (a partial close tag or tag name), so each character is copied O(1) times.
         self._buf = ""
-        self._seams: list[tuple[int, int, int]] = [(0, 0, 1)]  # (index in _buf, input offset, line)
-        self._scan = 1  # TAG: where the `>` search resumes
+        self._at = 0
+        # (index in _buf, input offset, line); the first seam is at ``_at``.
+        self._seams: list[tuple[int, int, int]] = [(0, 0, 1)]
+        self._scan = 1  # TAG: where the `>` search resumes, relative to ``_at``
+        self._tag_parts: list[str] = []  # TAG: the tag's text from earlier feeds (scanned once)
+        self._tag_size = 0  # TAG: characters in ``_tag_parts``
         self._quote = ""  # TAG: the quote the search is inside, if any
         self._tag_pos = Position(line=1, offset=0)
         self._in_citations = False
@@ -794,7 +812,7 @@ class XmlMigrator:
         return not (self.era == "later" and self._stream_hold)
 
     def _done_record(self, at: Position) -> None:
-        if self._state is _S.TOP and not self._buf.strip(_WS):
+        if self._state is _S.TOP and _NON_WS.search(self._buf, self._at) is None:
             if self._done_seen:
                 self._problem("a second [DONE] record", at, "M1.3")
             self._done_seen = True
@@ -839,6 +857,8 @@ class XmlMigrator:
             self._after_done_warned = True
             self._problem("content after the [DONE] record", Position(line=line, offset=offset), "M1.3")
         if self._buf:
+            if self._at:
+                self._consume(0, compact=True)
             self._seams.append((len(self._buf), offset, line))
             self._buf += text
         else:
@@ -847,7 +867,7 @@ class XmlMigrator:
         self._run()
 
     def _pos(self, index: int) -> Position:
-        """Input position of ``_buf[index]``."""
+        """Input position of ``_buf[index]`` (an index before ``_at`` gives that of ``_at``)."""
         offset, line = self._where(index)
         return Position(line=line, offset=offset)
 
@@ -864,21 +884,34 @@ class XmlMigrator:
         size = len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
         return off + size, line + piece.count("\n")
 
-    def _consume(self, n: int) -> None:
-        if n <= 0:
+    def _consume(self, n: int, *, compact: bool = False) -> None:
+        """Consume ``_buf[_at:_at + n]``; with ``compact``, also drop the consumed text from the buffer."""
+        if n <= 0 and not compact:
             return
-        if n >= len(self._buf):
+        at = self._at + n
+        if at >= len(self._buf):
             # Keep the position of the end for the next text.
             off, line = self._where(len(self._buf))
             self._buf = ""
+            self._at = 0
             self._seams = [(0, off, line)]
             return
-        off, line = self._where(n)
+        off, line = self._where(at)
         seams = self._seams
+        shift = at if compact else 0
         self._seams = (
-            [(0, off, line), *[(i - n, o, ln) for (i, o, ln) in seams if i > n]] if len(seams) > 1 else [(0, off, line)]
+            [(at - shift, off, line), *[(i - shift, o, ln) for (i, o, ln) in seams if i > at]]
+            if len(seams) > 1
+            else [(at - shift, off, line)]
         )
-        self._buf = self._buf[n:]
+        if compact:
+            self._buf = self._buf[at:]
+            self._at = 0
+        else:
+            self._at = at
+
+    def _consume_to(self, index: int) -> None:
+        self._consume(index - self._at)
 
     def _run(self) -> None:
         handlers = self._handlers
@@ -886,56 +919,69 @@ class XmlMigrator:
             pass
 
     def _top(self) -> bool:
-        buf = self._buf
-        j = len(buf) - len(buf.lstrip(_WS))
-        if j == len(buf):
+        buf, a = self._buf, self._at
+        first = _NON_WS.search(buf, a)
+        if first is None:
             if self._stray_open:
-                self._stray(buf, self._pos(0))
-            self._consume(len(buf))
+                self._stray(buf[a:], self._pos(a))
+            self._consume_to(len(buf))
             return False
+        j = first.start()
         if buf[j] == "<":
-            if self._stray_open and j:
-                self._stray(buf[:j], self._pos(0))
-            self._consume(j)
+            if self._stray_open and j > a:
+                self._stray(buf[a:j], self._pos(a))
+            self._consume_to(j)
             self._begin_tag()
             return True
         k = buf.find("<", j)
         if k < 0:
             k = len(buf)
-        start = 0 if self._stray_open else j
+        start = a if self._stray_open else j
         self._problem_stray(buf[start:k], self._pos(start), "text outside any block")
-        self._consume(k)
+        self._consume_to(k)
         return bool(self._buf)
 
     def _begin_tag(self) -> None:
         self._state = _S.TAG
         self._scan = 1
         self._quote = ""
-        self._tag_pos = self._pos(0)
+        self._tag_parts = []
+        self._tag_size = 0
+        self._tag_pos = self._pos(self._at)
+
+    def _tag_text(self, end: int) -> str:
+        """The tag's text up to ``_buf[end]`` (earlier pieces joined), consumed."""
+        text = self._buf[self._at : end]
+        if self._tag_parts:
+            text = "".join(self._tag_parts) + text
+            self._tag_parts = []
+            self._tag_size = 0
+        self._consume_to(end)
+        return text
 
     def _tag(self) -> bool:
-        buf = self._buf
-        i = self._scan
+        buf, a = self._buf, self._at
+        i = a + self._scan
         n = len(buf)
-        if i == 1:
+        if self._scan == 1 and not self._tag_parts:
             # The name must end within MAX_LEGACY_NAME_CHARS (§M2.8).
-            name = _NAME_RUN.match(buf, 2 if buf.startswith("/", 1) else 1, min(n, MAX_LEGACY_NAME_CHARS + 2))
+            name = _NAME_RUN.match(
+                buf, a + 2 if buf.startswith("/", a + 1) else a + 1, min(n, a + MAX_LEGACY_NAME_CHARS + 2)
+            )
             assert name is not None  # `*` matches the empty run
-            j = name.end()
+            j = name.end() - a
             if j > MAX_LEGACY_NAME_CHARS + 1:
                 raise MigrationError(
                     f"tag name longer than {MAX_LEGACY_NAME_CHARS} characters",
                     position=self._tag_pos,
                     section="M2.8",
                 )
-            if j == n:
+            if a + j == n:
                 return False
-            whole = _WHOLE_TAG.match(buf) if not self._quote else None
+            whole = _WHOLE_TAG.match(buf, a) if not self._quote else None
             if whole is not None:
                 # The whole tag is here: its end is the `>` the loop below would find.
-                end = whole.end()
-                text = buf[:end]
-                self._consume(end)
+                text = self._tag_text(whole.end())
                 self._state = _S.TOP if not self._in_citations else _S.CITATIONS
                 self._on_tag(text, self._tag_pos)
                 return True
@@ -956,45 +1002,50 @@ class XmlMigrator:
             c = m.group()
             if c == ">":
                 self._quote = ""
-                text = buf[: m.end()]
-                self._consume(m.end())
+                text = self._tag_text(m.end())
                 self._state = _S.TOP if not self._in_citations else _S.CITATIONS
                 self._on_tag(text, self._tag_pos)
                 return True
             if c == "<":
                 # A `<` before the `>`: what came before was not a tag (§M4.2).
-                text = buf[: m.start()]
-                self._consume(m.start())
+                text = self._tag_text(m.start())
                 self._state = _S.TOP if not self._in_citations else _S.CITATIONS
                 self._bad_tag(text, self._tag_pos, "a '<' that does not start a tag")
                 return True
             if c in "\"'":
                 quote = c
             i = m.end()
-        self._scan = i
         self._quote = quote
-        if n > self.max_tag_chars:
+        size = self._tag_size + n - a
+        if size > self.max_tag_chars:
             raise MigrationError(
                 f"tag longer than max_tag_chars={self.max_tag_chars} (no '>' found)",
                 position=self._tag_pos,
                 section="M2.8",
             )
+        # Everything here is scanned: keep it as a piece, so the next text is scanned alone
+        # and a long tag (a file in `arguments`) fed in small chunks costs linear time.
+        self._tag_parts.append(buf[a:])
+        self._tag_size = size
+        self._consume_to(n)
+        self._scan = 0
         return False
 
     def _empty(self) -> bool:
         buf = self._buf
-        j = len(buf) - len(buf.lstrip(_WS))
-        rest = buf[j:]
+        first = _NON_WS.search(buf, self._at)
+        j = first.start() if first is not None else len(buf)
         close = self._empty_close
-        if rest.startswith(close):
-            self._consume(j + len(close))
+        if buf.startswith(close, j):
+            self._consume_to(j + len(close))
             self._state = _S.TOP
             return True
-        if close.startswith(rest):
+        if len(buf) - j < len(close) and close.startswith(buf[j:]):
+            self._consume_to(j)  # the whitespace, so that a long run of it is not held
             return False
         # §M2.2: an empty element's close tag is expected; in lenient mode go on without it.
         self._problem(f"expected {close} here", self._pos(j), "M2.2")
-        self._consume(j)
+        self._consume_to(j)
         self._state = _S.TOP
         return True
 
@@ -1288,18 +1339,18 @@ class XmlMigrator:
         self._state = _S.STREAM
 
     def _stream(self) -> bool:
-        buf = self._buf
+        buf, a = self._buf, self._at
         close = self._stream_close
-        at = buf.find(close)
+        at = buf.find(close, a)
         if at >= 0:
-            self._stream_text(buf[:at], 0)
-            self._consume(at + len(close))
+            self._stream_text(buf[a:at], a)
+            self._consume_to(at + len(close))
             self._end_stream()
             return True
-        keep = _partial_suffix(buf, close)
-        if len(buf) > keep:
-            self._stream_text(buf[: len(buf) - keep], 0)
-            self._consume(len(buf) - keep)
+        end = len(buf) - _partial_suffix(buf, close, a)
+        if end > a:
+            self._stream_text(buf[a:end], a)
+            self._consume_to(end)
         return False
 
     def _stream_text(self, text: str, at: int) -> None:
@@ -1446,23 +1497,23 @@ class XmlMigrator:
     def _body_step(self) -> bool:
         body = self._body
         assert body is not None
-        buf = self._buf
+        buf, a = self._buf, self._at
         close = body.close
-        start = 0
+        start = a
         while True:
             at = buf.find(close, start)
             if at < 0:
                 break
-            if body.ends_body(buf[:at]):
-                body.add(buf[:at])
-                self._consume(at + len(close))
+            if body.ends_body(buf, a, at):
+                body.add(buf[a:at])
+                self._consume_to(at + len(close))
                 self._finish_body()
                 return True
             start = at + 1
-        keep = _partial_suffix(buf, close)
-        if len(buf) > keep:
-            body.add(buf[: len(buf) - keep])
-            self._consume(len(buf) - keep)
+        end = len(buf) - _partial_suffix(buf, close, a)
+        if end > a:
+            body.add(buf[a:end])
+            self._consume_to(end)
         if body.size > self.max_block_chars:
             raise MigrationError(
                 f"<{body.tag}> body longer than max_block_chars={self.max_block_chars}",
@@ -1596,15 +1647,16 @@ class XmlMigrator:
 
     def _citations_step(self) -> bool:
         buf = self._buf
-        j = len(buf) - len(buf.lstrip(_WS))
-        if j == len(buf):
-            self._consume(j)
+        first = _NON_WS.search(buf, self._at)
+        if first is None:
+            self._consume_to(len(buf))
             return False
+        j = first.start()
         if buf[j] != "<":
             raise MigrationError(
                 f"text between citations: {_show(buf[j : j + 40])}", position=self._pos(j), section="M2.10"
             )
-        self._consume(j)
+        self._consume_to(j)
         self._begin_tag()
         return True
 
@@ -1646,9 +1698,11 @@ class XmlMigrator:
     def _end_of_input(self) -> None:
         state = self._state
         if state is _S.TAG:
-            text = self._buf
+            text = "".join(self._tag_parts) + self._buf[self._at :]
             pos = self._tag_pos
+            self._tag_parts = []
             self._buf = ""
+            self._at = 0
             self._state = _S.CITATIONS if self._in_citations else _S.TOP
             self._bad_tag(text, pos, "input ends inside a tag")
             state = self._state
@@ -1661,15 +1715,17 @@ class XmlMigrator:
                 "M4.1",
             )
             if self._buf:
-                self._stream_text(self._buf, 0)
+                self._stream_text(self._buf[self._at :], self._at)
                 self._buf = ""
+                self._at = 0
             self._end_stream()
         elif state is _S.BODY:
             body = self._body
             assert body is not None
             self._problem(f"input ends inside <{body.tag}> (block still open); its content is kept", body.pos, "M4.1")
-            body.add(self._buf)
+            body.add(self._buf[self._at :])
             self._buf = ""
+            self._at = 0
             self._finish_body(truncated=True)
             if self._in_citations:
                 self._citations_tag("</citations>", "citations", True, False, {}, body.pos)
@@ -1694,14 +1750,30 @@ _FAST_TAG: Final = re.compile(
 _WHOLE_TAG: Final = re.compile(r"""<(?:[^<>"']++|"[^"]*+"|'[^']*+')*+>""")
 
 
-def _partial_suffix(buf: str, close: str) -> int:
-    """Length of the longest suffix of ``buf`` that is a proper prefix of ``close``."""
-    start = buf.rfind("<", max(0, len(buf) - len(close) + 1))
+def _partial_suffix(buf: str, close: str, lo: int = 0) -> int:
+    """Length of the longest suffix of ``buf[lo:]`` that is a proper prefix of ``close``."""
+    lo = max(lo, len(buf) - len(close) + 1)
+    start = buf.rfind("<", lo)
     while start >= 0:
         if close.startswith(buf[start:]):
             return len(buf) - start
-        start = buf.rfind("<", max(0, len(buf) - len(close) + 1), start)
+        start = buf.rfind("<", lo, start)
     return 0
+
+
+def _last_non_ws(buf: str, start: int, end: int) -> str:
+    """The last (up to 16) characters of ``buf[start:end]`` with trailing whitespace removed.
+
+    Steps back in windows, so the cost is that of the trailing whitespace, not of the text.
+    """
+    while end > start:
+        low = max(start, end - 64)
+        stripped = buf[low:end].rstrip(_WS)
+        if stripped:
+            stop = low + len(stripped)
+            return buf[max(start, stop - 16) : stop]
+        end = low
+    return ""
 
 
 def _scan_pairs(text: str) -> tuple[bool, str]:
