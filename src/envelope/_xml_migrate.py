@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
+from ._depth import too_deep
 from ._encoder import CitationData, Emitter, ImageRef
 from ._errors import EncodeError, MigrationError, Position
 from ._limits import (
@@ -49,6 +50,7 @@ from ._limits import (
     DEFAULT_MAX_LEGACY_TAG_CHARS,
     MAX_LEGACY_ATTRIBUTES,
     MAX_LEGACY_NAME_CHARS,
+    MAX_NESTING_DEPTH,
 )
 
 if TYPE_CHECKING:
@@ -1235,6 +1237,17 @@ class XmlMigrator:
             )
 
     def _json(self, text: str, what: str, pos: Position) -> object:
+        """``text`` parsed, or ``None`` after reporting why it is not JSON the codec reads (§M2.9)."""
+        deep = too_deep(text, MAX_NESTING_DEPTH)
+        if deep is not None:
+            # §M2.9-b (spec/limits.md L2): measured before any parser recurses.
+            self._problem(
+                f"{what} nests deeper than MAX_NESTING_DEPTH={MAX_NESTING_DEPTH} "
+                f"(at character {deep}); carried as text",
+                pos,
+                "M2.9",
+            )
+            return None
         try:
             return _json_decode(text)
         except msgspec.DecodeError as exc:
@@ -1316,9 +1329,7 @@ class XmlMigrator:
                 pos,
                 "M2.7",
             )
-        try:
-            _json_decode(vargs)
-        except msgspec.DecodeError:
+        if not _is_json(vargs):
             self._json(vargs, f"the arguments of <{name}>", pos)
         self._emit(em.buffered(kind, vargs, id=vid, name=vname), pos)
 
@@ -1807,6 +1818,9 @@ def _plain_unescape(raw: str) -> str:
 
 
 def _is_json(text: str) -> bool:
+    """Whether ``text`` is JSON the codec reads: nested no deeper than the limit, then parsed (§M2.9)."""
+    if too_deep(text, MAX_NESTING_DEPTH) is not None:
+        return False
     try:
         _json_decode(text)
     except (msgspec.DecodeError, UnicodeEncodeError):

@@ -389,3 +389,59 @@ def test_m6_3_a_payload_that_is_not_an_object_is_carried_as_written() -> None:
     lines = m.feed('<meta_init data="[1, 2]"></meta_init><meta_init data="not json"></meta_init>') + m.close()
     assert [json.loads(line)["delta"] for line in lines] == ["[1, 2]", "not json"]
     assert [w.section for w in m.warnings] == ["M2.9"]
+
+
+DEEP_OK = "[" * 250 + "]" * 250  # inside each place's own brackets, still within the limit
+DEEP = "[" * 257 + "]" * 257
+DEEPER = "[" * 3000 + "]" * 3000  # past msgspec's own recursion limit
+DEEP_PLACES = {
+    "arguments": '<content-block-tool_call id="t" name="n" arguments="{}"></content-block-tool_call>',
+    "meta_init data": '<meta_init data="{&quot;agent_uuid&quot;: &quot;' + A + '&quot;, &quot;x&quot;: {}}"/>',
+    "meta_final data": '<meta_final data="{}"/>',
+    "awaiting_frontend_tools data": '<awaiting_frontend_tools data="{}"/>',
+    "meta_files body": "<content-block-meta_files><![CDATA[{}]]></content-block-meta_files>",
+    "error body": "<content-block-error>{}</content-block-error>",
+    # A backslash makes the arguments era evidence (§M3.1-b), read under both eras.
+    "arguments read for the era": '<content-block-tool_call id="t" name="n" arguments="[&quot;\\\\&quot;, {}]"/>',
+}
+
+
+@pytest.mark.parametrize("place", list(DEEP_PLACES))
+def test_m2_9_b_nesting_past_the_limit_is_a_coded_error(place: str) -> None:
+    """[M2.9-b] Deeper than MAX_NESTING_DEPTH: a MigrationError naming the limit, never RecursionError."""
+    template = DEEP_PLACES[place]
+    for deep in (DEEP, DEEPER):
+        with pytest.raises(MigrationError, match="MAX_NESTING_DEPTH=256") as info:
+            run(template.replace("{}", deep), era="early")
+        assert info.value.position.offset == 0
+        assert info.value.section == "M2.9"
+    # Within the limit it is JSON like any other.
+    run(template.replace("{}", DEEP_OK), era="early")
+
+
+def test_m2_9_b_the_limit_is_exact() -> None:
+    """[M2.9-b] 256 levels are read; the bracket opening level 257 is named."""
+    template = DEEP_PLACES["arguments"]
+    run(template.replace("{}", "[" * 256 + "]" * 256))
+    with pytest.raises(MigrationError, match=r"at character 256\)"):
+        run(template.replace("{}", DEEP))
+
+
+@pytest.mark.parametrize("place", list(DEEP_PLACES))
+def test_m2_9_b_lenient_carries_a_deep_payload_as_written(place: str) -> None:
+    """[M2.9-b] Lenient: the payload is carried as written, with a recovered warning."""
+    m = XmlMigrator(agent=A, lenient=True)
+    lines = m.feed(DEEP_PLACES[place].replace("{}", DEEPER)) + m.close()
+    assert DEEPER in "".join(json.loads(line)["delta"] for line in lines)
+    assert [(w.section, w.recovered) for w in m.warnings if w.section == "M2.9"] == [("M2.9", True)]
+
+
+def test_m2_9_b_deep_arguments_are_no_era_evidence() -> None:
+    """[M2.9-b] Too deep to read under either era's reading: no decision from them (§M3.1-b).
+
+    The era is then guessed by §M3.1-d, with its note, as for any undecided backslash.
+    """
+    m = XmlMigrator(agent=A, lenient=True)
+    m.feed(DEEP_PLACES["arguments read for the era"].replace("{}", DEEPER))
+    assert m.era == "later"
+    assert [w.section for w in m.warnings] == ["M3.1", "M2.9"]
