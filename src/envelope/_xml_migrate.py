@@ -75,6 +75,8 @@ _WS: Final = " \t\r\n"
 #: The first character that is not ``_WS``: ``search(buf, at)`` is ``lstrip`` without a copy.
 _NON_WS: Final = re.compile(r"[^ \t\r\n]")
 _CDATA: Final = "<![CDATA["
+#: Characters of a text that an error message shows (``_show``); one more tells it was cut.
+_SHOWN: Final = 60
 _CDATA_REOPEN: Final = "]]><![CDATA["
 _json_decode = msgspec.json.decode
 _decode_raw_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
@@ -366,6 +368,8 @@ class XmlMigrator:
         self._held_scan = ""  # unpaired backslash carried by the evidence scan
         self._held_size = 0
         self._stray_open = False
+        self._stray_run = False  # the current run of text outside any block was reported (§M4.2-b)
+        self._no_hold = False  # at the end of the input or a [DONE] record: hold no text back
         self._body: _Body | None = None
         self._has_text: set[str] = set()
         self._client_n_warned = False
@@ -814,6 +818,11 @@ class XmlMigrator:
         return not (self.era == "later" and self._stream_hold)
 
     def _done_record(self, at: Position) -> None:
+        if self._state is _S.TOP and self._buf:
+            # Text held back for its report (§M4.2-b) ends at a record boundary like this one.
+            self._no_hold = True
+            self._run()
+            self._no_hold = False
         if self._state is _S.TOP and _NON_WS.search(self._buf, self._at) is None:
             if self._done_seen:
                 self._problem("a second [DONE] record", at, "M1.3")
@@ -935,15 +944,30 @@ class XmlMigrator:
             self._consume_to(j)
             self._begin_tag()
             return True
+        # Text outside any block: one report per run, up to the next `<`, showing the
+        # run's first characters from its first non-whitespace one (§M4.2-b). Until that
+        # many are here, they are held (at most _SHOWN + 1), so the report is the same
+        # wherever the chunks split.
         k = buf.find("<", j)
+        if k < 0 and not (self._stray_run or self._no_hold) and len(buf) - j <= _SHOWN:
+            if j > a:
+                if self._stray_open:
+                    self._stray(buf[a:j], self._pos(a))
+                self._consume_to(j)
+            return False
         if k < 0:
             k = len(buf)
         start = a if self._stray_open else j
-        self._problem_stray(buf[start:k], self._pos(start), "text outside any block")
+        if self._stray_run:
+            self._stray(buf[start:k], self._pos(start))
+        else:
+            self._stray_run = True
+            self._problem_stray(buf[start:k], self._pos(j), "text outside any block", shown=buf[j:k])
         self._consume_to(k)
         return bool(self._buf)
 
     def _begin_tag(self) -> None:
+        self._stray_run = False
         self._state = _S.TAG
         self._scan = 1
         self._quote = ""
@@ -1102,12 +1126,12 @@ class XmlMigrator:
             raise MigrationError(f"{why}: {_show(text)}", position=pos, section="M4.1")
         self._problem_stray(text, pos, why)
 
-    def _problem_stray(self, text: str, pos: Position, why: str) -> None:
+    def _problem_stray(self, text: str, pos: Position, why: str, *, shown: str | None = None) -> None:
         """Text that belongs to no block: an error, or in lenient mode a text block of its own (§M4.2)."""
         if not text:
             return
         self._problem(
-            f"{why}: {_show(text)}" + ("; kept as text" if self.lenient else ""),
+            f"{why}: {_show(text if shown is None else shown)}" + ("; kept as text" if self.lenient else ""),
             pos,
             "M4.2",
         )
@@ -1707,6 +1731,9 @@ class XmlMigrator:
     # ------------------------------------------------------------------ end of input
 
     def _end_of_input(self) -> None:
+        self._no_hold = True
+        if self._state is _S.TOP:
+            self._run()  # text held back for its report (§M4.2-b)
         state = self._state
         if state is _S.TAG:
             text = "".join(self._tag_parts) + self._buf[self._at :]
@@ -1828,7 +1855,7 @@ def _is_json(text: str) -> bool:
     return True
 
 
-def _show(text: str, limit: int = 60) -> str:
+def _show(text: str, limit: int = _SHOWN) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "…")
 
 

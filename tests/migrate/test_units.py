@@ -445,3 +445,45 @@ def test_m2_9_b_deep_arguments_are_no_era_evidence() -> None:
     m.feed(DEEP_PLACES["arguments read for the era"].replace("{}", DEEPER))
     assert m.era == "later"
     assert [w.section for w in m.warnings] == ["M3.1", "M2.9"]
+
+
+def test_m4_2_b_text_outside_blocks_is_reported_once_per_run_wherever_it_splits() -> None:
+    """[M4.2-b] Found by the chunking property: a run of stray text split across feeds gave one report per piece."""
+    text = '<]]>meta_init data="x"></meta_init>'
+    reports = []
+    for cut in (None, 5, 6, 20):
+        m = XmlMigrator(agent=A, lenient=True)
+        pieces = [text] if cut is None else [text[:cut], text[cut:]]
+        lines = [line for piece in pieces for line in m.feed(piece)] + m.close()
+        reports.append([str(w) for w in m.warnings])
+        assert reconstruct(lines).to_dict()["agents"][A]["blocks"][0]["content"] == text
+    assert reports[0] == [
+        "line 1, byte 0: malformed tag: '<]]>'; kept as text (spec §M4.2)",
+        "line 1, byte 4: text outside any block: 'meta_init data=\"x\">'; kept as text (spec §M4.2)",
+        "line 1, byte 23: closing tag </meta_init> with no open block: '</meta_init>'; kept as text (spec §M4.2)",
+    ]
+    assert all(r == reports[0] for r in reports)
+
+
+def migrate_all(pieces: list[str]) -> list[bytes]:
+    m = XmlMigrator(agent=A)
+    return [line for piece in pieces for line in m.feed(piece)] + m.close()
+
+
+def test_m4_2_b_a_long_run_is_shown_cut_and_strict_mode_names_the_same_text() -> None:
+    """[M4.2-b] The report shows the run's first 60 characters from its first non-whitespace one."""
+    text = "<content-block-text>a</content-block-text>  " + "x" * 100 + "<content-block-text>b</content-block-text>"
+    messages = set()
+    for cut in range(40, 120, 7):
+        with pytest.raises(MigrationError) as info:
+            migrate_all([text[:cut], text[cut:]])
+        messages.add(str(info.value))
+    assert messages == {"line 1, byte 44: text outside any block: '" + "x" * 60 + "…' (spec §M4.2)"}
+
+
+def test_m4_2_b_held_stray_text_ends_before_done() -> None:
+    """[M4.2-b] Stray text held for its report ends at a [DONE] record, which stays the terminator."""
+    m = XmlMigrator(agent=A, lenient=True)
+    lines = m.feed(b"data: ab\n\ndata: [DONE]\n\n") + m.close()
+    assert lines[-1] == b"[DONE]"
+    assert [str(w) for w in m.warnings] == ["line 1, byte 6: text outside any block: 'ab'; kept as text (spec §M4.2)"]
