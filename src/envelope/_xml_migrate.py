@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final, Literal
 from ._encoder import Emitter
 from ._errors import EncodeError, MigrationError, Position
 from ._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_BYTES, DEFAULT_MAX_LEGACY_TAG_CHARS
-from ._xml_scan import _S, InputKind, MigrationWarning
+from ._xml_scan import _DONE, InputKind, MigrationWarning
 from ._xml_translate import Era, _Translator
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class XmlMigrator(_Translator):
         Raises:
             MigrationError: input that cannot be converted, with its position (§M4.1).
         """
-        if self._state is _S.DONE:
+        if self._state is _DONE:
             raise MigrationError("feed() after close()")
         if isinstance(chunk, str):
             try:
@@ -142,7 +142,7 @@ class XmlMigrator(_Translator):
             MigrationError: the input stops inside a record, a character, a tag or a block
                 (in lenient mode, the recoverable ones become warnings).
         """
-        if self._state is _S.DONE:
+        if self._state is _DONE:
             return []
         self._front(final=True)
         try:
@@ -156,7 +156,7 @@ class XmlMigrator(_Translator):
         self._end_of_input()
         if self._done_seen:
             self._out.append(DONE_LINE)
-        self._state = _S.DONE
+        self._state = _DONE
         return self._take()
 
     def _pos_in(self, offset: int) -> Position:

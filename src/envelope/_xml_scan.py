@@ -131,6 +131,17 @@ class _S(Enum):
     __hash__ = object.__hash__
 
 
+# The members as module constants: a global lookup, not an attribute lookup on the Enum
+# class (about 6x faster; the machine compares states several times per record).
+_TOP: Final = _S.TOP
+_TAG: Final = _S.TAG
+_EMPTY: Final = _S.EMPTY
+_STREAM: Final = _S.STREAM
+_BODY: Final = _S.BODY
+_CITATIONS: Final = _S.CITATIONS
+_DONE: Final = _S.DONE
+
+
 def _mode(lead: str, kind: str) -> str:
     """How a buffered body is written, from its first non-whitespace characters (§M2.3)."""
     if lead.startswith(_CDATA):
@@ -247,7 +258,7 @@ class _Scanner:
         self._done_seen = False
         self._after_done_warned = False
         # tokenizer
-        self._state = _S.TOP
+        self._state = _TOP
         # The tokenizer reads ``_buf[_at:]``; consuming moves ``_at`` (slicing the buffer per
         # token would copy the rest of a large chunk once per token). The buffer is emptied
         # when all of it is consumed and compacted when text is added, and what is left then
@@ -271,39 +282,39 @@ class _Scanner:
         self._body: _Body | None = None
         #: The step for each state: the one dispatch of the machine (``_run``).
         self._steps: Final[dict[_S, Callable[[], bool]]] = {
-            _S.TOP: self._top,  # §M2: whitespace, then a tag
-            _S.TAG: self._tag,  # §M2.4, §M2.8: a tag's end, outside quotes
-            _S.EMPTY: self._empty,  # §M2.2: the close tag of an empty element
-            _S.STREAM: self._stream,  # §M2.1: raw body text up to its exact close tag
-            _S.BODY: self._body_step,  # §M2.3: a buffered body up to the close tag that ends it
-            _S.CITATIONS: self._citations_step,  # §M2.10: <citation> elements
+            _TOP: self._top,  # §M2: whitespace, then a tag
+            _TAG: self._tag,  # §M2.4, §M2.8: a tag's end, outside quotes
+            _EMPTY: self._empty,  # §M2.2: the close tag of an empty element
+            _STREAM: self._stream,  # §M2.1: raw body text up to its exact close tag
+            _BODY: self._body_step,  # §M2.3: a buffered body up to the close tag that ends it
+            _CITATIONS: self._citations_step,  # §M2.10: <citation> elements
         }
 
     # ------------------------------------------------------------------ transitions (called by the translator)
 
     def _to_top(self) -> None:
-        self._state = _S.CITATIONS if self._in_citations else _S.TOP
+        self._state = _CITATIONS if self._in_citations else _TOP
 
     def _to_stream(self, close: str) -> None:
         """§M2.1: a streamed body follows; only ``close`` ends it."""
         self._stream_close = close
         self._stream_close_b = close.encode()
-        self._state = _S.STREAM
+        self._state = _STREAM
 
     def _to_empty(self, close: str) -> None:
         """§M2.2: an empty element; its close tag follows."""
         self._empty_close = close
-        self._state = _S.EMPTY
+        self._state = _EMPTY
 
     def _to_body(self, body: _Body) -> None:
         """§M2.3: a buffered body follows, gathered in ``body``."""
         self._body = body
-        self._state = _S.BODY
+        self._state = _BODY
 
     def _to_citations(self, inside: bool) -> None:
         """§M2.10: enter (or leave) the ``<citations>`` container."""
         self._in_citations = inside
-        self._state = _S.CITATIONS if inside else _S.TOP
+        self._state = _CITATIONS if inside else _TOP
 
     # ------------------------------------------------------------------ hooks (the translator's)
 
@@ -408,7 +419,7 @@ class _Scanner:
                     if at >= 0:
                         i = self._record(raw, i, at)
                         continue
-                if self._state is _S.STREAM and self._rec_start and self._stream_fast():
+                if self._state is _STREAM and self._rec_start and self._stream_fast():
                     j = self._stream_run(raw, i)
                     if j != i:
                         i = j
@@ -428,7 +439,7 @@ class _Scanner:
                     if whole.startswith(raw[i:]) and not final:
                         return  # not enough bytes to tell
                 at = raw.find(_SEP, i)
-                if at >= 0 and self._state is _S.STREAM and self._rec_start and self._stream_fast():
+                if at >= 0 and self._state is _STREAM and self._rec_start and self._stream_fast():
                     j = self._stream_records(raw, i, at)
                     if j != i:
                         i = j
@@ -529,13 +540,13 @@ class _Scanner:
         body, a record that is exactly the close tag ends the block, as ``_stream`` would.
         """
         state = self._state
-        if state is _S.STREAM:
+        if state is _STREAM:
             if record == self._stream_close_b and self._stream_fast():
                 self._seams = [(0, offset + len(record), line)]
                 self._end_stream()
                 return True
             return False
-        if state is not _S.TOP:
+        if state is not _TOP:
             return False
         try:
             text = record.decode("utf-8")
@@ -569,13 +580,13 @@ class _Scanner:
     def _record_rest(self, rest: str, end: tuple[int, int]) -> None:
         """The rest of a tag record after its open tag; ``end`` is the record's (offset, line)."""
         state = self._state
-        if state is _S.EMPTY:
+        if state is _EMPTY:
             if rest == self._empty_close:  # as _empty: the close tag right after the open tag
                 self._buf = ""
                 self._seams = [(0, *end)]
                 self._to_top()
                 return
-        elif state is _S.BODY:
+        elif state is _BODY:
             # As _body_step when the record holds the whole body: the first close tag is the
             # record's end, and it ends the body (§M2.3).
             body = self._body
@@ -590,12 +601,12 @@ class _Scanner:
         self._run()
 
     def _done_record(self, at: Position) -> None:
-        if self._state is _S.TOP and self._buf:
+        if self._state is _TOP and self._buf:
             # Text held back for its report (§M4.2-b) ends at a record boundary like this one.
             self._no_hold = True
             self._run()
             self._no_hold = False
-        if self._state is _S.TOP and _NON_WS.search(self._buf, self._at) is None:
+        if self._state is _TOP and _NON_WS.search(self._buf, self._at) is None:
             if self._done_seen:
                 self._problem("a second [DONE] record", at, "M1.3")
             self._done_seen = True
@@ -740,7 +751,7 @@ class _Scanner:
 
     def _begin_tag(self) -> None:
         self._stray_run = False
-        self._state = _S.TAG
+        self._state = _TAG
         self._scan = 1
         self._quote = ""
         self._tag_parts = []

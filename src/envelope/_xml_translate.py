@@ -22,9 +22,14 @@ from ._encoder import CitationData, Emitter, ImageRef
 from ._errors import MigrationError, Position
 from ._limits import MAX_NESTING_DEPTH
 from ._xml_scan import (
+    _BODY,
     _CDATA,
-    _S,
+    _CITATIONS,
+    _EMPTY,
     _SEP,
+    _STREAM,
+    _TAG,
+    _TOP,
     _WS,
     _Body,
     _plain_unescape,
@@ -682,10 +687,10 @@ class _Translator(_Scanner):
 
     def _end_of_input(self) -> None:
         self._no_hold = True
-        if self._state is _S.TOP:
+        if self._state is _TOP:
             self._run()  # text held back for its report (§M4.2-b)
         state = self._state
-        if state is _S.TAG:
+        if state is _TAG:
             text = "".join(self._tag_parts) + self._buf[self._at :]
             pos = self._tag_pos
             self._tag_parts = []
@@ -694,9 +699,9 @@ class _Translator(_Scanner):
             self._to_top()
             self._bad_tag(text, pos, "input ends inside a tag")
             state = self._state
-        if state is _S.EMPTY:
+        if state is _EMPTY:
             self._problem(f"input ends before {self._empty_close}", self._pos(len(self._buf)), "M4.1")
-        elif state is _S.STREAM:
+        elif state is _STREAM:
             self._problem(
                 f"input ends inside <{self._stream_close[2:-1]}> (block still open); closed here",
                 self._stream_pos,
@@ -707,7 +712,7 @@ class _Translator(_Scanner):
                 self._buf = ""
                 self._at = 0
             self._end_stream()
-        elif state is _S.BODY:
+        elif state is _BODY:
             body = self._body
             assert body is not None
             self._problem(f"input ends inside <{body.tag}> (block still open); its content is kept", body.pos, "M4.1")
@@ -717,7 +722,7 @@ class _Translator(_Scanner):
             self._finish_body(truncated=True)
             if self._in_citations:
                 self._citations_tag("</citations>", "citations", True, False, {}, body.pos)
-        elif state is _S.CITATIONS:
+        elif state is _CITATIONS:
             self._problem("input ends inside <citations>; the citations read are kept", self._cits_pos, "M4.1")
             self._citations_tag("</citations>", "citations", True, False, {}, self._cits_pos)
         if self._stray_open:
