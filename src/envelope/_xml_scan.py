@@ -337,7 +337,7 @@ class _Scanner:
     def _stray(self, text: str, pos: Position) -> None:  # pragma: no cover - the translator's
         raise NotImplementedError
 
-    def _stream_text(self, text: str, at: int) -> None:  # pragma: no cover - the translator's
+    def _stream_text(self, text: str) -> None:  # pragma: no cover - the translator's
         raise NotImplementedError
 
     def _end_stream(self) -> None:  # pragma: no cover - the translator's
@@ -873,13 +873,13 @@ class _Scanner:
         close = self._stream_close
         at = buf.find(close, a)
         if at >= 0:
-            self._stream_text(buf[a:at], a)
+            self._stream_text(buf[a:at])
             self._consume_to(at + len(close))
             self._end_stream()
             return True
         end = len(buf) - _partial_suffix(buf, close, a)
         if end > a:
-            self._stream_text(buf[a:end], a)
+            self._stream_text(buf[a:end])
             self._consume_to(end)
         return False
 

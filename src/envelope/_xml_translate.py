@@ -387,18 +387,18 @@ class _Translator(_Scanner):
         self._stream_hold = ""
         self._to_stream(f"</{name}>")
 
-    def _stream_text(self, text: str, at: int) -> None:
+    def _stream_text(self, text: str) -> None:
         if not text:
             return
         if self.era is None:
             if "\n" in text:
                 # §M3.1-a: a raw LF inside a text block means the early era.
-                self._decide("early", self._pos(at), "a raw line feed inside a text or thinking block")
+                self._decide("early", self._stream_pos, "a raw line feed inside a text or thinking block")
                 if self._held:
                     text = "".join(self._held) + text
                     self._held, self._held_size, self._held_scan = [], 0, ""
             elif self._held or "\\" in text:
-                self._hold(text, at)
+                self._hold(text)
                 return
             else:
                 self._emit_stream(text)
@@ -412,9 +412,10 @@ class _Translator(_Scanner):
         if run % 2:
             self._stream_hold = "\\"
             text = text[:-1]
-        self._emit_stream(self._undo_later(text, self._pos(at)))
+        # Reported at the block's open tag (§M3.2, §M4.1): where a piece starts depends on the chunks.
+        self._emit_stream(self._undo_later(text, self._stream_pos))
 
-    def _hold(self, text: str, at: int) -> None:
+    def _hold(self, text: str) -> None:
         """Era undecided: keep era-dependent text of this block until evidence (§M3.1-c)."""
         self._held.append(text)
         self._held_size += len(text)
@@ -422,12 +423,12 @@ class _Translator(_Scanner):
         verdict, rest = _scan_pairs(scan)
         self._held_scan = rest
         if verdict:
-            self._decide("early", self._pos(at), "a backslash escape the later era never writes")
+            self._decide("early", self._stream_pos, "a backslash escape the later era never writes")
         elif self._held_size > self.max_block_chars:
-            self._decide("later", self._pos(at), "")
+            self._decide("later", self._stream_pos, "")
         if self.era is not None:
             held, self._held, self._held_size, self._held_scan = self._held, [], 0, ""
-            self._stream_text("".join(held), at)
+            self._stream_text("".join(held))
 
     def _emit_stream(self, text: str) -> None:
         if text:
@@ -437,7 +438,7 @@ class _Translator(_Scanner):
         if self._held:
             self._decide("later", self._stream_pos, "")
             held, self._held, self._held_size, self._held_scan = self._held, [], 0, ""
-            self._stream_text("".join(held), 0)
+            self._stream_text("".join(held))
         if self._stream_hold:
             self._problem("a lone backslash at the end of a later-era block; kept", self._stream_pos, "M3.2")
             self._emit_stream(self._stream_hold)
@@ -708,7 +709,7 @@ class _Translator(_Scanner):
                 "M4.1",
             )
             if self._buf:
-                self._stream_text(self._buf[self._at :], self._at)
+                self._stream_text(self._buf[self._at :])
                 self._buf = ""
                 self._at = 0
             self._end_stream()

@@ -103,6 +103,15 @@ cut_points = st.lists(st.integers(0, 1 << 16), max_size=24)
 @example((b'<meta_init data="{}">\n <x>', {"agent": AGENT, "lenient": True}), [22, 23])
 # Found by this property: a run of stray text split across feeds was reported once per piece (§M4.2-b).
 @example((b'<]]>meta_init data="{}"></meta_init>', {"agent": AGENT, "lenient": True}), [5])
+# Found by this property: a bad later-era escape in a streamed body was placed at the start
+# of the piece of text it arrived in (§M3.2 now places it at the block's open tag).
+@example(
+    (
+        b"<content-block-text>;<&/content-block-text><![CDATA[\\]]></content-block-text>",
+        {"agent": AGENT, "era": "later"},
+    ),
+    [42],
+)
 @given(legacy_input(), cut_points)
 def test_output_does_not_depend_on_chunking(case: tuple[bytes, dict[str, Any]], points: list[int]) -> None:
     _check(case, points)

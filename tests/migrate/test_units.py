@@ -465,8 +465,8 @@ def test_m4_2_b_text_outside_blocks_is_reported_once_per_run_wherever_it_splits(
     assert all(r == reports[0] for r in reports)
 
 
-def migrate_all(pieces: list[str]) -> list[bytes]:
-    m = XmlMigrator(agent=A)
+def migrate_all(pieces: list[str], **options: Any) -> list[bytes]:
+    m = XmlMigrator(agent=A, **options)
     return [line for piece in pieces for line in m.feed(piece)] + m.close()
 
 
@@ -487,3 +487,13 @@ def test_m4_2_b_held_stray_text_ends_before_done() -> None:
     lines = m.feed(b"data: ab\n\ndata: [DONE]\n\n") + m.close()
     assert lines[-1] == b"[DONE]"
     assert [str(w) for w in m.warnings] == ["line 1, byte 6: text outside any block: 'ab'; kept as text (spec §M4.2)"]
+
+
+def test_m3_2_a_bad_later_escape_in_a_streamed_body_is_placed_at_its_open_tag() -> None:
+    """[M3.2-a] Found by the chunking property: the position depended on where the text was cut."""
+    text = "\n<content-block-text>abc \\] d</content-block-text>"
+    for cut in (None, 10, 26, 27):
+        pieces = [text] if cut is None else [text[:cut], text[cut:]]
+        with pytest.raises(MigrationError, match="never writes") as info:
+            migrate_all(pieces, era="later")
+        assert (info.value.position.line, info.value.position.offset) == (2, 1)
