@@ -1257,6 +1257,11 @@ _SSE_FIELDS: Final = frozenset({b"data", b"event", b"id", b"retry"})
 #: An LF, then a line the SSE line checks might report: not `data:` and not blank. (A
 #: comment might: the checks read on past it when a CR ends it, as in ``: x\revent: y``.)
 _OTHER_SSE_LINE: Final = re.compile(rb"\n(?!data:|\r?\n)")
+#: The end of an SSE line: CRLF, CR or LF (WHATWG; spec §2.3-a).
+_LINE_END: Final = re.compile(rb"\r\n?|\n")
+#: A line of only spaces and tabs, ended by LF or CRLF: no event and no content in either format.
+_BLANK_LF: Final = re.compile(rb"[ \t]*\r?\n")
+_BLANK_LINES: Final = frozenset({b"\n", b"\r\n", b"\r"})
 
 
 def _reader_code(error: DecodeError) -> str:
@@ -1289,10 +1294,14 @@ class StreamValidator:
     __slots__ = (
         "_base_line",
         "_base_offset",
+        "_clean",
         "_closed",
-        "_cr_pending",
+        "_cr_end",
+        "_drop_lf",
         "_format",
         "_head",
+        "_jl_line",
+        "_jl_start",
         "_line_no",
         "_line_start",
         "_max_line",
@@ -1300,9 +1309,9 @@ class StreamValidator:
         "_pending_line",
         "_quiet",
         "_reader",
-        "_skip_cr",
         "_skipping",
         "_unknown_seen",
+        "_unreadable_seen",
         "format",
         "validator",
     )
@@ -1329,13 +1338,20 @@ class StreamValidator:
         self._base_line = 0  # the current reader's line 1 is input line _base_line + 1
         self._base_offset = 0
         self._offset = 0  # input offset of the next byte fed
-        self._line_no = 1  # input line (counting LF) at self._offset
-        self._line_start = 0  # input offset where that line starts
+        # The input line at self._offset and where it starts. Lines end as the reader
+        # ends them: LF in JSON lines; CR, LF or CRLF in SSE (and before detection).
+        self._line_no = 1
+        self._line_start = 0
+        # Before detection only: the same, counting LF alone (what JSON lines will count).
+        self._jl_line = 1
+        self._jl_start = 0
         self._head = b""  # the first bytes of the current line (for the SSE field checks)
-        self._skipping = False  # after an unreadable line: drop bytes up to the next LF
-        self._skip_cr = 0  # CR line ends (SSE) seen while skipping
-        self._cr_pending = False  # the bytes skipped so far end in CR
+        self._skipping = False  # after an unreadable line: drop bytes up to its line end
+        self._cr_end = False  # the last line ended in CR: an LF next is the rest of a CRLF
+        self._drop_lf = False  # ... and the reader restarted after it: drop that LF here
+        self._clean = True  # the reader was fed nothing, or only one LF (see _absorb)
         self._unknown_seen = False
+        self._unreadable_seen = False  # an E100 or E109 was reported
         self._pending_line = 0  # the unreadable line being skipped
         self._quiet = 0  # an input offset where the reader held no event (see _whole_ok)
         self._closed = False
@@ -1350,24 +1366,24 @@ class StreamValidator:
             raise DecodeError("feed() after close()")
         out: list[Violation] = []
         # The line that began in an earlier chunk, and the one this chunk leaves open,
-        # go through the reference path one piece each (_piece). The complete lines
-        # between them go to the reader in one call when no line among them can make
-        # the reader raise or the SSE line checks speak (_whole_ok); otherwise line by
-        # line, as before. Both give the same violations: tests/validator property
+        # go through the reference path (_feed_by_line). The complete lines between them go to
+        # the reader in one call when no line among them can make the reader raise or
+        # the SSE line checks speak (_whole_ok); otherwise line by line, as before. Both
+        # give the same violations: tests/validator property
         # test_fast_path_equals_line_by_line.
         first = chunk.find(b"\n")
         if first < 0:
             if chunk:
-                self._piece(chunk, False, out)
+                self._feed_by_line(chunk, out)
             return out
-        self._piece(chunk[: first + 1], True, out)
+        self._feed_by_line(chunk[: first + 1], out)
         start = first + 1
         last = chunk.rfind(b"\n")
         if last > first and chunk[start] == 0x0A:
             # A blank line next (it ends the SSE event the first line was part of): on
             # its own too, so the span can start with an event, as the reader's batch
             # path needs (StreamReader.feed_batch).
-            self._piece(b"\n", True, out)
+            self._feed_by_line(b"\n", out)
             start += 1
         if last >= start:
             if self._whole_ok(chunk, start, last + 1):
@@ -1375,18 +1391,8 @@ class StreamValidator:
             else:
                 self._feed_by_line(chunk[start : last + 1], out)
         if last + 1 < len(chunk):
-            self._piece(chunk[last + 1 :], False, out)
+            self._feed_by_line(chunk[last + 1 :], out)
         return out
-
-    def _feed_by_line(self, chunk: bytes, out: list[Violation]) -> None:
-        """The reference path: ``chunk`` one physical line (or its piece) at a time."""
-        start = 0
-        n = len(chunk)
-        while start < n:
-            end = chunk.find(b"\n", start)
-            stop = n if end < 0 else end + 1
-            self._piece(chunk[start:stop], end >= 0, out)
-            start = stop
 
     def _whole_ok(self, chunk: bytes, start: int, stop: int) -> bool:
         """Whether ``chunk[start:stop]`` (complete lines, from a line start) may go to the reader whole.
@@ -1397,8 +1403,10 @@ class StreamValidator:
         (ruled out by decoding the span), on a line over ``max_line_bytes`` (the span is
         no longer) and on an event's data over it (the data of the event in progress came
         after the last point where no event was, ``_quiet``, so the bytes since then bound it).
+        A lone CR ends an SSE line the LF count would miss, so an SSE span with one takes
+        the line-by-line path, which counts it.
         """
-        if self._skipping or self.format is None or self._reader.format is None:
+        if self._skipping or self.format is None or self._reader.format is None or self._cr_end:
             return False
         size = stop - start
         if size > self._max_line:
@@ -1407,13 +1415,19 @@ class StreamValidator:
         if sse and self._offset - self._quiet + size > self._max_line:
             return False
         span = memoryview(chunk)[start:stop]
+        if (
+            sse
+            and chunk.find(b"\r", start, stop) >= 0
+            and chunk.count(b"\r", start, stop) != chunk.count(b"\r\n", start, stop)
+        ):
+            return False
         if not chunk.isascii():
             try:
                 str(span, "utf-8")
             except UnicodeDecodeError:
                 return False
         if sse:
-            # Lines other than `data:`, comments and blank ones: check them as _piece would.
+            # Lines other than `data:`, comments and blank ones: check them as _feed_by_line would.
             search = _OTHER_SSE_LINE.search
             at = start - 1  # chunk[start - 1] is the LF that ends the line before
             end = stop - 1
@@ -1471,26 +1485,66 @@ class StreamValidator:
             elif lines_bytes.startswith(b"\r\n"):
                 self._quiet = at + 2
 
-    def _piece(self, piece: bytes, complete: bool, out: list[Violation]) -> None:
-        """One piece of one physical line: up to and including its LF when ``complete``."""
+    def _feed_by_line(self, piece: bytes, out: list[Violation]) -> None:
+        """The reference path: ``piece`` one line at a time, each with its line end.
+
+        Each call of the reader then completes at most one line, so when it raises, the
+        fault is in that line and every event before it has been returned: what is
+        found cannot depend on how the input was chunked (issue 12 §3). The line ends
+        are the reader's: LF in JSON lines; CR, LF or CRLF in SSE and before detection.
+        """
+        n = len(piece)
+        start = 0
+        while start < n:
+            if self.format == "jsonl":
+                end = piece.find(b"\n", start)
+            else:
+                found = _LINE_END.search(piece, start)
+                end = -1 if found is None else found.end() - 1
+            stop = n if end < 0 else end + 1
+            self._segment(piece[start:stop], out)
+            start = stop
+
+    def _ends_line(self, segment: bytes) -> bool:
+        last = segment[-1]
+        return last == 0x0A or (last == 0x0D and self.format != "jsonl")
+
+    def _segment(self, segment: bytes, out: list[Violation]) -> None:
+        """Bytes of one line, up to and including its line end if they have it."""
         at = self._offset
-        self._offset += len(piece)
+        self._offset += len(segment)
+        crlf_rest = False  # the LF of a CRLF split across chunks: it ends no new line
+        if self._cr_end:
+            self._cr_end = False
+            crlf_rest = segment == b"\n"
+            if crlf_rest and self._drop_lf:
+                # the reader restarted after the CR: the LF went with the unreadable line
+                self._drop_lf = False
+                self._base_offset += 1
+                self._quiet = self._line_start = self._jl_start = self._offset
+                return
+        self._drop_lf = False
         if self._skipping:
-            self._count_cr(piece)
-            if complete:
-                self._restart()
+            if self._ends_line(segment) and not crlf_rest:
+                self._restart(segment[-1] == 0x0D)
             return
-        if len(self._head) < 256:
-            self._head += piece[: 256 - len(self._head)]
+        if not crlf_rest and self.format is None and self._clean and _BLANK_LF.fullmatch(segment):
+            self._absorb()
+            return
+        self._clean = False
+        if not crlf_rest and len(self._head) < 256:
+            self._head += segment[: 256 - len(self._head)]
+        detected = self.format is None
         try:
-            lines = self._reader.feed(piece)
+            lines = self._reader.feed(segment)
         except DecodeError as exc:
-            self._unreadable(exc, piece, at, complete, out)
+            self._set_format()
+            self._unreadable(exc, segment, at, out)
             return
-        if complete and at == self._line_start and (piece == b"\n" or piece == b"\r\n"):
-            self._quiet = self._offset  # a blank line: no event in progress after it
-        if self.format is None:
-            self.format = self._reader.format
+        self._set_format()
+        if detected and self.format is None and segment[-1] == 0x0A:
+            self._jl_line += 1
+            self._jl_start = self._offset
         check = self.validator._text
         for raw in lines:
             data = raw.data
@@ -1499,12 +1553,46 @@ class StreamValidator:
             check(data, line, offset, out)
             if "\n" in data:
                 out.append(self._multi_data(data, line, offset))
-        if complete:
+        if crlf_rest:
+            if self._quiet == at:
+                self._quiet = self._offset
+            self._line_start = self._offset
+            return
+        if self._ends_line(segment):
+            if at == self._line_start and segment in _BLANK_LINES:
+                self._quiet = self._offset  # a blank line: no event in progress after it
             if self.format == "sse":
                 self._check_sse_line(out)
             self._line_no += 1
             self._line_start = self._offset
             self._head = b""
+            self._cr_end = segment[-1] == 0x0D
+
+    def _set_format(self) -> None:
+        """Take the format once the reader has detected it; JSON lines count lines by LF alone."""
+        if self.format is None and self._reader.format is not None:
+            self.format = self._reader.format
+            if self.format == "jsonl":
+                self._line_no, self._line_start = self._jl_line, self._jl_start
+
+    def _absorb(self) -> None:
+        """A blank line before the format is known: restart the reader after it, holding only its LF.
+
+        The reader would otherwise keep every leading blank line until the first byte of
+        content and look at all of them again per line (issue 18 §1). Blank lines carry
+        no event in either format; the one LF the fresh reader is fed keeps a byte order
+        mark after them from counting as the input's first bytes, as for the reader
+        that saw them all.
+        """
+        self._base_line = self._line_no - 1
+        self._base_offset = self._offset - 1
+        self._reader = StreamReader("auto", max_line_bytes=self._max_line)
+        self._reader.feed(b"\n")
+        self._line_no += 1
+        self._line_start = self._jl_start = self._offset
+        self._jl_line += 1
+        self._quiet = self._offset
+        self._head = b""
 
     @staticmethod
     def _multi_data(data: str, line: int, offset: int) -> Violation:
@@ -1562,45 +1650,34 @@ class StreamValidator:
                 )
             )
 
-    def _unreadable(self, exc: DecodeError, piece: bytes, at: int, complete: bool, out: list[Violation]) -> None:
+    def _unreadable(self, exc: DecodeError, segment: bytes, at: int, out: list[Violation]) -> None:
         code = _reader_code(exc)
         where = exc.position
         line = self._line_no if where.line is None else where.line + self._base_line
         err_at = at if where.offset is None else where.offset + self._base_offset
         line_start = self._line_start if line == self._line_no else err_at
         column = max(1, err_at - line_start + 1)
+        self._unreadable_seen = True
         out.append(_violation(code, exc.message + "; skipped to the next line", line, line_start, column=column))
-        # Resume after the next LF with a fresh reader. Lines the reader counted by a lone
-        # CR (SSE) between the bad byte and that LF shift the numbering.
-        rest = piece[max(0, err_at - at) :]
-        self._skip_cr = 0
-        self._cr_pending = False
-        self._count_cr(rest)
-        self._skipping = True
+        # [V2.3-a] resume after the end of the unreadable line (the reader's line end: CR
+        # counts in SSE) with a fresh reader; the event it was part of is lost with it.
         self._pending_line = line
-        if complete:
-            self._restart()
+        self._skipping = True
+        if self._ends_line(segment):
+            self._restart(segment[-1] == 0x0D)
 
-    def _count_cr(self, data: bytes) -> None:
-        """Count the lone CRs of ``data`` (SSE line ends), a CR at a chunk's end pending its next byte."""
-        if self.format != "sse" or not data:
-            return
-        if self._cr_pending and data[0] != 0x0A:
-            self._skip_cr += 1
-        self._cr_pending = data[-1] == 0x0D
-        self._skip_cr += data.count(b"\r") - data.count(b"\r\n") - (1 if self._cr_pending else 0)
-
-    def _restart(self) -> None:
+    def _restart(self, after_cr: bool) -> None:
         self._skipping = False
-        self._base_line = self._pending_line + self._skip_cr
+        self._base_line = self._pending_line
         self._base_offset = self._offset
         self._quiet = self._offset
-        self._skip_cr = 0
         fmt: Literal["auto", "sse", "jsonl"] = self.format or self._format
         self._reader = StreamReader(fmt, max_line_bytes=self._max_line)
-        self._line_no = self._base_line + 1
-        self._line_start = self._offset
+        self._clean = True
+        self._line_no = self._jl_line = self._base_line + 1
+        self._line_start = self._jl_start = self._offset
         self._head = b""
+        self._cr_end = self._drop_lf = after_cr
 
     def close(self) -> list[Violation]:
         """Signal the end of the recording; return the last violations.
@@ -1629,6 +1706,8 @@ class StreamValidator:
             if self._head and self.format == "sse":
                 self._check_sse_line(out)
         for violation in self.validator.close():
+            if violation.code == "E167" and self._unreadable_seen:
+                continue  # the input held lines; E100/E109 said why none could be read
             if violation.code == "E167" and self._offset:
                 fmt = self.format or "unknown"
                 violation = msgspec.structs.replace(
