@@ -1300,6 +1300,8 @@ class StreamValidator:
         "_drop_lf",
         "_format",
         "_head",
+        "_held",
+        "_held_size",
         "_jl_line",
         "_jl_start",
         "_line_no",
@@ -1346,6 +1348,8 @@ class StreamValidator:
         self._jl_line = 1
         self._jl_start = 0
         self._head = b""  # the first bytes of the current line (for the SSE field checks)
+        self._held: list[bytes] = []  # the current line's bytes not yet fed to the reader
+        self._held_size = 0
         self._skipping = False  # after an unreadable line: drop bytes up to its line end
         self._cr_end = False  # the last line ended in CR: an LF next is the rest of a CRLF
         self._drop_lf = False  # ... and the reader restarted after it: drop that LF here
@@ -1528,18 +1532,31 @@ class StreamValidator:
             if self._ends_line(segment) and not crlf_rest:
                 self._restart(segment[-1] == 0x0D)
             return
+        if not crlf_rest and len(self._head) < 256:
+            self._head += segment[: 256 - len(self._head)]
+        if not self._ends_line(segment) and self._held_size + len(segment) <= self._max_line:
+            # Part of a line: held here until its line end (or until it is over the cap,
+            # when the reader must see it to refuse it), so the reader is fed each line
+            # once however small the chunks (issue 18 §1).
+            self._held.append(segment)
+            self._held_size += len(segment)
+            return
+        line_at = at - self._held_size
+        if self._held:
+            self._held.append(segment)
+            segment = b"".join(self._held)
+            self._held = []
+            self._held_size = 0
         if not crlf_rest and self.format is None and self._clean and _BLANK_LF.fullmatch(segment):
             self._absorb()
             return
         self._clean = False
-        if not crlf_rest and len(self._head) < 256:
-            self._head += segment[: 256 - len(self._head)]
         detected = self.format is None
         try:
             lines = self._reader.feed(segment)
         except DecodeError as exc:
             self._set_format()
-            self._unreadable(exc, segment, at, out)
+            self._unreadable(exc, segment, line_at, out)
             return
         self._set_format()
         if detected and self.format is None and segment[-1] == 0x0A:
@@ -1559,7 +1576,7 @@ class StreamValidator:
             self._line_start = self._offset
             return
         if self._ends_line(segment):
-            if at == self._line_start and segment in _BLANK_LINES:
+            if line_at == self._line_start and segment in _BLANK_LINES:
                 self._quiet = self._offset  # a blank line: no event in progress after it
             if self.format == "sse":
                 self._check_sse_line(out)
@@ -1689,6 +1706,15 @@ class StreamValidator:
             raise DecodeError("close() called twice")
         self._closed = True
         out: list[Violation] = []
+        if self._held and not self._skipping:
+            held = b"".join(self._held)
+            self._held = []
+            try:
+                self._reader.feed(held)  # no line end: it completes no line
+            except DecodeError as exc:
+                self._set_format()
+                self._unreadable(exc, held, self._offset - self._held_size, out)
+            self._set_format()
         if not self._skipping:
             try:
                 lines = self._reader.close()
