@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 import msgspec
 
 from ._decoder import DONE_DATA, RawLine, StreamReader, _LineBatch
+from ._depth import too_deep
 from ._errors import DecodeError
-from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES, MAX_CODE_POINT_BYTES
+from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES, MAX_CODE_POINT_BYTES, MAX_NESTING_DEPTH
 from ._types import ENVELOPE_TYPES, STREAMED_TYPES
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "W113": ("warning", "2.1", "SSE event with an event name other than message"),
     "W114": ("warning", "4.5", "citation_type not one the seed lists"),
     "W115": ("warning", "4.10", "server_tool_result name is not an API result block type"),
+    "E116": ("error", "6.7", "line or payload nested deeper than MAX_NESTING_DEPTH (256)"),
     # Block level (120-139)
     "E120": ("error", "7.2", "block left open at the end of the stream"),
     "E121": ("error", "5.1", "final marker of a streamed block with a non-empty delta"),
@@ -611,6 +613,21 @@ class Validator:
             return
         if self._done:
             self._after_done(lno, off, out)
+        deep = too_deep(text, MAX_NESTING_DEPTH)
+        if deep is not None:
+            # spec §6.7-a: no line nests deeper than the limit (a recursive parser would overflow)
+            at = len(text[:deep].encode("utf-8"))
+            out.append(
+                _violation(
+                    "E116",
+                    f"the line nests arrays and objects deeper than {MAX_NESTING_DEPTH} levels "
+                    f"(byte {at}); it is not parsed (spec/limits.md)",
+                    lno,
+                    off,
+                    column=at + 1,
+                )
+            )
+            return
         try:
             obj = _decode_json(text)
         except msgspec.MsgspecError as exc:
@@ -1011,6 +1028,21 @@ class Validator:
         if payload is None or kind not in _JSON_TYPES:
             return
         where = f"line {lno}" if last is None or last == lno else f"lines {lno}-{last}"
+        deep = too_deep(payload, MAX_NESTING_DEPTH)
+        if deep is not None:
+            # spec §6.7-a: a payload nested deeper than the limit is not parsed (given raw, §7.5)
+            out.append(
+                _violation(
+                    "E116",
+                    f"{kind} payload ({where}) nests arrays and objects deeper than {MAX_NESTING_DEPTH} "
+                    f"levels (character {deep}); it is not parsed (spec/limits.md)",
+                    lno,
+                    off,
+                    agent,
+                    kind,
+                )
+            )
+            return
         try:
             value = _decode_json(payload)
         except msgspec.MsgspecError as exc:
