@@ -59,6 +59,7 @@ CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "W114": ("warning", "4.5", "citation_type not one the seed lists"),
     "W115": ("warning", "4.10", "server_tool_result name is not an API result block type"),
     "E116": ("error", "6.7", "line or payload nested deeper than MAX_NESTING_DEPTH (256)"),
+    "E117": ("error", "6.4", "line holds an escaped lone surrogate (\\ud800 with no pair)"),
     # Block level (120-139)
     "E120": ("error", "7.2", "block left open at the end of the stream"),
     "E121": ("error", "5.1", "final marker of a streamed block with a non-empty delta"),
@@ -170,6 +171,32 @@ def _reason(exc: msgspec.MsgspecError) -> str:
     """msgspec's JSON error, worded as ours."""
     text = str(exc).removeprefix("JSON is malformed: ")
     return "the text ends inside a value" if text == "Input data was truncated" else text
+
+
+#: A JSON escape: ``\\uXXXX`` (group 1: the hex) or a backslash and one character.
+_ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+
+
+def _lone_surrogate(text: str) -> tuple[int, str] | None:
+    """The first escaped lone surrogate of a JSON text: ``(character index, the escape)``, or None.
+
+    Escapes are read left to right, so ``\\\\ud800`` (an escaped backslash, then text)
+    is not one. A high surrogate escape must be followed at once by a low one.
+    """
+    pending = -1  # index of a high surrogate escape waiting for its low half
+    for match in _ESCAPE.finditer(text):
+        at = match.start()
+        unit = int(match.group(1), 16) if match.group(1) else -1
+        if pending >= 0:
+            if at == pending + 6 and 0xDC00 <= unit <= 0xDFFF:
+                pending = -1
+                continue
+            return pending, text[pending : pending + 6]
+        if 0xD800 <= unit <= 0xDBFF:
+            pending = at
+        elif 0xDC00 <= unit <= 0xDFFF:
+            return at, match.group(0)
+    return (pending, text[pending : pending + 6]) if pending >= 0 else None
 
 
 def _json_name(value: object) -> str:
@@ -631,6 +658,21 @@ class Validator:
         try:
             obj = _decode_json(text)
         except msgspec.MsgspecError as exc:
+            lone = _lone_surrogate(text)
+            if lone is not None:
+                # [V6.4-a] an escaped lone surrogate is no character: the line cannot be read faithfully
+                at = len(text[: lone[0]].encode("utf-8"))
+                out.append(
+                    _violation(
+                        "E117",
+                        f"escaped lone surrogate {lone[1]} at byte {at} of the line: it encodes no "
+                        "character (a UTF-16 half with no pair)",
+                        lno,
+                        off,
+                        column=at + 1,
+                    )
+                )
+                return
             # [V2.1-a] every data line is one JSON object (spec §2.1)
             hint = ""
             if text.lstrip().startswith("<"):
@@ -1047,9 +1089,13 @@ class Validator:
             value = _decode_json(payload)
         except msgspec.MsgspecError as exc:
             # [V7.5-a] the reassembled payload of these types is JSON
-            out.append(
-                _violation("E140", f"{kind} payload ({where}) is not JSON: {_reason(exc)}", lno, off, agent, kind)
+            lone = _lone_surrogate(payload)
+            why = (
+                _reason(exc)
+                if lone is None
+                else f"it holds an escaped lone surrogate {lone[1]} at character {lone[0]} (spec §6.4)"
             )
+            out.append(_violation("E140", f"{kind} payload ({where}) is not JSON: {why}", lno, off, agent, kind))
             return
         for problem in _shape(kind, value):
             # [V7.5-b] ... of the shape the seed gives each type

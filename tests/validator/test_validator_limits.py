@@ -78,3 +78,37 @@ def test_cli_reports_e116_without_a_traceback(tmp_path: Path, capsys: pytest.Cap
     out, err = capsys.readouterr()
     assert "E116" in out
     assert "Traceback" not in out + err
+
+
+LONE = '{"type":"text","agent":"agent-a","final":false,"delta":"x\\ud800y"}'
+
+
+def test_spec_06_4_escaped_lone_surrogate_is_named_with_its_byte() -> None:
+    """[6.4-a] issue 18 §3: not "ends inside a value" (E101) but E117, naming the escape and its byte."""
+    for found in all_paths(complete(LONE, env("text", True, ""))):
+        assert [code for code, _, _ in found] == ["E117"]
+        assert found[0][1] == 2
+    hit = next(iter(validate([LONE])))
+    at = LONE.index("\\ud800")
+    assert hit.code == "E117"
+    assert f"\\ud800 at byte {at}" in hit.message
+    assert hit.column == at + 1
+
+
+@pytest.mark.parametrize(
+    ("delta", "lone"),
+    [("\\udc00", True), ("a\\ud800\\u0041", True), ("\\ud800", True), ("\\ud83d\\ude00", False), ("\\\\ud800", False)],
+)
+def test_lone_surrogate_escapes_high_low_and_escaped_backslash(delta: str, lone: bool) -> None:
+    line = '{"type":"text","agent":"agent-a","final":false,"delta":"' + delta + '"}'
+    codes = [v.code for v in validate(complete(line, env("text", True, "")))]
+    assert codes == (["E117"] if lone else [])
+
+
+def test_lone_surrogate_in_a_payload_is_e140_naming_it() -> None:
+    lines = complete(
+        env("tool_call", False, '{"q": "\\', id="t", name="f"), env("tool_call", True, 'ud800"}', id="t", name="f")
+    )
+    found = list(validate(lines))
+    assert [v.code for v in found] == ["E140"]
+    assert "escaped lone surrogate \\ud800 at character 7 (spec §6.4)" in found[0].message
