@@ -75,6 +75,7 @@ CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "E141": ("error", "7.5", "payload JSON of the wrong shape"),
     "E142": ("error", "4.2", "meta_init agent_uuid differs from the envelope's agent"),
     "W143": ("warning", "4.13", "error payload has neither the seed's nor the API's shape"),
+    "W144": ("warning", "4.2", "meta_init format is not \"json\", which the stream is"),
     "W149": ("warning", "7.5", "payload too large to check"),
     # Stream level (160-179)
     "E160": ("error", "8.2", "content after [DONE]"),
@@ -1107,6 +1108,26 @@ class Validator:
                 for announced in resume["tool_use_ids"]:
                     if isinstance(announced, str):
                         _remember(st.calls, announced)
+            fmt = value.get("format")
+            if isinstance(fmt, str) and fmt != "json":
+                # spec §4.2-a: the stream is JSON envelopes; clients pick their parser from `format`
+                origin = value.get("migrated_from")
+                hint = (
+                    f" (the origin {origin!r} belongs in migrated_from, as it is)"
+                    if isinstance(origin, str)
+                    else '; a migrated stream keeps its origin in "migrated_from"'
+                )
+                out.append(
+                    _violation(
+                        "W144",
+                        f'meta_init format {fmt!r} contradicts the stream, which is JSON envelopes: say "json"'
+                        f"{hint}; clients that pick their parser from format show nothing",
+                        lno,
+                        off,
+                        agent,
+                        kind,
+                    )
+                )
             uuid = value.get("agent_uuid")
             if isinstance(uuid, str) and uuid != agent:
                 # [V4.2-a] meta_init describes the agent that sends it
@@ -1267,6 +1288,9 @@ _META_INIT: Final = {
     "agent_uuid": (_S, True),
     "model": (_S, True),
     "message_history": ((list,), False),
+    "migrated_from": (_S, False),
+    "run_id": (_S, False),
+    "resume": ((dict,), False),
 }
 _NONE = type(None)
 #: Required: the two keys every example has. The others are typed when present; see

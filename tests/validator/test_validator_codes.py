@@ -95,6 +95,7 @@ CASES: dict[str, tuple[bytes, int]] = {
     "E140": (jsonl(meta_init(), env("error", False, '{"type":'), env("error", True, '"x"')), 2),
     "E141": (jsonl(meta_init(), env("meta_files", True, '{"files":[{"file_id":"f"}]}')), 2),
     "E142": (jsonl(meta_init(agent_uuid="someone-else")), 1),
+    "W144": (jsonl(meta_init(format="xml")), 1),
     "W143": (jsonl(meta_init(), env("error", True, '{"detail":"x"}')), 2),
     "E160": (jsonl(meta_init(), "[DONE]", "[DONE]"), 3),
     "W161": (jsonl(meta_init(), *text("x")), 3),
