@@ -33,7 +33,7 @@ from ._types import ENVELOPE_TYPES, STREAMED_TYPES
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-__all__ = ["CODES", "Severity", "StreamValidator", "Validator", "Violation", "validate"]
+__all__ = ["CODES", "Profile", "Severity", "StreamValidator", "Validator", "Violation", "validate"]
 
 #: ``"error"``: the stream breaks a MUST. ``"warning"``: suspicious, or a SHOULD.
 Severity = Literal["error", "warning"]
@@ -70,12 +70,13 @@ CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "E126": ("error", "7.4", "citation with no completed text block of its agent before it"),
     "E127": ("error", "7.2", "buffered block whose id or name changes between its lines"),
     "W128": ("warning", "5.4", "citations of one text block split over several citation blocks"),
+    "W129": ("warning", "10.2", "control envelope sent in more than one line (seed profile)"),
     # Payload level (140-159)
     "E140": ("error", "7.5", "payload is not JSON"),
     "E141": ("error", "7.5", "payload JSON of the wrong shape"),
     "E142": ("error", "4.2", "meta_init agent_uuid differs from the envelope's agent"),
     "W143": ("warning", "4.13", "error payload has neither the seed's nor the API's shape"),
-    "W144": ("warning", "4.2", "meta_init format is not \"json\", which the stream is"),
+    "W144": ("warning", "4.2", 'meta_init format is not "json", which the stream is'),
     "W149": ("warning", "7.5", "payload too large to check"),
     # Stream level (160-179)
     "E160": ("error", "8.2", "content after [DONE]"),
@@ -87,6 +88,12 @@ CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "W166": ("warning", "8.1", "server_tool_result with no matching server_tool_call"),
     "E167": ("error", "2.1", "input holds no envelope"),
 }
+
+#: The profiles a stream can be judged by (spec §10): ``"default"`` keeps the bound on every
+#: type; ``"seed"`` sends the control types whole (one line, whatever its length).
+Profile = Literal["default", "seed"]
+#: The control types the seed profile sends whole (spec §10.2-a).
+SEED_WHOLE_TYPES: Final = frozenset({"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final"})
 
 #: Ids of calls still waiting for a result, per agent and kind. A stream with more
 #: outstanding calls than this loses the oldest, which can only cause a false W165/W166.
@@ -327,6 +334,7 @@ class Validator:
     Attributes:
         max_bytes: the bound on one line (spec §6.1) for E107/W108.
         max_payload_bytes: the most bytes of one open JSON payload held for checking.
+        profile: the profile the stream is judged by (spec §10).
     """
 
     __slots__ = (
@@ -339,8 +347,10 @@ class Validator:
         "_next_offset",
         "_open_count",
         "_plain",
+        "_whole_types",
         "max_bytes",
         "max_payload_bytes",
+        "profile",
     )
 
     def __init__(
@@ -348,6 +358,7 @@ class Validator:
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_payload_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        profile: Profile = "default",
     ) -> None:
         """Create a validator.
 
@@ -355,9 +366,19 @@ class Validator:
             max_bytes: the bound on one encoded envelope line (spec §6.1).
             max_payload_bytes: cap on the bytes of one open JSON payload kept for the
                 payload checks; a larger payload is reported (W149), not checked.
+            profile: ``"default"``, or ``"seed"``: the control types are sent whole,
+                exempt from the bound, and one sent in several lines is W129 (spec §10.2).
+
+        Raises:
+            ValueError: an unknown profile.
         """
+        if profile not in ("default", "seed"):
+            raise ValueError(f"unknown profile {profile!r}; expected 'default' or 'seed'")
         self.max_bytes: Final = max_bytes
         self.max_payload_bytes: Final = max_payload_bytes
+        self.profile: Final = profile
+        #: Types whose lines are exempt from the bound and must be one line (spec §10.2).
+        self._whole_types: frozenset[str] = SEED_WHOLE_TYPES if profile == "seed" else frozenset()
         self._agents: dict[str, _Agent] = {}
         self._count = 0  # lines fed, [DONE] included
         self._plain = 0  # plain (not RawLine) lines fed, blank ones included
@@ -508,6 +529,7 @@ class Validator:
         streamed = STREAMED_TYPES
         max_bytes = self.max_bytes
         max_payload = self.max_payload_bytes
+        whole_types = self._whole_types
         done = self._done
         inline = 0
         for k, line in enumerate(data):
@@ -560,6 +582,7 @@ class Validator:
                 if (
                     kind == "meta_init"  # E162 or the agent's first
                     or (kind == "tool_result" and wid not in st.calls)  # W165
+                    or (not final and kind in whole_types)  # W129
                     or (not final and kind in json_types and len(delta) > max_payload)  # W149
                 ):
                     self._slow(line, where(k), out)
@@ -701,7 +724,7 @@ class Validator:
             extras = _EXTRAS[kind]
             if extras:
                 self._extras(obj, kind, extras, lno, off, agent, out)
-            if size > self.max_bytes:
+            if size > self.max_bytes and kind not in self._whole_types:  # spec §10.2-b: exempt
                 self._oversize(obj, kind, size, lno, off, agent, out)
             if kind in _CHECKED:
                 self._type_checks(obj, kind, final, raw_delta, lno, off, agent, out)
@@ -746,7 +769,7 @@ class Validator:
                 )
             )
         self._extras(obj, v_type, extras, lno, off, v_agent, out)
-        if size > self.max_bytes:
+        if size > self.max_bytes and v_type not in self._whole_types:  # spec §10.2-b: exempt
             self._oversize(obj, v_type, size, lno, off, v_agent, out)
         delta = raw_delta if isinstance(raw_delta, str) else ""
         if v_type in _CHECKED:
@@ -1009,6 +1032,19 @@ class Validator:
             if final:
                 self._closed_block(st, agent, kind, delta, lno, off, out)
                 return
+            if kind in self._whole_types:
+                # spec §10.2-c: under the seed profile a control envelope is one line
+                out.append(
+                    _violation(
+                        "W129",
+                        f"{kind} sent in more than one line; the seed profile sends it whole "
+                        "(clients written to the seed do not reassemble it)",
+                        lno,
+                        off,
+                        agent,
+                        kind,
+                    )
+                )
             block = _Block(lno, off, wid, obj.get("name"), kind in _JSON_TYPES)
             st.open[kind] = block
             self._open_count += 1
@@ -1337,17 +1373,19 @@ def validate(
     lines: Iterable[bytes | str | RawLine],
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    profile: Profile = "default",
 ) -> Iterator[Violation]:
     """Check a stream of envelope lines lazily, in bounded memory.
 
     Args:
         lines: envelope lines (``[DONE]`` included) as bytes, str or ``RawLine``.
         max_bytes: the bound on one line (spec §6.1).
+        profile: the profile to judge by, ``"default"`` or ``"seed"`` (spec §10).
 
     Yields:
         Each violation as soon as it is known; the end-of-stream ones last.
     """
-    validator = Validator(max_bytes=max_bytes)
+    validator = Validator(max_bytes=max_bytes, profile=profile)
     for line in lines:
         yield from validator.feed(line)
     yield from validator.close()
@@ -1426,6 +1464,7 @@ class StreamValidator:
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        profile: Profile = "default",
     ) -> None:
         """Create a validator for one recording.
 
@@ -1433,8 +1472,12 @@ class StreamValidator:
             format: the input format, or ``"auto"`` to detect it from the first byte.
             max_bytes: the bound on one envelope line (spec §6.1).
             max_line_bytes: the reader's cap on one physical line (spec §2.3).
+            profile: the profile to judge by, ``"default"`` or ``"seed"`` (spec §10).
+
+        Raises:
+            ValueError: an unknown profile.
         """
-        self.validator: Final = Validator(max_bytes=max_bytes)
+        self.validator: Final = Validator(max_bytes=max_bytes, profile=profile)
         self._format: Literal["auto", "sse", "jsonl"] = format
         self.format: Literal["sse", "jsonl"] | None = None if format == "auto" else format
         self._max_line = max_line_bytes
