@@ -535,6 +535,7 @@ class Validator:
         for k, line in enumerate(data):
             if done:
                 self._slow(line, where(k), out)
+                done = self._done  # a meta_init may have started the next response (spec §8.5)
                 continue
             if isinstance(line, bytes) or line.isascii():
                 size = len(line)
@@ -663,7 +664,11 @@ class Validator:
             self._done = True
             return
         if self._done:
-            self._after_done(lno, off, out)
+            if _opens_response(text):
+                # spec §8.5-a: in a recording, a meta_init after [DONE] starts the next response
+                self._next_response(out)
+            else:
+                self._after_done(lno, off, out)
         deep = too_deep(text, MAX_NESTING_DEPTH)
         if deep is not None:
             # spec §6.7-a: no line nests deeper than the limit (a recursive parser would overflow)
@@ -887,6 +892,29 @@ class Validator:
                 kind,
             )
         )
+
+    def _next_response(self, out: list[Violation]) -> None:
+        """A recording's next response starts: end this one (E120 per open block), start afresh."""
+        self._unclosed(out)
+        self._agents.clear()  # in place: the batch loop (_run) holds this dict
+        self._open_count = 0
+        self._done = False
+        self._done_reported = False
+
+    def _unclosed(self, out: list[Violation]) -> None:
+        for agent, st in self._agents.items():
+            for kind, block in st.open.items():
+                # [V7.2-b] every block is closed by a final line before its response ends
+                out.append(
+                    _violation(
+                        "E120",
+                        f"{kind} block opened here is never closed (no line with final: true follows)",
+                        block.line,
+                        block.offset,
+                        agent,
+                        kind,
+                    )
+                )
 
     def _after_done(self, lno: int, off: int, out: list[Violation]) -> None:
         if not self._done_reported:
@@ -1272,19 +1300,7 @@ class Validator:
             raise DecodeError("close() called twice")
         self._closed = True
         out: list[Violation] = []
-        for agent, st in self._agents.items():
-            for kind, block in st.open.items():
-                # [V7.2-b] every block is closed by a final line before the stream ends
-                out.append(
-                    _violation(
-                        "E120",
-                        f"{kind} block opened here is never closed (no line with final: true follows)",
-                        block.line,
-                        block.offset,
-                        agent,
-                        kind,
-                    )
-                )
+        self._unclosed(out)
         if self._count == 0:
             out.append(_violation("E167", "the input holds no envelope and no [DONE]", 1, 0))
         elif not self._done:
@@ -1292,6 +1308,23 @@ class Validator:
             line, offset = self._last
             out.append(_violation("W161", "the stream ends without [DONE] (after this line)", line, offset))
         return out
+
+
+class _TypeOnly(msgspec.Struct, gc=False):
+    type: str
+
+
+_decode_type = msgspec.json.Decoder(_TypeOnly).decode
+
+
+def _opens_response(text: str) -> bool:
+    """Whether a line after ``[DONE]`` is a ``meta_init`` envelope (spec §8.5-a): a JSON object whose type is that."""
+    if "meta_init" not in text or too_deep(text, MAX_NESTING_DEPTH) is not None:
+        return False
+    try:
+        return _decode_type(text).type == "meta_init"
+    except (msgspec.MsgspecError, UnicodeEncodeError):
+        return False
 
 
 def _error_shape(value: dict[str, Any]) -> bool:

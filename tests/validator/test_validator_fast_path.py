@@ -350,6 +350,19 @@ def many(batches: list[list[RawLine]] | list[list[bytes | str]], **kw: Any) -> t
     "default",
 )
 @example([meta_init("a1").encode()], [], [(1, env("meta_files", False, '{"files": [', "a1"))], [], 2048, 1000, "seed")
+@example(  # a meta_init after [DONE] starts the next response inside the batch loop (spec §8.5)
+    [
+        env("meta_init", False, '{"format": "json", ', "a1").encode(),
+        meta_init("a1").encode(),
+        meta_final("a1").encode(),
+    ],
+    [],
+    [(0, "[DONE]"), (0, env("text", False, "hi", "a1"))],
+    [],
+    120,
+    4,
+    "default",
+)
 def test_feed_many_equals_feed_on_raw_lines(
     lines: list[bytes],
     mutations: list[tuple[str, int, int]],
