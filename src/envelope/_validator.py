@@ -58,6 +58,7 @@ CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "W113": ("warning", "2.1", "SSE event with an event name other than message"),
     "W114": ("warning", "4.5", "citation_type not one the seed lists"),
     "W115": ("warning", "4.10", "server_tool_result name is not an API result block type"),
+    "W118": ("warning", "2.1", "SSE id that does not increase on the id before it"),
     "E116": ("error", "6.7", "line or payload nested deeper than MAX_NESTING_DEPTH (256)"),
     "E117": ("error", "6.4", "line holds an escaped lone surrogate (\\ud800 with no pair)"),
     # Block level (120-139)
@@ -1437,6 +1438,18 @@ _BLANK_LF: Final = re.compile(rb"[ \t]*\r?\n")
 _BLANK_LINES: Final = frozenset({b"\n", b"\r\n", b"\r"})
 
 
+def _id_key(value: str) -> tuple[str, int, int, str]:
+    """The order of SSE ids (spec §2.1-d): by the part before the last colon, then by the rest.
+
+    The rest compares as a number when it is decimal digits (``run-7:10`` after
+    ``run-7:9``), else as text, numbers first. An id with no colon is all rest.
+    """
+    prefix, _, rest = value.rpartition(":")
+    if rest.isascii() and rest.isdigit():
+        return (prefix, 0, int(rest), "")
+    return (prefix, 1, 0, rest)
+
+
 def _reader_code(error: DecodeError) -> str:
     """Classify an error of ``StreamReader`` (which has no codes of its own)."""
     return "E100" if "UTF-8" in error.message else "E109"
@@ -1475,8 +1488,10 @@ class StreamValidator:
         "_head",
         "_held",
         "_held_size",
+        "_id_reported",
         "_jl_line",
         "_jl_start",
+        "_last_id",
         "_line_no",
         "_line_start",
         "_max_line",
@@ -1533,6 +1548,8 @@ class StreamValidator:
         self._drop_lf = False  # ... and the reader restarted after it: drop that LF here
         self._clean = True  # the reader was fed nothing, or only one LF (see _absorb)
         self._unknown_seen = False
+        self._last_id: str | None = None  # the last SSE id seen (spec §2.1-d)
+        self._id_reported = False
         self._unreadable_seen = False  # an E100 or E109 was reported
         self._pending_line = 0  # the unreadable line being skipped
         self._quiet = 0  # an input offset where the reader held no event (see _whole_ok)
@@ -1809,6 +1826,10 @@ class StreamValidator:
                 value = value.removeprefix(b" ")
                 if value not in (b"", b"message"):
                     return "W113", value
+            elif name == b"id":
+                # ids are checked in order on the line-by-line path (W118), so a span with one
+                # does not go to the reader whole
+                return "id", value.removeprefix(b" ")
             elif name not in _SSE_FIELDS and not self._unknown_seen:
                 return "W112", name
             return None  # only the first line of the piece is known to start a line
@@ -1821,7 +1842,9 @@ class StreamValidator:
         if problem is None:
             return
         code, what = problem
-        if code == "W113":
+        if code == "id":
+            self._check_id(what, out)
+        elif code == "W113":
             shown = what.decode("utf-8", "replace")
             out.append(
                 _violation(
@@ -1844,6 +1867,28 @@ class StreamValidator:
                     self._line_start,
                 )
             )
+
+    def _check_id(self, value: bytes, out: list[Violation]) -> None:
+        """spec §2.1-d: ids, when sent, strictly increase within a response (W118, once)."""
+        if not value or b"\x00" in value:
+            return  # an empty id resets the last event id; one with NUL is ignored (WHATWG)
+        if self.validator._done:
+            self._last_id = None  # after [DONE] only a new response may follow (spec §8.5)
+        text = value.decode("utf-8", "replace")
+        last = self._last_id
+        self._last_id = text
+        if last is None or self._id_reported or _id_key(last) < _id_key(text):
+            return
+        self._id_reported = True
+        out.append(
+            _violation(
+                "W118",
+                f"SSE id {text[:40]!r} does not increase on the id before it ({last[:40]!r}); a client "
+                "resuming with Last-Event-ID could miss or repeat events (later ones are not reported)",
+                self._line_no,
+                self._line_start,
+            )
+        )
 
     def _unreadable(self, exc: DecodeError, segment: bytes, at: int, out: list[Violation]) -> None:
         code = _reader_code(exc)

@@ -49,6 +49,7 @@ CASES: dict[str, tuple[bytes, int]] = {
     "W115": (jsonl(meta_init(), env("server_tool_result", True, "[]", id="s", name="web_fetch")), 2),
     "E116": (jsonl(meta_init(), env("tool_call", True, "[" * 300 + "]" * 300, id="t", name="f")), 2),
     "E117": (jsonl(meta_init(), '{"type":"text","agent":"agent-a","final":true,"delta":"\\udc00"}'), 2),
+    "W118": (b"id: 2\n" + sse(meta_init()) + b"id: 1\n" + sse(env("text", True, "")), 4),
     "E120": (jsonl(meta_init(), env("tool_call", False, "{", id="t", name="f")), 2),
     "E121": (jsonl(meta_init(), env("thinking", True, "late words")), 2),
     "E122": (jsonl(meta_init(), env("tool_result_image", False, "", id="t", name="f", **IMG)), 2),
