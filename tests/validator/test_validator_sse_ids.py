@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from envelope import StreamValidator, Violation
@@ -9,8 +11,11 @@ from envelope._validator import _id_key
 
 from ._streams import complete, env, meta_final, meta_init, text
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-def with_ids(lines: list[str], ids: list[str | None]) -> bytes:
+
+def with_ids(lines: list[str], ids: Sequence[str | None]) -> bytes:
     out = b""
     for line, event_id in zip(lines, ids, strict=True):
         if event_id is not None:
