@@ -104,16 +104,3 @@ def test_unreadable_lines_are_linear() -> None:
         return lambda: validate_chunks(data, 4096)
 
     assert_linear(make, 5_000)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="StreamReader's format detection re-strips its whole buffer per call (issue 18 §1, the reader's "
-    "fix): CR-ended blank lines before the content reach it one by one; remove this mark with that fix",
-)
-def test_cr_blank_lines_before_content_are_linear() -> None:
-    def make(n: int) -> Callable[[], object]:
-        data = b"\r" * n + b"data: [DONE]\r\r"
-        return lambda: validate_chunks(data, len(data))
-
-    assert_linear(make, 2_000)
