@@ -33,34 +33,35 @@ from ._types import ENVELOPE_TYPES, STREAMED_TYPES
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-__all__ = ["CODES", "Profile", "Severity", "StreamValidator", "Validator", "Violation", "validate"]
+__all__ = ["CODES", "Profile", "Severity", "StreamValidator", "Validator", "Violation", "explain", "validate"]
 
 #: ``"error"``: the stream breaks a MUST. ``"warning"``: suspicious, or a SHOULD.
 Severity = Literal["error", "warning"]
 
-#: Every code: ``code -> (severity, spec section, one-line meaning)``. ``spec/validation.md``
-#: has the same table with the reasons; a test compares the two.
+#: Every code: ``code -> (severity, spec section, one-line meaning)``, the one table every
+#: check, ``explain`` and ``spec/validation.md`` §4 read from (a test keeps that table, its
+#: meanings included, equal to this one; the reasons are in validation.md §5).
 CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     # Input and line level (100-119)
-    "E100": ("error", "2.3", "input is not valid UTF-8"),
+    "E100": ("error", "2.3", "input is not valid UTF-8 (bytes), or a str line holds a lone surrogate"),
     "E101": ("error", "2.1", "line is not JSON"),
     "E102": ("error", "2.1", "line is JSON but not an object"),
-    "E103": ("error", "3.1", "base field missing, null or of the wrong JSON type"),
+    "E103": ("error", "3.1", "base field (type, agent, final, delta) missing, null or of the wrong JSON type"),
     "E104": ("error", "4.1", "unknown envelope type"),
     "E105": ("error", "3.4", "field the type does not allow"),
     "E106": ("error", "4.1", "type-specific field missing, null or of the wrong JSON type"),
-    "E107": ("error", "6.1", "line over the bound"),
+    "E107": ("error", "6.1", "line over the bound, and the bound could have been kept"),
     "W108": ("warning", "6.5", "oversize line the bound could not avoid"),
-    "E109": ("error", "2.3", "physical line over the reader's cap (skipped)"),
+    "E109": ("error", "2.3", "physical line over the reader's cap; skipped"),
     "E110": ("error", "2.3", "input ends inside an SSE line or event"),
     "E111": ("error", "2.1", "SSE event with more than one data line"),
     "W112": ("warning", "2.1", "SSE line that is no field the protocol uses (ignored)"),
-    "W113": ("warning", "2.1", "SSE event with an event name other than message"),
+    "W113": ("warning", "2.1", "SSE event named other than message"),
     "W114": ("warning", "4.5", "citation_type not one the seed lists"),
     "W115": ("warning", "4.10", "server_tool_result name is not an API result block type"),
-    "W118": ("warning", "2.1", "SSE id that does not increase on the id before it"),
     "E116": ("error", "6.7", "line or payload nested deeper than MAX_NESTING_DEPTH (256)"),
     "E117": ("error", "6.4", "line holds an escaped lone surrogate (\\ud800 with no pair)"),
+    "W118": ("warning", "2.1", "SSE id that does not increase on the id before it (reported once)"),
     # Block level (120-139)
     "E120": ("error", "7.2", "block left open at the end of the stream"),
     "E121": ("error", "5.1", "final marker of a streamed block with a non-empty delta"),
@@ -71,24 +72,38 @@ CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "E126": ("error", "7.4", "citation with no completed text block of its agent before it"),
     "E127": ("error", "7.2", "buffered block whose id or name changes between its lines"),
     "W128": ("warning", "5.4", "citations of one text block split over several citation blocks"),
-    "W129": ("warning", "10.2", "control envelope sent in more than one line (seed profile)"),
+    "W129": ("warning", "10.2", "control envelope sent in more than one line (seed profile only)"),
     # Payload level (140-159)
-    "E140": ("error", "7.5", "payload is not JSON"),
-    "E141": ("error", "7.5", "payload JSON of the wrong shape"),
+    "E140": ("error", "7.5", "reassembled payload is not JSON"),
+    "E141": ("error", "7.5", "payload JSON of the wrong shape (a required key missing, a key of the wrong type)"),
     "E142": ("error", "4.2", "meta_init agent_uuid differs from the envelope's agent"),
     "W143": ("warning", "4.13", "error payload has neither the seed's nor the API's shape"),
     "W144": ("warning", "4.2", 'meta_init format is not "json", which the stream is'),
-    "W149": ("warning", "7.5", "payload too large to check"),
+    "W149": ("warning", "7.5", "payload too large to check (over max_payload_bytes)"),
     # Stream level (160-179)
-    "E160": ("error", "8.2", "content after [DONE]"),
+    "E160": ("error", "8.2", "content after [DONE] (reported once; later lines are still checked)"),
     "W161": ("warning", "8.2", "stream ends without [DONE]"),
-    "E162": ("error", "8.1", "meta_init is not the first message of its agent"),
+    "E162": ("error", "8.1", "meta_init is not the first message of its agent, or comes twice"),
     "W163": ("warning", "8.1", "agent's first message is not meta_init"),
-    "E164": ("error", "8.1", "message from an agent after its meta_final"),
+    "E164": ("error", "8.1", "message from an agent after its meta_final (reported once per agent)"),
     "W165": ("warning", "8.1", "tool_result id no earlier tool_call of its agent announced"),
-    "W166": ("warning", "8.1", "server_tool_result with no matching server_tool_call"),
-    "E167": ("error", "2.1", "input holds no envelope"),
+    "W166": ("warning", "8.1", "server_tool_result with no earlier server_tool_call of that id"),
+    "E167": ("error", "2.1", "the input holds no envelope and no [DONE]"),
 }
+
+
+def explain(code: str) -> str:
+    """What a code means, from ``CODES``: ``"E107 (error, spec §6.1): line over the bound, ..."``.
+
+    For ``envelope validate --explain CODE``; the reasons behind each judgement are in
+    ``spec/validation.md`` §5.
+
+    Raises:
+        KeyError: an unknown code.
+    """
+    severity, section, meaning = CODES[code.upper()]
+    return f"{code.upper()} ({severity}, spec §{section}): {meaning}"
+
 
 #: The profiles a stream can be judged by (spec §10): ``"default"`` keeps the bound on every
 #: type; ``"seed"`` sends the control types whole (one line, whatever its length).
@@ -501,6 +516,10 @@ class Validator:
             return
         self._line(text, len(data), lno, off, out)
 
+    # Over 60 lines on purpose: this is the hot loop of the batch path, with the common
+    # line's checks inlined so that a valid line costs one decode and no call; splitting
+    # it into functions would add calls per line (the speed it exists for). Every line it
+    # does not take goes to _slow, and a property test compares it with feed line by line.
     def _run(self, data: Sequence[bytes | str], where: Callable[[int], tuple[int, int]], out: list[Violation]) -> None:
         """Check each of ``data`` as ``feed`` checks a ``RawLine``; ``where(k)`` is line k's ``(line, offset)``.
 
@@ -670,47 +689,8 @@ class Validator:
                 self._next_response(out)
             else:
                 self._after_done(lno, off, out)
-        deep = too_deep(text, MAX_NESTING_DEPTH)
-        if deep is not None:
-            # spec §6.7-a: no line nests deeper than the limit (a recursive parser would overflow)
-            at = len(text[:deep].encode("utf-8"))
-            out.append(
-                _violation(
-                    "E116",
-                    f"the line nests arrays and objects deeper than {MAX_NESTING_DEPTH} levels "
-                    f"(byte {at}); it is not parsed (spec/limits.md)",
-                    lno,
-                    off,
-                    column=at + 1,
-                )
-            )
-            return
-        try:
-            obj = _decode_json(text)
-        except msgspec.MsgspecError as exc:
-            lone = _lone_surrogate(text)
-            if lone is not None:
-                # [V6.4-a] an escaped lone surrogate is no character: the line cannot be read faithfully
-                at = len(text[: lone[0]].encode("utf-8"))
-                out.append(
-                    _violation(
-                        "E117",
-                        f"escaped lone surrogate {lone[1]} at byte {at} of the line: it encodes no "
-                        "character (a UTF-16 half with no pair)",
-                        lno,
-                        off,
-                        column=at + 1,
-                    )
-                )
-                return
-            # [V2.1-a] every data line is one JSON object (spec §2.1)
-            hint = ""
-            if text.lstrip().startswith("<"):
-                hint = " (this looks like the legacy XML tag format; migrate it to envelopes first)"
-            out.append(_violation("E101", f"not JSON: {_reason(exc)}{hint}", lno, off))
-            return
-        if type(obj) is not dict:  # msgspec decodes a JSON object to exactly dict
-            out.append(_violation("E102", f"the line is {_json_name(obj)} in JSON, not an object", lno, off))
+        obj = self._parse(text, lno, off, out)
+        if obj is None:
             return
         kind = obj.get("type")
         agent = obj.get("agent")
@@ -738,6 +718,67 @@ class Validator:
                 self._nonempty_marker(kind, raw_delta, lno, off, agent, out)
             self._route(obj, agent, kind, final, raw_delta, lno, off, out)
             return
+        self._irregular(obj, kind, agent, final, raw_delta, size, lno, off, out)
+
+    def _parse(self, text: str, lno: int, off: int, out: list[Violation]) -> dict[str, Any] | None:
+        """The line's JSON object, or None with the violation that says why there is none."""
+        deep = too_deep(text, MAX_NESTING_DEPTH)
+        if deep is not None:
+            # spec §6.7-a: no line nests deeper than the limit (a recursive parser would overflow)
+            at = len(text[:deep].encode("utf-8"))
+            out.append(
+                _violation(
+                    "E116",
+                    f"the line nests arrays and objects deeper than {MAX_NESTING_DEPTH} levels "
+                    f"(byte {at}); it is not parsed (spec/limits.md)",
+                    lno,
+                    off,
+                    column=at + 1,
+                )
+            )
+            return None
+        try:
+            obj = _decode_json(text)
+        except msgspec.MsgspecError as exc:
+            lone = _lone_surrogate(text)
+            if lone is not None:
+                # [V6.4-a] an escaped lone surrogate is no character: the line cannot be read faithfully
+                at = len(text[: lone[0]].encode("utf-8"))
+                out.append(
+                    _violation(
+                        "E117",
+                        f"escaped lone surrogate {lone[1]} at byte {at} of the line: it encodes no "
+                        "character (a UTF-16 half with no pair)",
+                        lno,
+                        off,
+                        column=at + 1,
+                    )
+                )
+                return None
+            # [V2.1-a] every data line is one JSON object (spec §2.1)
+            hint = ""
+            if text.lstrip().startswith("<"):
+                hint = " (this looks like the legacy XML tag format; migrate it to envelopes first)"
+            out.append(_violation("E101", f"not JSON: {_reason(exc)}{hint}", lno, off))
+            return None
+        if type(obj) is not dict:  # msgspec decodes a JSON object to exactly dict
+            out.append(_violation("E102", f"the line is {_json_name(obj)} in JSON, not an object", lno, off))
+            return None
+        return cast("dict[str, Any]", obj)
+
+    def _irregular(
+        self,
+        obj: dict[str, Any],
+        kind: object,
+        agent: object,
+        final: object,
+        raw_delta: object,
+        size: int,
+        lno: int,
+        off: int,
+        out: list[Violation],
+    ) -> None:
+        """A JSON object that is not the common case: each base or extra field fault, then routing if it can."""
         v_type = kind if isinstance(kind, str) else None
         v_agent = agent if isinstance(agent, str) else None
         # [V3.1-a] base fields present, never null, of their JSON type (spec §3.1, §3.3)
@@ -984,6 +1025,51 @@ class Validator:
         off: int,
         out: list[Violation],
     ) -> None:
+        st, first = self._agent(agent, kind, lno, off, out)
+        if kind in _ATOMIC:
+            if kind == "citation":
+                self._citation(st, agent, final, lno, off, out)
+            else:
+                self._image(obj, st, agent, lno, off, out)
+            return
+        block = st.open.get(kind)
+        if block is None:
+            wid = obj.get("id")
+            self._announce(st, agent, kind, wid, first, lno, off, out)
+            if final:
+                self._closed_block(st, agent, kind, delta, lno, off, out)
+                return
+            if kind in self._whole_types:
+                self._split_control(agent, kind, lno, off, out)
+            block = _Block(lno, off, wid, obj.get("name"), kind in _JSON_TYPES)
+            st.open[kind] = block
+            self._open_count += 1
+        elif kind in _ID_TYPES:
+            wid = obj.get("id")
+            wname = obj.get("name")
+            if wid != block.id or wname != block.name:
+                # [V7.2-a] a buffered block keeps its id and name on every line
+                field, was, now = ("id", block.id, wid) if wid != block.id else ("name", block.name, wname)
+                out.append(
+                    _violation(
+                        "E127",
+                        f"{field} {now!r} differs from {was!r} of the open {kind} block (opened on line {block.line})",
+                        lno,
+                        off,
+                        agent,
+                        kind,
+                    )
+                )
+        if block.parts is not None and delta:
+            self._collect(block, block.parts, agent, kind, delta, out)
+        if final:
+            del st.open[kind]
+            self._open_count -= 1
+            payload = None if block.parts is None else "".join(block.parts)
+            self._closed_block(st, agent, kind, payload, block.line, block.offset, out, lno)
+
+    def _agent(self, agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> tuple[_Agent, bool]:
+        """The agent's state, and whether this is its first message (spec §8.1: W163, E164)."""
         st = self._agents.get(agent)
         first = st is None
         if st is None:
@@ -1013,108 +1099,83 @@ class Validator:
                     kind,
                 )
             )
-        if kind in _ATOMIC:
-            if kind == "citation":
-                self._citation(st, agent, final, lno, off, out)
-            else:
-                self._image(obj, st, agent, lno, off, out)
-            return
-        block = st.open.get(kind)
-        if block is None:
-            wid = obj.get("id")
-            if kind == "meta_init":
-                if not first:
-                    # [V8.1-a] meta_init opens an agent's stream, once
-                    why = "a second meta_init" if st.meta_init else "meta_init after other messages of its agent"
-                    out.append(
-                        _violation("E162", f"{why}; meta_init is an agent's first message", lno, off, agent, kind)
-                    )
-                st.meta_init = True
-            elif kind == "tool_call" and isinstance(wid, str):
-                _remember(st.calls, wid)
-            elif kind == "server_tool_call" and isinstance(wid, str):
-                _remember(st.server_calls, wid)
-            elif kind == "tool_result" and isinstance(wid, str):
-                if st.calls.pop(wid, 0) is not None:
-                    # [V8.1-d] SHOULD: a result answers an earlier call (a resumed stream may lack it)
-                    out.append(
-                        _violation(
-                            "W165",
-                            f"tool_result id {wid!r}: no earlier tool_call of this agent announced it",
-                            lno,
-                            off,
-                            agent,
-                            kind,
-                        )
-                    )
-            elif kind == "server_tool_result" and isinstance(wid, str) and st.server_calls.pop(wid, 0) is not None:
+        return st, first
+
+    @staticmethod
+    def _split_control(agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> None:
+        # spec §10.2-c: under the seed profile a control envelope is one line
+        out.append(
+            _violation(
+                "W129",
+                f"{kind} sent in more than one line; the seed profile sends it whole "
+                "(clients written to the seed do not reassemble it)",
+                lno,
+                off,
+                agent,
+                kind,
+            )
+        )
+
+    def _announce(
+        self, st: _Agent, agent: str, kind: str, wid: object, first: bool, lno: int, off: int, out: list[Violation]
+    ) -> None:
+        """A block opens: what it says about the agent's order and its calls (spec §8.1)."""
+        if kind == "meta_init":
+            if not first:
+                # [V8.1-a] meta_init opens an agent's stream, once
+                why = "a second meta_init" if st.meta_init else "meta_init after other messages of its agent"
+                out.append(_violation("E162", f"{why}; meta_init is an agent's first message", lno, off, agent, kind))
+            st.meta_init = True
+        elif kind == "tool_call" and isinstance(wid, str):
+            _remember(st.calls, wid)
+        elif kind == "server_tool_call" and isinstance(wid, str):
+            _remember(st.server_calls, wid)
+        elif kind == "tool_result" and isinstance(wid, str):
+            if st.calls.pop(wid, 0) is not None:
+                # [V8.1-d] SHOULD: a result answers an earlier call (a resumed stream may lack it)
                 out.append(
                     _violation(
-                        "W166",
-                        f"server_tool_result id {wid!r}: no earlier server_tool_call of this agent",
+                        "W165",
+                        f"tool_result id {wid!r}: no earlier tool_call of this agent announced it",
                         lno,
                         off,
                         agent,
                         kind,
                     )
                 )
-            if final:
-                self._closed_block(st, agent, kind, delta, lno, off, out)
-                return
-            if kind in self._whole_types:
-                # spec §10.2-c: under the seed profile a control envelope is one line
-                out.append(
-                    _violation(
-                        "W129",
-                        f"{kind} sent in more than one line; the seed profile sends it whole "
-                        "(clients written to the seed do not reassemble it)",
-                        lno,
-                        off,
-                        agent,
-                        kind,
-                    )
+        elif kind == "server_tool_result" and isinstance(wid, str) and st.server_calls.pop(wid, 0) is not None:
+            out.append(
+                _violation(
+                    "W166",
+                    f"server_tool_result id {wid!r}: no earlier server_tool_call of this agent",
+                    lno,
+                    off,
+                    agent,
+                    kind,
                 )
-            block = _Block(lno, off, wid, obj.get("name"), kind in _JSON_TYPES)
-            st.open[kind] = block
-            self._open_count += 1
-        elif kind in _ID_TYPES:
-            wid = obj.get("id")
-            wname = obj.get("name")
-            if wid != block.id or wname != block.name:
-                # [V7.2-a] a buffered block keeps its id and name on every line
-                field, was, now = ("id", block.id, wid) if wid != block.id else ("name", block.name, wname)
-                out.append(
-                    _violation(
-                        "E127",
-                        f"{field} {now!r} differs from {was!r} of the open {kind} block (opened on line {block.line})",
-                        lno,
-                        off,
-                        agent,
-                        kind,
-                    )
+            )
+
+    def _collect(
+        self, block: _Block, parts: list[str], agent: str, kind: str, delta: str, out: list[Violation]
+    ) -> None:
+        """Keep a JSON block's delta (``parts`` is ``block.parts``) for its payload check, up to
+        ``max_payload_bytes`` (W149 past it)."""
+        block.size += len(delta)
+        if block.size > self.max_payload_bytes:
+            block.parts = None
+            block.unchecked = True
+            out.append(
+                _violation(
+                    "W149",
+                    f"{kind} payload over {self.max_payload_bytes} characters; its JSON is not checked",
+                    block.line,
+                    block.offset,
+                    agent,
+                    kind,
                 )
-        if block.parts is not None and delta:
-            block.size += len(delta)
-            if block.size > self.max_payload_bytes:
-                block.parts = None
-                block.unchecked = True
-                out.append(
-                    _violation(
-                        "W149",
-                        f"{kind} payload over {self.max_payload_bytes} characters; its JSON is not checked",
-                        block.line,
-                        block.offset,
-                        agent,
-                        kind,
-                    )
-                )
-            else:
-                block.parts.append(delta)
-        if final:
-            del st.open[kind]
-            self._open_count -= 1
-            payload = None if block.parts is None else "".join(block.parts)
-            self._closed_block(st, agent, kind, payload, block.line, block.offset, out, lno)
+            )
+        else:
+            parts.append(delta)
 
     def _closed_block(
         self,
@@ -1136,20 +1197,7 @@ class Validator:
         if payload is None or kind not in _JSON_TYPES:
             return
         where = f"line {lno}" if last is None or last == lno else f"lines {lno}-{last}"
-        deep = too_deep(payload, MAX_NESTING_DEPTH)
-        if deep is not None:
-            # spec §6.7-a: a payload nested deeper than the limit is not parsed (given raw, §7.5)
-            out.append(
-                _violation(
-                    "E116",
-                    f"{kind} payload ({where}) nests arrays and objects deeper than {MAX_NESTING_DEPTH} "
-                    f"levels (character {deep}); it is not parsed (spec/limits.md)",
-                    lno,
-                    off,
-                    agent,
-                    kind,
-                )
-            )
+        if self._too_deep_payload(payload, kind, where, lno, off, agent, out):
             return
         try:
             value = _decode_json(payload)
@@ -1167,51 +1215,79 @@ class Validator:
             # [V7.5-b] ... of the shape the seed gives each type
             out.append(_violation("E141", f"{kind} payload ({where}): {problem}", lno, off, agent, kind))
         if kind == "meta_init" and isinstance(value, dict):
-            resume = value.get("resume")
-            if isinstance(resume, dict) and isinstance(resume.get("tool_use_ids"), list):
-                # spec envelope-v1 §8.4-a: a resumed response announces the calls it answers
-                for announced in resume["tool_use_ids"]:
-                    if isinstance(announced, str):
-                        _remember(st.calls, announced)
-            fmt = value.get("format")
-            if isinstance(fmt, str) and fmt != "json":
-                # spec §4.2-a: the stream is JSON envelopes; clients pick their parser from `format`
-                origin = value.get("migrated_from")
-                hint = (
-                    f" (the origin {origin!r} belongs in migrated_from, as it is)"
-                    if isinstance(origin, str)
-                    else '; a migrated stream keeps its origin in "migrated_from"'
-                )
-                out.append(
-                    _violation(
-                        "W144",
-                        f'meta_init format {fmt!r} contradicts the stream, which is JSON envelopes: say "json"'
-                        f"{hint}; clients that pick their parser from format show nothing",
-                        lno,
-                        off,
-                        agent,
-                        kind,
-                    )
-                )
-            uuid = value.get("agent_uuid")
-            if isinstance(uuid, str) and uuid != agent:
-                # [V4.2-a] meta_init describes the agent that sends it
-                out.append(
-                    _violation(
-                        "E142",
-                        f"meta_init agent_uuid {uuid!r} differs from the envelope's agent {agent!r}",
-                        lno,
-                        off,
-                        agent,
-                        kind,
-                    )
-                )
+            self._meta_init_checks(st, agent, value, lno, off, out)
         elif kind == "error" and isinstance(value, dict) and not _error_shape(value):
             out.append(
                 _violation(
                     "W143",
                     f"error payload ({where}) has neither string `type` and `message` (the seed's shape) "
                     "nor an `error` object with them (the API's)",
+                    lno,
+                    off,
+                    agent,
+                    kind,
+                )
+            )
+
+    @staticmethod
+    def _too_deep_payload(
+        payload: str, kind: str, where: str, lno: int, off: int, agent: str, out: list[Violation]
+    ) -> bool:
+        deep = too_deep(payload, MAX_NESTING_DEPTH)
+        if deep is None:
+            return False
+        # spec §6.7-a: a payload nested deeper than the limit is not parsed (given raw, §7.5)
+        out.append(
+            _violation(
+                "E116",
+                f"{kind} payload ({where}) nests arrays and objects deeper than {MAX_NESTING_DEPTH} "
+                f"levels (character {deep}); it is not parsed (spec/limits.md)",
+                lno,
+                off,
+                agent,
+                kind,
+            )
+        )
+        return True
+
+    def _meta_init_checks(
+        self, st: _Agent, agent: str, value: dict[str, Any], lno: int, off: int, out: list[Violation]
+    ) -> None:
+        """The checks of a parsed meta_init payload beyond its shape (spec §4.2, §8.4)."""
+        kind = "meta_init"
+        resume = value.get("resume")
+        if isinstance(resume, dict) and isinstance(resume.get("tool_use_ids"), list):
+            # spec envelope-v1 §8.4-a: a resumed response announces the calls it answers
+            for announced in resume["tool_use_ids"]:
+                if isinstance(announced, str):
+                    _remember(st.calls, announced)
+        fmt = value.get("format")
+        if isinstance(fmt, str) and fmt != "json":
+            # spec §4.2-a: the stream is JSON envelopes; clients pick their parser from `format`
+            origin = value.get("migrated_from")
+            hint = (
+                f" (the origin {origin!r} belongs in migrated_from, as it is)"
+                if isinstance(origin, str)
+                else '; a migrated stream keeps its origin in "migrated_from"'
+            )
+            out.append(
+                _violation(
+                    "W144",
+                    f'meta_init format {fmt!r} contradicts the stream, which is JSON envelopes: say "json"'
+                    f"{hint}; clients that pick their parser from format show nothing",
+                    lno,
+                    off,
+                    agent,
+                    kind,
+                )
+            )
+        uuid = value.get("agent_uuid")
+        if isinstance(uuid, str) and uuid != agent:
+            # [V4.2-a] meta_init describes the agent that sends it
+            out.append(
+                _violation(
+                    "E142",
+                    f"meta_init agent_uuid {uuid!r} differs from the envelope's agent {agent!r}",
                     lno,
                     off,
                     agent,
@@ -1729,19 +1805,10 @@ class StreamValidator:
             return
         if not crlf_rest and len(self._head) < 256:
             self._head += segment[: 256 - len(self._head)]
-        if not self._ends_line(segment) and self._held_size + len(segment) <= self._max_line:
-            # Part of a line: held here until its line end (or until it is over the cap,
-            # when the reader must see it to refuse it), so the reader is fed each line
-            # once however small the chunks (issue 18 §1).
-            self._held.append(segment)
-            self._held_size += len(segment)
+        taken = self._take(segment, at)
+        if taken is None:
             return
-        line_at = at - self._held_size
-        if self._held:
-            self._held.append(segment)
-            segment = b"".join(self._held)
-            self._held = []
-            self._held_size = 0
+        segment, line_at = taken
         if not crlf_rest and self.format is None and self._clean and _BLANK_LF.fullmatch(segment):
             self._absorb()
             return
@@ -1757,14 +1824,7 @@ class StreamValidator:
         if detected and self.format is None and segment[-1] == 0x0A:
             self._jl_line += 1
             self._jl_start = self._offset
-        check = self.validator._text
-        for raw in lines:
-            data = raw.data
-            line = raw.line + self._base_line
-            offset = raw.offset + self._base_offset
-            check(data, line, offset, out)
-            if "\n" in data:
-                out.append(self._multi_data(data, line, offset))
+        self._check_lines(lines, out)
         if crlf_rest:
             if self._quiet == at:
                 self._quiet = self._offset
@@ -1779,6 +1839,36 @@ class StreamValidator:
             self._line_start = self._offset
             self._head = b""
             self._cr_end = segment[-1] == 0x0D
+
+    def _check_lines(self, lines: list[RawLine], out: list[Violation]) -> None:
+        """The reader's lines, at their positions in the whole input, to the line validator."""
+        check = self.validator._text
+        for raw in lines:
+            data = raw.data
+            line = raw.line + self._base_line
+            offset = raw.offset + self._base_offset
+            check(data, line, offset, out)
+            if "\n" in data:
+                out.append(self._multi_data(data, line, offset))
+
+    def _take(self, segment: bytes, at: int) -> tuple[bytes, int] | None:
+        """The bytes to feed the reader now and the offset they start at, or None while held.
+
+        Part of a line is held here until its line end (or until it is over the cap, when
+        the reader must see it to refuse it), so the reader is fed each line once however
+        small the chunks (issue 18 §1).
+        """
+        if not self._ends_line(segment) and self._held_size + len(segment) <= self._max_line:
+            self._held.append(segment)
+            self._held_size += len(segment)
+            return None
+        line_at = at - self._held_size
+        if self._held:
+            self._held.append(segment)
+            segment = b"".join(self._held)
+            self._held = []
+            self._held_size = 0
+        return segment, line_at
 
     def _set_format(self) -> None:
         """Take the format once the reader has detected it; JSON lines count lines by LF alone."""

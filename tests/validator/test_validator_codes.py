@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from envelope import DecodeError, StreamValidator, Validator, Violation, validate
-from envelope._validator import CODES
+from envelope._validator import CODES, explain
 
 from ._streams import A, complete, env, jsonl, meta_final, meta_init, sse, text
 
@@ -211,9 +211,17 @@ def test_every_documented_code_has_a_minimal_stream() -> None:
 
 
 def test_code_table_matches_spec_validation_md() -> None:
+    """One table: validation.md §4 has each code's severity, section and meaning as CODES does."""
     text_md = (ROOT / "spec" / "validation.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `([EW]1\d\d)` \| (error|warning) \| §([\d.]+) \|", text_md, flags=re.M)
-    assert {code: (sev, sec) for code, sev, sec in rows} == {c: (s, sec) for c, (s, sec, _) in CODES.items()}
+    rows = re.findall(r"^\| `([EW]1\d\d)` \| (error|warning) \| §([\d.]+) \| (.*) \|$", text_md, flags=re.M)
+    documented = {code: (sev, sec, meaning.replace("`", "")) for code, sev, sec, meaning in rows}
+    assert documented == CODES
+
+
+def test_explain_reads_the_table() -> None:
+    assert explain("e107") == f"E107 (error, spec §6.1): {CODES['E107'][2]}"
+    with pytest.raises(KeyError):
+        explain("E999")
 
 
 def test_codes_are_numbered_by_severity() -> None:
