@@ -1706,11 +1706,36 @@ class StreamValidator:
             search = _OTHER_SSE_LINE.search
             at = start - 1  # chunk[start - 1] is the LF that ends the line before
             end = stop - 1
+            ids: list[bytes] = []
             while (found := search(chunk, at)) is not None and (at := found.start()) < end:
                 line_end = chunk.find(b"\n", at + 1)
-                if self._sse_problem(chunk[at + 1 : min(line_end + 1, at + 257)]) is not None:
-                    return False
+                problem = self._sse_problem(chunk[at + 1 : min(line_end + 1, at + 257)])
+                if problem is not None:
+                    if problem[0] != "id":
+                        return False
+                    ids.append(problem[1])
                 at += 1
+            if ids and not self._ids_in_order(ids, chunk, start, stop):
+                return False
+        return True
+
+    def _ids_in_order(self, ids: list[bytes], chunk: bytes, start: int, stop: int) -> bool:
+        """Whether a span's ids need no W118 and no reset; if so, take its last id (as _check_id would).
+
+        Otherwise the span goes line by line, where _check_id reports and resets in place:
+        a [DONE] in the span, or one before it, may start a new sequence (spec §8.5).
+        """
+        if self.validator._done or chunk.find(b"[DONE]", start, stop) >= 0:
+            return False
+        last = self._last_id
+        for value in ids:
+            if not value or b"\x00" in value:
+                continue
+            text = value.decode("utf-8", "replace")
+            if last is not None and not self._id_reported and not _id_key(last) < _id_key(text):
+                return False
+            last = text
+        self._last_id = last
         return True
 
     def _whole(self, lines_bytes: bytes, out: list[Violation]) -> None:
@@ -1917,8 +1942,8 @@ class StreamValidator:
                 if value not in (b"", b"message"):
                     return "W113", value
             elif name == b"id":
-                # ids are checked in order on the line-by-line path (W118), so a span with one
-                # does not go to the reader whole
+                # ids are checked in order (W118): on the line-by-line path by _check_id, and
+                # a whole span only when _ids_in_order finds nothing to report
                 return "id", value.removeprefix(b" ")
             elif name not in _SSE_FIELDS and not self._unknown_seen:
                 return "W112", name
