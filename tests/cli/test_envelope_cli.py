@@ -146,10 +146,6 @@ def test_spec_c2_argument_errors_name_the_command() -> None:
     assert err["todo"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the message is in _xml_migrate.py (not this helper's file): the change is in the report",
-)
 def test_spec_c2_library_messages_name_no_flag() -> None:
     """[C2-b] ``MigrationError`` from Python names no command-line flag."""
     from envelope import MigrationError, XmlMigrator
