@@ -306,8 +306,11 @@ def _run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     for shown in (url, resume_url):
         if shown.scheme not in ("http", "https") or not shown.host:
             raise UsageError(f"{str(shown)!r} is not an http or https URL")
-    if not any(k.lower() == "accept" for k, _ in headers):
+    given = {k.lower() for k, _ in headers}
+    if "accept" not in given:
         headers.append(("Accept", "text/event-stream"))  # as EventSource sends it
+    if "accept-encoding" not in given:
+        headers.append(("Accept-Encoding", "identity"))  # spec check §3.2-a: the bytes as sent
     save = None
     if args.save:
         try:
@@ -456,5 +459,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # pragma: no cover  # run in a subprocess by tests/check (coverage does not follow it)
     sys.exit(main())

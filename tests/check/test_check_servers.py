@@ -402,3 +402,100 @@ def test_mid_body_reset_is_a_dropped_stream() -> None:
         status, out, _ = check([server.url()])
     assert status == 1
     assert "E209" in codes(out)
+
+
+def test_header_value_with_a_line_break_is_refused() -> None:
+    """-H cannot smuggle a second header (a CR or LF in the value)."""
+    status, _, err = check(["http://127.0.0.1:9/x", "-H", "X-A: b\r\nX-B: c"])
+    assert status == 2
+    assert "cannot hold a line break" in err
+
+
+@pytest.mark.parametrize(
+    "argv", [["--timeout", "0"], ["--max-gap", "soon"], ["--max-bytes", "0"], ["--max-bytes", "x"]]
+)
+def test_bad_numbers_are_usage_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Numeric options are checked by the parser: exit 2 with argparse's message."""
+    with pytest.raises(SystemExit) as exc:
+        main(["http://127.0.0.1:9/x", *argv])
+    assert exc.value.code == 2
+    assert "error: argument" in capsys.readouterr().err
+
+
+def test_given_headers_are_sent_as_given() -> None:
+    """-H replaces the defaults of Accept, Accept-Encoding and Content-Type, and adds any other."""
+    with ScriptServer({"*": Script(steps=[GOOD])}) as server:
+        check([server.url(), "--data", "{}"])
+        check(
+            [
+                server.url(),
+                "--data",
+                "{}",
+                "-H",
+                "Accept: */*",
+                "-H",
+                "accept-encoding: gzip",
+                "-H",
+                "Content-Type: application/json; charset=utf-8",
+                "-H",
+                "Authorization: Bearer abc",
+            ]
+        )
+    default, given = (r.headers for r in server.requests)
+    assert (default["accept"], default["accept-encoding"], default["content-type"]) == (
+        "text/event-stream",
+        "identity",
+        "application/json",
+    )
+    assert (given["accept"], given["accept-encoding"], given["content-type"], given["authorization"]) == (
+        "*/*",
+        "gzip",
+        "application/json; charset=utf-8",
+        "Bearer abc",
+    )
+
+
+def test_follow_stops_after_max_responses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that pauses again and again is followed MAX_RESPONSES times, then the check stops."""
+    import envelope.check as check_module
+
+    monkeypatch.setattr(check_module, "MAX_RESPONSES", 3)
+    with ScriptServer({"*": Script(steps=[sse(paused_lines())])}) as server:
+        status, _, err = check([server.url("/agent/run"), "--follow-frontend-tools"])
+    assert len(server.requests) == 3
+    assert "stopped after 3 responses" in err
+    assert status == 0
+
+
+def test_server_that_does_not_speak_http() -> None:
+    """[C2.1-b] A reply that is not HTTP: E201 with the client's reason; exit 2."""
+    with ScriptServer({"*": Script(head=b"SSH-2.0-OpenSSH_9.2\r\n\r\n")}) as server:
+        status, out, err = check([server.url()])
+    assert status == 2
+    assert codes(out) == ["E201"]
+    assert "request failed: " in out[0]
+    assert "Traceback" not in err
+
+
+def test_refusal_bodies_long_or_cut() -> None:
+    """[C2.1-a] A long refusal body is quoted in part; a cut one does not break the report."""
+    long = Script(head=head("500 Internal Server Error", Content_Type="text/plain"), steps=[b"z" * 5000])
+    cut = Script(head=head("503 Service Unavailable", Content_Length="100"), steps=[b"overloaded"])
+    with ScriptServer({"/long": long, "/cut": cut}) as server:
+        status, out, _ = check([server.url("/long")])
+        assert (status, codes(out)) == (2, ["E200"])
+        assert out[0].endswith(": " + "z" * 200)
+        status, out, _ = check([server.url("/cut")])
+    assert (status, codes(out)) == (2, ["E200"])
+    assert out[0].endswith("HTTP 503 Service Unavailable: overloaded")
+
+
+def test_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during a check: exit 130, no traceback."""
+    import envelope.check as check_module
+
+    def interrupted(_: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(check_module, "run", interrupted)
+    assert main(["http://127.0.0.1:9/x"]) == 130
