@@ -128,7 +128,7 @@ class CheckSummary(msgspec.Struct, kw_only=True):
         time_to_first_byte: when the first body byte arrived.
         time_to_done: when ``[DONE]`` arrived.
         time_total: when the response ended (closed, timed out, or stopped).
-        lines_per_second: envelope lines over the time from first byte to ``[DONE]`` (or end).
+        lines_per_second: envelope lines over the time from the request to ``[DONE]`` (or the end).
         longest_gap: the longest silence, in seconds: no complete SSE line (event,
             comment or blank) between the headers, each line and the end.
         longest_gap_line: the line that ended that silence (0: the end of the response).
@@ -386,9 +386,11 @@ class ResponseCheck:
             # spec check §2.6-a [C2.6-a]: only [DONE] tells a client the response is complete.
             # (A close inside a line or an event is also the validator's E110.)
             out.append(_diag("E209", "the connection closed before [DONE] (a dropped or crashed stream)", last_line))
+        # Over the whole wait a client sees, from the request to [DONE] (or the end): a
+        # rate from the first byte alone is meaningless when the body comes in one piece.
         end = s.time_to_done if s.time_to_done is not None else at
-        if s.time_to_first_byte is not None and s.lines and end > s.time_to_first_byte:
-            s.lines_per_second = s.lines / (end - s.time_to_first_byte)
+        if s.lines and end > 0:
+            s.lines_per_second = s.lines / end
         return self._count(out)
 
     # -- internals -------------------------------------------------------------------

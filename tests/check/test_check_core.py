@@ -52,7 +52,7 @@ def test_good_response_has_no_diagnostic_and_its_figures() -> None:
     assert codes == []
     assert (s.lines, s.agents, s.blocks, s.bytes, s.done) == (4, 1, 3, len(body), True)
     assert (s.time_to_headers, s.time_to_first_byte, s.time_to_done, s.time_total) == (0.0, 0.5, 2.0, 2.5)
-    assert s.lines_per_second == pytest.approx(4 / 1.5)
+    assert s.lines_per_second == pytest.approx(4 / 2.0)
     assert s.longest_gap == 1.0
     assert s.longest_gap_line == 1  # the first line, completed by the chunk at 1.0 s
     assert not s.unusable
