@@ -12,6 +12,7 @@ merged, delete ``_SERVER_MISSING`` and the skip mark so that they always run.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import subprocess
@@ -34,7 +35,7 @@ def _server_missing() -> str | None:
     try:
         if importlib.util.find_spec("agent_ref.server") is None:
             return "agent_ref.server is not on this branch"
-        import agent_ref.server  # noqa: F401  # its dependencies (starlette, uvicorn) must import too
+        importlib.import_module("agent_ref.server")  # its dependencies (starlette, uvicorn) must import too
     except ImportError as exc:
         return f"agent_ref.server does not import: {exc}"
     return None
