@@ -86,7 +86,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data",
         metavar="JSON",
-        help="send this JSON body with POST (or @FILE to read it from a file); without it, GET",
+        help="send this JSON body with POST (or @FILE to read it from a file) (default: none, a GET)",
     )
     parser.add_argument(
         "-H",
@@ -94,7 +94,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="'NAME: VALUE'",
-        help="add a request header (repeatable), e.g. -H 'Authorization: Bearer TOKEN'",
+        help="add a request header (repeatable), e.g. -H 'Authorization: Bearer TOKEN' (default: none; "
+        "Accept: text/event-stream and Accept-Encoding: identity are sent unless given)",
     )
     parser.add_argument(
         "--timeout",
@@ -112,12 +113,15 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"warn (W208) on a silence longer than this without an event or keep-alive "
         f"(default: {DEFAULT_GAP_SECONDS:g})",
     )
-    parser.add_argument("--save", metavar="FILE", help="record the body bytes exactly as received")
+    parser.add_argument(
+        "--save", metavar="FILE", help="record the body bytes exactly as received (default: not recorded)"
+    )
     parser.add_argument(
         "--format",
         choices=("text", "json"),
         default="text",
-        help='output: one line per diagnostic (default), or one JSON object {"violations": [...], "responses": [...]}',
+        help='output: one line per diagnostic, or one JSON object {"violations": [...], "responses": [...]} '
+        "(default: text)",
     )
     parser.add_argument(
         "--max-bytes",
@@ -131,7 +135,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "--follow-frontend-tools",
         action="store_true",
         help="when a response pauses on awaiting_frontend_tools, post answers to the resume "
-        "endpoint and check the continuation too",
+        "endpoint and check the continuation too (default: off, stop at the pause)",
     )
     parser.add_argument(
         "--resume-url",
@@ -254,7 +258,7 @@ def _render(s: CheckSummary) -> str:
     ending = "[DONE]" if s.done else "no [DONE]"
     return (
         f"summary of {s.url} ({status})\n"
-        f"  {_n(s.lines, 'line')}, {_n(s.agents, 'agent')}, {_n(s.blocks, 'block')}, {_n(s.bytes, 'byte')}, "
+        f"  {_n(s.lines, 'envelope line')}, {_n(s.agents, 'agent')}, {_n(s.blocks, 'block')}, {_n(s.bytes, 'byte')}, "
         f"{_n(s.comments, 'keep-alive comment')}, {_n(s.ids, 'event id')}, {ending}"
         f"{', paused on awaiting_frontend_tools' if s.paused else ''}\n"
         f"  time to first byte {_seconds(s.time_to_first_byte)}, to [DONE] {_seconds(s.time_to_done)}, "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -73,7 +74,7 @@ def test_good_server_exits_0_with_its_summary() -> None:
         assert server.requests[0].json() == {"prompt": "What is 5 + (10 * 2)?"}
         assert server.requests[0].headers["accept"] == "text/event-stream"
     assert (status, out) == (0, [])
-    assert "4 lines, 1 agent, 3 blocks" in err
+    assert "4 envelope lines, 1 agent, 3 blocks" in err
     assert "[DONE]" in err
     assert err.endswith("0 error(s), 0 warning(s) in 1 response\n")
 
@@ -499,3 +500,19 @@ def test_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(check_module, "run", interrupted)
     assert main(["http://127.0.0.1:9/x"]) == 130
+
+
+def test_help_says_what_defaults_and_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    """`envelope check --help` as the CLI's other subcommands: what it does, each option's default, examples."""
+    parser = argparse.ArgumentParser(prog="envelope")
+    add_check_command(parser.add_subparsers(dest="command"))
+    with pytest.raises(SystemExit):
+        parser.parse_args(["check", "--help"])
+    text = capsys.readouterr().out
+    assert "examples:" in text
+    assert "Exit status: 0 valid, 1 violations, 2 unusable" in " ".join(text.split())
+    entries = re.split(r"\n  (?=-)", text.split("options:", 1)[1].split("examples:", 1)[0])[1:]
+    assert len(entries) == 12  # -h and the eleven options
+    for entry in entries:
+        if not entry.startswith("-h, --help"):
+            assert "default" in entry, f"{entry.split()[0]} does not say its default"
