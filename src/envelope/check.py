@@ -146,7 +146,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "--answer",
         metavar="JSON",
         help="answers to frontend tools: an object from tool_use_id or tool name to the result "
-        f"content (a string or content blocks), or @FILE (default: {DEFAULT_ANSWER!r} for each)",
+        'content (a string or content blocks, or {"content": ..., "is_error": true}), or @FILE '
+        f"(default: {DEFAULT_ANSWER!r} for each)",
     )
 
 
@@ -272,8 +273,12 @@ def _resume_body(pending: PendingTools, answers: object) -> dict[str, object]:
     table = answers if isinstance(answers, dict) else {}
     results: list[dict[str, object]] = []
     for tool_use_id, name in pending.calls:
-        content = table.get(tool_use_id, table.get(name, DEFAULT_ANSWER))
-        results.append({"tool_use_id": tool_use_id, "content": content})
+        answer = table.get(tool_use_id, table.get(name, DEFAULT_ANSWER))
+        result: dict[str, object] = {"tool_use_id": tool_use_id, "content": answer}
+        if isinstance(answer, dict) and "content" in answer:
+            # {"content": ..., "is_error": true}: an answer that reports the tool failed.
+            result = {"tool_use_id": tool_use_id, **answer}
+        results.append(result)
     return {"agent_uuid": pending.agent, "tool_results": results}
 
 

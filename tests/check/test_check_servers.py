@@ -287,7 +287,7 @@ def test_json_format() -> None:
     assert summary["url"] == server.url()
 
 
-def test_follow_frontend_tools() -> None:
+def test_follow_frontend_tools(tmp_path: Path) -> None:
     """[C4-a] A pause is answered at the resume endpoint and the continuation is checked in the same run."""
     routes = {
         "/agent/run": Script(steps=[sse(paused_lines())]),
@@ -324,6 +324,14 @@ def test_follow_frontend_tools() -> None:
         assert server.requests[-1].json() == {
             "agent_uuid": AGENT,
             "tool_results": [{"tool_use_id": "toolu_c", "content": "no"}],
+        }
+        # An answer object with is_error, by id, from a file.
+        answers = tmp_path / "answers.json"
+        answers.write_text('{"toolu_c": {"content": "user closed the dialog", "is_error": true}}')
+        check([server.url("/agent/run"), "--follow-frontend-tools", "--answer", f"@{answers}"])
+        assert server.requests[-1].json() == {
+            "agent_uuid": AGENT,
+            "tool_results": [{"tool_use_id": "toolu_c", "content": "user closed the dialog", "is_error": True}],
         }
     assert (status, out) == (0, [])
     assert "in 2 responses" in err
