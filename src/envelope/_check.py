@@ -221,7 +221,7 @@ class ResponseCheck:
         """
         self.summary: Final = CheckSummary(url=url)
         self.pending: PendingTools | None = None
-        # spec check §3.1: the same validator as `envelope validate`, the input read as
+        # spec check §3.1-a [C3.1-a]: the same validator as `envelope validate`, the input read as
         # SSE (it is a text/event-stream response, whatever its first byte).
         self.validator: Final = StreamValidator("sse", max_bytes=max_bytes, max_line_bytes=max_line_bytes)
         self._gap = gap_seconds

@@ -19,7 +19,9 @@ non-2xx status or a timeout (one message, no traceback).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -346,6 +348,7 @@ def _run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         if save is not None:
             save.close()
     printer.finish(summaries)
+    # spec check §5-a [C5-a]: unusable before violations, violations before warnings.
     if any(s.unusable for s in summaries):
         return 2
     if any(s.errors for s in summaries) or (args.strict and any(s.warnings for s in summaries)):
@@ -443,7 +446,7 @@ def _read_body(
         # The body as a browser's reader gets it: content coding undone (spec check §3.2).
         for chunk in response.iter_bytes():
             at = now()
-            if save is not None:
+            if save is not None:  # spec check §3.2-a [C3.2-a]: the bytes as received, before any judgement
                 save.write(chunk)
                 save.flush()
             report(check.feed(chunk, at))
@@ -466,6 +469,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(parser.parse_args(argv))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader of the output went away (`... | head -1`): not an error
+        # Later writes (the interpreter's flush at exit) would fail again: send them nowhere.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover  # run in a subprocess by tests/check (coverage does not follow it)

@@ -524,3 +524,32 @@ def test_help_says_what_defaults_and_examples(capsys: pytest.CaptureFixture[str]
     for entry in entries:
         if not entry.startswith("-h, --help"):
             assert "default" in entry, f"{entry.split()[0]} does not say its default"
+
+
+def test_broken_pipe_exits_quietly() -> None:
+    """`python -m envelope.check URL | head -1`: the reader goes away; exit 141, no traceback."""
+    bad = sse([b'{"type":"nope","agent":"a","final":true,"delta":""}'] * 3000)
+    with ScriptServer({"*": Script(steps=[bad])}) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "envelope.check", server.url()],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        assert b"E104" in proc.stdout.readline()
+        proc.stdout.close()
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141
+    assert b"Traceback" not in err
+
+
+def test_broken_pipe_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same, in this process: main() turns BrokenPipeError into 141 (stdout here has no descriptor)."""
+    import envelope.check as check_module
+
+    def gone(_: argparse.Namespace) -> int:
+        raise BrokenPipeError
+
+    monkeypatch.setattr(check_module, "run", gone)
+    assert main(["http://127.0.0.1:9/x"]) == 141
+    assert capsys.readouterr().err == ""
