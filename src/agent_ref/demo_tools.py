@@ -99,7 +99,10 @@ def _estimated_bits(op: type, a: int, b: int) -> float:
         return float(a.bit_length() + b.bit_length())
     if op in (ast.Add, ast.Sub):
         return float(max(a.bit_length(), b.bit_length()) + 1)
-    return float(a.bit_length())  # //, % and / do not grow the left operand
+    if op is ast.Mod:
+        # Python's % takes the divisor's sign: -1 % 3 == 2, so the result is bounded by |b|, not |a|.
+        return float(max(a.bit_length(), b.bit_length()))
+    return float(a.bit_length())  # // and / do not grow the left operand
 
 
 def _apply(op: type, a: Number, b: Number) -> Number:
