@@ -5,10 +5,11 @@ status line and headers, then the body's byte chunks, each with the time it arri
 and returns coded diagnostics as soon as they are known: the envelope findings of the
 same ``StreamValidator`` that ``envelope validate`` runs, and the transport judgements of
 ``spec/check.md`` (status, ``Content-Type``, caching and proxy-buffering headers, ``id:``
-order, silences without keep-alive, how the stream ended). It also keeps the figures of
+presence, silences without keep-alive, how the stream ended). It also keeps the figures of
 the summary (``CheckSummary``) and notices a pause on ``awaiting_frontend_tools``, so
 that the shell can answer it (``PendingTools``). The transport codes live in
-``CHECK_CODES``; ``spec/check.md`` has the same table with the reasons.
+``CHECK_CODES``; ``spec/check.md`` has the same table with the reasons. The order of
+``id:`` values is the validator's (``W118``, envelope-v1 §2.1-d), not judged twice.
 
 Does not own: the network, clocks and files (``check``, the I/O shell, passes the times
 in: nothing here reads a clock, opens a socket or a file, or imports an HTTP client),
@@ -22,7 +23,6 @@ event data (at most ``max_line_bytes`` each, the reader's cap, spec §2.3), the 
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
@@ -53,7 +53,6 @@ CHECK_CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "E203": ("error", "2.1", "Content-Type is not text/event-stream"),
     "W204": ("warning", "2.1", "Cache-Control has neither no-cache nor no-store"),
     "W205": ("warning", "check §2.3", "X-Accel-Buffering: no is missing"),
-    "E206": ("error", "check §2.4", "event id does not increase"),
     "W207": ("warning", "check §2.4", "event without an id after events with ids"),
     "W208": ("warning", "check §2.5", "silence longer than the keep-alive threshold"),
     "E209": ("error", "8.2", "connection closed before [DONE]"),
@@ -67,14 +66,12 @@ CHECK_CODES: Final[dict[str, tuple[Severity, str, str]]] = {
 #: for milliseconds. 20 s spares them and still warns well before a proxy closes.
 DEFAULT_GAP_SECONDS: Final = 20.0
 
-#: Longest ``id:`` value kept for the order check; a longer id is compared on this prefix.
+#: Longest ``id:`` value kept (to name it in ``W207``).
 MAX_ID_CHARS: Final = 1024
 
 _DONE: Final = DONE_DATA.encode()
 _CR: Final = 0x0D
 _LF: Final = 0x0A
-#: An id's sequence number: its trailing decimal digits (``run:0:17`` -> ``run:0:``, 17).
-_TRAILING_NUMBER: Final = re.compile(r"^(.*?)(\d+)$", re.DOTALL)
 
 
 class _Head(msgspec.Struct, gc=False):
@@ -491,7 +488,11 @@ class ResponseCheck:
         self._envelope(text)
 
     def _ids(self, event_id: str | None, line: int, offset: int, out: list[Violation]) -> None:
-        """spec check §2.4: ids, when sent, name each event once and in increasing order."""
+        """spec check §2.4: count ids; an event without one after ids is W207.
+
+        Their order is the validator's rule (envelope-v1 §2.1-d, ``W118``), judged on the
+        same bytes: not judged twice here.
+        """
         if event_id is None:
             if self._last_id is not None and not self._missing_id_reported:
                 # spec check §2.4-b [C2.4-b]: the last id stays in force (WHATWG), so a
@@ -500,17 +501,7 @@ class ResponseCheck:
                 out.append(_diag("W207", f"event without an id after id {self._last_id!r}", line, offset))
             return
         self.summary.ids += 1
-        before, self._last_id = self._last_id, event_id
-        if before is None:
-            return
-        now, was = _TRAILING_NUMBER.match(event_id), _TRAILING_NUMBER.match(before)
-        if now and was and now.group(1) == was.group(1):
-            bad = int(now.group(2)) <= int(was.group(2))
-        else:
-            bad = event_id == before
-        if bad:
-            # spec check §2.4-a [C2.4-a]: Last-Event-ID must name one point of the stream.
-            out.append(_diag("E206", f"event id {event_id!r} does not increase after {before!r}", line, offset))
+        self._last_id = event_id
 
     def _envelope(self, text: bytes) -> None:
         """Count one envelope line for the summary and follow ``awaiting_frontend_tools`` blocks."""

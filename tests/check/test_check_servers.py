@@ -221,8 +221,9 @@ def test_keepalive_comments_bridge_silences() -> None:
     assert out[0].startswith(f"{server.url()}:5:1: W208 ")
 
 
-def test_ids_must_increase() -> None:
-    """[C2.4-a] [C2.4-b] Event ids: increasing is fine; a repeat is E206; an event without one is W207."""
+def test_ids_order_and_presence() -> None:
+    """[C2.4-b] Event ids: increasing is fine; a repeat is the validator's W118 (once, not doubled); an
+    event without one after ids is W207."""
 
     def with_ids(ids: list[str | None]) -> bytes:
         events = [*valid_lines(), b"[DONE]"]
@@ -238,11 +239,12 @@ def test_ids_must_increase() -> None:
         assert "5 event ids" in err
         server.routes["*"] = Script(steps=[with_ids(["run:0:0", "run:0:1", "run:0:1", "run:0:0", "run:0:4"])])
         status, out, _ = check([server.url()])
-        assert (status, codes(out)) == (1, ["E206", "E206"])
-        assert out[0].startswith(f"{server.url()}:7:1: E206 event id 'run:0:1' does not increase after 'run:0:1'")
-        server.routes["*"] = Script(steps=[with_ids(["a", "b", "b", None, None])])
+        assert (status, codes(out)) == (0, ["W118"])
+        assert out[0].startswith(f"{server.url()}:7:1: W118 ")
+        server.routes["*"] = Script(steps=[with_ids(["a", "b", None, None, None])])
         status, out, _ = check([server.url()])
-    assert (status, codes(out)) == (1, ["E206", "W207"])
+    assert (status, codes(out)) == (0, ["W207"])
+    assert out[0].startswith(f"{server.url()}:7:1: W207 event without an id after id 'b'")
 
 
 def test_connection_left_open_after_done() -> None:
@@ -252,7 +254,9 @@ def test_connection_left_open_after_done() -> None:
     assert (status, codes(out)) == (0, ["W210"])
 
 
-def test_save_records_the_bytes_and_replays_to_the_same_verdict(tmp_path: Path) -> None:
+def test_save_records_the_bytes_and_replays_to_the_same_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """[C3.2-a] --save holds the body exactly as received; `envelope validate` on it gives the same findings."""
     bad = sse(valid_lines(), done=False) + b'data: {"type":"text","agent":"x","final":true,"delta":"?"}\n\ndata: [DO'
     for body in (GOOD, bad):
@@ -261,13 +265,10 @@ def test_save_records_the_bytes_and_replays_to_the_same_verdict(tmp_path: Path) 
             status, out, _ = check([server.url(), "--save", str(capture)])
         assert capture.read_bytes() == body
         envelope_codes = [c for c in codes(out) if int(c[1:]) < 200]  # the transport codes are 2xx
-        replay = io.StringIO()
-        sys_stdout, sys.stdout = sys.stdout, replay
-        try:
-            replay_status = cli_main(["validate", str(capture)])
-        finally:
-            sys.stdout = sys_stdout
-        assert codes(replay.getvalue().splitlines()) == envelope_codes
+        capsys.readouterr()
+        replay_status = cli_main(["validate", str(capture)])
+        replayed = capsys.readouterr().out.splitlines()
+        assert codes(replayed) == envelope_codes
         assert replay_status == (1 if any(c.startswith("E") for c in envelope_codes) else 0)
         assert status == (0 if body == GOOD else 1)
 
@@ -296,9 +297,21 @@ def test_follow_frontend_tools(tmp_path: Path) -> None:
     assert_valid(sse(paused_lines()))
     assert_valid(sse(resumed_lines()))
     with ScriptServer(routes) as server:
+        capture = tmp_path / "run.sse"
         status, out, err = check(
-            [server.url("/agent/run"), "--data", '{"prompt": "please confirm"}', "--follow-frontend-tools", "--strict"]
+            [
+                server.url("/agent/run"),
+                "--data",
+                '{"prompt": "please confirm"}',
+                "--follow-frontend-tools",
+                "--strict",
+                "--save",
+                str(capture),
+            ]
         )
+        # [C3.2-a] The capture of both responses, back to back, is a valid recording (spec §8.5).
+        assert capture.read_bytes() == sse(paused_lines()) + sse(resumed_lines())
+        assert_valid(capture.read_bytes())
         assert [r.path for r in server.requests] == ["/agent/run", "/agent/tool_results"]
         assert server.requests[1].json() == {
             "agent_uuid": AGENT,
