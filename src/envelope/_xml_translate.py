@@ -150,7 +150,8 @@ class _Translator(_Scanner):
     def _emitter_at(self, pos: Position) -> Emitter:
         if self.agent is None:
             raise MigrationError(
-                "no agent: the input has no meta_init before its first block and no agent was given (the `agent` argument)",
+                "no agent: the input has no meta_init before its first block and no agent was given"
+                " (the `agent` argument)",
                 position=pos,
                 section="M5.1",
             )

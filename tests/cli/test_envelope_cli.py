@@ -87,7 +87,7 @@ def test_spec_c1_version_names_the_installed_version() -> None:
     assert done.stdout.decode().strip() == f"envelope {version('envelope-stream')}"
 
 
-@pytest.mark.parametrize("command", [[], ["reconstruct"], ["migrate"], ["validate"], ["bench"]])
+@pytest.mark.parametrize("command", [[], ["reconstruct"], ["migrate"], ["validate"], ["bench"], ["check"]])
 def test_spec_c1_every_help_says_what_defaults_and_examples(command: list[str]) -> None:
     """[C1-b] ``--help`` of the tool and of each subcommand: what it does, defaults, examples."""
     done = run(*command, "--help")
