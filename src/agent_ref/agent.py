@@ -106,8 +106,9 @@ class _Outcome:
 class _Response:
     """One streamed response: checks, logs, and sends lines; stages the closing ones."""
 
-    def __init__(self, sink: Sink, agent: str, run_id: str, index: int) -> None:
+    def __init__(self, sink: Sink, agent: str, run_id: str, index: int, max_bytes: int) -> None:
         self.sink = sink
+        self.max_bytes = max_bytes
         self.agent = agent
         self.run_id = run_id
         self.index = index
@@ -288,7 +289,7 @@ class Agent:
         state.status = "running"
         self._append_user(blocks)
         await self.store.save(state)  # claim the agent (spec §4.3)
-        response = _Response(sink, state.agent_uuid, run.run_id, run.responses)
+        response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
         run.responses += 1
         await response.send(self._emitter.buffered("meta_init", self._meta_init(run)))
         return await self._drive(response, 1)
@@ -323,7 +324,7 @@ class Agent:
             state.status = "awaiting_frontend_tools"
             raise
         run = state.run
-        response = _Response(sink, state.agent_uuid, run.run_id, run.responses)
+        response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
         run.responses += 1
         await response.send(self._emitter.buffered("meta_init", self._meta_init(run, resume=True)))
         by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
@@ -706,7 +707,16 @@ class Agent:
             if str(block.get("type", "")).endswith("_tool_result"):
                 for file_id in _file_ids(block.get("content")):
                     if all(f["file_id"] != file_id for f in self._files):
-                        self._files.append({"file_id": file_id, "filename": None, "storage_location": None})
+                        # spec §5.6-b: the agent does not download files, so the Files API id is
+                        # the only name it knows, and the file stays where the API keeps it.
+                        self._files.append(
+                            {"file_id": file_id, "filename": file_id, "storage_location": files_api_path(file_id)}
+                        )
+
+
+def files_api_path(file_id: str) -> str:
+    """Where a file produced by a server tool lives: its download path in the Files API (spec §5.6-b)."""
+    return f"/v1/files/{file_id}/content"
 
 
 def _file_ids(value: object) -> list[str]:

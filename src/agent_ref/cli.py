@@ -64,6 +64,8 @@ class PrettyPrinter:
         self.rebuilder.feed(line)
         if line == DONE_LINE:
             self._break()
+            # The end of one response; a run log may hold the next one after it (spec §9.2-a).
+            self.rebuilder = Reconstructor()
             return
         env: dict[str, Any] = json.loads(line)
         kind, agent, delta = env["type"], env["agent"], env.get("delta", "")
@@ -218,10 +220,29 @@ def _report(args: argparse.Namespace, result: AgentResult) -> int:
     return 0
 
 
+class _Announce:
+    """Passes lines on; before the first, says on stderr which run and agent this is (spec §9.1-b)."""
+
+    def __init__(self, agent: Agent, sink: Any, verb: str) -> None:
+        self.agent = agent
+        self.sink = sink
+        self.verb = verb
+        self.announced = False
+
+    def __call__(self, line: bytes) -> Any:
+        if not self.announced:
+            self.announced = True
+            run = self.agent.state.run
+            run_id = run.run_id if run is not None else "?"
+            sys.stderr.write(f"agent-ref: {self.verb} run {run_id} (agent {self.agent.agent_uuid})\n")
+            sys.stderr.flush()
+        return self.sink(line)
+
+
 async def _run(args: argparse.Namespace) -> int:
     store = SQLiteStore(args.db)
     agent = Agent(_model(args), store=store, **_agent_config(args))
-    result = await _with_abort(agent, agent.run(args.prompt, _sink(args)))
+    result = await _with_abort(agent, agent.run(args.prompt, _Announce(agent, _sink(args), "started")))
     return _report(args, result)
 
 
@@ -236,21 +257,29 @@ async def _resume(args: argparse.Namespace) -> int:
         raise AgentRefError(f"{where}:{exc.lineno}:{exc.colno}: results are not JSON: {exc.msg}") from None
     store = SQLiteStore(args.db)
     agent = await Agent.load(args.agent_uuid, store, _model(args), **_agent_config(args))
-    result = await _with_abort(agent, agent.continue_with_tool_results(results, _sink(args)))
+    result = await _with_abort(
+        agent, agent.continue_with_tool_results(results, _Announce(agent, _sink(args), "resumed"))
+    )
     return _report(args, result)
 
 
 async def _log(args: argparse.Namespace) -> int:
     if not Path(args.db).exists():
         raise AgentRefError(f"{args.db}: no such database")
-    lines = await SQLiteStore(args.db).run_log(args.run_id)
-    if not lines:
+    responses = await SQLiteStore(args.db).run_responses(args.run_id)
+    if not responses:
         raise AgentRefError(f"no envelope log for run {args.run_id} in {args.db}")
+    if args.response is not None:
+        # spec §9.2-a: one response, counted from 1 as people count.
+        if not 1 <= args.response <= len(responses):
+            raise AgentRefError(
+                f"run {args.run_id} has {len(responses)} response(s); --response takes 1 to {len(responses)}"
+            )
+        responses = [responses[args.response - 1]]
     sink = _sink(args)
-    for line in lines:
-        if args.pretty and line == DONE_LINE:
-            continue
-        sink(line)
+    for response in responses:
+        for line in response:
+            sink(line)
     return 0
 
 
@@ -305,6 +334,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("run_id", help="the run (from meta_init or meta_final)")
     show.add_argument("--db", type=Path, default=Path(DEFAULT_DB), help=f"the SQLite file (default {DEFAULT_DB})")
     show.add_argument("--pretty", action="store_true", help="a human view instead of raw SSE lines")
+    show.add_argument(
+        "--response", type=int, metavar="N", help="print only the run's N-th response (from 1); all by default"
+    )
     show.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
     return parser
 

@@ -74,6 +74,10 @@ class Store(Protocol):
         """Every line sent for the run, in order, across its responses."""
         ...
 
+    async def run_responses(self, run_id: str) -> list[list[bytes]]:
+        """The run's lines grouped by response, in order: each a complete stream ending with ``[DONE]``."""
+        ...
+
     async def runs(self, agent_uuid: str) -> list[RunRecord]:
         """The agent's completed runs, oldest first."""
         ...
@@ -113,9 +117,25 @@ class MemoryStore:
         """See ``Store.run_log``."""
         return [line for _, _, line in sorted(self._logs.get(run_id, []), key=lambda e: (e[0], e[1]))]
 
+    async def run_responses(self, run_id: str) -> list[list[bytes]]:
+        """See ``Store.run_responses``."""
+        return _group(sorted(self._logs.get(run_id, []), key=lambda e: (e[0], e[1])))
+
     async def runs(self, agent_uuid: str) -> list[RunRecord]:
         """See ``Store.runs``."""
         return list(self._runs.get(agent_uuid, []))
+
+
+def _group(entries: Sequence[tuple[int, int, bytes]]) -> list[list[bytes]]:
+    """Lines ``(response, seq, line)`` sorted by response then seq, grouped by response."""
+    out: list[list[bytes]] = []
+    current: int | None = None
+    for response, _, line in entries:
+        if response != current:
+            out.append([])
+            current = response
+        out[-1].append(line)
+    return out
 
 
 def _conflict(state: AgentState, stored: int) -> str:
@@ -255,6 +275,20 @@ class SQLiteStore:
         finally:
             conn.close()
         return [bytes(r[0]) for r in rows]
+
+    async def run_responses(self, run_id: str) -> list[list[bytes]]:
+        """See ``Store.run_responses``."""
+        return await asyncio.to_thread(self._run_responses, run_id)
+
+    def _run_responses(self, run_id: str) -> list[list[bytes]]:
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT response, seq, line FROM envelope_log WHERE run_id = ? ORDER BY response, seq", (run_id,)
+            ).fetchall()
+        finally:
+            conn.close()
+        return _group([(int(r[0]), int(r[1]), bytes(r[2])) for r in rows])
 
     async def runs(self, agent_uuid: str) -> list[RunRecord]:
         """See ``Store.runs``."""

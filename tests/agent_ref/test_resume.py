@@ -22,8 +22,9 @@ from agent_ref import (
     ToolResultsError,
     default_tools,
 )
-from agent_ref_support import blocks, drop, fast_retry, meta, run, types
+from agent_ref_support import assert_valid_responses, blocks, drop, fast_retry, meta, run, types
 from envelope import SSEReader, reconstruct
+from validating import assert_valid
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 PROMPT = "Please confirm, then tell me what is 6 * 7"
@@ -97,6 +98,8 @@ def test_spec_3_3_resume_in_a_fresh_agent_continues_at_the_saved_step() -> None:
     # the run log holds both responses, in order, and each reconstructs
     log = asyncio.run(store.run_log(paused.run_id))
     assert log == first + second
+    assert asyncio.run(store.run_responses(paused.run_id)) == [first, second]
+    assert assert_valid_responses(log) == [first, second]
     runs = asyncio.run(store.runs(paused.agent_uuid))
     assert [r.stop_reason for r in runs] == ["end_turn"]
 
@@ -210,6 +213,10 @@ def test_spec_3_2_pause_in_one_process_resume_in_another(tmp_path: Path) -> None
     first = _cli("run", PROMPT, "--db", str(db), cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     lines = _sse_lines(first.stdout)
+    assert_valid(lines)
+    # spec §9.1-b: the run id and the agent are on stderr from the start
+    init = meta(lines, "meta_init")
+    assert first.stderr.startswith(f"agent-ref: started run {init['run_id']} (agent {init['agent_uuid']})\n")
     assert lines[-1] == b"[DONE]"
     pending = meta(lines, "awaiting_frontend_tools")
     agent_uuid = meta(lines, "meta_init")["agent_uuid"]
@@ -219,6 +226,7 @@ def test_spec_3_2_pause_in_one_process_resume_in_another(tmp_path: Path) -> None
     second = _cli("resume", agent_uuid, "--db", str(db), "--results", "-", stdin=results, cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     lines2 = _sse_lines(second.stdout)
+    assert_valid(lines2)
     assert meta(lines2, "meta_init")["resume"]["step"] == 2
     rebuilt = blocks(lines2)
     assert rebuilt[1]["type"] == "tool_result"
@@ -231,7 +239,19 @@ def test_spec_3_2_pause_in_one_process_resume_in_another(tmp_path: Path) -> None
     assert "not waiting" in again.stderr
     assert "Traceback" not in again.stderr
     assert again.stdout == ""
-    # the log command replays the whole run, both responses
-    log = _cli("log", meta(lines, "meta_init")["run_id"], "--db", str(db), cwd=tmp_path)
-    assert _sse_lines(log.stdout) == lines + lines2
+    # spec §9.2-a: the log command prints the whole run, its responses back to back, each a
+    # complete stream ending with [DONE]; --response N (from 1) prints one.
+    run_id = meta(lines, "meta_init")["run_id"]
+    log = _cli("log", run_id, "--db", str(db), cwd=tmp_path)
+    assert log.returncode == 0, log.stderr
+    assert assert_valid_responses(_sse_lines(log.stdout)) == [lines, lines2]
+    for n, expected in ((1, lines), (2, lines2)):
+        one = _cli("log", run_id, "--db", str(db), "--response", str(n), cwd=tmp_path)
+        assert one.returncode == 0, one.stderr
+        assert_valid(_sse_lines(one.stdout))
+        assert _sse_lines(one.stdout) == expected
+    beyond = _cli("log", run_id, "--db", str(db), "--response", "3", cwd=tmp_path)
+    assert beyond.returncode == 2
+    assert "has 2 response(s)" in beyond.stderr
+    assert beyond.stdout == ""
     assert reconstruct(lines2).done
