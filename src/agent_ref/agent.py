@@ -22,6 +22,8 @@ import asyncio
 import inspect
 import json
 import logging
+import os
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -33,6 +35,7 @@ from envelope.anthropic import AnthropicTranslator
 
 from .errors import ConfigError, StateError, ToolResultsError
 from .pricing import PRICES, Price, cost_usd, price_for
+from .redact import public_message
 from .retry import ApiFailure, IncompleteStreamError, RetryPolicy, classify
 from .state import AgentState, PendingCall, RunRecord, RunState
 from .store import LogBatch, MemoryStore, Store
@@ -57,6 +60,11 @@ STOP_MAX_STEPS: Final = "max_steps"
 STOP_MAX_BUDGET: Final = "max_budget"
 STOP_ERROR: Final = "error"
 STOP_ABORTED: Final = "aborted"
+STOP_ABANDONED: Final = "abandoned"
+STOP_LOST: Final = "lost"
+
+#: Seconds a ``running`` agent stays held by its process without a renewal (spec §10.2-a).
+DEFAULT_LEASE_SECONDS: Final = 30.0
 
 
 @dataclass(slots=True)
@@ -89,6 +97,18 @@ class AgentResult:
     error: str | None = None
 
 
+class _ClientGone(Exception):
+    """The sink raised: the client is gone. The run is closed in the store, then ``error`` re-raised."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _nowhere(line: bytes) -> None:
+    """The sink of a response nobody reads (``abandon`` without a sink, a recovery)."""
+
+
 class _RunFailed(Exception):
     def __init__(self, failure: ApiFailure, attempts: int) -> None:
         super().__init__(failure.message)
@@ -115,14 +135,25 @@ class _Response:
         self.checker = Reconstructor()
         self.lines: list[bytes] = []
         self.staged: list[bytes] = []
+        #: The client is gone: lines are still checked and logged, no longer sent (spec §5.5-c).
+        self.gone = False
+
+    async def _deliver(self, line: bytes) -> None:
+        if self.gone:
+            return
+        try:
+            result = self.sink(line)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            self.gone = True
+            raise _ClientGone(exc) from exc
 
     async def send(self, lines: Sequence[bytes]) -> None:
         for line in lines:
             self.checker.feed(line)
             self.lines.append(line)
-            result = self.sink(line)
-            if inspect.isawaitable(result):
-                await result
+            await self._deliver(line)
 
     def stage(self, lines: Sequence[bytes]) -> None:
         for line in lines:
@@ -133,9 +164,10 @@ class _Response:
     async def flush(self) -> None:
         staged, self.staged = self.staged, []
         for line in staged:
-            result = self.sink(line)
-            if inspect.isawaitable(result):
-                await result
+            try:
+                await self._deliver(line)
+            except _ClientGone as exc:
+                raise exc.error from None  # already stored: only the caller needs to know
 
     def batch(self) -> LogBatch:
         return LogBatch(run_id=self.run_id, response=self.index, start=0, lines=list(self.lines))
@@ -170,6 +202,8 @@ class Agent:
         max_tool_concurrency: backend tools of one step running at once.
         prices: the price table.
         stream_history: put the conversation history into ``meta_init``/``meta_final``.
+        lease_seconds: how long a claim on the agent lasts without renewal; renewed every
+            third of it while a run is in progress (spec §10.2-a).
 
     Raises:
         ConfigError: duplicate tool names, or a budget with an unpriced model.
@@ -193,6 +227,7 @@ class Agent:
         max_tool_concurrency: int = 4,
         prices: Mapping[str, Price] = PRICES,
         stream_history: bool = False,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
     ) -> None:
         """See the class docstring."""
         names = [t.name for t in tools] + [str(t.get("name")) for t in server_tools]
@@ -201,6 +236,8 @@ class Agent:
             raise ConfigError(f"duplicate tool names: {', '.join(dupes)}")
         if max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
+        if lease_seconds <= 0:
+            raise ConfigError("lease_seconds must be positive")
         if max_budget_usd is not None and price_for(model.name, prices) is None:
             raise ConfigError(f"max_budget_usd needs a price for model {model.name!r}; add it to prices")
         self.model = model
@@ -217,10 +254,13 @@ class Agent:
         self.max_tool_concurrency = max_tool_concurrency
         self.prices = prices
         self.stream_history = stream_history
+        self.lease_seconds = lease_seconds
         self.state = AgentState(agent_uuid=agent_uuid or str(uuid.uuid4()), model=model.name)
         self._emitter = Emitter(self.state.agent_uuid, max_bytes)
         self._abort = asyncio.Event()
         self._files: list[dict[str, Any]] = []
+        #: Results of the current step's calls already decided, by tool_use id (spec §5.5-b).
+        self._answered: dict[str, dict[str, Any]] = {}
 
     @property
     def agent_uuid(self) -> str:
@@ -256,6 +296,114 @@ class Agent:
         """Ask the running run to stop: the stream ends with an ``aborted`` error and ``meta_final`` (spec §5.5)."""
         self._abort.set()
 
+    def lease_alive(self, now: float | None = None) -> bool:
+        """Whether the agent is ``running`` under a lease that has not expired (spec §10.2-a)."""
+        state = self.state
+        return state.status == "running" and state.lease_expires_at > (time.time() if now is None else now)
+
+    async def recover(self) -> AgentResult | None:
+        """Deal with a run whose process died (its lease expired) so the agent can be used again (spec §10.2-b).
+
+        A resume that died is put back to its pause (the same results can be sent again).
+        A run that died otherwise is closed: its prompt is taken back out of the context,
+        it is recorded with stop reason ``lost``, and its log gets a closing response.
+
+        Returns:
+            The closed run's result, or ``None`` when there was nothing to close (not
+            ``running``, or a pause restored).
+
+        Raises:
+            StateError: the agent is running under a live lease (another process holds it).
+            ConflictError: another process changed the agent meanwhile.
+        """
+        state = self.state
+        if state.status != "running":
+            return None
+        if self.lease_alive():
+            left = state.lease_expires_at - time.time()
+            raise StateError(
+                f"agent {state.agent_uuid} is running in another process ({state.lease_owner}; "
+                f"its lease is renewed while it lives and runs out in {left:.0f} s if it died)"
+            )
+        run = state.run
+        state.lease_owner = None
+        state.lease_expires_at = 0.0
+        if state.pending_frontend and run is not None:
+            state.status = "awaiting_frontend_tools"
+            await self.store.save(state)
+            log.warning("agent %s: a resume whose process died was put back to its pause", state.agent_uuid)
+            return None
+        if run is None:
+            state.status = "idle"
+            await self.store.save(state)
+            return None
+        if run.base_messages >= 0:
+            del state.messages[run.base_messages :]
+            if run.base_tail >= 0 and state.messages:
+                state.messages[-1]["content"] = state.messages[-1]["content"][: run.base_tail]
+        response = _Response(_nowhere, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
+        run.responses += 1
+        response.gone = True  # nobody reads it: it only closes the run's log (spec §9.2-a)
+        await response.send(self._emitter.buffered("meta_init", self._meta_init(run)))
+        payload = {
+            "type": STOP_LOST,
+            "message": "the process running this run stopped before the run ended; a later process closed it",
+        }
+        log.warning("agent %s: run %s was lost with its process; closed", state.agent_uuid, run.run_id)
+        return await self._finish(response, STOP_LOST, error_payload=payload)
+
+    async def abandon(self, sink: Sink | None = None, *, reason: str = "abandoned by the user") -> AgentResult:
+        """Close a run paused for frontend tools without their results (spec §10.3).
+
+        Every pending frontend call gets an ``is_error`` result ``"abandoned: <reason>"``
+        (merged with the step's backend results, so the history stays valid), and the run
+        ends with stop reason ``abandoned``. The closing response (``meta_init``, those
+        results, an ``error`` of type ``abandoned``, ``meta_final``, ``[DONE]``) is stored
+        in the run's log and sent to ``sink`` if one is given. A run whose process died
+        (expired lease) is recovered first (``recover``).
+
+        Args:
+            sink: receives the closing response; nothing is sent when ``None``.
+            reason: why, as the model and the log will see it.
+
+        Returns:
+            The closed run's result.
+
+        Raises:
+            StateError: no paused run to abandon, or the agent is running under a live lease.
+            ConflictError: another process changed the agent meanwhile.
+        """
+        state = self.state
+        if state.status == "running":
+            closed = await self.recover()
+            if closed is not None:
+                return closed
+        if state.status != "awaiting_frontend_tools" or state.run is None:
+            raise StateError(f"agent {state.agent_uuid} has no paused run to abandon (status {state.status})")
+        self._claim()
+        try:
+            await self.store.save(state)  # claim, as a resume does (spec §4.3)
+        except BaseException:
+            state.status = "awaiting_frontend_tools"
+            state.lease_owner = None
+            raise
+        run = state.run
+        response = _Response(sink or _nowhere, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
+        run.responses += 1
+        text = "abandoned: " + public_message(reason)
+        await response.send(self._emitter.buffered("meta_init", self._meta_init(run, resume=True)))
+        by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
+        for pending in state.pending_frontend:
+            call = ToolCallRequest(id=pending.tool_use_id, name=pending.name, input=pending.input)
+            done = error_outcome(self._emitter, call, text)
+            await response.send(done.lines)
+            by_id[call.id] = done.block
+        self._append_user([by_id[i] for i in state.pending_order if i in by_id])
+        state.pending_frontend = []
+        state.pending_backend_results = []
+        state.pending_order = []
+        return await self._finish(response, STOP_ABANDONED, error_payload={"type": STOP_ABANDONED, "message": text})
+
     async def run(self, prompt: str | Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
         """Run one user turn to its end or to a pause, streaming envelope lines to ``sink``.
 
@@ -271,13 +419,13 @@ class Agent:
             ConflictError: another process changed the agent meanwhile.
         """
         state = self.state
+        if state.status == "running":
+            await self.recover()  # spec §10.2-b: a dead owner's run is closed first; a live one refuses
         if state.status == "awaiting_frontend_tools":
             raise StateError(
                 f"agent {state.agent_uuid} is waiting for frontend tool results; "
                 "call continue_with_tool_results (agent-ref resume) first"
             )
-        if state.status == "running":
-            raise StateError(f"agent {state.agent_uuid} is running in another process")
         if isinstance(prompt, str):
             blocks: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
             query = prompt
@@ -285,10 +433,14 @@ class Agent:
             blocks = [dict(b) for b in prompt]
             query = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
         run = RunState(run_id=str(uuid.uuid4()), user_query=query, started_at=time.time())
+        messages = state.messages
+        run.base_messages = len(messages)
+        if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
+            run.base_tail = len(messages[-1]["content"])
         state.run = run
-        state.status = "running"
+        self._claim()
         self._append_user(blocks)
-        await self.store.save(state)  # claim the agent (spec §4.3)
+        await self.store.save(state)  # claim the agent (spec §4.3, §10.2-a)
         response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
         run.responses += 1
         await response.send(self._emitter.buffered("meta_init", self._meta_init(run)))
@@ -317,11 +469,13 @@ class Agent:
                 f"agent {state.agent_uuid} is not waiting for frontend tool results (status {state.status})"
             )
         parsed = _parse_results(results, state.pending_frontend)
-        state.status = "running"
+        self._claim()
         try:
             await self.store.save(state)  # claim: exactly one resume wins (spec §4.3)
         except BaseException:
             state.status = "awaiting_frontend_tools"
+            state.lease_owner = None
+            state.lease_expires_at = 0.0
             raise
         run = state.run
         response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
@@ -343,8 +497,15 @@ class Agent:
     # ----------------------------------------------------------------- the loop
 
     async def _drive(self, response: _Response, step: int) -> AgentResult:
-        """Run the loop as a task that ``abort()`` can cancel, and end the response."""
+        """Run the loop as a task that ``abort()`` can cancel, renew the lease, and end the response."""
         self._abort.clear()
+        heartbeat = asyncio.ensure_future(self._heartbeat())
+        try:
+            return await self._drive_loop(response, step)
+        finally:
+            heartbeat.cancel()
+
+    async def _drive_loop(self, response: _Response, step: int) -> AgentResult:
         loop_task = asyncio.ensure_future(self._loop(response, step))
         abort_task = asyncio.ensure_future(self._abort.wait())
         try:
@@ -353,28 +514,102 @@ class Agent:
             loop_task.cancel()
             abort_task.cancel()
             await asyncio.gather(loop_task, return_exceptions=True)
-            await asyncio.shield(self._release())
+            # spec §5.5-c: the caller is gone. Close the run in the store (log included); send nothing.
+            response.gone = True
+            await asyncio.shield(self._close_quietly(response, "the run was cancelled: the client went away"))
             raise
         abort_task.cancel()
         if loop_task not in done:
             loop_task.cancel()
             await asyncio.gather(loop_task, return_exceptions=True)
-            await self._close_open(response)
-            payload: dict[str, Any] = {"type": "aborted", "message": "the run was aborted by the caller"}
-            return await self._finish(response, STOP_ABORTED, error_payload=payload)
+            return await self._end_aborted(response, "the run was aborted by the caller")
         try:
             stop = loop_task.result()
         except _RunFailed as exc:
-            payload = {  # spec §6.3: a public message, never a traceback
+            payload: dict[str, Any] = {  # spec §6.3: a public message, never a traceback
                 "type": exc.failure.type,
                 "message": exc.failure.message,
                 "retryable": exc.failure.transient,
                 "attempts": exc.attempts,
             }
             return await self._finish(response, STOP_ERROR, error_payload=payload)
+        except _ClientGone as exc:
+            # spec §5.5-c: the sink failed (a closed pipe, a dropped connection).
+            await self._close_quietly(response, "the client went away")
+            raise exc.error from None
+        except Exception:
+            # A bug in the agent's own code: a public message in the stream, details in the log (spec §6.3).
+            log.exception("the agent loop failed")
+            await self._close_open(response)
+            await self._answer_unanswered(response, "not run: the agent failed before this tool call finished")
+            payload = {
+                "type": "internal_error",
+                "message": "internal error in the agent (details are in the server log)",
+                "retryable": False,
+                "attempts": 1,
+            }
+            return await self._finish(response, STOP_ERROR, error_payload=payload)
         if stop == STOP_AWAITING:
             return await self._pause(response)
         return await self._finish(response, stop)
+
+    async def _end_aborted(self, response: _Response, message: str) -> AgentResult:
+        """Close open blocks, answer unanswered calls, then ``error`` (aborted), ``meta_final``, ``[DONE]`` (§5.5)."""
+        await self._close_open(response)
+        await self._answer_unanswered(response, "cancelled: the run was aborted before this tool call finished")
+        return await self._finish(response, STOP_ABORTED, error_payload={"type": STOP_ABORTED, "message": message})
+
+    async def _close_quietly(self, response: _Response, message: str) -> None:
+        """``_end_aborted`` for a response nobody reads any more; failures are logged, not raised."""
+        response.gone = True
+        try:
+            await self._end_aborted(response, message)
+        except Exception:
+            log.exception("could not close run of agent %s after its client went away", self.agent_uuid)
+
+    async def _answer_unanswered(self, response: _Response, text: str) -> None:
+        """Give every call of the last assistant turn a result, so the history stays valid (spec §5.5-b)."""
+        messages = self.state.messages
+        if not messages or messages[-1].get("role") != "assistant":
+            return
+        calls = _tool_uses(list(messages[-1].get("content") or []))
+        if not calls:
+            return
+        blocks = []
+        for call in calls:
+            block = self._answered.get(call.id)
+            if block is None:
+                done = error_outcome(self._emitter, call, text)
+                await response.send(done.lines)
+                block = done.block
+            blocks.append(block)
+        self._append_user(blocks)
+
+    def _claim(self) -> None:
+        """Mark the agent ``running`` under a fresh lease of this process (spec §10.2-a)."""
+        state = self.state
+        state.status = "running"
+        state.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        state.lease_expires_at = time.time() + self.lease_seconds
+
+    async def _heartbeat(self) -> None:
+        """Renew the lease every third of its length while the run goes on (spec §10.2-a)."""
+        state = self.state
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            owner = state.lease_owner
+            if owner is None or state.status != "running":
+                return
+            expires = time.time() + self.lease_seconds
+            try:
+                renewed = await self.store.renew_lease(state.agent_uuid, owner, expires)
+            except Exception:
+                log.warning("agent %s: could not renew the lease; will try again", state.agent_uuid)
+                continue
+            if not renewed:
+                log.warning("agent %s: lost its lease to another process", state.agent_uuid)
+                return
+            state.lease_expires_at = expires
 
     async def _loop(self, response: _Response, step: int) -> str:
         """Steps until the run ends; returns the stop reason (spec §1.2)."""
@@ -406,11 +641,13 @@ class Agent:
         outcomes: dict[str, ToolOutcome] = {}
         backend: list[ToolCallRequest] = []
         frontend: list[ToolCallRequest] = []
+        self._answered = {}
         for call in calls:
             if call.id in bad_inputs:
                 # spec §1.3-a: a cut or unparseable call is answered, never run.
                 done = error_outcome(self._emitter, call, bad_inputs[call.id])
                 outcomes[call.id] = done
+                self._answered[call.id] = done.block
                 await response.send(done.lines)
                 continue
             tool_def = self.tools.get(call.name)
@@ -419,7 +656,12 @@ class Agent:
             else:
                 backend.append(call)
         ran = await run_tools(
-            backend, self.tools, self._emitter, response.send, max_concurrency=self.max_tool_concurrency
+            backend,
+            self.tools,
+            self._emitter,
+            response.send,
+            max_concurrency=self.max_tool_concurrency,
+            on_result=lambda call, done: self._answered.__setitem__(call.id, done.block),
         )
         outcomes.update({o.block["tool_use_id"]: o for o in ran})
         if frontend:
@@ -438,9 +680,11 @@ class Agent:
         calls = _tool_uses(outcome.content)
         if calls:
             # The model called tools anyway: answer them as not run, so history stays valid.
+            self._answered = {}
             blocks = []
             for call in calls:
                 done = error_outcome(self._emitter, call, "not run: the run reached max_steps")
+                self._answered[call.id] = done.block
                 await response.send(done.lines)
                 blocks.append(done.block)
             self._append_user(blocks)
@@ -480,7 +724,7 @@ class Agent:
                 translator.close()
                 if translator.stop_reason is None:
                     raise IncompleteStreamError("no message_delta with a stop_reason")
-            except (asyncio.CancelledError, _RunFailed):
+            except (asyncio.CancelledError, _RunFailed, _ClientGone):
                 raise
             except Exception as exc:
                 failure = classify(exc)
@@ -489,14 +733,24 @@ class Agent:
                 else:
                     log.warning("model call attempt %d failed: %s (%s)", attempt, failure.type, failure.message)
                 retrying = failure.transient and attempt < self.retry.max_attempts
+                wait, source = self.retry.wait(attempt, failure)
                 if sent:
                     await self._close_open(response)
                     await self._discard(
-                        response, response.block_count() - blocks_before, step, attempt, failure, retrying
+                        response,
+                        response.block_count() - blocks_before,
+                        step,
+                        attempt,
+                        failure,
+                        retrying,
+                        wait if retrying else None,
                     )
+                elif retrying and source == "retry-after":
+                    # spec §6.2-b: a wait the API asked for is said in the stream, even before output.
+                    await self._discard(response, 0, step, attempt, failure, retrying, wait)
                 if not retrying:
                     raise _RunFailed(failure, attempt) from None
-                await self.retry.sleep(self.retry.delay(attempt))
+                await self.retry.sleep(wait)
                 continue
             usage = translator.usage
             run.usage.add(usage)
@@ -551,10 +805,17 @@ class Agent:
                 )
 
     async def _discard(
-        self, response: _Response, blocks: int, step: int, attempt: int, failure: ApiFailure, retrying: bool
+        self,
+        response: _Response,
+        blocks: int,
+        step: int,
+        attempt: int,
+        failure: ApiFailure,
+        retrying: bool,
+        wait: float | None,
     ) -> None:
         """The discarded-attempt signal (spec §6.4): one ``error`` envelope naming how many blocks to drop."""
-        payload = {
+        payload: dict[str, Any] = {
             "type": "attempt_discarded",
             "message": "the model call failed after partial output; the blocks above from this attempt are void",
             "discard_blocks": blocks,
@@ -563,6 +824,10 @@ class Agent:
             "retrying": retrying,
             "error": {"type": failure.type, "message": failure.message},
         }
+        if wait is not None:
+            payload["wait_seconds"] = round(wait, 3)  # spec §6.2-b
+        if failure.retry_after is not None:
+            payload["retry_after_seconds"] = round(failure.retry_after, 3)
         await response.send(self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False)))
 
     async def _pause(self, response: _Response) -> AgentResult:
@@ -574,6 +839,8 @@ class Agent:
         response.stage(self._emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False)))
         response.stage([DONE_LINE])
         state.status = "awaiting_frontend_tools"
+        state.lease_owner = None
+        state.lease_expires_at = 0.0
         await self.store.save(state, log=response.batch())  # spec §3.1-a: saved before it is sent
         await response.flush()
         return AgentResult(
@@ -628,6 +895,8 @@ class Agent:
         state.status = "idle"
         state.run = None
         state.current_step = 0
+        state.lease_owner = None
+        state.lease_expires_at = 0.0
         await self.store.save(state, log=response.batch(), run=record)
         await response.flush()
         return AgentResult(
@@ -641,16 +910,6 @@ class Agent:
             conversation_history=list(run.history),
             error=error_payload["message"] if error_payload and stop_reason == STOP_ERROR else None,
         )
-
-    async def _release(self) -> None:
-        """After an external cancellation: save the agent as idle so it is not stuck ``running``."""
-        state = self.state
-        state.status = "idle"
-        state.run = None
-        try:
-            await self.store.save(state)
-        except Exception:
-            log.exception("could not release agent %s after cancellation", state.agent_uuid)
 
     def _cost(self, run: RunState) -> dict[str, Any] | None:
         price = price_for(self.model.name, self.prices)
@@ -758,7 +1017,8 @@ def _track_tool_input(event: Any, starts: dict[int, tuple[str, str]], parts: dic
 def _bad_input_message(stop_reason: str) -> str:
     if stop_reason == "max_tokens":
         return "not run: the response reached max_tokens before this tool call was complete; call it again"
-    return "not run: the tool input was not valid JSON"
+    # spec §1.3-a: the model sees why, and can call again (the API's own advice for this case).
+    return "not run: the tool input was not valid JSON; call the tool again with a JSON object as its input"
 
 
 def _tool_uses(content: list[dict[str, Any]]) -> list[ToolCallRequest]:

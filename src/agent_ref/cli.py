@@ -20,6 +20,7 @@ import logging
 import shlex
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -32,7 +33,7 @@ from .errors import AgentRefError, ConflictError
 from .models import DEFAULT_CLAUDE_MODEL, AnthropicModel, Model, ReplayModel
 from .replay import ReplayError
 from .scripted import ScriptedModel
-from .store import SQLiteStore
+from .store import AgentSummary, SQLiteStore
 
 __all__ = ["PrettyPrinter", "main"]
 
@@ -283,6 +284,80 @@ async def _log(args: argparse.Namespace) -> int:
     return 0
 
 
+def _need_db(args: argparse.Namespace) -> None:
+    if not Path(args.db).is_file():
+        raise AgentRefError(f"{args.db}: no such database (pass --db, the file `agent-ref run` used)")
+
+
+def _owner_alive(agent: AgentSummary, now: float) -> bool | None:
+    return agent.lease_alive(now) if agent.status == "running" else None
+
+
+def _describe(agent: AgentSummary, now: float) -> str:
+    """One agent as a person reads it."""
+    if agent.status == "running":
+        if agent.lease_alive(now):
+            state = f"running (owner alive, lease renewed, {agent.lease_expires_at - now:.0f} s left)"
+        else:
+            state = (
+                f"running, but its process is gone (lease ran out {now - agent.lease_expires_at:.0f} s ago): "
+                f"the next run closes it, or `agent-ref abandon {agent.agent_uuid}`"
+            )
+    elif agent.status == "awaiting_frontend_tools":
+        state = (
+            f"paused for frontend tools: `agent-ref resume {agent.agent_uuid}` "
+            f"or `agent-ref abandon {agent.agent_uuid}`"
+        )
+    else:
+        state = "idle"
+    query = f' "{agent.user_query[:60]}"' if agent.user_query else ""
+    run = f" run {agent.run_id}" if agent.run_id else ""
+    return f"{agent.agent_uuid}  {state}{run}{query}"
+
+
+async def _runs(args: argparse.Namespace) -> int:
+    _need_db(args)
+    agents = await SQLiteStore(args.db).agents()
+    now = time.time()
+    if args.format == "json":
+        rows = [
+            {
+                "agent_uuid": a.agent_uuid,
+                "status": a.status,
+                "run_id": a.run_id,
+                "user_query": a.user_query,
+                "owner": a.lease_owner,
+                "owner_alive": _owner_alive(a, now),
+                "lease_expires_at": a.lease_expires_at or None,
+                "updated_at": a.updated_at,
+            }
+            for a in agents
+        ]
+        sys.stdout.write(json.dumps({"agents": rows}, ensure_ascii=False, indent=2) + "\n")
+        return 0
+    if not agents:
+        sys.stdout.write(f"no agents in {args.db}\n")
+    for agent in agents:
+        sys.stdout.write(_describe(agent, now) + "\n")
+    return 0
+
+
+async def _abandon(args: argparse.Namespace) -> int:
+    _need_db(args)
+    store = SQLiteStore(args.db)
+    stored = await store.load(args.agent_uuid)
+    if stored is None:
+        raise AgentRefError(f"no agent {args.agent_uuid} in {args.db} (`agent-ref runs --db {args.db}` lists them)")
+    # No model call happens: the stored model's name only prices the closed run.
+    agent = await Agent.load(args.agent_uuid, store, ScriptedModel(name=stored.model))
+    result = await agent.abandon(reason=args.reason)
+    sys.stderr.write(
+        f"agent-ref: closed run {result.run_id} of agent {result.agent_uuid} ({result.stop_reason}); "
+        "the agent can run again\n"
+    )
+    return 0
+
+
 class _Formatter(logging.Formatter):
     """One line per record; the traceback only with ``--verbose``."""
 
@@ -338,6 +413,15 @@ def _parser() -> argparse.ArgumentParser:
         "--response", type=int, metavar="N", help="print only the run's N-th response (from 1); all by default"
     )
     show.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
+    runs = sub.add_parser("runs", help="list the stored agents: idle, paused, running (owner alive or dead)")
+    runs.add_argument("--db", type=Path, default=Path(DEFAULT_DB), help=f"the SQLite file (default {DEFAULT_DB})")
+    runs.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    runs.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
+    abandon = sub.add_parser("abandon", help="close a paused (or dead) run without its frontend tool results")
+    abandon.add_argument("agent_uuid", help="the agent (printed by `run`, listed by `runs`)")
+    abandon.add_argument("--db", type=Path, default=Path(DEFAULT_DB), help=f"the SQLite file (default {DEFAULT_DB})")
+    abandon.add_argument("--reason", default="abandoned by the user", help="what the model is told")
+    abandon.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -357,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
     logging.getLogger("agent_ref").setLevel(logging.INFO if args.verbose else logging.WARNING)
-    command = {"run": _run, "resume": _resume, "log": _log}[args.command]
+    command = {"run": _run, "resume": _resume, "log": _log, "runs": _runs, "abandon": _abandon}[args.command]
     try:
         return asyncio.run(command(args))
     except ConflictError as exc:

@@ -61,9 +61,21 @@ class SDKModel:
         self.name = name
 
     async def stream(self, params: dict[str, Any]) -> AsyncIterator[Any]:
-        """See ``Model.stream``."""
-        async with self.client.messages.stream(**params) as events:
-            async for event in events:
+        """See ``Model.stream``.
+
+        The raw event stream (``messages.create(stream=True)``), not ``messages.stream()``:
+        the latter's accumulator raises at the first delta that makes a tool call's JSON
+        invalid, which would end the run, where the agent answers such a call with an
+        ``is_error`` result the model can act on (spec ``spec/agent-ref.md`` §1.3-a). The
+        agent accumulates with ``envelope.anthropic.AnthropicTranslator`` instead.
+        Parameters with ``betas`` go to the beta client (spec §11.1-b).
+        """
+        if params.get("betas"):
+            stream = await self.client.beta.messages.create(**params, stream=True)
+        else:
+            stream = await self.client.messages.create(**params, stream=True)
+        async with stream:
+            async for event in stream:
                 yield event
 
 

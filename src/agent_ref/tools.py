@@ -339,6 +339,7 @@ async def run_tools(
     send: Callable[[list[bytes]], Awaitable[None]],
     *,
     max_concurrency: int = 4,
+    on_result: Callable[[ToolCallRequest, ToolOutcome], None] | None = None,
 ) -> list[ToolOutcome]:
     """Run backend calls concurrently (at most ``max_concurrency`` at once) and send their results.
 
@@ -353,6 +354,8 @@ async def run_tools(
         emitter: the agent's emitter.
         send: sends a group of lines (and logs them).
         max_concurrency: the bound on calls running at once.
+        on_result: told of each outcome just before its lines are sent (the agent keeps
+            the answered calls, so an abort answers only the others, spec §5.5-b).
 
     Returns:
         One outcome per call, in call order.
@@ -376,9 +379,11 @@ async def run_tools(
     tasks = [asyncio.ensure_future(one(call)) for call in calls]
     outcomes: list[ToolOutcome] = []
     try:
-        for task in tasks:
+        for call, task in zip(calls, tasks, strict=True):
             done = await task
             outcomes.append(done)
+            if on_result is not None:
+                on_result(call, done)
             await send(done.lines)
     finally:
         for task in tasks:

@@ -159,12 +159,20 @@ def test_spec_4_3_concurrent_resume_exactly_one_wins(tmp_path: Path) -> None:
     tid = paused.pending_frontend_tools[0].tool_use_id
     outputs: list[list[bytes]] = [[], []]
 
-    async def one(i: int) -> Any:
-        agent = await Agent.load(paused.agent_uuid, SQLiteStore(db), ScriptedModel(), tools=default_tools())
-        return await agent.continue_with_tool_results([{"tool_use_id": tid, "content": "yes"}], outputs[i].append)
-
-    async def both() -> tuple[Any, ...]:
-        return await asyncio.gather(one(0), one(1), return_exceptions=True)
+    async def both() -> list[Any]:
+        # Both load the paused state first (as two server processes would), then both resume;
+        # loading inside the race let a fast winner finish before the other loaded.
+        agents = [
+            await Agent.load(paused.agent_uuid, SQLiteStore(db), ScriptedModel(), tools=default_tools())
+            for _ in range(2)
+        ]
+        return await asyncio.gather(
+            *(
+                a.continue_with_tool_results([{"tool_use_id": tid, "content": "yes"}], outputs[i].append)
+                for i, a in enumerate(agents)
+            ),
+            return_exceptions=True,
+        )
 
     results = asyncio.run(both())
     conflicts = [r for r in results if isinstance(r, ConflictError)]
