@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any, Final
 from envelope import DecodeError, Emitter, ImageRef, Reconstructor
 from envelope.anthropic import AnthropicTranslator
 
+from . import scrub
 from .errors import ConfigError, StateError, ToolResultsError
 from .pricing import PRICES, Price, cost_usd, price_for
-from .redact import public_message
 from .retry import ApiFailure, IncompleteStreamError, RetryPolicy, classify
 from .state import AgentState, PendingCall, RunRecord, RunState
 from .store import LogBatch, MemoryStore, Store
@@ -63,6 +63,8 @@ STOP_ABORTED: Final = "aborted"
 STOP_ABANDONED: Final = "abandoned"
 STOP_LOST: Final = "lost"
 
+#: Seconds a backend tool call may run unless the tool says otherwise (spec §2.5-a).
+DEFAULT_TOOL_TIMEOUT: Final = 60.0
 #: Seconds a ``running`` agent stays held by its process without a renewal (spec §10.2-a).
 DEFAULT_LEASE_SECONDS: Final = 30.0
 
@@ -204,6 +206,10 @@ class Agent:
         stream_history: put the conversation history into ``meta_init``/``meta_final``.
         lease_seconds: how long a claim on the agent lasts without renewal; renewed every
             third of it while a run is in progress (spec §10.2-a).
+        tool_timeout: seconds a backend tool call may run before it is answered "timed out"
+            (a tool's own ``timeout`` wins; ``None``: unbounded) (spec §2.5-a).
+        secrets: more values to keep out of every stream, store and log (a server's token);
+            the model client's API key and auth token are held anyway (spec §6.3-b).
 
     Raises:
         ConfigError: duplicate tool names, or a budget with an unpriced model.
@@ -228,6 +234,8 @@ class Agent:
         prices: Mapping[str, Price] = PRICES,
         stream_history: bool = False,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+        secrets: Sequence[str] = (),
     ) -> None:
         """See the class docstring."""
         names = [t.name for t in tools] + [str(t.get("name")) for t in server_tools]
@@ -255,6 +263,11 @@ class Agent:
         self.prices = prices
         self.stream_history = stream_history
         self.lease_seconds = lease_seconds
+        self.tool_timeout = tool_timeout
+        client = getattr(model, "client", None)
+        # spec §6.3-b: what this process holds never reaches a stream, a store or a log.
+        scrub.hold([getattr(client, "api_key", None), getattr(client, "auth_token", None), *secrets])
+        scrub.install_log_filter()
         self.state = AgentState(agent_uuid=agent_uuid or str(uuid.uuid4()), model=model.name)
         self._emitter = Emitter(self.state.agent_uuid, max_bytes)
         self._abort = asyncio.Event()
@@ -390,7 +403,7 @@ class Agent:
         run = state.run
         response = _Response(sink or _nowhere, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
         run.responses += 1
-        text = "abandoned: " + public_message(reason)
+        text = "abandoned: " + scrub.public(reason)
         await response.send(self._emitter.buffered("meta_init", self._meta_init(run, resume=True)))
         by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
         for pending in state.pending_frontend:
@@ -662,6 +675,7 @@ class Agent:
             response.send,
             max_concurrency=self.max_tool_concurrency,
             on_result=lambda call, done: self._answered.__setitem__(call.id, done.block),
+            timeout=self.tool_timeout,
         )
         outcomes.update({o.block["tool_use_id"]: o for o in ran})
         if frontend:

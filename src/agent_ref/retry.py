@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 import anthropic
 import httpx2
 
-from .redact import public_message
+from . import scrub
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -79,7 +79,7 @@ def classify(exc: BaseException) -> ApiFailure:
         return ApiFailure("connection_error", "could not connect to the API", True)
     if isinstance(exc, anthropic.APIStatusError):
         kind = exc.type or f"http_{exc.status_code}"
-        text = public_message(exc.api_message or f"HTTP {exc.status_code}")
+        text = scrub.public(exc.api_message or f"HTTP {exc.status_code}")
         transient = exc.status_code in RETRYABLE_STATUS or (exc.status_code == 200 and kind in RETRYABLE_TYPES)
         if exc.status_code == 200 and exc.type is None:
             transient = True  # an unparseable error event mid-stream: the stream broke
