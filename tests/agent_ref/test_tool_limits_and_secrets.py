@@ -8,13 +8,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import pytest
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools, tool
 from agent_ref_support import blocks, fast_retry, meta, run
+
+if TYPE_CHECKING:
+    import pytest
 
 #: A key in no common credential shape: only holding it can keep it out.
 HELD_KEY = "zq9-held-client-key-4711-xyzzy"
