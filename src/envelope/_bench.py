@@ -39,7 +39,7 @@ Stages are built by the factories in ``STAGES``. The validate (issue 4) and migr
   the read stage's ours (``read_ours``: ``StreamReader.feed_batch`` ->
   ``Reconstructor.feed_many``, under the same name) as the target's in-stage reference;
   peak RSS from a child process like the read stage (key ``validate``).
-* migrate: the real legacy capture (``../shared/corpus/upstream/legacy_xml_sse_capture.txt``)
+* migrate: the real legacy capture (``fixtures/corpus/legacy_xml_sse_capture.txt``)
   repeated to the read size, 64 KiB reads -> ``XmlMigrator``. ``cli.py`` reads the file
   and passes its bytes in (``run(legacy_capture=...)``, kept in ``Sizes``); without them
   the stage's rows say the capture was not found. Memory: tracemalloc, as the emit stages.
@@ -681,7 +681,7 @@ def _validate_stage(sizes: Sizes) -> Stage:
 
 # --------------------------------------------------------------------------- migrate
 
-LEGACY_CAPTURE: Final = "../shared/corpus/upstream/legacy_xml_sse_capture.txt"
+LEGACY_CAPTURE: Final = "fixtures/corpus/legacy_xml_sse_capture.txt"
 
 
 def legacy_input(capture: bytes, size: int) -> bytes:

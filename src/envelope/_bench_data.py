@@ -6,11 +6,11 @@ this module; it lives in the package so that ``envelope bench`` works from an in
 Does not own: timing or peers (``_bench``), or any file I/O beyond ``write_sse`` (which
 takes an open binary file from the caller).
 
-The shapes follow the upstream corpus (``../shared/corpus/upstream``): Anthropic text and
+The shapes follow the recorded corpus (``fixtures/corpus``): Anthropic text and
 thinking deltas are a few words (a median near 20 bytes, some near 200), tool inputs and
 results are JSON or file text from a few hundred bytes to hundreds of kilobytes, and
 every envelope carries a 36-character UUID agent. The text is not copied from the
-corpus: it is drawn from a small vocabulary, so the benchmarks need no ``../shared``.
+corpus: it is drawn from a small vocabulary, so the benchmarks need no input file.
 
 The 100 MB read stream is never held in memory: ``iter_sse`` yields it piece by piece
 and ``write_sse`` writes it to a file, so a benchmark can read it back in 64 KiB reads.

@@ -1,4 +1,4 @@
-"""Golden: the real legacy capture (``../shared/corpus/upstream/legacy_xml_sse_capture.txt``).
+"""Golden: the real legacy capture (``fixtures/corpus/legacy_xml_sse_capture.txt``).
 
 ``fixtures/legacy/`` holds what the migration must give, written by
 ``fixtures/legacy/regenerate.py`` and checked by hand against the capture. This test
