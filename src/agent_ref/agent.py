@@ -37,7 +37,7 @@ from . import scrub
 from .errors import ConfigError, StateError, ToolResultsError
 from .pricing import PRICES, Price, cost_usd, price_for
 from .retry import ApiFailure, IncompleteStreamError, RetryPolicy, classify
-from .state import AgentState, PendingCall, RunRecord, RunState
+from .state import AgentState, PendingCall, RunRecord, RunState, flat_usage
 from .store import LogBatch, MemoryStore, Store
 from .tools import Tool, ToolCallRequest, ToolOutcome, error_outcome, result_block, run_tools
 
@@ -63,6 +63,10 @@ STOP_ABORTED: Final = "aborted"
 STOP_ABANDONED: Final = "abandoned"
 STOP_LOST: Final = "lost"
 
+#: Request keys the agent sets on every call; ``request_options`` may not (spec §11.1-a).
+AGENT_OWNED_PARAMS: Final = frozenset(
+    {"model", "messages", "max_tokens", "system", "tools", "tool_choice", "thinking", "stream"}
+)
 #: Seconds a backend tool call may run unless the tool says otherwise (spec §2.5-a).
 DEFAULT_TOOL_TIMEOUT: Final = 60.0
 #: Seconds a ``running`` agent stays held by its process without a renewal (spec §10.2-a).
@@ -210,6 +214,12 @@ class Agent:
             (a tool's own ``timeout`` wins; ``None``: unbounded) (spec §2.5-a).
         secrets: more values to keep out of every stream, store and log (a server's token);
             the model client's API key and auth token are held anyway (spec §6.3-b).
+        request_options: more keyword arguments for every ``messages.create`` call, passed
+            through as the SDK takes them: ``betas`` (then the beta client is used),
+            ``extra_headers``, ``extra_body``, ``extra_query``, ``timeout``, ``container``,
+            ``metadata``, ``temperature``, ``stop_sequences``, ``service_tier``,
+            ``mcp_servers``, ``context_management``... (spec §11.1-a). The keys the agent
+            sets itself (``AGENT_OWNED_PARAMS``) are refused.
 
     Raises:
         ConfigError: duplicate tool names, or a budget with an unpriced model.
@@ -236,6 +246,7 @@ class Agent:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
         secrets: Sequence[str] = (),
+        request_options: Mapping[str, Any] | None = None,
     ) -> None:
         """See the class docstring."""
         names = [t.name for t in tools] + [str(t.get("name")) for t in server_tools]
@@ -246,6 +257,12 @@ class Agent:
             raise ConfigError("max_steps must be at least 1")
         if lease_seconds <= 0:
             raise ConfigError("lease_seconds must be positive")
+        owned = sorted(set(request_options or {}) & AGENT_OWNED_PARAMS)
+        if owned:
+            raise ConfigError(
+                f"request_options cannot set {', '.join(owned)}: the agent sets them "
+                "(use Agent's model, max_tokens, system, tools, server_tools, thinking_budget)"
+            )
         if max_budget_usd is not None and price_for(model.name, prices) is None:
             raise ConfigError(f"max_budget_usd needs a price for model {model.name!r}; add it to prices")
         self.model = model
@@ -264,6 +281,10 @@ class Agent:
         self.stream_history = stream_history
         self.lease_seconds = lease_seconds
         self.tool_timeout = tool_timeout
+        self.request_options: dict[str, Any] = dict(request_options or {})
+        check = getattr(model, "check_request_options", None)
+        if self.request_options and callable(check):
+            check(self.request_options)
         client = getattr(model, "client", None)
         # spec §6.3-b: what this process holds never reaches a stream, a store or a log.
         scrub.hold([getattr(client, "api_key", None), getattr(client, "auth_token", None), *secrets])
@@ -718,9 +739,11 @@ class Agent:
             tool_starts: dict[int, tuple[str, str]] = {}
             tool_json: dict[int, list[str]] = {}
             bad: dict[int, str] = {}
+            call_usage: dict[str, int] = {}
             try:
                 async for event in self.model.stream(params):
                     _track_tool_input(event, tool_starts, tool_json)
+                    self._track_usage_and_container(event, call_usage)
                     try:
                         lines = translator.feed(event)
                     except DecodeError:
@@ -766,7 +789,8 @@ class Agent:
                     raise _RunFailed(failure, attempt) from None
                 await self.retry.sleep(wait)
                 continue
-            usage = translator.usage
+            # spec §11.2-a: the nested counters too; running totals, the later value wins.
+            usage = {**call_usage, **translator.usage}
             run.usage.add(usage)
             self.state.usage.add(usage)
             run.cost_usd = cost_usd(self.model.name, run.usage, self.prices)
@@ -786,8 +810,28 @@ class Agent:
             self._collect_files(content)
             return _Outcome(content=content, stop_reason=reason, bad_inputs=bad_inputs)
 
+    def _track_usage_and_container(self, event: Any, usage: dict[str, int]) -> None:
+        """Keep a call's usage (nested counters included) and the container the API reports."""
+        kind = _field(event, "type")
+        if kind == "message_start":
+            message = _field(event, "message")
+            usage.update(flat_usage(_field(message, "usage")))
+            container = _field(message, "container")
+        elif kind == "message_delta":
+            usage.update(flat_usage(_field(event, "usage")))
+            container = _field(_field(event, "delta"), "container")
+        else:
+            return
+        container_id = _field(container, "id")
+        if isinstance(container_id, str) and container_id:
+            self.state.container_id = container_id
+
     def _params(self, tool_choice_none: bool) -> dict[str, Any]:
-        params: dict[str, Any] = {
+        # spec §11.1-a: the caller's request options first; the keys the agent owns are set after.
+        params: dict[str, Any] = dict(self.request_options)
+        if self.state.container_id and "container" not in params:
+            params["container"] = self.state.container_id  # spec §11.1-c
+        params |= {
             "model": self.model.name,
             "max_tokens": self.max_tokens,
             "messages": self.state.messages,

@@ -103,12 +103,14 @@ class ScriptedModel(SDKModel):
 
     Attributes:
         requests: the JSON body of every request received (for assertions).
+        request_headers: the headers of every request (lower-case names).
     """
 
     def __init__(self, faults: Sequence[Fault | None] = (), *, name: str = SCRIPTED_MODEL) -> None:
         """See the class docstring."""
         self.faults: list[Fault | None] = list(faults)
         self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []
         client = AsyncAnthropic(
             api_key="scripted-offline-no-key",
             base_url="http://scripted.invalid",
@@ -120,6 +122,7 @@ class ScriptedModel(SDKModel):
     def _handle(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content or b"{}")
         self.requests.append(body)
+        self.request_headers.append(dict(request.headers))
         fault = self.faults.pop(0) if self.faults else None
         if fault is not None and fault.kind == "status":
             headers = {"request-id": "req_scripted_fault"}
