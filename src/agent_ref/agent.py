@@ -425,12 +425,13 @@ class Agent:
         response = _Response(sink or _nowhere, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
         run.responses += 1
         text = "abandoned: " + scrub.public(reason)
-        await response.send(self._emitter.buffered("meta_init", self._meta_init(run, resume=True)))
+        # Every line of this response is a closing line: staged, stored, then sent (spec §4.4).
+        response.stage(self._emitter.buffered("meta_init", self._meta_init(run, resume=True)))
         by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
         for pending in state.pending_frontend:
             call = ToolCallRequest(id=pending.tool_use_id, name=pending.name, input=pending.input)
             done = error_outcome(self._emitter, call, text)
-            await response.send(done.lines)
+            response.stage(done.lines)
             by_id[call.id] = done.block
         self._append_user([by_id[i] for i in state.pending_order if i in by_id])
         state.pending_frontend = []
@@ -477,8 +478,7 @@ class Agent:
         await self.store.save(state)  # claim the agent (spec §4.3, §10.2-a)
         response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
         run.responses += 1
-        await response.send(self._emitter.buffered("meta_init", self._meta_init(run)))
-        return await self._drive(response, 1)
+        return await self._drive(response, 1, self._emitter.buffered("meta_init", self._meta_init(run)))
 
     async def continue_with_tool_results(self, results: Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
         """Resume a paused run with the browser's results (spec §3.3).
@@ -514,33 +514,33 @@ class Agent:
         run = state.run
         response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
         run.responses += 1
-        await response.send(self._emitter.buffered("meta_init", self._meta_init(run, resume=True)))
+        opening = self._emitter.buffered("meta_init", self._meta_init(run, resume=True))
         by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
         names = {p.tool_use_id: p.name for p in state.pending_frontend}
         for tool_use_id, (text, images, is_error) in parsed.items():
             call = ToolCallRequest(id=tool_use_id, name=names[tool_use_id], input={})
-            await response.send(self._emitter.tool_result(call.id, call.name, text, images))
+            opening += self._emitter.tool_result(call.id, call.name, text, images)
             by_id[tool_use_id] = result_block(tool_use_id, text, images, is_error=is_error)
         self._append_user([by_id[i] for i in state.pending_order if i in by_id])
         step = state.current_step + 1
         state.pending_frontend = []
         state.pending_backend_results = []
         state.pending_order = []
-        return await self._drive(response, step)
+        return await self._drive(response, step, opening)
 
     # ----------------------------------------------------------------- the loop
 
-    async def _drive(self, response: _Response, step: int) -> AgentResult:
-        """Run the loop as a task that ``abort()`` can cancel, renew the lease, and end the response."""
+    async def _drive(self, response: _Response, step: int, opening: list[bytes]) -> AgentResult:
+        """Send ``opening``, run the loop as a task ``abort()`` can cancel, renew the lease, end the response."""
         self._abort.clear()
         heartbeat = asyncio.ensure_future(self._heartbeat())
         try:
-            return await self._drive_loop(response, step)
+            return await self._drive_loop(response, step, opening)
         finally:
             heartbeat.cancel()
 
-    async def _drive_loop(self, response: _Response, step: int) -> AgentResult:
-        loop_task = asyncio.ensure_future(self._loop(response, step))
+    async def _drive_loop(self, response: _Response, step: int, opening: list[bytes]) -> AgentResult:
+        loop_task = asyncio.ensure_future(self._loop(response, step, opening))
         abort_task = asyncio.ensure_future(self._abort.wait())
         try:
             done, _ = await asyncio.wait({loop_task, abort_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -645,10 +645,11 @@ class Agent:
                 return
             state.lease_expires_at = expires
 
-    async def _loop(self, response: _Response, step: int) -> str:
-        """Steps until the run ends; returns the stop reason (spec §1.2)."""
+    async def _loop(self, response: _Response, step: int, opening: list[bytes]) -> str:
+        """Send the response's opening lines, then steps until the run ends; returns the stop reason (spec §1.2)."""
         run = self.state.run
         assert run is not None
+        await response.send(opening)
         while True:
             if step > self.max_steps:
                 return await self._last_call(response, step)
