@@ -263,3 +263,32 @@ def test_spec_3_2_pause_in_one_process_resume_in_another(tmp_path: Path) -> None
     assert "has 2 response(s)" in beyond.stderr
     assert beyond.stdout == ""
     assert reconstruct(lines2).done
+
+
+def test_spec_7_3_a_every_meta_init_carries_the_run_id() -> None:
+    """run_id in meta_init: the first response, the resumed one, an abandon's; equal to meta_final's [R7.3-a]."""
+    store = MemoryStore()
+    first: list[bytes] = []
+    paused = run(_agent(store).run(PROMPT, first.append))
+    assert meta(first, "meta_init")["run_id"] == paused.run_id
+    (call,) = paused.pending_frontend_tools
+    second: list[bytes] = []
+
+    async def resume() -> Any:
+        agent = await Agent.load(paused.agent_uuid, store, ScriptedModel(), tools=default_tools())
+        return await agent.continue_with_tool_results(
+            [{"tool_use_id": call.tool_use_id, "content": "yes"}], second.append
+        )
+
+    done = asyncio.run(resume())
+    assert meta(second, "meta_init")["run_id"] == paused.run_id == done.run_id
+    assert meta(second, "meta_final")["run_id"] == paused.run_id
+    again = run(_agent(store).run(PROMPT, drop))
+    closing: list[bytes] = []
+
+    async def abandon() -> Any:
+        agent = await Agent.load(again.agent_uuid, store, ScriptedModel(), tools=default_tools())
+        return await agent.abandon(closing.append)
+
+    asyncio.run(abandon())
+    assert meta(closing, "meta_init")["run_id"] == again.run_id != paused.run_id
