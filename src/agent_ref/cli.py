@@ -39,7 +39,7 @@ from .store import AgentSummary, SQLiteStore
 __all__ = ["PrettyPrinter", "main"]
 
 DEFAULT_DB: Final = "agent-ref.db"
-#: Exit statuses (spec ``spec/cli-agent-ref.md`` A1).
+#: Exit statuses (spec ``spec/cli-agent-ref.md`` RC1).
 EXIT_RUN_FAILED: Final = 1
 EXIT_UNUSABLE: Final = 2
 EXIT_CONFLICT: Final = 3
@@ -49,7 +49,7 @@ log = logging.getLogger("agent_ref")
 
 
 class CliError(AgentRefError):
-    """An error of the command line, shown as ``WHERE: error: WHAT; WHAT TO DO`` (spec A2-a)."""
+    """An error of the command line, shown as ``WHERE: error: WHAT; WHAT TO DO`` (spec RC2-a)."""
 
     def __init__(self, where: str, what: str, todo: str = "") -> None:
         """Say where (a file, a run, a command), what went wrong, and what to do."""
@@ -626,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
     where = f"agent-ref {args.command}"
     try:
         return asyncio.run(command(args))
-    except BrokenPipeError:  # spec A3-a: the reader stopped reading; the run is stored closed
+    except BrokenPipeError:  # spec RC3-a: the reader stopped reading; the run is stored closed
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except ConflictError as exc:

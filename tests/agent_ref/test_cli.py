@@ -43,8 +43,8 @@ def _closed_pipe(*args: str, cwd: Path) -> tuple[int, str]:
     return proc.wait(timeout=120), err
 
 
-def test_spec_a3_a_output_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
-    """`run ... | head`, `log ... | head`: exit 141, no error message; the run is stored closed [A3-a]."""
+def test_spec_rc3_a_output_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
+    """`run ... | head`, `log ... | head`: exit 141, no error message; the run is stored closed [RC3-a] [RC1-a]."""
     status, err = _closed_pipe("run", "What is 5 + (10 * 2)?", cwd=tmp_path)
     assert status == 141, err
     assert err.startswith("agent-ref: started run ")
@@ -70,8 +70,8 @@ def test_spec_a3_a_output_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
         (("log", "x", "--db", "."), ".: error: is a directory"),
     ],
 )
-def test_spec_a2_a_missing_files_are_clear_errors(args: tuple[str, ...], where: str, tmp_path: Path) -> None:
-    """A missing or wrong database: one line WHERE: error: WHAT; WHAT TO DO, exit 2 [A2-a]."""
+def test_spec_rc2_a_missing_files_are_clear_errors(args: tuple[str, ...], where: str, tmp_path: Path) -> None:
+    """A missing or wrong database: one line WHERE: error: WHAT; WHAT TO DO, exit 2 [RC2-a]."""
     done = _cli(*args, cwd=tmp_path, stdin="[]")
     assert done.returncode == 2
     assert done.stderr.startswith(where)
@@ -80,8 +80,8 @@ def test_spec_a2_a_missing_files_are_clear_errors(args: tuple[str, ...], where: 
     assert done.stdout == ""
 
 
-def test_spec_a2_a_unknown_ids_and_unreadable_results(tmp_path: Path) -> None:
-    """Unknown run or agent ids, a results file that is missing or not JSON: exit 2 [A2-a]."""
+def test_spec_rc2_a_unknown_ids_and_unreadable_results(tmp_path: Path) -> None:
+    """Unknown run or agent ids, a results file that is missing or not JSON: exit 2 [RC2-a]."""
     assert _cli("run", "hello", cwd=tmp_path).returncode == 0
     cases = [
         (("log", "no-such-run"), "run no-such-run: error: no envelope log"),
@@ -100,15 +100,15 @@ def test_spec_a2_a_unknown_ids_and_unreadable_results(tmp_path: Path) -> None:
     assert bad.stderr.startswith("bad.json:1:")
 
 
-def test_spec_a1_b_version(tmp_path: Path) -> None:
-    """`agent-ref --version` [A1-b]."""
+def test_spec_rc1_b_version(tmp_path: Path) -> None:
+    """`agent-ref --version` [RC1-b]."""
     done = _cli("--version", cwd=tmp_path)
     assert (done.returncode, done.stdout) == (0, f"agent-ref {agent_ref.__version__}\n")
 
 
 @pytest.mark.parametrize("command", ["", "run", "resume", "log", "runs", "abandon"])
-def test_spec_a4_a_every_help_says_what_defaults_and_examples(command: str, tmp_path: Path) -> None:
-    """Each --help: what it does, its defaults, an example; run's says how to ask for Claude [A4-a]."""
+def test_spec_rc4_a_every_help_says_what_defaults_and_examples(command: str, tmp_path: Path) -> None:
+    """Each --help: what it does, its defaults, an example; run's says how to ask for Claude [RC4-a]."""
     done = _cli(*([command] if command else []), "--help", cwd=tmp_path)
     assert done.returncode == 0
     text = done.stdout
@@ -120,8 +120,8 @@ def test_spec_a4_a_every_help_says_what_defaults_and_examples(command: str, tmp_
         assert "--model" in text
 
 
-def test_spec_a5_a_human_output_reads_like_a_person_wrote_it(tmp_path: Path) -> None:
-    """No dict repr, '1 model call', counts from 1 [A5-a]."""
+def test_spec_rc5_a_human_output_reads_like_a_person_wrote_it(tmp_path: Path) -> None:
+    """No dict repr, '1 model call', counts from 1 [RC5-a]."""
     done = _cli("run", "--pretty", "Hello there", cwd=tmp_path)
     assert done.returncode == 0
     last = done.stdout.strip().splitlines()[-1]
@@ -132,8 +132,8 @@ def test_spec_a5_a_human_output_reads_like_a_person_wrote_it(tmp_path: Path) -> 
     assert "step(s)" not in done.stderr
 
 
-def test_spec_a6_a_runs_json_is_stable(tmp_path: Path) -> None:
-    """`runs --format json`: the documented keys [A6-a] [R10.2-a]."""
+def test_spec_rc6_a_runs_json_is_stable(tmp_path: Path) -> None:
+    """`runs --format json`: the documented keys [RC6-a] [R10.2-a]."""
     assert _cli("run", "Please confirm, then tell me what is 6 * 7", cwd=tmp_path).returncode == 0
     done = _cli("runs", "--format", "json", cwd=tmp_path)
     assert done.returncode == 0

@@ -45,7 +45,7 @@ def test_spec_8_corpus_calculator_run_replays_three_calls(corpus: Path) -> None:
 
 
 def test_spec_8_corpus_server_tools_and_files(corpus: Path) -> None:
-    """Server tools and produced files from the corpus [R5.6-a] [R8.2-a]."""
+    """Server tools and produced files from the corpus [R5.6-a] [R5.6-b] [R8.2-a]."""
     model = ReplayModel.from_file(corpus / "anthropic_events_1.json")
     lines: list[bytes] = []
     server_tools = [{"type": "code_execution_20250825", "name": "code_execution"}]

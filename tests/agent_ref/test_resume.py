@@ -216,7 +216,7 @@ def _sse_lines(stdout: str) -> list[bytes]:
 
 
 def test_spec_3_2_pause_in_one_process_resume_in_another(tmp_path: Path) -> None:
-    """Pause and resume in separate processes via the CLI [R3.2-a] [R9.1-a] [R4.1-a]."""
+    """Pause and resume in separate processes via the CLI; log per response [R3.2-a] [R9.1-a] [R9.1-b] [R9.2-a] [R4.1-a]."""
     db = tmp_path / "shared.db"
     first = _cli("run", PROMPT, "--db", str(db), cwd=tmp_path)
     assert first.returncode == 0, first.stderr
