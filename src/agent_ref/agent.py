@@ -3,8 +3,11 @@
 Owns: the order of a run (spec ``spec/agent-ref.md`` §1): ``meta_init``, steps of
 model call then tools, the pause for frontend tools with its state saved *before*
 ``awaiting_frontend_tools`` is sent, the termination conditions (§5), the
-discarded-attempt signal for retries after partial output (§6.4), and the end of
-every response (``meta_final`` or ``awaiting_frontend_tools``, then ``[DONE]``, §7).
+discarded-attempt signal for retries after partial output (§6.4), the end of
+every response (``meta_final`` or ``awaiting_frontend_tools``, then ``[DONE]``, §7),
+what faults leave behind (an abort or a gone client answers unanswered calls and
+closes the run in the store, §5.5; the owner lease, recovery of a dead run and
+``abandon``, §10), and the request sent per call (``request_options``, §11).
 Does not own: translating API events (``envelope.anthropic.AnthropicTranslator``),
 the models (``models.py``, ``scripted.py``), tools (``tools.py``), storage
 (``store.py``).

@@ -3,11 +3,14 @@
 Owns: argument parsing, choosing the model (offline scripted by default, Claude with
 ``--model``, a recording with ``--replay``), the SQLite file, writing framed lines to
 stdout (or a human view with ``--pretty``), and the pause message on stderr with the
-exact command to resume (spec ``spec/agent-ref.md`` §9).
-Does not own: the agent (``agent.py``). Stdout carries only the stream; logs and human
-messages go to stderr. No traceback is ever printed: errors are one line, exit 2 for
-unusable input or arguments, 3 for a lost concurrent resume, 1 for a run that ended
-in an error.
+exact command to resume (spec ``spec/agent-ref.md`` §9); the ``log``, ``runs`` and
+``abandon`` subcommands; exit statuses, the error style and the quiet exit on a closed
+pipe (spec ``spec/cli-agent-ref.md``).
+Does not own: the agent (``agent.py``). Stdout carries only the stream (or ``runs``'
+listing); logs and human messages go to stderr. No traceback is ever printed: errors are
+one line ``WHERE: error: WHAT; WHAT TO DO``, exit 2 for unusable input, arguments or
+state, 3 for a lost concurrent resume, 1 for a run that ended in an error, 141 when the
+reader of stdout went away.
 """
 
 from __future__ import annotations

@@ -10,6 +10,12 @@ not exist yet"), and then bumps it, all in one transaction with the log lines an
 run record. Two processes that resume the same paused agent both load version *v*;
 the first save wins, the second gets ``ConflictError`` and has written nothing.
 
+Leases (spec §10.2-a): a ``running`` agent names its owner and when that hold expires;
+``renew_lease`` extends it without a version bump (a heartbeat is not a change of state,
+so it never makes the owner's own next save conflict). ``SQLiteStore`` keeps the lease
+in columns of its own (added to an older database on open) so a renewal does not
+rewrite the state blob. ``agents()`` lists every agent with its lease for ``agent-ref runs``.
+
 ``SQLiteStore`` uses the standard ``sqlite3`` module off the event loop
 (``asyncio.to_thread``), a fresh connection per operation (connections are not shared
 across threads), WAL journaling, and ``BEGIN IMMEDIATE`` so a writer takes the lock
