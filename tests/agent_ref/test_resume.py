@@ -260,7 +260,7 @@ def test_spec_3_2_pause_in_one_process_resume_in_another(tmp_path: Path) -> None
         assert _sse_lines(one.stdout) == expected
     beyond = _cli("log", run_id, "--db", str(db), "--response", "3", cwd=tmp_path)
     assert beyond.returncode == 2
-    assert "has 2 response(s)" in beyond.stderr
+    assert "it has 2 responses" in beyond.stderr
     assert beyond.stdout == ""
     assert reconstruct(lines2).done
 
