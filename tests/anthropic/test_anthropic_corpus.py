@@ -1,6 +1,6 @@
 """Corpus replay: every recorded call, served to the real SDK client, translated, and rebuilt.
 
-For each call of ``../shared/corpus/upstream/anthropic_events_*.json`` (file 0 holds three
+For each call of ``fixtures/corpus/anthropic_events_*.json`` (file 0 holds three
 calls) and of the hand-written ``data/web_search_citations.json`` (citations, redacted
 thinking, a web search; the corpus has neither), the envelopes the translator gives for
 what ``AsyncAnthropic().messages.stream()`` yields must reconstruct (codec) to the same
