@@ -281,7 +281,7 @@ class AnthropicTranslator:
             max_bytes: the bound on each line (spec §6.1).
             strict: raise ``OversizeError`` where a line cannot fit (spec §6.5)
                 instead of reporting it in ``oversize``.
-            profile: the emitter profile (spec §6.7): in ``"seed"`` an ``error``
+            profile: the emitter profile (spec §10.2): in ``"seed"`` an ``error``
                 envelope is one line whatever its length [A1-c].
 
         Raises:
