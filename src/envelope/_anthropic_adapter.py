@@ -14,6 +14,10 @@ data (``to_dict``) happens at most once per *block* (server tool results, unknow
 blocks) or per citation. Serving recordings to the real SDK client lives in
 ``agent_ref.replay``. Chunking and the byte layout of lines are the ``Emitter``'s.
 
+The machine is three tables at the end of the module, drawn there: stream event
+type -> handler (``_EVENTS``), delta type -> handler (``_DELTAS``), and envelope type
+-> what a block's stop sends (``_STOPS``), each entry beside the spec rule it applies.
+
 The per-block state is small: for each content block index, its API type, the
 envelope type it maps to, and a list of string parts. Tool input JSON is gathered
 as a list of strings and joined and parsed exactly once, at ``content_block_stop``
@@ -22,7 +26,7 @@ as a list of strings and joined and parsed exactly once, at ``content_block_stop
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -277,7 +281,7 @@ class AnthropicTranslator:
             max_bytes: the bound on each line (spec §6.1).
             strict: raise ``OversizeError`` where a line cannot fit (spec §6.5)
                 instead of reporting it in ``oversize``.
-            profile: the emitter profile (spec §6.7): in ``"seed"`` an ``error``
+            profile: the emitter profile (spec §10.2): in ``"seed"`` an ``error``
                 envelope is one line whatever its length [A1-c].
 
         Raises:
@@ -332,27 +336,11 @@ class AnthropicTranslator:
             # [A5.3-a]: not an event the API sends; passed over like an unknown type.
             self._warn(f"event whose type is a {type(kind).__name__}, not a string, passed over")
             return []
-        if kind == "content_block_delta":
-            return self._delta(event)
-        if kind == "content_block_start":
-            return self._start(event)
-        if kind == "content_block_stop":
-            return self._stop(event)
-        if kind == "message_start":
-            return self._message_start(event)
-        if kind == "message_delta":
-            self._message_delta(event)
+        handler = _EVENTS.get(kind)
+        if handler is None:
+            self._warn(f"unknown stream event type {_show(kind)} passed over")  # [A5.2-a]
             return []
-        if kind == "message_stop":
-            self._stopped = True
-            return []
-        if kind == "error":
-            # spec §4.13; [A7.1-a]: the API ends the stream with it.
-            return self.abort(event)
-        if kind in DERIVED_EVENTS or kind in _SILENT_EVENTS:
-            return []  # [A2.2-a]: the raw event before it already gave its content
-        self._warn(f"unknown stream event type {_show(kind)} passed over")
-        return []
+        return handler(self, event)
 
     def error(self, error: object) -> list[bytes]:
         """Lines of one ``error`` envelope for an API error event or an SDK exception.
@@ -390,7 +378,7 @@ class AnthropicTranslator:
         self._usage(_get(message, "usage"))
         return lines
 
-    def _message_delta(self, event: Any) -> None:
+    def _message_delta(self, event: Any) -> list[bytes]:
         delta = _get(event, "delta")
         reason = _get(delta, "stop_reason")
         if reason is not None:
@@ -399,6 +387,14 @@ class AnthropicTranslator:
         if sequence is not None:
             self.stop_sequence = str(sequence)
         self._usage(_get(event, "usage"))
+        return []
+
+    def _message_stop(self, event: Any) -> list[bytes]:  # noqa: ARG002  # one signature for the table
+        self._stopped = True
+        return []
+
+    def _nothing(self, event: Any) -> list[bytes]:  # noqa: ARG002  # one signature for the table
+        return []
 
     def _usage(self, usage: Any) -> None:
         if usage is None:
@@ -503,30 +499,38 @@ class AnthropicTranslator:
             return []
         delta = _get(event, "delta")
         kind = _get(delta, "type")
-        api_type = block.api_type
-        if kind == "text_delta" and api_type == "text":
-            text = _get(delta, "text")
-            return self._stream(block, "text", text) if isinstance(text, str) and text else []
-        if kind == "thinking_delta" and api_type == "thinking":
-            text = _get(delta, "thinking")
-            return self._stream(block, "thinking", text) if isinstance(text, str) and text else []
-        if kind == "input_json_delta" and block.key is not None and block.key.type.endswith("call"):
-            partial = _get(delta, "partial_json")
-            if isinstance(partial, str) and partial:
-                block.parts.append(partial)  # [A4.1-a]: never parsed here
-            return []
-        if kind == "citations_delta" and api_type == "text":
-            block.citations.append(_get(delta, "citation"))  # [A3.3-a]: emitted after the final marker
-            return []
-        if kind == "signature_delta" and api_type == "thinking":
-            signature = _get(delta, "signature")
-            block.signature = signature if isinstance(signature, str) else block.signature  # [A3.2-a]
-            return []
-        if kind == "compaction_delta" and api_type == "compaction":
-            # [A5.4-a]: no envelope; each delta replaces both fields, as the SDK's accumulation does.
-            block.updates = {name: _get(delta, name) for name in ("content", "encrypted_content")}
-            return []
-        self._warn(f"{_show(kind)} delta for a {api_type!r} block at index {block.index} passed over")
+        entry = _DELTAS.get(kind) if isinstance(kind, str) else None
+        if entry is None or block.api_type not in entry[0]:
+            self._warn(f"{_show(kind)} delta for a {block.api_type!r} block at index {block.index} passed over")
+            return []  # [A5.2-a]
+        return entry[1](self, block, delta)
+
+    def _text_delta(self, block: _Block, delta: Any) -> list[bytes]:
+        text = _get(delta, "text")
+        return self._stream(block, "text", text) if isinstance(text, str) and text else []
+
+    def _thinking_delta(self, block: _Block, delta: Any) -> list[bytes]:
+        text = _get(delta, "thinking")
+        return self._stream(block, "thinking", text) if isinstance(text, str) and text else []
+
+    def _input_json_delta(self, block: _Block, delta: Any) -> list[bytes]:
+        partial = _get(delta, "partial_json")
+        if isinstance(partial, str) and partial:
+            block.parts.append(partial)  # [A4.1-a]: never parsed here
+        return []
+
+    def _citations_delta(self, block: _Block, delta: Any) -> list[bytes]:
+        block.citations.append(_get(delta, "citation"))  # [A3.3-a]: emitted after the final marker
+        return []
+
+    def _signature_delta(self, block: _Block, delta: Any) -> list[bytes]:
+        signature = _get(delta, "signature")
+        block.signature = signature if isinstance(signature, str) else block.signature  # [A3.2-a]
+        return []
+
+    def _compaction_delta(self, block: _Block, delta: Any) -> list[bytes]:
+        # [A5.4-a]: no envelope; each delta replaces both fields, as the SDK's accumulation does.
+        block.updates = {name: _get(delta, name) for name in ("content", "encrypted_content")}
         return []
 
     def _stop(self, event: Any) -> list[bytes]:
@@ -547,7 +551,6 @@ class AnthropicTranslator:
         if key is None:
             return []
         kind = key.type
-        emitter = self._emitter
         if block.held:
             # [A3.1-c]: the block ended on a high surrogate with no low one after it.
             raise EncodeError(
@@ -556,31 +559,36 @@ class AnthropicTranslator:
                 field="$.delta",
                 section="6.4",
             )
-        if kind == "text":
-            lines = [emitter.end("text")]  # spec §5.1
-            if block.citations:
-                # spec §5.4 / [A3.3-a]: right after the text block's final marker.
-                lines.extend(emitter.citations([_citation_data(c) for c in block.citations]))
-            return lines
-        if kind == "thinking":
-            return [emitter.end("thinking")]
-        start = block.start
-        if kind == "server_tool_result":
-            # [A4.3-b]: the block's content as real JSON; the id is the call's id.
-            # Keys sorted, so SDK objects and recorded dicts give the same bytes.
-            content = _dumps(_plain(_get(start, "content")))
-            tool_use_id = _get(start, "tool_use_id")
-            return emitter.buffered(
-                "server_tool_result",
-                content,
-                id=tool_use_id if isinstance(tool_use_id, str) else "",
-                name=block.api_type,
-            )
-        payload = self._tool_input_text(block)
-        call_type: BufferedType = "tool_call" if kind == "tool_call" else "server_tool_call"
-        block_id = _get(start, "id")
-        name = _get(start, "name")
-        return emitter.buffered(
+        return _STOPS[kind](self, block)
+
+    def _stop_text(self, block: _Block) -> list[bytes]:
+        lines = [self._emitter.end("text")]  # spec §5.1
+        if block.citations:
+            # spec §5.4 / [A3.3-a]: right after the text block's final marker.
+            lines.extend(self._emitter.citations([_citation_data(c) for c in block.citations]))
+        return lines
+
+    def _stop_thinking(self, block: _Block) -> list[bytes]:  # noqa: ARG002  # one signature for the table
+        return [self._emitter.end("thinking")]  # spec §5.1
+
+    def _stop_result(self, block: _Block) -> list[bytes]:
+        # [A4.3-b]: the block's content as real JSON; the id is the call's id.
+        # Keys sorted, so SDK objects and recorded dicts give the same bytes.
+        content = _dumps(_plain(_get(block.start, "content")))
+        tool_use_id = _get(block.start, "tool_use_id")
+        return self._emitter.buffered(
+            "server_tool_result",
+            content,
+            id=tool_use_id if isinstance(tool_use_id, str) else "",
+            name=block.api_type,
+        )
+
+    def _stop_call(self, block: _Block) -> list[bytes]:
+        payload = self._tool_input_text(block)  # [A4.1-a] .. [A4.1-d]
+        call_type: BufferedType = "tool_call" if block.api_type in _CLIENT_CALLS else "server_tool_call"
+        block_id = _get(block.start, "id")
+        name = _get(block.start, "name")
+        return self._emitter.buffered(
             call_type,
             payload,
             id=block_id if isinstance(block_id, str) else "",
@@ -787,6 +795,55 @@ class AnthropicTranslator:
         if block.key is not None and block.key.type in ("tool_call", "server_tool_call"):
             data["input"] = block.input
         return data
+
+
+# ---------------------------------------------------------------------- the machine
+#
+# One API call is one small machine per content block index, driven by the events in
+# the order the API sends them:
+#
+#     message_start ─┬─> content_block_start(i) ─> content_block_delta(i)* ─> content_block_stop(i) ─┐
+#                    │        (a block: OPEN)            (accumulate / stream)       (DONE: emit)       │
+#                    └──────────────────────────── message_delta ─> message_stop <─────────────────────┘
+#
+# An ``error`` event, ``abort()`` or ``finish()`` on a cut stream moves every OPEN block
+# to CUT (final markers for those open on the wire, then one ``error``) [A8.2-a]. Any
+# event or delta not in these tables, or a delta for a block of the wrong type, is
+# passed over with one warning [A5.2-a]. The spec rule beside each entry is the one
+# its handler applies (spec/anthropic-adapter.md).
+
+_Handler = Callable[[AnthropicTranslator, Any], list[bytes]]
+_BlockHandler = Callable[[AnthropicTranslator, _Block, Any], list[bytes]]
+
+#: Stream event type -> handler.
+_EVENTS: Final[dict[str, _Handler]] = {
+    "message_start": AnthropicTranslator._message_start,  # [A2.1-c]: a second one starts over
+    "content_block_start": AnthropicTranslator._start,  # [A3.1-a] [A5.1-a] [A5.4-a]: open block i
+    "content_block_delta": AnthropicTranslator._delta,  # by the _DELTAS table below
+    "content_block_stop": AnthropicTranslator._stop,  # by the _STOPS table below
+    "message_delta": AnthropicTranslator._message_delta,  # stop reason, running usage
+    "message_stop": AnthropicTranslator._message_stop,  # the stream is complete [A8.2-a]
+    "error": AnthropicTranslator.abort,  # [A7.1-a]: the API ends the stream with it
+    **dict.fromkeys(sorted(_SILENT_EVENTS), AnthropicTranslator._nothing),  # ping
+    **dict.fromkeys(sorted(DERIVED_EVENTS), AnthropicTranslator._nothing),  # [A2.2-a]
+}
+#: Delta type -> (the API block types it belongs to, handler).
+_DELTAS: Final[dict[str, tuple[frozenset[str], _BlockHandler]]] = {
+    "text_delta": (frozenset({"text"}), AnthropicTranslator._text_delta),  # spec §5.1 [A3.1-a..c]
+    "thinking_delta": (frozenset({"thinking"}), AnthropicTranslator._thinking_delta),  # spec §5.1
+    "input_json_delta": (_CLIENT_CALLS | _SERVER_CALLS, AnthropicTranslator._input_json_delta),  # [A4.1-a]
+    "citations_delta": (frozenset({"text"}), AnthropicTranslator._citations_delta),  # [A3.3-a]
+    "signature_delta": (frozenset({"thinking"}), AnthropicTranslator._signature_delta),  # [A3.2-a]
+    "compaction_delta": (frozenset({"compaction"}), AnthropicTranslator._compaction_delta),  # [A5.4-a]
+}
+#: Envelope type of a block -> what its ``content_block_stop`` sends.
+_STOPS: Final[dict[str, Callable[[AnthropicTranslator, _Block], list[bytes]]]] = {
+    "text": AnthropicTranslator._stop_text,  # final marker, then citations [A3.3-a]
+    "thinking": AnthropicTranslator._stop_thinking,  # final marker
+    "tool_call": AnthropicTranslator._stop_call,  # the joined input, parsed once [A4.1-a]
+    "server_tool_call": AnthropicTranslator._stop_call,  # [A4.2-a]
+    "server_tool_result": AnthropicTranslator._stop_result,  # content as JSON [A4.3-a] [A4.3-b]
+}
 
 
 def _join_pairs(text: str) -> str:

@@ -63,10 +63,10 @@ _FINAL_FALSE: Final = b'"final":false'
 _FINAL_TRUE: Final = b'"final":true'
 _TYPES_WITH_ID: Final = frozenset({"tool_call", "server_tool_call", "tool_result", "server_tool_result"})
 
-#: The emitter profiles (spec §6.7): ``default`` keeps every line within the bound;
+#: The emitter profiles (spec §10): ``default`` keeps every line within the bound;
 #: ``seed`` sends the control types whole, for clients written to the seed.
 Profile = Literal["default", "seed"]
-#: Control types the ``seed`` profile sends as one line whatever its length (spec §6.7):
+#: Control types the ``seed`` profile sends as one line whatever its length (spec §10.2):
 #: clients written to the seed parse these on their own line and do not join chunks.
 SEED_WHOLE_TYPES: Final = frozenset({"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final"})
 
@@ -309,7 +309,7 @@ class Emitter:
         agent: the agent id written into every envelope.
         max_bytes: the bound on each line (spec §6.1).
         strict: raise ``OversizeError`` rather than report an unavoidable oversize line.
-        profile: ``"default"`` or ``"seed"`` (spec §6.7).
+        profile: ``"default"`` or ``"seed"`` (spec §10.2).
         oversize: every oversize line reported so far (spec §6.5), oldest first. A
             control line the ``seed`` profile sends whole is its rule, not an oversize
             line, and is not reported.
@@ -329,7 +329,7 @@ class Emitter:
             profile: ``"default"`` (every line within ``max_bytes``) or ``"seed"``
                 (``meta_init``, ``meta_files``, ``error``, ``awaiting_frontend_tools`` and
                 ``meta_final`` sent whole, one ``final: true`` line each, whatever their
-                length; every other type keeps the bound). Spec §6.7.
+                length; every other type keeps the bound). Spec §10.2.
 
         Raises:
             EncodeError: ``max_bytes`` is not a positive int, ``agent`` is not a str,
@@ -339,7 +339,7 @@ class Emitter:
         if not isinstance(agent, str):
             raise EncodeError(f"agent must be a str, got {type(agent).__name__}", field="$.agent")
         if profile not in ("default", "seed"):
-            raise EncodeError(f"profile must be 'default' or 'seed', got {profile!r}", section="6.7")
+            raise EncodeError(f"profile must be 'default' or 'seed', got {profile!r}", section="10.2")
         self.agent: Final = agent
         self.max_bytes: Final = max_bytes
         self.strict: Final = strict
@@ -416,7 +416,7 @@ class Emitter:
 
         An empty payload gives one line. In the ``seed`` profile a control type
         (``meta_init``, ``meta_files``, ``error``, ``awaiting_frontend_tools``,
-        ``meta_final``) is always one line, whatever its length (spec §6.7).
+        ``meta_final``) is always one line, whatever its length (spec §10.2).
 
         Args:
             type: a buffered type (every type but text, thinking, citation, tool_result_image).
@@ -447,7 +447,7 @@ class Emitter:
                 raise EncodeError(f"{type} carries no id or name", field="$.id", section="4.1")
             envelope = cls(agent=self.agent, final=final, delta=payload)  # type: ignore[call-arg]  # cls takes no id/name here
             if type in self._whole:
-                # spec §6.7-a: the seed profile sends a control type as one line, never cut.
+                # spec §10.2-a: the seed profile sends a control type as one line, never cut.
                 return [encode(envelope)]
         if len(payload) < self.max_bytes:
             # Most payloads fit one line: a single encode, no template. (A payload of

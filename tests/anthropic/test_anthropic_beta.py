@@ -113,3 +113,10 @@ def test_beta_compaction_and_fallback_replayed_through_the_sdk_A5_4_a() -> None:
     t_dict = AnthropicTranslator(AGENT)
     assert [line for event in events for line in t_dict.feed(event)] == run.lines
     assert t_dict.finalize() == t.finalize()
+
+
+def test_the_dispatch_tables_match_the_sdk_A5_4_a() -> None:
+    """[A5.4-a] the translator's tables handle exactly the SDK's delta types, and every SDK event type."""
+    assert set(adapter._DELTAS) == DELTAS == set(DELTA_BLOCK)
+    assert set(adapter._EVENTS) >= EVENTS | {"error", "ping"}
+    assert all(adapter._DELTAS[kind][0] >= {DELTA_BLOCK[kind]} for kind in DELTAS)

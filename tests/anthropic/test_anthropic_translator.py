@@ -398,10 +398,14 @@ def test_stream_cut_mid_tool_and_result_reports_both() -> None:
     assert t.finalize() == []
 
 
-def test_feed_after_close_is_a_sequence_error_A2_1_b() -> None:
+@pytest.mark.parametrize("end", ["close", "finish", "abort"])
+def test_feed_after_the_end_is_a_sequence_error_A2_1_b(end: str) -> None:
     """[A2.1-b]"""
     t = AnthropicTranslator(AGENT)
-    t.close()
+    if end == "abort":
+        t.abort(RuntimeError("x"))
+    else:
+        getattr(t, end)()
     with pytest.raises(SequenceError):
         t.feed(MESSAGE_START)
 

@@ -1,10 +1,9 @@
-"""Spec §6.7: the ``seed`` emitter profile sends the control types whole, every other type keeps the bound.
+"""Spec §10.2: the ``seed`` emitter profile sends the control types whole, every other type keeps the bound.
 
 Clients written to the seed parse each control envelope on its own line and do not
-join chunks (issue 12 §2). The strict validator here runs with the bound lifted to the
-longest line, since a whole control line is the profile's rule; the bound itself is
-checked on every other line. (The validator's own ``profile="seed"`` belongs to the
-envelope spec's owner.)
+join chunks (issue 12 §2). Every stream is checked by the validator strictly (no error,
+no warning) under the profile it was written for: ``profile="seed"`` exempts the whole
+control lines from the bound and nothing else [10.2-b].
 """
 
 from __future__ import annotations
@@ -15,8 +14,9 @@ import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
-from envelope import Emitter, EncodeError, OversizeError, decode
+from envelope import Emitter, EncodeError, OversizeError, decode, validate
 from envelope._encoder import SEED_WHOLE_TYPES
+from envelope._validator import SEED_WHOLE_TYPES as VALIDATOR_SEED_WHOLE_TYPES
 from envelope.anthropic import AnthropicTranslator
 from streams import nasty_text
 from validating import assert_valid
@@ -80,17 +80,21 @@ def _check_stream(text: str, paused: bool) -> None:
     assert others == [line for line in default_lines if _type(line) not in SEED_WHOLE_TYPES]
     assert all(len(line) <= BOUND for line in others)
     assert all(len(line) <= BOUND for line in default_lines)
-    assert_valid(seed_lines, max_bytes=max(BOUND, *map(len, seed_lines)))
+    assert list(validate(seed_lines, max_bytes=BOUND, profile="seed")) == []
     assert_valid(default_lines, max_bytes=BOUND)
+    # The seed stream breaks the default profile's bound exactly where it is long.
+    if any(len(line) > BOUND for line in seed_lines):
+        assert {v.code for v in validate(seed_lines, max_bytes=BOUND)} == {"E107"}
 
 
 @given(text=nasty_text)
-def test_seed_profile_sends_control_types_whole_and_bounds_the_rest_6_7(text: str) -> None:
+def test_seed_profile_sends_control_types_whole_and_bounds_the_rest_10_2(text: str) -> None:
+    """[10.2-a] [10.2-b]"""
     _check(text)
 
 
 @pytest.mark.parametrize("n", [21, 22, 23])
-def test_seed_profile_fixed_seeds_6_7(n: int) -> None:
+def test_seed_profile_fixed_seeds_10_2(n: int) -> None:
     """The same property under fixed seeds (CI runs hypothesis derandomised)."""
 
     @seed(n)
@@ -102,7 +106,7 @@ def test_seed_profile_fixed_seeds_6_7(n: int) -> None:
     prop()
 
 
-def test_seed_whole_lines_are_neither_reported_nor_refused_in_strict_mode_6_7() -> None:
+def test_seed_whole_lines_are_neither_reported_nor_refused_in_strict_mode_10_2() -> None:
     em = Emitter("a", 100, strict=True, profile="seed")
     (line,) = em.buffered("meta_init", _payload("meta_init", "x" * 5000))
     assert len(line) > 5000
@@ -111,14 +115,19 @@ def test_seed_whole_lines_are_neither_reported_nor_refused_in_strict_mode_6_7() 
         Emitter("a" * 200, 100, strict=True, profile="seed").buffered("tool_call", "{}", id="t", name="n")
 
 
-def test_unknown_profile_is_refused_6_7() -> None:
+def test_unknown_profile_is_refused_10_2() -> None:
     with pytest.raises(EncodeError, match="profile"):
         Emitter("a", profile="browser")  # type: ignore[arg-type]  # the wrong value is the point
 
 
-def test_translator_error_is_whole_in_the_seed_profile_6_7() -> None:
+def test_translator_error_is_whole_in_the_seed_profile_10_2() -> None:
     """[A1-c] the translator's emitter takes the profile."""
     t = AnthropicTranslator("a", 120, profile="seed")
     (line,) = t.abort(RuntimeError("m" * 1000))
     assert json.loads(json.loads(line)["delta"])["message"] == "m" * 1000
     assert len(AnthropicTranslator("a", 120).abort(RuntimeError("m" * 1000))) > 1
+
+
+def test_encoder_and_validator_agree_on_the_whole_types_10_2() -> None:
+    """[10.2-a] one list in the spec, two layers that must not drift apart."""
+    assert SEED_WHOLE_TYPES == VALIDATOR_SEED_WHOLE_TYPES
