@@ -57,7 +57,7 @@ CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "E111": ("error", "2.1", "SSE event with more than one data line"),
     "W112": ("warning", "2.1", "SSE line that is no field the protocol uses (ignored)"),
     "W113": ("warning", "2.1", "SSE event named other than message"),
-    "W114": ("warning", "4.5", "citation_type not one the seed lists"),
+    "W114": ("warning", "4.5", "citation_type not one the seed or the API lists"),
     "W115": ("warning", "4.10", "server_tool_result name is not an API result block type"),
     "E116": ("error", "6.7", "line or payload nested deeper than MAX_NESTING_DEPTH (256)"),
     "E117": ("error", "6.4", "line holds an escaped lone surrogate (\\ud800 with no pair)"),
@@ -146,7 +146,11 @@ _EXTRAS: Final[dict[str, dict[str, tuple[type, bool]]]] = {
     "meta_final": {},
 }
 _SECTION: Final[dict[str, str]] = {t: f"4.{i + 2}" for i, t in enumerate(ENVELOPE_TYPES)}
-_CITATION_TYPES: Final = frozenset({"char_location", "page_location", "web_search_result_location"})
+#: The seed's three citation types and the two more the API sends (`content_block_location`,
+#: `search_result_location`), which the adapter carries (spec §4.5, anthropic-adapter A3.3-c).
+_CITATION_TYPES: Final = frozenset(
+    {"char_location", "page_location", "web_search_result_location", "content_block_location", "search_result_location"}
+)
 #: Types whose reassembled delta is JSON the validator parses (spec §7.5).
 _JSON_TYPES: Final = frozenset(
     {"meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools", "tool_call", "server_tool_call"}
@@ -877,12 +881,11 @@ class Validator:
         if kind == "citation":
             ctype = obj.get("citation_type")
             if isinstance(ctype, str) and ctype not in _CITATION_TYPES:
-                # [V4.5-a] SHOULD be one of the seed's three citation types
+                # [V4.5-a] SHOULD be one of the seed's three citation types or the API's two more
                 out.append(
                     _violation(
                         "W114",
-                        f"citation_type {ctype!r} is not one of char_location, page_location, "
-                        "web_search_result_location",
+                        f"citation_type {ctype!r} is not one of {', '.join(sorted(_CITATION_TYPES))}",
                         lno,
                         off,
                         agent,
