@@ -802,6 +802,13 @@ class Agent:
             content = translator.finalize()
             bad_inputs: dict[str, str] = {}
             reason = translator.stop_reason or "end_turn"
+            # The translator leaves a call whose input is no JSON out of finalize() (adapter
+            # A4.1-c); history must still hold it, with the input the stream showed ({}), so
+            # its is_error result has a call to answer (spec §1.3-a).
+            for index in sorted(bad):
+                call_id, call_name = tool_starts.get(index, ("", ""))
+                missing = {"type": "tool_use", "id": call_id, "name": call_name, "input": None}
+                content.insert(min(index, len(content)), missing)
             for index, block in enumerate(content):
                 if block.get("type") != "tool_use":
                     continue
