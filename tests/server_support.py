@@ -24,8 +24,6 @@ from envelope import SSEEvent, SSEReader
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from starlette.applications import Starlette
-
 
 @dataclass
 class Gate:
@@ -59,12 +57,12 @@ class Gate:
 
 
 @contextlib.contextmanager
-def running(app: Starlette) -> Iterator[str]:
+def running(app: Any, *, log_level: str = "warning") -> Iterator[str]:
     """Serve ``app`` on 127.0.0.1, a free port; yield its base URL (``http://127.0.0.1:N``)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3))
+    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=3))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 15
