@@ -252,3 +252,23 @@ def test_spec_server_6_4_a_dropped_connection_resumes_with_nothing_missing_or_do
     assert page.locator(".badge").inner_text() == "end_turn"
     assert page.locator("[data-tool-use-id]").count() == 1
     assert page.locator("[role=alert]").count() == 0
+
+
+def test_spec_server_2_2_a_page_reloaded_while_paused_asks_again_and_finishes(page: Any, tmp_path: Path) -> None:
+    """[S2.2-a] [S6.3-a]: reload during the pause: the page reopens the run from #run=ID, asks again, and the run finishes."""
+    with running(create_app(store=MemoryStore(), model_factory=ScriptedModel)) as base:
+        _ask(page, base, "Please confirm: delete the temp files")
+        page.locator("#confirm-dialog").wait_for(state="visible")
+        run_id = _run_id(page)
+        page.reload()
+        dialog = page.locator("#confirm-dialog")
+        dialog.wait_for(state="visible")
+        assert page.locator(".user").inner_text() == "Please confirm: delete the temp files"
+        dialog.locator("button.decline").click()
+        page.wait_for_selector("body[data-done='1']")
+        page.screenshot(path=str(tmp_path / "reloaded.png"), full_page=True)
+        stored = _stored_responses(base, run_id, 2)
+    assert _page_transcripts(page) == [reconstruct(lines).to_dict() for lines in stored]
+    card = page.locator("[data-tool-use-id]").filter(has_text="confirm")
+    assert card.locator(".tool-result").inner_text().strip().endswith("no")
+    assert page.locator(".badge").inner_text() == "end_turn"

@@ -331,12 +331,13 @@ async function frontendAnswers(pending) {
 }
 
 /** Follow a response to its end; answer frontend tools and follow the continuations (spec server §6.3-a). */
-async function drive(turn, httpResponse) {
+async function drive(turn, httpResponse, afterFirst = () => {}) {
   for (;;) {
     const response = new Stream(turn);
     turn.responses.push(response);
     setState("streaming", "streaming");
     await response.follow(httpResponse);
+    if (turn.responses.length === 1) afterFirst();
     const transcript = response.rebuilt.transcript();
     const main = Object.keys(transcript.agents)[0];
     const blocks = main ? transcript.agents[main].blocks : [];
@@ -384,32 +385,33 @@ async function send(prompt) {
   }
 }
 
-/** A page opened (or reloaded) on #run=ID shows that run's latest response, live if it still runs. */
+/** A page opened (or reloaded) on #run=ID shows that run's latest response, live if it still runs,
+ * and asks again for the frontend tools it is waiting for (spec server §2.2-a). */
 async function openRun(runId) {
   $("#empty")?.remove();
   const turn = new Turn("…");
   state.turns.push(turn);
   state.busy = true;
-  try {
-    const first = await api(`/agent/runs/${encodeURIComponent(runId)}/stream`);
-    if (!first.ok) throw new Error(await errorText(first));
-    const response = new Stream(turn);
-    turn.responses.push(response);
-    setState("streaming", "streaming");
-    await response.follow(first);
-    const transcript = response.rebuilt.transcript();
-    const main = Object.keys(transcript.agents)[0];
+  $("#send").disabled = true;
+  const showQuery = () => {
+    const transcript = turn.responses[0]?.rebuilt.transcript();
+    const main = transcript && Object.keys(transcript.agents)[0];
     const meta = main && transcript.agents[main].blocks[0];
     if (meta && meta.type === "meta_init" && meta.data && meta.data.user_query) {
       turn.el.querySelector(".user").textContent = meta.data.user_query;
     }
-    state.agentUuid = main || null;
+  };
+  try {
+    const first = await api(`/agent/runs/${encodeURIComponent(runId)}/stream`);
+    if (!first.ok) throw new Error(await errorText(first));
+    await drive(turn, first, showQuery);
     setState("idle", "ready");
   } catch (err) {
     turn.el.append(h("div", { class: "block error", role: "alert", text: String(err.message || err) }));
     setState("error", "error");
   } finally {
     state.busy = false;
+    $("#send").disabled = false;
     document.body.dataset.done = String(state.turns.length);
   }
 }
