@@ -504,7 +504,10 @@ def create_app(
                 )
             _, response, after = parsed
         else:
-            response, after = _response_param(request, manager.latest(run_id)), -1
+            latest = manager.latest(run_id)
+            if latest is None:  # a run made without this server's journal: the store's log
+                latest = len(await _stored_responses(store, run_id)) - 1
+            response, after = _response_param(request, latest if latest >= 0 else None), -1
         stream = manager.live.get((run_id, response))
         if stream is not None:
             if after >= len(stream.lines):
@@ -512,7 +515,8 @@ def create_app(
             return sse(stream.follow(after), headers(stream))
         lines = manager.journal.read(run_id, response)
         if lines is None:
-            lines = await _stored_response(store, run_id, response)
+            stored = await _stored_responses(store, run_id)
+            lines = stored[response] if response < len(stored) else None
         if lines is None:
             raise _Refused(404, "unknown_run", f"no response {response} of run {run_id} here")
         if after >= len(lines):
@@ -571,8 +575,8 @@ def _response_param(request: Request, latest: int | None) -> int:
     return int(raw)
 
 
-async def _stored_response(store: Store, run_id: str, response: int) -> list[bytes] | None:
-    """Response ``response`` of a run from the store's log (runs made without this server's journal)."""
+async def _stored_responses(store: Store, run_id: str) -> list[list[bytes]]:
+    """The responses of a run from the store's log (runs made without this server's journal)."""
     lines = await store.run_log(run_id)
     responses: list[list[bytes]] = [[]]
     for line in lines:
@@ -581,7 +585,7 @@ async def _stored_response(store: Store, run_id: str, response: int) -> list[byt
             responses.append([])
     if not responses[-1]:
         responses.pop()
-    return responses[response] if response < len(responses) else None
+    return responses
 
 
 async def _replay(run_id: str, response: int, lines: Sequence[bytes], after: int) -> AsyncIterator[bytes]:

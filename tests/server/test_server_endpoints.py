@@ -304,3 +304,31 @@ def test_spec_server_6_1_a_page_and_static_files() -> None:
             assert r.content
         assert get(base, "/static/..%2Fserver.py").status_code == 404
         assert get(base, "/static/server.py").status_code == 404
+
+
+def test_spec_server_1_1_b_unknown_agent_and_stored_runs() -> None:
+    """[S1.1-a] [S2.3-a]: a run for an unknown agent is 404; a run made without the server (no journal) replays from the store's log."""
+    from agent_ref import Agent, default_tools
+    from agent_ref_support import drop
+
+    store = MemoryStore()
+    agent = Agent(ScriptedModel(), tools=default_tools(), store=store)
+    lines: list[bytes] = []
+    asyncio.run(agent.run(CONFIRM, lines.append))
+    (pending,) = meta(lines, "awaiting_frontend_tools")
+
+    async def resume() -> None:
+        again = await Agent.load(agent.agent_uuid, store, ScriptedModel(), tools=default_tools())
+        await again.continue_with_tool_results([{"tool_use_id": pending["tool_use_id"], "content": "yes"}], drop)
+
+    asyncio.run(resume())
+    run_id = meta(lines, "meta_init")["run_id"]
+    with running(app_with(store)) as base:
+        assert post(base, "/agent/run", {"prompt": "hi", "agent_uuid": "no-such-agent"}).status_code == 404
+        first = get(base, f"/agent/runs/{run_id}/stream", params={"response": "0"})
+        latest = get(base, f"/agent/runs/{run_id}/stream")
+    assert data_lines(first.content) == lines
+    assert_valid(first.content)
+    assert latest.headers["x-response-index"] == "1"
+    assert_valid(latest.content)
+    assert data_lines(latest.content)[-1] == b"[DONE]"

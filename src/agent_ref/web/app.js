@@ -250,7 +250,7 @@ class Turn {
         const text = h("div", { class: cls("text") }, block.content, h("span", { class: "caret" }));
         if (!block.citations.length) return text;
         const list = h("ol", { class: "citations" }, block.citations.map((c) => h("li", {},
-          h("q", { text: c.cited_text }), " ", c.url ? h("a", { href: c.url, target: "_blank", rel: "noopener", text: c.title || c.url })
+          h("q", { text: c.cited_text }), " ", /^https?:\/\//i.test(String(c.url)) ? h("a", { href: c.url, target: "_blank", rel: "noopener noreferrer", text: c.title || c.url })
             : h("span", { text: c.document_title || c.title || c.citation_type }))));
         return h("div", { class: "block" }, text, list);
       }
