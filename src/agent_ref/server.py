@@ -687,6 +687,9 @@ def serve_main(args: argparse.Namespace) -> int:
     except OSError as exc:
         sys.stderr.write(f"agent-ref: cannot listen on {args.host}:{args.port}: {exc.strerror}\n")
         return 2
+    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
+        sys.stderr.write("agent-ref: stopped\n")
+        return 130
     return 0
 
 

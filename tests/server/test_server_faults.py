@@ -187,3 +187,32 @@ def test_serve_main_reports_a_busy_port(capsys: pytest.CaptureFixture[str], tmp_
     err = capsys.readouterr().err
     assert err.startswith("agent-ref: cannot listen on 127.0.0.1:")
     assert "Traceback" not in err
+
+
+def test_serve_main_stops_on_ctrl_c_without_a_traceback(tmp_path: Path) -> None:
+    """``agent-ref serve`` (here ``python -m agent_ref.server``): Ctrl-C stops it with one line and status 130."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_ref.server", "--port", "0", "--db", str(tmp_path / "a.db")],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("agent-ref: serving on http://127.0.0.1:"), line
+        url = line.split()[3]
+        deadline = time.monotonic() + 20
+        while True:  # the port is bound before uvicorn installs its handlers: wait until it answers
+            try:
+                if httpx2.get(url, timeout=5).status_code == 200:
+                    break
+            except httpx2.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server never answered"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        err = proc.communicate(timeout=30)[1]
+    finally:
+        _stop(proc)
+    assert proc.returncode == 130
+    assert err == "agent-ref: stopped\n"
