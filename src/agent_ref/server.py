@@ -662,6 +662,12 @@ def _model_factory(args: argparse.Namespace) -> Callable[[], Model]:
     return ScriptedModel
 
 
+def resolve_token(given: str | None, environ: Mapping[str, str]) -> str | None:
+    """The bearer token: ``--token`` if given, else ``$AGENT_REF_TOKEN``; empty means none (spec server §5.2-a)."""
+    token = given if given is not None else environ.get(TOKEN_ENV, "")
+    return token or None
+
+
 def serve_main(args: argparse.Namespace) -> int:
     """Run ``agent-ref serve`` with parsed arguments; returns the exit status.
 
@@ -669,7 +675,7 @@ def serve_main(args: argparse.Namespace) -> int:
     replays and closes what a killed one was sending (spec server §3.3-b).
     """
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="agent-ref: %(message)s")
-    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    token = resolve_token(args.token, os.environ)
     app = create_app(
         store=SQLiteStore(args.db),
         model_factory=_model_factory(args),
