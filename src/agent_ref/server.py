@@ -610,17 +610,15 @@ def serve(
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
+    with sock:
         sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    bound = sock.getsockname()[1]
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5))
-    if ready is not None:
-        ready(f"http://{shown}:{bound}/")
-    server.run(sockets=[sock])
+        sock.listen(2048)  # connections queue from now on, so ``ready`` may announce the URL before uvicorn runs
+        bound = sock.getsockname()[1]
+        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5))
+        if ready is not None:
+            ready(f"http://{shown}:{bound}/")
+        server.run(sockets=[sock])
 
 
 def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx2
+import pytest
 
 from agent_ref import MemoryStore, ScriptedModel
 from agent_ref.server import create_app
@@ -30,7 +31,6 @@ from validating import assert_valid
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    import pytest
 
 HERE = Path(__file__).resolve().parent
 RUNS = 200
@@ -216,3 +216,26 @@ def test_serve_main_stops_on_ctrl_c_without_a_traceback(tmp_path: Path) -> None:
         _stop(proc)
     assert proc.returncode == 130
     assert err == "agent-ref: stopped\n"
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_serve_accepts_connections_as_soon_as_it_announces_the_url() -> None:
+    """``serve`` listens before ``ready(url)``: a client that connects at once is queued, not refused (a race seen in CI)."""
+    import socket
+
+    from agent_ref.server import serve
+
+    connected: list[bool] = []
+
+    def ready(url: str) -> None:
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            connected.append(True)
+        raise _Stop  # end serve() before uvicorn runs
+
+    with pytest.raises(_Stop):
+        serve(create_app(store=MemoryStore(), model_factory=ScriptedModel), "127.0.0.1", 0, ready=ready)
+    assert connected == [True]
