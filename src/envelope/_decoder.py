@@ -18,8 +18,9 @@ from typing import Any, Final, Literal, overload
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from ._depth import too_deep
 from ._errors import DecodeError, EnvelopeError, Position, ValidationError
-from ._limits import DEFAULT_MAX_LINE_BYTES
+from ._limits import DEFAULT_MAX_LINE_BYTES, MAX_NESTING_DEPTH
 from ._sse import SSEReader
 from ._types import Envelope
 
@@ -29,6 +30,8 @@ __all__ = ["DONE_DATA", "RawLine", "StreamReader", "decode"]
 DONE_DATA: Final = "[DONE]"
 
 _strict = msgspec.json.Decoder(Envelope)
+#: What may precede the first content byte of a recording: whitespace, and the bytes of a BOM.
+_LEADING: Final = b" \t\r\n\xef\xbb\xbf"
 _PATH = re.compile(r" - at `(\$[^`]*)`$")
 _BYTE = re.compile(r"\(byte (\d+)\)")
 _MISSING = re.compile(r"missing required field `([^`]+)`")
@@ -77,8 +80,14 @@ CITATION_FIELDS: Final = (
 )
 
 
-def _translate(exc: msgspec.MsgspecError) -> EnvelopeError:
-    """Turn a msgspec error into ours: the message without msgspec's suffix, the path as ``field``."""
+def _translate(exc: msgspec.MsgspecError, line: bytes | str | None = None) -> EnvelopeError:
+    """Turn a msgspec error into ours: the message without msgspec's suffix, the path as ``field``.
+
+    Args:
+        exc: what msgspec raised.
+        line: the line it was decoding, to name an escaped lone surrogate, which msgspec
+            reports as truncation or as a bad pair (spec §6.4).
+    """
     text = str(exc)
     if isinstance(exc, msgspec.ValidationError):
         field = None
@@ -98,13 +107,55 @@ def _translate(exc: msgspec.MsgspecError) -> EnvelopeError:
         if text.startswith("Object missing required field"):
             text = "missing required field " + text.removeprefix("Object missing required field ")
         return ValidationError(text[:1].lower() + text[1:], field=field, section="3.1")
+    if line is not None and (text == "Input data was truncated" or "surrogate" in text):
+        lone = _lone_surrogate(line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass"))
+        if lone is not None:
+            at, escape = lone
+            return DecodeError(
+                f"not JSON this library reads: an escaped lone surrogate {escape} in a string",
+                position=Position(offset=at),
+                section="6.4",
+            )
     match = _BYTE.search(text)
     position = Position(offset=int(match.group(1))) if match else None
+    if match:
+        # The byte is in the position; do not say it twice.
+        text = (text[: match.start()] + text[match.end() :]).rstrip()
     if text.startswith("JSON is malformed: "):
         text = "not JSON: " + text.removeprefix("JSON is malformed: ")
     elif text == "Input data was truncated":
         text = "not JSON: the line ends inside a value"
     return DecodeError(text, position=position, section="3.1")
+
+
+#: A JSON string escape: ``\uXXXX`` (group 1 the hex) or a backslash and one other byte.
+_ESCAPE: Final = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+
+
+def _lone_surrogate(data: bytes) -> tuple[int, str] | None:
+    """The byte offset and text of the first escaped lone surrogate in ``data``, or None.
+
+    A high surrogate escape (``\\ud800`` to ``\\udbff``) is lone unless a low one
+    (``\\udc00`` to ``\\udfff``) follows at once; a low one is lone unless it ends such a
+    pair. One at the very end of the line is not reported: there the line was cut, and
+    "the line ends inside a value" says so. Error path only: a linear scan of the escapes.
+    """
+    pending: tuple[int, str] | None = None  # a high surrogate waiting for its low half
+    for match in _ESCAPE.finditer(data):
+        hex4 = match.group(1)
+        unit = int(hex4, 16) if hex4 is not None else -1
+        if pending is not None:
+            if 0xDC00 <= unit <= 0xDFFF and match.start() == pending[0] + 6:
+                pending = None
+                continue
+            return pending
+        if 0xD800 <= unit <= 0xDBFF:
+            pending = (match.start(), match.group().decode("ascii"))
+        elif 0xDC00 <= unit <= 0xDFFF:
+            return match.start(), match.group().decode("ascii")
+    if pending is not None and pending[0] + 6 < len(data):
+        return pending
+    return None
 
 
 def _bad_utf8(data: bytes) -> DecodeError:
@@ -116,13 +167,34 @@ def _bad_utf8(data: bytes) -> DecodeError:
     return DecodeError("invalid UTF-8", section="3.1")  # pragma: no cover  # msgspec and Python agree
 
 
-def _too_deep() -> DecodeError:
-    """msgspec's nesting limit, met walking an unknown or loosely typed member (it raises ``RecursionError``).
+def _too_deep(line: bytes | str) -> DecodeError:
+    """The error for a line too deep for msgspec to walk (it raised ``RecursionError``).
 
-    Only the lenient reading can meet it: the strict one refuses unknown members and
-    types every known one as a string, a number or a bool before any nesting.
+    Both readings can meet it: to find the ``type`` tag that selects the struct, msgspec
+    skips the members before it, and the lenient reading also skips unknown members and
+    builds the loosely typed citation extras; msgspec recurses per level for each, up to
+    the interpreter's recursion limit (near 1,000 levels less the caller's stack). The
+    error names ``MAX_NESTING_DEPTH`` and the byte where the nesting first passes it
+    (spec/limits.md L2-a).
     """
-    return DecodeError("not JSON this library reads: nested too deeply", section="3.1")
+    data = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
+    offset = too_deep(data, MAX_NESTING_DEPTH)
+    if offset is None:  # pragma: no cover  # only when the caller's own stack is near the limit
+        return DecodeError("nested too deeply for the parser at this call depth", section="L2-a")
+    return nesting_error(offset)
+
+
+def nesting_error(offset: int) -> DecodeError:
+    """The ``DecodeError`` for a line nested deeper than ``MAX_NESTING_DEPTH`` (spec/limits.md L2-a).
+
+    Args:
+        offset: the byte in the line of the bracket that opens level ``MAX_NESTING_DEPTH + 1``.
+    """
+    return DecodeError(
+        f"nested deeper than MAX_NESTING_DEPTH={MAX_NESTING_DEPTH}",
+        position=Position(offset=offset),
+        section="L2-a",
+    )
 
 
 def _as_bytes(line: bytes | str) -> bytes:
@@ -156,11 +228,13 @@ def decode(line: bytes | str, *, position: Position | None = None) -> Envelope:
         envelope: Envelope = _strict.decode(data)
         return envelope
     except msgspec.MsgspecError as exc:
-        error = _translate(exc)
+        error = _translate(exc, data)
     except UnicodeDecodeError:
         error = _bad_utf8(data)
     except EnvelopeError as exc:
         error = exc
+    except RecursionError:
+        error = _too_deep(data)
     raise error.at(position) if position is not None else error
 
 
@@ -172,13 +246,13 @@ def decode_lenient(line: bytes | str, position: Position | None = None) -> _Wire
         # the str saves a copy of every line on the read path.
         return _lenient.decode(line)
     except msgspec.MsgspecError as exc:
-        error = _translate(exc)
+        error = _translate(exc, line)
     except UnicodeEncodeError as exc:
         error = DecodeError("line holds a lone surrogate", position=Position(offset=exc.start), section="6.4")
     except UnicodeDecodeError:
         error = _bad_utf8(_as_bytes(line))  # only bytes can hold invalid UTF-8
     except RecursionError:
-        error = _too_deep()
+        error = _too_deep(line)
     raise error.at(position) if position is not None else error
 
 
@@ -277,7 +351,18 @@ class StreamReader:
         format: ``"sse"``, ``"jsonl"``, or ``None`` until detected.
     """
 
-    __slots__ = ("_buf", "_line_no", "_max", "_offset", "_sse", "format")
+    __slots__ = (
+        "_error",
+        "_head",
+        "_head_len",
+        "_line_no",
+        "_max",
+        "_offset",
+        "_parts",
+        "_parts_len",
+        "_sse",
+        "format",
+    )
 
     def __init__(
         self,
@@ -294,15 +379,27 @@ class StreamReader:
         self.format: Literal["sse", "jsonl"] | None = None if format == "auto" else format
         self._max = max_line_bytes
         self._sse = SSEReader(max_line_bytes=max_line_bytes)
-        self._buf = b""
+        # Until the format is known: the bytes so far (all whitespace or BOM), as they came.
+        self._head: list[bytes] = []
+        self._head_len = 0
+        # JSON lines: the line not yet ended, as the pieces it arrived in (joined when it ends).
+        self._parts: list[bytes] = []
+        self._parts_len = 0
         self._line_no = 1
         self._offset = 0
+        #: The error a JSON-lines input met, once it has: every later call raises it again
+        #: (an SSE capture's reader keeps its own).
+        self._error: DecodeError | None = None
 
     def feed(self, chunk: bytes) -> list[RawLine]:
         """Consume bytes; return the envelope lines they complete.
 
         Raises:
-            DecodeError: invalid UTF-8, an over-long line.
+            DecodeError: invalid UTF-8, an over-long line. When the chunk completed lines
+                before the error, they are returned and the error is raised by the next
+                call (``feed``, ``feed_batch`` or ``close``) instead, so that a caller sees
+                the same lines, then the same error, however the input was split (spec
+                §2.3-a). After an error every call raises it again.
         """
         chunk = self._detect(chunk)
         if self.format == "sse":
@@ -340,17 +437,31 @@ class StreamReader:
         return _LineBatch.of(self._jsonl(chunk))
 
     def _detect(self, chunk: bytes) -> bytes:
-        """Until the format is known, buffer bytes and detect it; return the bytes to read."""
+        """Until the format is known, hold bytes and detect it; return the bytes to read.
+
+        Only the new chunk is searched for the first content byte: every byte held so far
+        is whitespace or BOM, so the first content byte of the whole is the first of the
+        first chunk that has one (each byte looked at once, spec/limits.md).
+        """
+        if self._error is not None:
+            raise self._error
         if self.format is not None:
             return chunk
-        self._buf += chunk
-        stripped = self._buf.lstrip(b" \t\r\n\xef\xbb\xbf")
+        stripped = chunk.lstrip(_LEADING)
         if not stripped:
-            if len(self._buf) > self._max:
-                raise DecodeError("no content in the first bytes", position=Position(offset=0))
+            if chunk:
+                self._head.append(chunk)
+                self._head_len += len(chunk)
+            if self._head_len > self._max:
+                self._error = DecodeError("no content in the first bytes", position=Position(offset=0))
+                raise self._error
             return b""
         self.format = "jsonl" if stripped[:1] == b"{" else "sse"
-        chunk, self._buf = self._buf, b""
+        if self._head:
+            self._head.append(chunk)
+            chunk = b"".join(self._head)
+            self._head = []
+            self._head_len = 0
         if self.format == "jsonl" and chunk.startswith(b"\xef\xbb\xbf"):
             chunk = chunk[3:]
             self._offset = 3
@@ -362,10 +473,14 @@ class StreamReader:
         Raises:
             DecodeError: an SSE capture ended inside an event.
         """
+        if self._error is not None:
+            raise self._error
         if self.format == "sse":
             self._sse.close()
             return []
-        rest, self._buf = self._buf, b""
+        rest = b"".join(self._parts)
+        self._parts = []
+        self._parts_len = 0
         if self.format is None:
             return []
         out: list[RawLine] = []
@@ -373,8 +488,30 @@ class StreamReader:
         return out
 
     def _jsonl(self, chunk: bytes) -> list[RawLine]:
-        data = self._buf + chunk if self._buf else chunk
         out: list[RawLine] = []
+        try:
+            self._jsonl_into(chunk, out)
+        except DecodeError as exc:
+            self._error = exc
+            if not out:
+                raise
+        return out
+
+    def _jsonl_into(self, chunk: bytes, out: list[RawLine]) -> None:
+        if self._parts:
+            if b"\n" not in chunk:
+                # The held line goes on: only the new bytes were searched.
+                if chunk:
+                    self._parts.append(chunk)
+                    self._parts_len += len(chunk)
+                self._check_held()
+                return
+            self._parts.append(chunk)
+            data = b"".join(self._parts)
+            self._parts = []
+            self._parts_len = 0
+        else:
+            data = chunk
         start = 0
         offset = self._offset
         while True:
@@ -384,15 +521,26 @@ class StreamReader:
             self._emit(data[start:end], offset + start, out)
             self._line_no += 1
             start = end + 1
-        self._buf = data[start:]
+        if start < len(data):
+            self._parts.append(data[start:])
+            self._parts_len = len(data) - start
         self._offset = offset + start
-        if len(self._buf) > self._max:
+        self._check_held()
+
+    def _check_held(self) -> None:
+        """Refuse a held line that is already over the bound, whatever ends it (spec §2.3).
+
+        A JSON line may end in CRLF, whose CR ``_emit`` removes: a held line one byte over
+        the bound whose last byte is CR may still end within it, so it is kept until its
+        LF arrives (or does not), and the verdict does not depend on the chunking.
+        """
+        size = self._parts_len
+        if size > self._max and not (size == self._max + 1 and self._parts[-1].endswith(b"\r")):
             raise DecodeError(
                 f"line longer than max_line_bytes={self._max}",
                 position=Position(line=self._line_no, offset=self._offset),
                 section="2.3",
             )
-        return out
 
     def _emit(self, raw: bytes, offset: int, out: list[RawLine]) -> None:
         if raw.endswith(b"\r"):

@@ -19,7 +19,9 @@ The machine, one per ``(agent, type)`` key (as h2 has one per stream id)::
 ``(agent, tool_result)`` machine, legal only in OPEN and only with the open block's
 ``id`` (spec §7.3). ``citation`` lines form a block of key ``(agent, citation)``
 whose citations attach to that agent's most recently completed ``text`` block
-(spec §7.4). After ``[DONE]`` every input is refused (spec §8.2).
+(spec §7.4). After ``[DONE]`` only a ``meta_init`` is taken: it starts the next response
+of a recording that holds several back to back (a run log); the agents go on. Any other
+input after ``[DONE]`` is refused (spec §8.2).
 """
 
 from __future__ import annotations
@@ -30,9 +32,19 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from ._decoder import CITATION_FIELDS, DONE_DATA, RawLine, _lenient, _LineBatch, _Wire, decode_lenient
+from ._decoder import (
+    CITATION_FIELDS,
+    DONE_DATA,
+    RawLine,
+    _lenient,
+    _LineBatch,
+    _Wire,
+    decode_lenient,
+    nesting_error,
+)
+from ._depth import too_deep
 from ._errors import DecodeError, EnvelopeError, Position, SequenceError, ValidationError
-from ._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_OPEN_BLOCKS
+from ._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_OPEN_BLOCKS, MAX_NESTING_DEPTH
 from ._types import ENVELOPE_TYPES, BlockKey
 
 if TYPE_CHECKING:
@@ -94,7 +106,14 @@ _json_decode = msgspec.json.decode
 
 
 def _parse(text: str) -> Any:
-    """The JSON value of ``text``, or ``text`` itself when it is not JSON (spec §7.5)."""
+    """The JSON value of ``text``, or ``text`` itself when it is not JSON this library reads (spec §7.5).
+
+    A payload nested deeper than ``MAX_NESTING_DEPTH`` is given raw too, before any
+    parser recurses into it (spec/limits.md L2-b): the reconstructor shows what it cannot
+    represent faithfully as the text it received, and never raises from a transcript.
+    """
+    if too_deep(text, MAX_NESTING_DEPTH) is not None:
+        return text
     try:
         return _json_decode(text)
     except msgspec.DecodeError:
@@ -174,7 +193,19 @@ class Transcript:
 class _Open:
     """A block being built; mutable, private. ``Block`` is its snapshot."""
 
-    __slots__ = ("agent", "citations", "complete", "id", "images", "name", "parts", "size", "type")
+    __slots__ = (
+        "agent",
+        "citations",
+        "complete",
+        "dropped",
+        "id",
+        "images",
+        "name",
+        "parts",
+        "prev_text",
+        "size",
+        "type",
+    )
 
     def __init__(self, type: str, agent: str, id: str | None, name: str | None) -> None:
         self.type = type
@@ -186,6 +217,11 @@ class _Open:
         self.size = 0
         self.citations: list[dict[str, Any]] = []
         self.images: list[dict[str, str]] = []
+        #: text blocks: the agent's text block completed before this one (spec §7.4's
+        #: "most recent" after a discard is found along these links, spec §7.7)
+        self.prev_text: _Open | None = None
+        #: a discarded-attempt signal removed this block from its agent (spec §7.7-a)
+        self.dropped = False
 
     def snapshot(self) -> Block:
         if len(self.parts) > 1:
@@ -255,7 +291,7 @@ class Reconstructor:
         Raises:
             DecodeError: not JSON, not UTF-8, or a block over ``max_block_bytes``.
             ValidationError: a base field missing or of the wrong type; unknown type.
-            SequenceError: a line after ``[DONE]``; an image or a citation with nothing
+            SequenceError: a line after ``[DONE]`` that is not a ``meta_init``; an image or a citation with nothing
                 to attach to; an ``id`` that changes inside an open block.
         """
         if isinstance(line, RawLine):
@@ -264,16 +300,17 @@ class Reconstructor:
         index = self._count
         self._count += 1
         if self._done:
-            raise SequenceError("content after [DONE]", position=_where(position, index), section="8.2-a")
-        if line == DONE_DATA or line == b"[DONE]":
+            wire = self._next_response(line, _where(position, index))
+        elif line == DONE_DATA or line == b"[DONE]":
             self._done = True
             return
-        # The position is built only when an error needs it: on the hot path it was a
-        # third of the time spent here.
-        try:
-            wire = decode_lenient(line)
-        except EnvelopeError as exc:
-            raise exc.at(_where(position, index)) from None
+        else:
+            # The position is built only when an error needs it: on the hot path it was a
+            # third of the time spent here.
+            try:
+                wire = decode_lenient(line)
+            except EnvelopeError as exc:
+                raise exc.at(_where(position, index)) from None
         kind = wire.type
         if kind not in _KNOWN_TYPES:
             raise ValidationError(
@@ -284,7 +321,7 @@ class Reconstructor:
             self._image(wire, _where(position, index))
             return
         if kind == "citation":
-            self._citation(wire, _where(position, index))
+            self._citation(wire, line, _where(position, index))
             return
         # A plain tuple finds a BlockKey in a dict (equal and same hash); the named
         # tuple is built only when a block opens or an error names it.
@@ -328,9 +365,42 @@ class Reconstructor:
             block.complete = True
             self._open.pop((agent, kind), None)
             if kind == "text":
+                block.prev_text = self._last_text.get(agent)
                 self._last_text[agent] = block
             elif kind == "error":
                 self._maybe_discard(block, position, index)
+
+    def _next_response(self, line: bytes | str, where: Position) -> _Wire:
+        """A line after ``[DONE]``: a ``meta_init`` starts the next response of the recording.
+
+        A recording may hold several responses back to back (a run log: a paused
+        response, then the one that resumes it, spec §8.2, §8.4). The agents go on: blocks
+        of the next response append to their agent's list, and a citation may still cite
+        the agent's last text. No block stays open across ``[DONE]``: one the previous
+        response left open stays incomplete, and its key is free again. Anything else
+        after ``[DONE]`` (a second ``[DONE]``, any other type, a line that cannot be read)
+        is refused as before (spec §8.2-a).
+
+        Returns:
+            The ``meta_init`` line, decoded, for ``feed`` to apply.
+        """
+        wire = None
+        if line != DONE_DATA and line != b"[DONE]":
+            try:
+                wire = decode_lenient(line)
+            except EnvelopeError:
+                wire = None
+        if wire is None or wire.type != "meta_init":
+            raise SequenceError(
+                "content after [DONE] (only a meta_init may follow it, to start the next response)",
+                position=where,
+                section="8.2-a",
+            )
+        # Cleared in place: feed_many's loop holds these dicts.
+        self._open.clear()
+        self._citing.clear()
+        self._done = False
+        return wire
 
     def _maybe_discard(self, block: _Open, position: Position | None, index: int) -> None:
         """Apply a discarded-attempt signal carried by a just-completed error block (spec §7.7).
@@ -350,7 +420,12 @@ class Reconstructor:
                 section="7.7-b",
             )
         blocks = self._agents[block.agent]
-        at = len(blocks) - 1 - blocks[::-1].index(block)
+        # Search from the end: only the blocks opened while this error block was open lie
+        # after it, and those intervals do not overlap, so the searches stay linear in all
+        # (issue 18 §1: copying the list per error block was quadratic).
+        at = len(blocks) - 1
+        while blocks[at] is not block:
+            at -= 1
         if count > at:
             raise SequenceError(
                 f"attempt_discarded asks to drop {count} blocks, but only {at} precede it",
@@ -368,11 +443,16 @@ class Reconstructor:
             )
         # spec §7.7-a: the n blocks before the signal go, the signal stays
         del blocks[at - count : at]
+        for gone in dropped:
+            gone.dropped = True
         last = self._last_text.get(block.agent)
-        if last is not None and any(last is b for b in dropped):
-            remaining = [b for b in blocks if b.type == "text" and b.complete]
-            if remaining:
-                self._last_text[block.agent] = remaining[-1]
+        if last is not None and last.dropped:
+            # The text a later citation cites is the last one left: walk back over the
+            # dropped ones. Each dropped block is passed once, ever (it stays dropped).
+            while last is not None and last.dropped:
+                last = last.prev_text
+            if last is not None:
+                self._last_text[block.agent] = last
             else:
                 del self._last_text[block.agent]
 
@@ -431,15 +511,20 @@ class Reconstructor:
         unset = msgspec.UNSET
         routed = _ROUTED_TYPES
         base = self._count
-        if self._done and data:
-            self.feed(data[0], position=where(0))  # raises: content after [DONE] (spec §8.2-a)
+        done = self._done
         for k, line in enumerate(data):
+            if done:
+                # After [DONE] only feed() decides (spec §8.2-a; a meta_init starts the next response).
+                self._feed_one(data, k, base, where)
+                done = self._done
+                continue
             try:
                 wire: _Wire | None = decode(line)
             except Exception:  # feed() raises it, translated and placed (outside this handler)
                 wire = None
             if wire is None or wire.type not in routed:
                 self._feed_one(data, k, base, where)
+                done = self._done
                 continue
             kind = wire.type
             agent = wire.agent
@@ -473,22 +558,16 @@ class Reconstructor:
                 block.complete = True
                 opened.pop((agent, kind), None)
                 if kind == "text":
+                    block.prev_text = last_text.get(agent)
                     last_text[agent] = block
         self._count = base + len(data)
 
     def _feed_one(
         self, data: Sequence[bytes | str], k: int, base: int, where: Callable[[int], Position | None]
     ) -> None:
-        """``feed`` line ``k`` of a run as it would have been fed alone (index ``base + k``).
-
-        If that line was ``[DONE]`` and more follow, ``feed`` refuses the next one here,
-        as it would have (spec §8.2-a).
-        """
+        """``feed`` line ``k`` of a run as it would have been fed alone (index ``base + k``)."""
         self._count = base + k
         self.feed(data[k], position=where(k))
-        if self._done and k + 1 < len(data):
-            self._count = base + k + 1
-            self.feed(data[k + 1], position=where(k + 1))
 
     def _image(self, wire: Any, where: Position) -> None:
         key = BlockKey(wire.agent, "tool_result")
@@ -519,8 +598,14 @@ class Reconstructor:
             )
         block.images.append({"src": wire.src, "media_type": wire.media_type})
 
-    def _citation(self, wire: Any, where: Position) -> None:
+    def _citation(self, wire: Any, line: bytes | str, where: Position) -> None:
         agent = wire.agent
+        if any(isinstance(getattr(wire, name), list | dict) for name in CITATION_FIELDS):
+            # The extras are kept as parsed: hold them to the depth limit (spec/limits.md L2-a).
+            data = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
+            offset = too_deep(data, MAX_NESTING_DEPTH)
+            if offset is not None:
+                raise nesting_error(offset).at(where)
         key = BlockKey(agent, "citation")
         target = self._citing.get(agent)
         if target is None:

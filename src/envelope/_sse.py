@@ -97,13 +97,15 @@ class SSEReader:
     """
 
     __slots__ = (
-        "_buf",
         "_buf_offset",
         "_closed",
         "_data",
         "_data_len",
+        "_error",
         "_event",
         "_line_no",
+        "_parts",
+        "_parts_len",
         "_skip_lf",
         "_start_line",
         "_start_offset",
@@ -122,12 +124,17 @@ class SSEReader:
         self.max_line_bytes: Final = max_line_bytes
         self.last_event_id = ""
         self.retry: int | None = None
-        self._buf = b""
-        self._buf_offset = 0  # offset in the whole input of self._buf[0]
-        self._line_no = 1  # line number of the line starting at self._buf[0]
+        # The line not yet ended (or, before the first byte is known not to start a
+        # BOM, those bytes), as the pieces it arrived in; joined when it ends.
+        self._parts: list[bytes] = []
+        self._parts_len = 0
+        self._buf_offset = 0  # offset in the whole input of the held line's first byte
+        self._line_no = 1  # line number of the held line
         self._skip_lf = False
         self._started = False  # a BOM is only stripped at the very start
         self._closed = False
+        #: The error the input met, once it has: every later call raises it again.
+        self._error: DecodeError | None = None
         self._data: list[str] = []
         self._data_len = 0
         self._event = ""
@@ -145,11 +152,28 @@ class SSEReader:
 
         Raises:
             DecodeError: invalid UTF-8, an over-long line, or a feed after ``close()``.
+                When the chunk completed events before the error, they are returned and
+                the error is raised by the next call instead, so that what a caller sees
+                does not depend on how the input was split (spec §2.3-a): the same events,
+                then the same error. After an error every call raises it again.
         """
-        data = self._take(chunk)
-        if not data:
-            return []
-        return self._feed_data(data)
+        self._check_usable()
+        events: list[SSEEvent] = []
+        try:
+            data = self._take(chunk)
+            if data:
+                self._feed_data(data, events)
+        except DecodeError as exc:
+            self._error = exc
+            if not events:
+                raise
+        return events
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise DecodeError("feed() after close()")
+        if self._error is not None:
+            raise self._error
 
     def _feed_batch(self, chunk: bytes) -> tuple[list[bytes], int, int, list[SSEEvent]]:
         """``feed``, with the common case returned without building an ``SSEEvent`` per event.
@@ -160,7 +184,8 @@ class SSEReader:
         the line and byte offset of the first; event ``k`` then starts at line
         ``line + 2 * k`` and at that offset plus ``len(data[i]) + 8`` for each ``i < k``.
         Everything else goes through ``feed``'s own path and comes back as events. The
-        reader ends in the same state, and raises the same errors, as ``feed`` would.
+        reader ends in the same state, and raises the same errors (deferred the same
+        way), as ``feed`` would.
 
         Returns:
             ``(data, line, offset, events)``: at most one of ``data`` and ``events`` is
@@ -170,34 +195,52 @@ class SSEReader:
         Raises:
             DecodeError: as ``feed``.
         """
-        data = self._take(chunk)
-        if not data:
-            return [], 0, 0, []
+        self._check_usable()
+        events: list[SSEEvent] = []
+        lines: list[bytes] = []
+        line = offset = 0
+        try:
+            data = self._take(chunk)
+            if data:
+                line, offset = self._line_no, self._buf_offset
+                if not self._batch(data, lines):
+                    self._feed_data(data, events)
+        except DecodeError as exc:
+            self._error = exc
+            if not events and not lines:
+                raise
+        return lines, line, offset, events
+
+    def _batch(self, data: bytes, lines: list[bytes]) -> bool:
+        """The common case of ``_feed_batch``: fill ``lines`` and return True, or return False untouched."""
         if self._start_line or b"\r" in data or not data.startswith(b"data: "):
-            return [], 0, 0, self._feed_data(data)
+            return False
         cut = data.rfind(b"\n\n") + 2
         if cut < 8:  # no complete event ("data: " and a blank line take 8 bytes)
-            return [], 0, 0, self._feed_data(data)
+            return False
         body = data[:cut] if cut < len(data) else data
-        lines = body[6:-2].split(b"\n\ndata: ")
+        run = body[6:-2].split(b"\n\ndata: ")
         # ``body`` is "data: " + the lines joined with "\n\ndata: " + "\n\n"; it holds
         # exactly two LFs per line iff no line holds one, i.e. iff every line of the body
         # is a data line or the blank line that dispatches it.
-        if body.count(b"\n") != 2 * len(lines) or max(map(len, lines)) + 6 > self.max_line_bytes or not _is_utf8(body):
-            return [], 0, 0, self._feed_data(data)
+        if body.count(b"\n") != 2 * len(run) or max(map(len, run)) + 6 > self.max_line_bytes or not _is_utf8(body):
+            return False
         # Each line is within the bound, so each event's data is too (it is one line).
-        line, offset = self._line_no, self._buf_offset
-        self._line_no += 2 * len(lines)
+        lines += run
+        self._line_no += 2 * len(run)
         self._buf_offset += cut
         # The rest holds no blank line (the cut was after the last "\n\n", and the body
-        # ends in LF), so it completes no event: it only starts the next one.
+        # ends in LF), so it completes no event: it only starts the next one (and may
+        # raise: an over-long line; the lines above are then returned first).
         self._feed_lf(data[cut:], [])
-        return lines, line, offset, []
+        return True
 
     def _take(self, chunk: bytes) -> bytes:
-        """The bytes to split: the buffered partial line and ``chunk``, without a BOM or a CRLF's LF."""
-        if self._closed:
-            raise DecodeError("feed() after close()")
+        """The bytes to split: the held partial line and ``chunk``, without a BOM or a CRLF's LF.
+
+        Empty when there is nothing to split yet: ``chunk`` only continues the held line
+        (it holds no line end), and is held with it.
+        """
         if not chunk:
             return b""
         if self._skip_lf:
@@ -208,21 +251,39 @@ class SSEReader:
                 if not chunk:
                     return b""
         if not self._started:
-            data = self._buf + chunk
+            data = b"".join(self._parts) + chunk  # at most two bytes were held
+            self._parts = []
+            self._parts_len = 0
             if len(data) < 3 and b"\xef\xbb\xbf".startswith(data):
-                self._buf = data
+                self._hold(data)
                 return b""
             self._started = True
             if data.startswith(b"\xef\xbb\xbf"):
                 data = data[3:]
                 self._buf_offset += 3
-            self._buf = b""
             return data  # empty when the chunk was only the BOM
-        return self._buf + chunk if self._buf else chunk
+        if not self._parts:
+            return chunk
+        if b"\n" not in chunk and b"\r" not in chunk:
+            # The held line goes on: only the new bytes were searched.
+            self._hold(chunk)
+            if self._parts_len > self.max_line_bytes:
+                self._too_long(self._buf_offset)
+            return b""
+        self._parts.append(chunk)
+        data = b"".join(self._parts)
+        self._parts = []
+        self._parts_len = 0
+        return data
 
-    def _feed_data(self, data: bytes) -> list[SSEEvent]:
-        """Split ``data`` (from ``_take``, not empty) into lines and process them."""
-        events: list[SSEEvent] = []
+    def _hold(self, piece: bytes) -> None:
+        """Keep ``piece`` as the next piece of the line not yet ended."""
+        if piece:
+            self._parts.append(piece)
+            self._parts_len += len(piece)
+
+    def _feed_data(self, data: bytes, events: list[SSEEvent]) -> list[SSEEvent]:
+        """Split ``data`` (from ``_take``, not empty) into lines and process them, adding to ``events``."""
         if b"\r" not in data:
             return self._feed_lf(data, events)
         lines = data.splitlines(keepends=True)
@@ -244,7 +305,7 @@ class SSEReader:
             self._line_no += 1
         if len(rest) > self.max_line_bytes:
             self._too_long(offset)
-        self._buf = rest
+        self._hold(rest)
         self._buf_offset = offset
         return events
 
@@ -292,7 +353,7 @@ class SSEReader:
         self._line_no = line_no
         if len(rest) > limit:
             self._too_long(offset)
-        self._buf = rest
+        self._hold(rest)
         self._buf_offset = offset
         return events
 
@@ -304,12 +365,16 @@ class SSEReader:
             so every stateful reader has the same ``feed``/``close`` pair.
 
         Raises:
-            DecodeError: the input stopped inside a line or an event (spec §2.3).
+            DecodeError: the input stopped inside a line or an event (spec §2.3), or
+                the error a ``feed`` met (see ``feed``).
         """
+        if self._error is not None:
+            self._closed = True
+            raise self._error
         self._closed = True
-        if not self._started and self._buf:
+        if not self._started and self._parts:
             self._started = True
-        if self._buf:
+        if self._parts:
             raise DecodeError(
                 "stream ended inside a line (no line end after the last bytes)",
                 position=Position(line=self._line_no, offset=self._buf_offset),

@@ -211,6 +211,10 @@ def _lines_many(
 )
 @example(picks=[(4, "bytes"), (6, "str"), (5, "raw")], wrap=list, limit={})  # id changes inside the block
 @example(picks=[(0, "bytes"), (16, "bytes"), (1, "str")], wrap=iter, limit={})  # content after [DONE]
+@example(
+    picks=[(0, "bytes"), (16, "bytes"), (9, "str"), (0, "raw"), (1, "bytes")], wrap=list, limit={}
+)  # next response
+@example(picks=[(16, "bytes"), (9, "str"), (16, "raw"), (9, "bytes"), (0, "str")], wrap=tuple, limit={})
 def test_any_lines_in_any_container(
     picks: list[tuple[int, str]], wrap: Callable[[list[Any]], Iterable[Any]], limit: dict[str, int]
 ) -> None:

@@ -65,9 +65,14 @@ def test_limits_and_bad_utf8() -> None:
     assert info.value.position.line == 1
     with pytest.raises(DecodeError, match="line longer than max_line_bytes=8"):
         StreamReader(max_line_bytes=8).feed(b"{" + b"x" * 8 + b"\n")
+    reader = StreamReader()
+    # The line before the bad one is returned; the error comes with the next call.
+    assert reader.feed(LINE + b"\n{\xff}\n") == [RawLine(LINE.decode(), 1, 0)]
     with pytest.raises(DecodeError, match="invalid UTF-8") as bad:
-        StreamReader().feed(LINE + b"\n{\xff}\n")
+        reader.close()
     assert (bad.value.position.line, bad.value.position.offset) == (2, len(LINE) + 2)
+    with pytest.raises(DecodeError, match="invalid UTF-8"):
+        reader.feed(LINE + b"\n")  # and with every call after it
 
 
 def test_cli_reports_errors_with_positions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
