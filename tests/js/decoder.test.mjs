@@ -88,3 +88,30 @@ test("[S7.1-a] SSE reader: line ends CR, LF, CRLF split across feeds; comments; 
   assert.deepEqual(split.feed(new Uint8Array([0x64, 0x61, 0x74, 0x61, 0x3a, 0xc3])), []);
   assert.deepEqual(split.feed(new Uint8Array([0xa9, 0x0a, 0x0a])), [{ data: "\u00e9", event: "message", id: "" }]);
 });
+
+test("[S7.1-a] a recording of several responses: a meta_init after [DONE] starts the next one (spec §8.5)", () => {
+  const rebuilt = new Reconstructor();
+  rebuilt.feed(line({ type: "meta_init", final: true, delta: "{}" }));
+  rebuilt.feed(line({ type: "text", delta: "open" })); // left open by the first response
+  rebuilt.feed("[DONE]");
+  rebuilt.feed(line({ type: "meta_init", final: true, delta: "{}" }));
+  rebuilt.feed(line({ type: "text", delta: "next", final: false }));
+  rebuilt.feed(line({ type: "text", final: true }));
+  rebuilt.feed("[DONE]");
+  const t = rebuilt.transcript();
+  assert.equal(t.done, true);
+  assert.deepEqual(t.agents.a.blocks.map((b) => [b.type, b.complete, b.content ?? null]), [
+    ["meta_init", true, null], ["text", false, "open"], ["meta_init", true, null], ["text", true, "next"],
+  ]);
+});
+
+test("[S7.2-a] limits: a payload nested past 256 is given raw; a line with an escaped lone surrogate is refused", () => {
+  const deep = "[".repeat(300) + "]".repeat(300);
+  const rebuilt = new Reconstructor();
+  rebuilt.feed(line({ type: "tool_call", id: "t", name: "n", final: true, delta: deep }));
+  assert.equal(rebuilt.transcript().agents.a.blocks[0].input, deep);
+  assert.deepEqual(parsePayload("[".repeat(256) + "]".repeat(256)).length, 1);
+  const lone = '{"type":"text","agent":"a","final":false,"delta":"\\ud83d"}';
+  assert.throws(() => new Reconstructor().feed(lone), /lone surrogate.*§6\.4/);
+  assert.doesNotThrow(() => new Reconstructor().feed('{"type":"text","agent":"a","final":false,"delta":"\\ud83d\\ude00"}'));
+});

@@ -169,8 +169,32 @@ function faithful(value) {
   return true;
 }
 
-/** The JSON value of text, or text itself when it is not JSON or not representable (spec §7.5). */
+/** Deepest JSON nesting the codec reads (spec/limits.md L2); deeper payloads are given raw. */
+export const MAX_NESTING_DEPTH = 256;
+
+/** Index of the bracket that opens level limit + 1 outside strings, or -1 (one linear pass, no parsing). */
+export function tooDeep(text, limit = MAX_NESTING_DEPTH) {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92) i++; // backslash: skip the escaped character
+      else if (c === 34) inString = false;
+    } else if (c === 34) {
+      inString = true;
+    } else if (c === 91 || c === 123) {
+      if (++depth > limit) return i;
+    } else if (c === 93 || c === 125) {
+      depth--;
+    }
+  }
+  return -1;
+}
+
+/** The JSON value of text, or text itself when it is not JSON or not representable (spec §7.5, limits L2-b). */
 export function parsePayload(text) {
+  if (tooDeep(text) >= 0) return text;
   let value;
   try {
     value = JSON.parse(text);
@@ -220,7 +244,8 @@ export class Reconstructor {
   feed(line) {
     const index = this._count++;
     const fail = (message, extra = {}) => new DecodeError(message, { index, ...extra });
-    if (this.done) throw fail("content after [DONE]", { section: "8.2-a" });
+    const afterDone = this.done;
+    if (afterDone && line === DONE) throw fail("content after [DONE]", { section: "8.2-a" });
     if (line === DONE) {
       this.done = true;
       return null;
@@ -234,6 +259,9 @@ export class Reconstructor {
       }
     }
     if (env === null || typeof env !== "object" || Array.isArray(env)) throw fail("an envelope must be a JSON object", { field: "$" });
+    if (typeof line === "string" && !faithful(env)) {
+      throw fail("not JSON this library reads: an escaped lone surrogate in a string", { section: "6.4" });
+    }
     for (const [field, kind] of [["type", "string"], ["agent", "string"], ["final", "boolean"], ["delta", "string"]]) {
       if (!(field in env)) throw fail(`missing ${field}`, { field: `$.${field}`, section: "3.1-a" });
       if (typeof env[field] !== kind) throw fail(`expected ${kind}`, { field: `$.${field}`, section: "3.1-a" });
@@ -242,12 +270,23 @@ export class Reconstructor {
       if (field in env && typeof env[field] !== "string") throw fail("expected string", { field: `$.${field}` });
     }
     const { type: kind, agent } = env;
+    if (afterDone) {
+      // spec §8.5-a: in a recording, a meta_init after [DONE] starts the next response;
+      // the agents go on, no block stays open across it. Anything else stays an error.
+      if (kind !== "meta_init") throw fail("content after [DONE] (only a meta_init may follow it, to start the next response)", { section: "8.2-a" });
+      this._open.clear();
+      this._citing.clear();
+      this.done = false;
+    }
     if (!KNOWN.has(kind)) throw fail(`unknown envelope type ${JSON.stringify(kind)}`, { field: "$.type", section: "4.1" });
     if (kind === "tool_result_image") {
       this._image(env, fail);
       return agent;
     }
     if (kind === "citation") {
+      if (typeof line === "string" && tooDeep(line) >= 0) {
+        throw fail(`nested deeper than MAX_NESTING_DEPTH=${MAX_NESTING_DEPTH}`, { section: "L2-a" });
+      }
       this._citation(env, fail);
       return agent;
     }
