@@ -1,0 +1,1 @@
+../src/agent_ref/web/envelope-decoder.mjs

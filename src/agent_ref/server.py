@@ -1,0 +1,710 @@
+"""The agent server: the reference agent over HTTP, as resumable SSE streams, with a browser page.
+
+Owns: the ASGI app (Starlette, ``sse-starlette``'s ``EventSourceResponse``) and its
+endpoints (``spec/server.md``): ``POST /agent/run``, ``POST /agent/tool_results``,
+``GET /agent/runs/{run_id}/stream`` (replay with ``Last-Event-ID``, then follow the
+live run), the page at ``/`` with its module and the JavaScript decoder under
+``/static/``; request checks, the optional bearer token, keep-alive comments, the
+client-gone policy, crash recovery at start, and ``serve`` / ``serve_main`` for the
+command line.
+Does not own: the agent loop and its store (``agent.py``, ``store.py``: every run goes
+through ``Agent.run`` / ``Agent.continue_with_tool_results``), the encoding of
+envelopes (``envelope``, used only through its public API: ``frame`` gives each
+event's ``data:`` bytes, the server adds the ``id:`` line), ids and the journal
+(``server_streams.py``).
+
+A run is a task of its own, not of the request that started it: the request only
+*follows* it. A client that goes away stops following; the run goes on and is stored,
+and any client can pick it up again with ``Last-Event-ID`` (spec server §4.1).
+
+Mount it in an existing ASGI app::
+
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+    from agent_ref import SQLiteStore, ScriptedModel
+    from agent_ref.server import create_app
+
+    agent_app = create_app(store=SQLiteStore("agents.db"), model_factory=ScriptedModel)
+    app = Starlette(routes=[Mount("/assistant", app=agent_app)], lifespan=agent_app.router.lifespan_context)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import os
+import socket
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Final
+
+import uvicorn
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .agent import Agent
+from .demo_tools import default_tools
+from .errors import ConflictError, StateError, ToolResultsError
+from .models import AnthropicModel, Model, ReplayModel
+from .scripted import ScriptedModel
+from .server_streams import (
+    DONE_LINE,
+    RUN_ID_PATTERN,
+    FileJournal,
+    Journal,
+    LiveStream,
+    MemoryJournal,
+    closing_lines,
+    frame_event,
+    parse_event_id,
+    stream_agent,
+)
+from .store import LogBatch, SQLiteStore, Store
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+
+    from starlette.requests import Request
+
+    from .agent import AgentResult, Sink
+    from .tools import Tool
+
+__all__ = ["ServerConfig", "add_serve_command", "create_app", "serve", "serve_main"]
+
+log = logging.getLogger("agent_ref.server")
+
+#: Environment variable that sets the bearer token when ``--token`` is not given.
+TOKEN_ENV: Final = "AGENT_REF_TOKEN"
+
+#: The files of the page, served under ``/static/``, with their media types.
+_WEB_FILES: Final = {
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+    "envelope-decoder.mjs": "text/javascript; charset=utf-8",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """The server's limits and options (spec ``spec/server.md``).
+
+    Attributes:
+        token: when set, every ``/agent/...`` request needs ``Authorization: Bearer <token>``.
+        max_body_bytes: the largest request body accepted (413 above).
+        max_prompt_chars: the longest prompt accepted (422 above).
+        max_tool_results: the most tool results one resume may carry (422 above).
+        keepalive_seconds: a ``: keep-alive`` comment is sent after this long without an event.
+        shutdown_grace_seconds: on shutdown, how long runs have to end after ``abort()``.
+    """
+
+    token: str | None = None
+    max_body_bytes: int = 256 * 1024
+    max_prompt_chars: int = 32_000
+    max_tool_results: int = 64
+    keepalive_seconds: float = 15.0
+    shutdown_grace_seconds: float = 10.0
+
+
+class _Refused(Exception):
+    """A request the server refuses before any run starts: a 4xx JSON answer."""
+
+    def __init__(self, status: int, type: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type
+        self.message = message
+        self.extra = extra
+
+    def response(self) -> JSONResponse:
+        headers = {"WWW-Authenticate": 'Bearer realm="agent-ref"'} if self.status == 401 else None
+        body = {"error": {"type": self.type, "message": self.message, **self.extra}}
+        return JSONResponse(body, status_code=self.status, headers=headers)
+
+
+@dataclass(slots=True)
+class _Start:
+    """A run being started: the stream appears with its first line, or the start fails."""
+
+    agent: Agent
+    first: asyncio.Future[LiveStream]
+    stream: LiveStream | None = None
+
+
+@dataclass(slots=True)
+class RunManager:
+    """The runs of this process: their tasks, live streams and journal (spec server §3, §4).
+
+    Args:
+        store: the agents' store.
+        journal: where every line is written before it is sent.
+        max_bytes: the line bound (for the closing lines the server writes itself).
+    """
+
+    store: Store
+    journal: Journal
+    max_bytes: int = 2048
+    live: dict[tuple[str, int], LiveStream] = field(default_factory=dict)
+    agents: dict[str, Agent] = field(default_factory=dict)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    async def start(self, agent: Agent, call: Callable[[Sink], Awaitable[AgentResult]]) -> LiveStream:
+        """Run ``call(sink)`` as a task of its own; return its stream once the first line is out.
+
+        Raises:
+            Whatever the run raised before it sent a line (``StateError``,
+            ``ConflictError``, ``ToolResultsError``...): nothing was sent or changed.
+        """
+        start = _Start(agent, asyncio.get_running_loop().create_future())
+
+        def sink(line: bytes) -> None:
+            stream = start.stream
+            if stream is None:
+                run = agent.state.run
+                assert run is not None  # the agent sets its run before its first line
+                stream = LiveStream(run.run_id, run.responses - 1, agent.agent_uuid, self.journal)
+                start.stream = stream
+                self.live[(stream.run_id, stream.response)] = stream
+                self.agents[stream.run_id] = agent
+                start.first.set_result(stream)
+            stream.append(line)
+            if stream.done:
+                self._forget(stream)
+
+        task = asyncio.create_task(self._drive(start, call, sink))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return await asyncio.shield(start.first)
+
+    async def _drive(self, start: _Start, call: Callable[[Sink], Awaitable[AgentResult]], sink: Sink) -> None:
+        try:
+            await call(sink)
+        except asyncio.CancelledError:
+            self._close(start, {"type": "server_shutdown", "message": "the server stopped during this response"})
+            raise
+        except Exception as exc:
+            if not start.first.done():
+                start.first.set_exception(exc)
+                return
+            log.exception("run %s failed inside the server", start.stream.run_id if start.stream else "?")
+            self._close(start, {"type": "internal_error", "message": "the server failed during this response"})
+        else:
+            if not start.first.done():  # pragma: no cover  # the agent always sends meta_init
+                start.first.set_exception(RuntimeError("the run ended without sending a line"))
+            self._close(start, {"type": "internal_error", "message": "the run ended without closing its response"})
+
+    def _close(self, start: _Start, error: dict[str, str]) -> None:
+        """End a response its run left open (spec server §3.3-a)."""
+        stream = start.stream
+        if stream is None or stream.done:
+            return
+        for line in closing_lines(stream.lines, stream.run_id, error, max_bytes=self.max_bytes):
+            stream.append(line)
+        self._forget(stream)
+
+    def _forget(self, stream: LiveStream) -> None:
+        """A finished response is read from the journal from now on (memory stays bounded)."""
+        self.live.pop((stream.run_id, stream.response), None)
+        if self.agents.get(stream.run_id) is not None and not any(k[0] == stream.run_id for k in self.live):
+            del self.agents[stream.run_id]
+
+    def latest(self, run_id: str) -> int | None:
+        """The index of the run's newest response known here, or ``None``."""
+        live = [response for run, response in self.live if run == run_id]
+        stored = self.journal.responses(run_id) - 1
+        best = max([*live, stored])
+        return best if best >= 0 else None
+
+    async def recover(self) -> list[tuple[str, int]]:
+        """At start: end every journaled response a dead process left open (spec server §3.3-b).
+
+        Returns:
+            The ``(run_id, response)`` pairs closed.
+        """
+        closed: list[tuple[str, int]] = []
+        for run_id, response in self.journal.unfinished():
+            if (run_id, response) in self.live:
+                continue
+            lines = self.journal.read(run_id, response) or []
+            error = {
+                "type": "server_restarted",
+                "message": "the server stopped while sending this response; the run did not finish",
+            }
+            try:
+                tail = closing_lines(lines, run_id, error, max_bytes=self.max_bytes)
+            except Exception:
+                log.exception("journal of run %s response %d is unreadable; left as it is", run_id, response)
+                continue
+            for line in tail:
+                self.journal.append(run_id, response, line)
+            closed.append((run_id, response))
+            await self._release(stream_agent(lines), run_id, response, [*lines, *tail])
+        return closed
+
+    async def _release(self, agent_uuid: str | None, run_id: str, response: int, lines: list[bytes]) -> None:
+        """Store a crashed run's agent as idle, with the response's log, so it can run again."""
+        if agent_uuid is None:
+            return
+        try:
+            state = await self.store.load(agent_uuid)
+            if state is None or state.status != "running" or state.run is None or state.run.run_id != run_id:
+                return
+            state.status = "idle"
+            state.run = None
+            state.current_step = 0
+            await self.store.save(state, log=LogBatch(run_id=run_id, response=response, start=0, lines=lines))
+        except Exception:
+            log.exception("could not release agent %s of interrupted run %s", agent_uuid, run_id)
+
+    async def shutdown(self, grace: float) -> None:
+        """Abort every run; give them ``grace`` seconds to end their streams, then cancel them."""
+        for agent in list(self.agents.values()):
+            agent.abort()
+        tasks = list(self.tasks)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+# ---------------------------------------------------------------------- request checks
+
+
+def _check_token(request: Request, token: str | None) -> None:
+    """spec server §5.2-a: the bearer token, compared in constant time."""
+    if token is None:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise _Refused(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)")
+
+
+async def _read_json(request: Request, limit: int) -> dict[str, Any]:
+    """The request's JSON object, read up to ``limit`` bytes (spec server §5.1)."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json":
+        raise _Refused(415, "unsupported_media_type", f"expected Content-Type: application/json, got {media or 'none'}")
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise _Refused(413, "body_too_large", f"request body over {limit} bytes (Content-Length: {declared[:20]})")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise _Refused(413, "body_too_large", f"request body over {limit} bytes")
+    try:
+        text = bytes(body).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Refused(400, "invalid_json", f"body is not UTF-8: byte {exc.start}") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _Refused(
+            400,
+            "invalid_json",
+            f"body is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno} (byte {exc.pos})",
+        ) from None
+    except RecursionError:
+        raise _Refused(400, "invalid_json", "body is nested too deeply") from None
+    if not isinstance(value, dict):
+        raise _Refused(422, "invalid_request", f"body must be a JSON object, got {type(value).__name__}", field="$")
+    return value
+
+
+def _string(body: Mapping[str, Any], key: str, *, required: bool, limit: int) -> str | None:
+    value = body.get(key)
+    if value is None and not required and key not in body:
+        return None
+    if not isinstance(value, str):
+        raise _Refused(422, "invalid_request", f"{key} must be a string, got {_json_type(value)}", field=f"$.{key}")
+    if required and not value.strip():
+        raise _Refused(422, "invalid_request", f"{key} must not be empty", field=f"$.{key}")
+    if len(value) > limit:
+        raise _Refused(422, "invalid_request", f"{key} is longer than {limit} characters", field=f"$.{key}")
+    return value
+
+
+def _agent_uuid(body: Mapping[str, Any], *, required: bool) -> str | None:
+    value = _string(body, "agent_uuid", required=required, limit=128)
+    if value is not None and not RUN_ID_PATTERN.fullmatch(value):
+        raise _Refused(
+            422, "invalid_request", "agent_uuid holds characters an agent id never has", field="$.agent_uuid"
+        )
+    return value
+
+
+def _json_type(value: object) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _unknown_keys(body: Mapping[str, Any], allowed: Sequence[str]) -> None:
+    extra = sorted(set(body) - set(allowed))
+    if extra:
+        raise _Refused(422, "invalid_request", f"unknown field(s): {', '.join(extra)}", field=f"$.{extra[0]}")
+
+
+def _tool_results(body: Mapping[str, Any], limit: int) -> list[dict[str, Any]]:
+    """Shape checks only; which ids are right is the agent's call (ToolResultsError)."""
+    results = body.get("tool_results")
+    if not isinstance(results, list):
+        raise _Refused(
+            422, "invalid_request", f"tool_results must be an array, got {_json_type(results)}", field="$.tool_results"
+        )
+    if not results:
+        raise _Refused(422, "invalid_request", "tool_results must not be empty", field="$.tool_results")
+    if len(results) > limit:
+        raise _Refused(422, "invalid_request", f"more than {limit} tool results", field="$.tool_results")
+    for i, item in enumerate(results):
+        where = f"$.tool_results[{i}]"
+        if not isinstance(item, dict):
+            raise _Refused(422, "invalid_request", f"{where} must be an object, got {_json_type(item)}", field=where)
+        if not isinstance(item.get("tool_use_id"), str):
+            raise _Refused(
+                422, "invalid_request", f"{where}.tool_use_id must be a string", field=f"{where}.tool_use_id"
+            )
+        if not isinstance(item.get("content"), str | list):
+            raise _Refused(
+                422, "invalid_request", f"{where}.content must be a string or an array", field=f"{where}.content"
+            )
+        if "is_error" in item and not isinstance(item["is_error"], bool):
+            raise _Refused(422, "invalid_request", f"{where}.is_error must be a boolean", field=f"{where}.is_error")
+    return results
+
+
+def _refusal_of(exc: Exception) -> _Refused:
+    """What a run that failed before its first line answers (nothing was sent or changed)."""
+    if isinstance(exc, ToolResultsError):
+        return _Refused(
+            422,
+            "invalid_tool_results",
+            str(exc),
+            missing=exc.missing,
+            unexpected=exc.unexpected,
+            duplicated=exc.duplicated,
+        )
+    if isinstance(exc, ConflictError):
+        return _Refused(409, "conflict", str(exc))
+    if isinstance(exc, StateError):
+        return _Refused(409, "agent_state", str(exc))
+    log.error("run failed before its first line: %s", type(exc).__name__, exc_info=exc)
+    return _Refused(500, "internal_error", "the server could not start the run; see its log")
+
+
+# ---------------------------------------------------------------------- the app
+
+
+def create_app(
+    *,
+    store: Store,
+    model_factory: Callable[[], Model],
+    tools: Sequence[Tool] | None = None,
+    agent_config: Mapping[str, Any] | None = None,
+    journal: Journal | None = None,
+    config: ServerConfig | None = None,
+) -> Starlette:
+    """The agent server as an ASGI app (spec ``spec/server.md``).
+
+    Args:
+        store: where agents are stored (any process with the same store can resume them).
+        model_factory: makes the model of each run (``ScriptedModel`` for the embedded one).
+        tools: the agent's tools; ``default_tools()`` (calculator, frontend ``confirm``) when ``None``.
+        agent_config: other ``Agent`` arguments (``max_steps``, ``max_bytes``...).
+        journal: where lines are written before they are sent; a ``MemoryJournal`` when
+            ``None`` (then a restart forgets the streams; the store keeps finished runs' logs).
+        config: limits and the token.
+
+    Returns:
+        A Starlette app; its lifespan recovers interrupted responses at start and aborts
+        the running ones at shutdown.
+    """
+    cfg = config or ServerConfig()
+    settings = dict(agent_config or {})
+    toolset = list(tools) if tools is not None else default_tools()
+    manager = RunManager(
+        store, journal if journal is not None else MemoryJournal(), int(settings.get("max_bytes", 2048))
+    )
+
+    def headers(stream: LiveStream) -> dict[str, str]:
+        return {
+            "X-Run-Id": stream.run_id,
+            "X-Agent-Uuid": stream.agent_uuid,
+            "X-Response-Index": str(stream.response),
+        }
+
+    def sse(events: AsyncIterator[bytes], extra: Mapping[str, str]) -> EventSourceResponse:
+        return EventSourceResponse(
+            events,
+            headers={"Cache-Control": "no-cache", **extra},
+            ping=cfg.keepalive_seconds,
+            sep="\n",
+            ping_message_factory=lambda: ServerSentEvent(comment="keep-alive", sep="\n"),
+        )
+
+    async def guarded(request: Request, handler: Callable[[Request], Awaitable[Response]]) -> Response:
+        try:
+            _check_token(request, cfg.token)
+            return await handler(request)
+        except _Refused as refused:
+            return refused.response()
+
+    async def run(request: Request) -> Response:
+        body = await _read_json(request, cfg.max_body_bytes)
+        _unknown_keys(body, ("prompt", "agent_uuid"))
+        prompt = _string(body, "prompt", required=True, limit=cfg.max_prompt_chars)
+        assert prompt is not None
+        agent_uuid = _agent_uuid(body, required=False)
+        if agent_uuid is None:
+            agent = Agent(model_factory(), store=store, tools=toolset, **settings)
+        else:
+            try:
+                agent = await Agent.load(agent_uuid, store, model_factory(), tools=toolset, **settings)
+            except StateError as exc:
+                raise _Refused(404, "unknown_agent", str(exc)) from None
+        try:
+            stream = await manager.start(agent, lambda sink: agent.run(prompt, sink))
+        except Exception as exc:
+            raise _refusal_of(exc) from None
+        return sse(stream.follow(), headers(stream))
+
+    async def tool_results(request: Request) -> Response:
+        body = await _read_json(request, cfg.max_body_bytes)
+        _unknown_keys(body, ("agent_uuid", "tool_results"))
+        agent_uuid = _agent_uuid(body, required=True)
+        assert agent_uuid is not None
+        results = _tool_results(body, cfg.max_tool_results)
+        try:
+            agent = await Agent.load(agent_uuid, store, model_factory(), tools=toolset, **settings)
+        except StateError as exc:
+            raise _Refused(404, "unknown_agent", str(exc)) from None
+        try:
+            stream = await manager.start(agent, lambda sink: agent.continue_with_tool_results(results, sink))
+        except Exception as exc:
+            raise _refusal_of(exc) from None
+        return sse(stream.follow(), headers(stream))
+
+    async def follow(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        if not RUN_ID_PATTERN.fullmatch(run_id):
+            raise _Refused(404, "unknown_run", "no such run")
+        last = request.headers.get("last-event-id")
+        if last:
+            parsed = parse_event_id(last)
+            if parsed is None or parsed[0] != run_id:
+                raise _Refused(
+                    400, "invalid_last_event_id", f"Last-Event-ID {last[:80]!r} is not an id of run {run_id}"
+                )
+            _, response, after = parsed
+        else:
+            latest = manager.latest(run_id)
+            if latest is None:  # a run made without this server's journal: the store's log
+                latest = len(await _stored_responses(store, run_id)) - 1
+            response, after = _response_param(request, latest if latest >= 0 else None), -1
+        stream = manager.live.get((run_id, response))
+        if stream is not None:
+            if after >= len(stream.lines):
+                raise _Refused(400, "invalid_last_event_id", f"Last-Event-ID {last!r} is past what was sent")
+            return sse(stream.follow(after), headers(stream))
+        lines = manager.journal.read(run_id, response)
+        if lines is None:
+            stored = await _stored_responses(store, run_id)
+            lines = stored[response] if response < len(stored) else None
+        if lines is None:
+            raise _Refused(404, "unknown_run", f"no response {response} of run {run_id} here")
+        if after >= len(lines):
+            raise _Refused(400, "invalid_last_event_id", f"Last-Event-ID {last!r} is past the end of that response")
+        if after == len(lines) - 1 and lines[-1] == DONE_LINE:
+            return Response(status_code=204)  # spec server §2.3-c: the client has it all; EventSource stops on 204
+        agent = stream_agent(lines) or ""
+        extra = {"X-Run-Id": run_id, "X-Agent-Uuid": agent, "X-Response-Index": str(response)}
+        return sse(_replay(run_id, response, lines, after), extra)
+
+    async def page(_: Request) -> Response:
+        return Response(_web("index.html"), media_type="text/html; charset=utf-8")
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in _WEB_FILES:
+            return JSONResponse({"error": {"type": "not_found", "message": "no such file"}}, status_code=404)
+        return Response(_web(name), media_type=_WEB_FILES[name], headers={"Cache-Control": "no-cache"})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        closed = await manager.recover()
+        if closed:
+            log.warning("closed %d response(s) left open by a previous process", len(closed))
+        yield
+        await manager.shutdown(cfg.shutdown_grace_seconds)
+
+    def route(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            return await guarded(request, handler)
+
+        return endpoint
+
+    app = Starlette(
+        routes=[
+            Route("/", page, methods=["GET"]),
+            Route("/static/{name}", static, methods=["GET"]),
+            Route("/agent/run", route(run), methods=["POST"]),
+            Route("/agent/tool_results", route(tool_results), methods=["POST"]),
+            Route("/agent/runs/{run_id}/stream", route(follow), methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.manager = manager
+    return app
+
+
+def _response_param(request: Request, latest: int | None) -> int:
+    raw = request.query_params.get("response")
+    if raw is None:
+        if latest is None:
+            raise _Refused(404, "unknown_run", "no such run")
+        return latest
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
+        raise _Refused(400, "invalid_request", "response must be a non-negative integer", field="response")
+    return int(raw)
+
+
+async def _stored_responses(store: Store, run_id: str) -> list[list[bytes]]:
+    """The responses of a run from the store's log (runs made without this server's journal)."""
+    lines = await store.run_log(run_id)
+    responses: list[list[bytes]] = [[]]
+    for line in lines:
+        responses[-1].append(line)
+        if line == DONE_LINE:
+            responses.append([])
+    if not responses[-1]:
+        responses.pop()
+    return responses
+
+
+async def _replay(run_id: str, response: int, lines: Sequence[bytes], after: int) -> AsyncIterator[bytes]:
+    for seq in range(after + 1, len(lines)):
+        yield frame_event(run_id, response, seq, lines[seq])
+
+
+def _web(name: str) -> bytes:
+    return (resources.files("agent_ref") / "web" / name).read_bytes()
+
+
+# ---------------------------------------------------------------------- running it
+
+
+def serve(
+    app: Starlette, host: str = "127.0.0.1", port: int = 8000, *, ready: Callable[[str], None] | None = None
+) -> None:
+    """Run ``app`` with uvicorn until interrupted; ``ready(url)`` is called once the port is bound.
+
+    Port 0 picks a free port; ``ready`` learns which.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5))
+    if ready is not None:
+        ready(f"http://{shown}:{bound}/")
+    server.run(sockets=[sock])
+
+
+def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``serve`` to ``agent-ref``'s subcommands; the caller dispatches it to ``serve_main``.
+
+    Args:
+        subparsers: what ``ArgumentParser.add_subparsers`` returned.
+
+    Returns:
+        The new subparser.
+    """
+    p: argparse.ArgumentParser = subparsers.add_parser("serve", help="serve the agent over HTTP (SSE) with a web page")
+    _serve_arguments(p)
+    return p
+
+
+def _serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--db", default="agent-ref.db", help="the SQLite file (default agent-ref.db)")
+    p.add_argument(
+        "--token", default=None, help=f"require this bearer token on /agent/... (default: ${TOKEN_ENV} if set)"
+    )
+    p.add_argument("--model", nargs="?", const="claude-sonnet-4-5", default=None, help="use Claude (ANTHROPIC_API_KEY)")
+    p.add_argument("--replay", default=None, metavar="FILE", help="serve recorded API calls from FILE")
+    p.add_argument("--max-steps", type=int, default=8, help="model calls with tools per run (default 8)")
+    p.add_argument("--max-bytes", type=int, default=2048, help="bound on each envelope line (default 2048)")
+    p.add_argument("--keepalive", type=float, default=15.0, help="seconds of silence before a keep-alive comment")
+    p.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
+
+
+def _model_factory(args: argparse.Namespace) -> Callable[[], Model]:
+    if args.replay:
+        replay: str = args.replay
+        return lambda: ReplayModel.from_file(replay)
+    if args.model:
+        name: str = args.model
+        return lambda: AnthropicModel(name)
+    return ScriptedModel
+
+
+def resolve_token(given: str | None, environ: Mapping[str, str]) -> str | None:
+    """The bearer token: ``--token`` if given, else ``$AGENT_REF_TOKEN``; empty means none (spec server §5.2-a)."""
+    token = given if given is not None else environ.get(TOKEN_ENV, "")
+    return token or None
+
+
+def serve_main(args: argparse.Namespace) -> int:
+    """Run ``agent-ref serve`` with parsed arguments; returns the exit status.
+
+    The journal lives beside the database (``<db>.streams/``), so a restarted server
+    replays and closes what a killed one was sending (spec server §3.3-b).
+    """
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="agent-ref: %(message)s")
+    token = resolve_token(args.token, os.environ)
+    app = create_app(
+        store=SQLiteStore(args.db),
+        model_factory=_model_factory(args),
+        agent_config={"max_steps": args.max_steps, "max_bytes": args.max_bytes},
+        journal=FileJournal(f"{args.db}.streams"),
+        config=ServerConfig(token=token, keepalive_seconds=args.keepalive),
+    )
+
+    def ready(url: str) -> None:
+        sys.stderr.write(f"agent-ref: serving on {url} (open it in a browser; Ctrl-C stops)\n")
+        sys.stderr.flush()
+
+    try:
+        serve(app, args.host, args.port, ready=ready)
+    except OSError as exc:
+        sys.stderr.write(f"agent-ref: cannot listen on {args.host}:{args.port}: {exc.strerror}\n")
+        return 2
+    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
+        sys.stderr.write("agent-ref: stopped\n")
+        return 130
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agent_ref.server``: the same as ``agent-ref serve``."""
+    parser = argparse.ArgumentParser(prog="agent-ref serve", description="Serve the reference agent over HTTP (SSE).")
+    _serve_arguments(parser)
+    return serve_main(parser.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,90 @@
+// node --test tests/js/: the JS decoder against the golden fixtures (blocks.json) and on
+// its own rules. Run from tests/js/test_js_decoder.py so pytest's summary stays last.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync, readdirSync, existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
+import { DecodeError, Reconstructor, SSEReader, parsePayload, reconstructSSE } from "../../js/envelope-decoder.mjs";
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const GOLDEN = join(ROOT, "fixtures", "golden");
+const cases = readdirSync(GOLDEN).filter((name) => existsSync(join(GOLDEN, name, "input.sse")));
+
+test("there are golden SSE cases to compare against", () => {
+  assert.ok(cases.length >= 10, `only ${cases.length} golden cases found in ${GOLDEN}`);
+});
+
+for (const name of cases) {
+  test(`[S7.1-a] golden ${name}: same blocks as blocks.json, whole and byte by byte`, () => {
+    const body = readFileSync(join(GOLDEN, name, "input.sse"));
+    const expected = JSON.parse(readFileSync(join(GOLDEN, name, "blocks.json"), "utf8"));
+    assert.deepEqual(reconstructSSE(body), expected);
+    const reader = new SSEReader();
+    const rebuilt = new Reconstructor();
+    for (let i = 0; i < body.length; i++) for (const e of reader.feed(body.subarray(i, i + 1))) rebuilt.feed(e.data);
+    for (const e of reader.close()) rebuilt.feed(e.data);
+    assert.deepEqual(rebuilt.transcript(), expected);
+  });
+}
+
+const line = (o) => JSON.stringify({ agent: "a", final: false, delta: "", ...o });
+
+test("[S7.2-a] refusals name the envelope index and the spec section", () => {
+  const cases = [
+    [[line({ type: "nope" })], /unknown envelope type.*§4\.1/],
+    [["{not json"], /not JSON/],
+    [[JSON.stringify({ type: "text", agent: "a", final: "no", delta: "" })], /expected boolean at \$\.final/],
+    [[JSON.stringify({ type: "text", agent: "a", final: true })], /missing delta/],
+    [["[DONE]", line({ type: "text" })], /content after \[DONE\]/],
+    [[line({ type: "tool_result_image", id: "t", name: "n", src: "x", media_type: "image/png" })], /§7\.3-a/],
+    [[line({ type: "citation", citation_type: "char_location" })], /§7\.4-a/],
+    [[line({ type: "tool_call", id: "t1", name: "n" }), line({ type: "tool_call", id: "t2", name: "n" })], /§7\.2-d/],
+    [[line({ type: "error", final: true, delta: '{"type":"attempt_discarded","discard_blocks":3}' })], /only 0 precede/],
+  ];
+  for (const [lines, pattern] of cases) {
+    const rebuilt = new Reconstructor();
+    assert.throws(() => lines.forEach((l) => rebuilt.feed(l)), (err) => err instanceof DecodeError && pattern.test(err.message) && err.index === lines.length - 1);
+  }
+});
+
+test("[S7.1-a] a discarded attempt drops its blocks, as spec §7.7 says", () => {
+  const rebuilt = new Reconstructor();
+  rebuilt.feed(line({ type: "text", delta: "keep", final: true }));
+  rebuilt.feed(line({ type: "text", delta: "drop" }));
+  rebuilt.feed(line({ type: "text", final: true }));
+  rebuilt.feed(line({ type: "error", final: true, delta: JSON.stringify({ type: "attempt_discarded", discard_blocks: 1 }) }));
+  rebuilt.feed(line({ type: "citation", citation_type: "char_location", delta: "k", final: true }));
+  const blocks = rebuilt.transcript().agents.a.blocks;
+  assert.deepEqual(blocks.map((b) => b.type), ["text", "error"]);
+  assert.deepEqual(blocks[0].citations, [{ cited_text: "k", citation_type: "char_location" }]);
+});
+
+test("[S7.1-a] payloads: strict JSON, else the raw text (spec §7.5)", () => {
+  assert.deepEqual(parsePayload('{"a": [1, 2.5]}'), { a: [1, 2.5] });
+  for (const raw of ["NaN", "[1e400]", '"\\ud800"', '{"\\udc00": 1}', "{", ""]) assert.equal(parsePayload(raw), raw);
+});
+
+test("[S7.1-a] SSE reader: line ends CR, LF, CRLF split across feeds; comments; ids; BOM; bad UTF-8", () => {
+  const reader = new SSEReader();
+  const got = [
+    ...reader.feed(new Uint8Array([0xef, 0xbb, 0xbf])),
+    ...reader.feed(": keep-alive\r"),
+    ...reader.feed("\nid: r:0:1\rdata: x\r"),
+    ...reader.feed("\ndata:  y\n\ndata: \u00e9"),
+    ...reader.feed("\n\n"),
+  ];
+  assert.deepEqual(got, [
+    { data: "x\n y", event: "message", id: "r:0:1" },
+    { data: "\u00e9", event: "message", id: "r:0:1" },
+  ]);
+  assert.deepEqual(reader.close(), []);
+  const bad = new SSEReader();
+  assert.throws(() => bad.feed(new Uint8Array([0x64, 0x61, 0xff])), /invalid UTF-8.*§2\.3-c/);
+  const cut = new SSEReader();
+  cut.feed("data: x\n");
+  assert.throws(() => cut.close(), /§2\.3-e/);
+  const split = new SSEReader();
+  assert.deepEqual(split.feed(new Uint8Array([0x64, 0x61, 0x74, 0x61, 0x3a, 0xc3])), []);
+  assert.deepEqual(split.feed(new Uint8Array([0xa9, 0x0a, 0x0a])), [{ data: "\u00e9", event: "message", id: "" }]);
+});
