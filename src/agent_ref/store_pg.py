@@ -286,6 +286,18 @@ class PostgresStore:
         return [msgspec.json.decode(bytes(r[0]), type=RunRecord) for r in rows]  # type: ignore[call-overload]  # BYTEA
 
 
+async def _writer_alive(conn: psycopg.AsyncConnection[tuple[object, ...]], run_id: str, response: int) -> bool:
+    """Whether some session holds the writer lock of a response (read from ``pg_locks``, taking nothing)."""
+    cur = await conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND classid = ((hashtext(%s)::bigint + 4294967296) %% 4294967296)::oid"
+        " AND objid = %s::bigint::oid AND objsubid = 2",
+        (run_id, response),
+    )
+    row = await cur.fetchone()
+    return row is not None and int(str(row[0])) > 0
+
+
 class JournalGapError(StateError):
     """A follower found a line missing or repeated in a journaled response (never expected; a bug)."""
 
@@ -403,6 +415,9 @@ class PostgresJournal:
         and reads again from the next expected ``seq``. Lines are committed in ``seq`` order
         by their single writer, so each read returns a gap-free continuation.
 
+        Stops without ``[DONE]`` when no process holds the response's writer lock and no
+        line is left to read (its writer died; a process that starts later closes it).
+
         Raises:
             JournalGapError: a read skipped or repeated a ``seq`` (a broken invariant).
             StateError: the database failed.
@@ -428,6 +443,17 @@ class PostgresJournal:
                         yield seq, bytes(line)
                         if line == _DONE:
                             return
+                    if not await _writer_alive(conn, run_id, response):
+                        # spec scaleout §2.1-b: nobody writes it (its process died before [DONE]):
+                        # read once more (a last line may have landed), then stop rather than hang.
+                        cur = await conn.execute(
+                            "SELECT count(*) FROM stream_journal WHERE run_id = %s AND response = %s AND seq >= %s",
+                            (run_id, response, expected),
+                        )
+                        row = await cur.fetchone()
+                        if row is None or int(str(row[0])) == 0:
+                            return
+                        continue
                     if not self.listen:
                         await asyncio.sleep(self.poll_seconds)
                         continue

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 import httpx2
+import pytest
 
 from agent_ref.store_pg import PostgresStore
 from agent_ref_support import assert_valid_responses, meta
@@ -150,3 +151,53 @@ def test_spec_scaleout_3_2_a_dead_process_run_recovered_through_its_lease(
     lines = data_lines(replay.content)
     assert lines[-1] == b"[DONE]"
     assert b"server_restarted" in b"".join(lines)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs server.py's follow() to follow a response another process writes through the shared journal"
+    " (PostgresJournal.follow); the exact change is in the h8 report. Today B replays what is journaled and"
+    " ends the stream without [DONE].",
+)
+def test_spec_scaleout_3_3_a_follow_a_live_run_of_a_from_b(processes: Callable[..., Process], tmp_path: Path) -> None:
+    """A client on B follows a run A is writing: every line of A's response once, in order, then [DONE] [S3.3-a]."""
+    gate = tmp_path / "gate"
+    a = processes("--gate", str(gate))
+    b = processes()
+    opened: dict[str, str] = {}
+    body = bytearray()
+
+    def run_on_a() -> None:
+        with (
+            httpx2.Client(timeout=60) as client,
+            client.stream("POST", a.base + "/agent/run", json={"prompt": ARITHMETIC}) as r,
+        ):
+            opened["run"] = r.headers["x-run-id"]
+            for chunk in r.iter_bytes():
+                body.extend(chunk)
+
+    writer = threading.Thread(target=run_on_a)
+    writer.start()
+    deadline = time.monotonic() + 30
+    while "run" not in opened and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "run" in opened, "the run on A did not start"
+    followed: list[bytes] = []
+
+    def follow_on_b() -> None:
+        with (
+            httpx2.Client(timeout=60) as client,
+            client.stream("GET", f"{b.base}/agent/runs/{opened['run']}/stream?response=0") as r,
+        ):
+            followed.extend(r.iter_bytes())
+
+    follower = threading.Thread(target=follow_on_b)
+    follower.start()
+    time.sleep(1.0)  # B is following while A waits in the gated tool
+    gate.touch()
+    writer.join(60)
+    follower.join(60)
+    seen = b"".join(followed)
+    assert_valid(bytes(body))
+    assert_valid(seen)
+    assert data_lines(seen) == data_lines(bytes(body))

@@ -103,3 +103,26 @@ def test_spec_scaleout_2_1_a_follow_gets_every_line_once_in_order(pg_schema_url:
         reader.close()
     assert early == list(enumerate(lines))
     assert late == list(enumerate(lines))[30:]
+
+
+def test_spec_scaleout_2_1_b_follow_stops_when_the_writer_is_gone(pg_schema_url: str) -> None:
+    """A follower of a response whose writer died gets what was written, then stops, never hangs [S2.1-b]."""
+    writer = PostgresJournal(pg_schema_url)
+    reader = PostgresJournal(pg_schema_url, poll_seconds=0.05)
+
+    async def follow() -> list[tuple[int, bytes]]:
+        got: list[tuple[int, bytes]] = []
+        async for item in reader.follow("run-d", 0):
+            got.append(item)
+            if len(got) == 2:
+                writer.close()  # the writer dies mid-response
+        return got
+
+    writer.append("run-d", 0, b"a")
+    writer.append("run-d", 0, b"b")
+    writer.append("run-d", 0, b"c")
+    try:
+        got = asyncio.run(asyncio.wait_for(follow(), 30))
+    finally:
+        reader.close()
+    assert got == [(0, b"a"), (1, b"b"), (2, b"c")]
