@@ -9,6 +9,7 @@ Each test gets a schema of its own (``fresh_schema``), dropped afterwards.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import tempfile
@@ -22,6 +23,7 @@ import pytest
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "pg-test-server"
@@ -75,3 +77,19 @@ def fresh_schema(url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def root_conftest() -> ModuleType:
+    """``tests/conftest.py`` loaded under a private name.
+
+    pytest imports every ``conftest.py`` of a directory without ``__init__.py`` as module
+    ``conftest``, so a sub-directory's conftest replaces the root one in ``sys.modules``
+    while other tests do ``from conftest import ROOT``. A sub-directory conftest forwards
+    the names it lacks to this module (as ``tests/agent_ref/conftest.py`` does).
+    """
+    spec = importlib.util.spec_from_file_location("_tests_root_conftest_pg", ROOT / "tests" / "conftest.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

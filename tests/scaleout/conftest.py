@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pg_support import fresh_schema, server
+from pg_support import fresh_schema, root_conftest, server
 from scaleout_support import Process
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+
+_root = root_conftest()
+
+
+def __getattr__(name: str) -> Any:
+    """``from conftest import X`` elsewhere in the suite: the root conftest's ``X`` (see ``root_conftest``)."""
+    return getattr(_root, name)
 
 
 @pytest.fixture(scope="session")

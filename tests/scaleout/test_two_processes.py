@@ -50,7 +50,7 @@ def _stored(url: str, run_id: str) -> list[list[bytes]]:
 
 
 def test_spec_scaleout_3_1_a_pause_on_a_resume_on_b(processes: Callable[..., Process], pg_schema_url: str) -> None:
-    """A run paused on process A is resumed on process B; both streams valid, the log holds both [S3.1-a]."""
+    """A run paused on process A is resumed on process B; both streams valid, the log holds both [P3.1-a]."""
     a, b = processes(), processes()
     first = post(a.base, "/agent/run", {"prompt": CONFIRM})
     assert first.status_code == 200
@@ -79,7 +79,7 @@ def _resume(base: str, answer: dict[str, Any], barrier: threading.Barrier, resul
 def test_spec_scaleout_3_1_b_concurrent_resumes_on_two_processes_one_wins(
     processes: Callable[..., Process], pg_schema_url: str
 ) -> None:
-    """Resumes posted at once to A and B: one streams, the other is 409; one continuation stored [S3.1-b]."""
+    """Resumes posted at once to A and B: one streams, the other is 409; one continuation stored [P3.1-b]."""
     a, b = processes(), processes()
     for _ in range(3):
         first = post(a.base, "/agent/run", {"prompt": CONFIRM})
@@ -104,7 +104,7 @@ def test_spec_scaleout_3_1_b_concurrent_resumes_on_two_processes_one_wins(
 def test_spec_scaleout_3_2_a_dead_process_run_recovered_through_its_lease(
     processes: Callable[..., Process], tmp_path: Path
 ) -> None:
-    """A is killed mid-run; its agent is refused while the lease lives, then recovered on B [S3.2-a].
+    """A is killed mid-run; its agent is refused while the lease lives, then recovered on B [P3.2-a].
 
     A process started after the kill closes A's journaled response (A's writer lock died
     with it), so the response replays as a valid stream from any process.
@@ -160,7 +160,7 @@ def test_spec_scaleout_3_2_a_dead_process_run_recovered_through_its_lease(
     " ends the stream without [DONE].",
 )
 def test_spec_scaleout_3_3_a_follow_a_live_run_of_a_from_b(processes: Callable[..., Process], tmp_path: Path) -> None:
-    """A client on B follows a run A is writing: every line of A's response once, in order, then [DONE] [S3.3-a]."""
+    """A client on B follows a run A is writing: every line of A's response once, in order, then [DONE] [P3.3-a]."""
     gate = tmp_path / "gate"
     a = processes("--gate", str(gate))
     b = processes()

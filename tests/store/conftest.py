@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from agent_ref import SQLiteStore
 from agent_ref.store_pg import PostgresStore
-from pg_support import fresh_schema, server
+from pg_support import fresh_schema, root_conftest, server
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
     from agent_ref.store import Store
+
+
+_root = root_conftest()
+
+
+def __getattr__(name: str) -> Any:
+    """``from conftest import X`` elsewhere in the suite: the root conftest's ``X`` (see ``root_conftest``)."""
+    return getattr(_root, name)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from agent_ref.store_pg import PostgresStore, migrate
 
 
 def test_spec_scaleout_1_1_a_migrations_apply_once_and_are_recorded(pg_schema_url: str) -> None:
-    """Processes starting together apply each migration once; a later start applies none [S1.1-a]."""
+    """Processes starting together apply each migration once; a later start applies none [P1.1-a]."""
     applied: list[list[int]] = []
 
     def start() -> None:
@@ -35,7 +35,7 @@ def test_spec_scaleout_1_1_a_migrations_apply_once_and_are_recorded(pg_schema_ur
 
 
 def test_spec_scaleout_1_1_b_a_newer_schema_is_refused(pg_schema_url: str) -> None:
-    """A database migrated by newer code is refused with a clear error, not used [S1.1-b]."""
+    """A database migrated by newer code is refused with a clear error, not used [P1.1-b]."""
     with psycopg.connect(pg_schema_url, autocommit=True) as conn:
         migrate(conn)
         conn.execute("INSERT INTO schema_migrations (version, name) VALUES (9999, 'from_the_future')")
@@ -52,7 +52,7 @@ def test_spec_scaleout_1_1_b_a_newer_schema_is_refused(pg_schema_url: str) -> No
 
 
 def test_spec_scaleout_1_3_a_unreachable_database_is_a_state_error() -> None:
-    """No server at the URL: a ``StateError`` naming where, without the password [S1.3-a]."""
+    """No server at the URL: a ``StateError`` naming where, without the password [P1.3-a]."""
 
     async def body() -> None:
         store = PostgresStore("postgresql://u:secret@127.0.0.1:1/nodb", timeout=2)

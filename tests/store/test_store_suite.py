@@ -104,7 +104,7 @@ def test_spec_4_3_stale_version_conflicts_and_writes_nothing(store_factory: Fact
 
 @pytest.mark.parametrize("uuid", [f"agent-{i}" for i in range(5)])  # five races
 def test_spec_scaleout_1_2_a_concurrent_saves_exactly_one_wins(store_factory: Factory, uuid: str) -> None:
-    """Two stores save the same loaded version at once: exactly one commits [S1.2-a]."""
+    """Two stores save the same loaded version at once: exactly one commits [P1.2-a]."""
 
     async def body(a: Store, b: Store) -> None:
         await a.save(_state(uuid))
@@ -130,7 +130,7 @@ def test_spec_scaleout_1_2_a_concurrent_saves_exactly_one_wins(store_factory: Fa
 
 
 def test_spec_scaleout_1_2_a_concurrent_creation_exactly_one_wins(store_factory: Factory) -> None:
-    """Two stores create the same new agent at once: one wins, the other conflicts [S1.2-a]."""
+    """Two stores create the same new agent at once: one wins, the other conflicts [P1.2-a]."""
 
     async def body(a: Store, b: Store) -> list[object]:
         return list(await asyncio.gather(a.save(_state()), b.save(_state()), return_exceptions=True))
