@@ -183,6 +183,8 @@ def load(args: argparse.Namespace) -> None:
                 proc.terminate()
             for proc, _ in procs:
                 proc.wait(30)
+                if proc.stdout is not None:
+                    proc.stdout.close()
     ttfb = [r["ttfb"] * 1000 for r in results]
     total = [r["total"] * 1000 for r in results]
     print(
