@@ -37,7 +37,7 @@ from .errors import AgentRefError, ConflictError
 from .models import DEFAULT_CLAUDE_MODEL, AnthropicModel, Model, ReplayModel
 from .replay import ReplayError
 from .scripted import ScriptedModel
-from .store import AgentSummary, SQLiteStore
+from .store import AgentSummary, SQLiteStore, Store
 
 __all__ = ["PrettyPrinter", "main"]
 
@@ -294,7 +294,7 @@ class _Announce:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    store = SQLiteStore(args.db)
+    store = _store(args.db)
     agent = Agent(_model(args), store=store, **_agent_config(args))
     result = await _with_abort(agent, agent.run(args.prompt, _Announce(agent, _sink(args), "started")))
     return _report(args, result)
@@ -332,7 +332,7 @@ def _reason(exc: BaseException) -> str:
 async def _resume(args: argparse.Namespace) -> int:
     _need_db(args)
     results = _read_results(args.results)
-    store = SQLiteStore(args.db)
+    store = _store(args.db)
     agent = await Agent.load(args.agent_uuid, store, _model(args), **_agent_config(args))
     result = await _with_abort(
         agent, agent.continue_with_tool_results(results, _Announce(agent, _sink(args), "resumed"))
@@ -342,7 +342,7 @@ async def _resume(args: argparse.Namespace) -> int:
 
 async def _log(args: argparse.Namespace) -> int:
     _need_db(args)
-    responses = await SQLiteStore(args.db).run_responses(args.run_id)
+    responses = await _store(args.db).run_responses(args.run_id)
     if not responses:
         raise CliError(
             f"run {args.run_id}",
@@ -366,6 +366,8 @@ async def _log(args: argparse.Namespace) -> int:
 
 
 def _need_db(args: argparse.Namespace) -> None:
+    if str(args.db).startswith(("postgresql://", "postgres://")):
+        return  # a database server: the store reports what is wrong with it
     path = Path(args.db)
     if path.is_dir():
         raise CliError(str(path), "is a directory, not an agent database", "pass --db, the file `agent-ref run` used")
@@ -401,7 +403,7 @@ def _describe(agent: AgentSummary, now: float) -> str:
 
 async def _runs(args: argparse.Namespace) -> int:
     _need_db(args)
-    agents = await SQLiteStore(args.db).agents()
+    agents = await _store(args.db).agents()
     now = time.time()
     if args.format == "json":
         rows = [
@@ -428,7 +430,7 @@ async def _runs(args: argparse.Namespace) -> int:
 
 async def _abandon(args: argparse.Namespace) -> int:
     _need_db(args)
-    store = SQLiteStore(args.db)
+    store = _store(args.db)
     stored = await store.load(args.agent_uuid)
     if stored is None:
         raise CliError(f"agent {args.agent_uuid}", f"not in {args.db}", f"`agent-ref runs --db {args.db}` lists them")
@@ -466,6 +468,16 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
 
 
+def _store(db: str | Path) -> Store:
+    """The store ``--db`` names: a ``postgresql://`` URL (spec/scaleout.md) or a SQLite file."""
+    # As store_pg.is_postgres_url, without importing psycopg for a SQLite file.
+    if isinstance(db, str) and db.startswith(("postgresql://", "postgres://")):
+        from .store_pg import PostgresStore
+
+        return PostgresStore(db)
+    return SQLiteStore(db)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent-ref",
@@ -493,7 +505,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def db(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--db", type=Path, default=Path(DEFAULT_DB), help=f"the SQLite file (default: {DEFAULT_DB})")
+        p.add_argument(
+            "--db", default=str(DEFAULT_DB), help=f"the SQLite file or a postgresql:// URL (default: {DEFAULT_DB})"
+        )
         p.add_argument("-v", "--verbose", action="store_true", help="log retries and details to stderr")
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -594,6 +608,9 @@ def _parser() -> argparse.ArgumentParser:
         "--reason", default="abandoned by the user", help="what the model is told (default: abandoned by the user)"
     )
     db(abandon)
+    from .server import add_serve_command  # Starlette and uvicorn load with the parser; serving needs them
+
+    add_serve_command(sub)
     return parser
 
 
@@ -619,6 +636,10 @@ def main(argv: list[str] | None = None) -> int:
         interrupted, 141 the reader of stdout went away.
     """
     args = _parser().parse_args(argv)
+    if args.command == "serve":  # uvicorn runs its own event loop, outside asyncio.run
+        from .server import serve_main
+
+        return serve_main(args)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter(verbose=args.verbose))
     root = logging.getLogger()

@@ -525,6 +525,10 @@ def create_app(
             return Response(status_code=204)  # spec server §2.3-c: the client has it all; EventSource stops on 204
         agent = stream_agent(lines) or ""
         extra = {"X-Run-Id": run_id, "X-Agent-Uuid": agent, "X-Response-Index": str(response)}
+        shared = getattr(manager.journal, "follow", None)
+        if lines[-1] != DONE_LINE and shared is not None:
+            # spec scaleout §2.1-a: another process is writing this response; follow it in the shared journal
+            return sse(_followed(shared(run_id, response, after), run_id, response), extra)
         return sse(_replay(run_id, response, lines, after), extra)
 
     async def page(_: Request) -> Response:
@@ -543,6 +547,9 @@ def create_app(
             log.warning("closed %d response(s) left open by a previous process", len(closed))
         yield
         await manager.shutdown(cfg.shutdown_grace_seconds)
+        close = getattr(store, "aclose", None)
+        if close is not None:  # a pooled store (PostgreSQL) stops its workers with the app
+            await close()
 
     def route(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -586,6 +593,12 @@ async def _stored_responses(store: Store, run_id: str) -> list[list[bytes]]:
     if not responses[-1]:
         responses.pop()
     return responses
+
+
+async def _followed(lines: AsyncIterator[tuple[int, bytes]], run_id: str, response: int) -> AsyncIterator[bytes]:
+    """Frame the lines another process writes to a shared journal, as they arrive."""
+    async for seq, line in lines:
+        yield frame_event(run_id, response, seq, line)
 
 
 async def _replay(run_id: str, response: int, lines: Sequence[bytes], after: int) -> AsyncIterator[bytes]:
@@ -638,7 +651,7 @@ def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
 def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
-    p.add_argument("--db", default="agent-ref.db", help="the SQLite file (default agent-ref.db)")
+    p.add_argument("--db", default="agent-ref.db", help="the SQLite file or a postgresql:// URL (default agent-ref.db)")
     p.add_argument(
         "--token", default=None, help=f"require this bearer token on /agent/... (default: ${TOKEN_ENV} if set)"
     )
@@ -674,11 +687,19 @@ def serve_main(args: argparse.Namespace) -> int:
     """
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="agent-ref: %(message)s")
     token = resolve_token(args.token, os.environ)
+    store: Store
+    journal: Journal
+    if args.db.startswith(("postgresql://", "postgres://")):  # spec/scaleout.md: several processes, one database
+        from .store_pg import PostgresJournal, PostgresStore
+
+        store, journal = PostgresStore(args.db), PostgresJournal(args.db)
+    else:
+        store, journal = SQLiteStore(args.db), FileJournal(f"{args.db}.streams")
     app = create_app(
-        store=SQLiteStore(args.db),
+        store=store,
         model_factory=_model_factory(args),
         agent_config={"max_steps": args.max_steps, "max_bytes": args.max_bytes},
-        journal=FileJournal(f"{args.db}.streams"),
+        journal=journal,
         config=ServerConfig(token=token, keepalive_seconds=args.keepalive),
     )
 

@@ -34,6 +34,8 @@ BENCH_MODULES = (
     "benchmarks.bench_validate",
     "benchmarks.bench_migrate",
     "benchmarks.compare",
+    "benchmarks.load_server",
+    "benchmarks.load_scaleout",
 )
 
 

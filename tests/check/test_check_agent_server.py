@@ -12,8 +12,6 @@ merged, delete ``_SERVER_MISSING`` and the skip mark so that they always run.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import subprocess
 import sys
@@ -30,24 +28,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-
-def _server_missing() -> str | None:
-    try:
-        if importlib.util.find_spec("agent_ref.server") is None:
-            return "agent_ref.server is not on this branch"
-        importlib.import_module("agent_ref.server")  # its dependencies (starlette, uvicorn) must import too
-    except ImportError as exc:
-        return f"agent_ref.server does not import: {exc}"
-    return None
-
-
-_SERVER_MISSING = _server_missing()
-
-pytestmark = pytest.mark.skipif(
-    _SERVER_MISSING is not None,
-    reason=f"SKIPPED ON PURPOSE, REMOVE AT MERGE: {_SERVER_MISSING} (issue 15, branch h6-server); "
-    "the check of a live agent-ref serve cannot run without it",
-)
 
 PROMPT = '{"prompt": "What is 5 + (10 * 2)?"}'
 

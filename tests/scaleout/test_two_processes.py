@@ -13,7 +13,6 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 import httpx2
-import pytest
 
 from agent_ref.store_pg import PostgresStore
 from agent_ref_support import assert_valid_responses, meta
@@ -153,12 +152,6 @@ def test_spec_scaleout_3_2_a_dead_process_run_recovered_through_its_lease(
     assert b"server_restarted" in b"".join(lines)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs server.py's follow() to follow a response another process writes through the shared journal"
-    " (PostgresJournal.follow); the exact change is in the h8 report. Today B replays what is journaled and"
-    " ends the stream without [DONE].",
-)
 def test_spec_scaleout_3_3_a_follow_a_live_run_of_a_from_b(processes: Callable[..., Process], tmp_path: Path) -> None:
     """A client on B follows a run A is writing: every line of A's response once, in order, then [DONE] [P3.3-a]."""
     gate = tmp_path / "gate"
