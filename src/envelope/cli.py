@@ -38,7 +38,7 @@ from ._errors import EnvelopeError
 from ._limits import DEFAULT_MAX_BYTES
 from ._reconstruct import Reconstructor
 from ._sse import DONE, frame
-from ._validator import StreamValidator, Violation
+from ._validator import StreamValidator, Violation, explain
 from ._xml_migrate import DONE_LINE, MigrationWarning, XmlMigrator
 
 if TYPE_CHECKING:
@@ -389,7 +389,7 @@ def _validate_one(path: str, args: argparse.Namespace, emit: Callable[[str, Viol
     Raises:
         CliError: the file cannot be opened or read, or it is empty (spec/cli.md C5).
     """
-    checker = StreamValidator(args.input_format, max_bytes=args.max_bytes)
+    checker = StreamValidator(args.input_format, max_bytes=args.max_bytes, profile=args.profile)
     errors = warnings = 0
     source = _Input(path)
     try:
@@ -417,6 +417,17 @@ def _plural(count: int, word: str) -> str:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    if args.explain:
+        try:
+            text = explain(args.explain)
+        except KeyError:
+            raise CliError(
+                "envelope validate", f"no code {args.explain!r}", "the codes are listed in spec/validation.md"
+            ) from None
+        _stdout().write((text + "\n").encode())
+        return 0
+    if not args.files:
+        raise CliError("envelope validate", "no file given", "name a recording, or - for standard input")
     out = _Output(_stdout(), STDOUT_NAME, keep_going=True)
     several = len(args.files) > 1
     as_json = args.format == "json"
@@ -608,7 +619,7 @@ def _parser() -> argparse.ArgumentParser:
         "  envelope validate fixtures/golden/seed_thinking/input.sse\n"
         "  envelope validate --strict --format json recording.jsonl other.sse",
     )
-    val.add_argument("files", nargs="+", metavar="FILE", help="recordings, or - for standard input")
+    val.add_argument("files", nargs="*", metavar="FILE", help="recordings, or - for standard input")
     val.add_argument(
         "--format",
         choices=("text", "json"),
@@ -624,6 +635,16 @@ def _parser() -> argparse.ArgumentParser:
         help=f"the bound on one envelope line in bytes (default: {DEFAULT_MAX_BYTES})",
     )
     val.add_argument("--strict", action="store_true", help="treat warnings as errors, exit 1 (default: off)")
+    val.add_argument(
+        "--profile",
+        choices=("default", "seed"),
+        default="default",
+        help="the producer's profile (spec §10): seed sends control envelopes whole, exempt from the bound "
+        "(default: default)",
+    )
+    val.add_argument(
+        "--explain", metavar="CODE", help="print what a code means (e.g. E107) and exit (default: validate files)"
+    )
     _add_input_format(val)
     val.set_defaults(handler=_validate)
     from .check import add_check_command  # loads no HTTP client until a check runs

@@ -18,7 +18,7 @@ from typing import IO
 
 import pytest
 
-from conftest import CORPUS, FIXTURES
+from conftest import CORPUS, FIXTURES, ROOT
 from envelope import DONE, Emitter, frame
 from envelope.cli import BENCH_STAGES, PROGRESS_MIN_BYTES
 from validating import assert_valid
@@ -422,3 +422,30 @@ def test_spec_c6_bench_names_its_stage_on_a_terminal_only(tmp_path: Path) -> Non
     assert piped.returncode == 0
     assert b"stage 1 of 1" not in piped.stderr
     assert b"\x1b" not in piped.stderr
+
+
+# --- validate --profile and --explain (spec §10, spec/validation.md table) ----------------
+
+
+def test_validate_profile_seed_accepts_a_whole_control_line() -> None:
+    """A long meta_init sent whole is E107 under the default profile and clean under ``--profile seed``."""
+    case = ROOT / "spec" / "conformance" / "valid" / "long_meta_init_whole.seed.jsonl"
+    default = run("validate", str(case))
+    seed = run("validate", "--profile", "seed", str(case))
+    assert default.returncode == 1
+    assert b"E107" in default.stdout
+    assert (seed.returncode, seed.stdout) == (0, b"")
+
+
+def test_validate_explain_reads_the_code_table() -> None:
+    """``--explain CODE`` prints the code's row of CODES; an unknown code is an error (exit 2)."""
+    from envelope._validator import explain
+
+    known = run("validate", "--explain", "e116")
+    assert (known.returncode, known.stdout.decode()) == (0, explain("E116") + "\n")
+    unknown = run("validate", "--explain", "X999")
+    assert unknown.returncode == 2
+    assert b"no code 'X999'" in unknown.stderr
+    nothing = run("validate")
+    assert nothing.returncode == 2
+    assert b"no file given" in nothing.stderr
