@@ -157,3 +157,22 @@ def test_a_citation_in_the_next_response_cites_the_agents_last_text() -> None:
     )
     cited = [b for b in rec.transcript().agents[A] if b.citations]
     assert [b.content for b in cited] == ["I will ask the browser."]
+
+
+def test_the_recording_machine_is_its_table() -> None:
+    """[8.2-a] PHASES is the recording's machine: each pair in it is taken, each pair missing is refused."""
+    from envelope._reconstruct import PHASES, Mark, Phase
+
+    lines = {Mark.LINE: RESUMED[1], Mark.META_INIT: RESUMED[0], Mark.TERMINATOR: "[DONE]"}
+    for phase in Phase:
+        for mark in Mark:
+            rec = Reconstructor()
+            rec.feed(RESUMED[0])
+            if phase is Phase.DONE:
+                rec.feed("[DONE]")
+            if (phase, mark) in PHASES:
+                rec.feed(lines[mark])
+                assert rec.done is (PHASES[(phase, mark)] is Phase.DONE)
+            else:
+                with pytest.raises(SequenceError, match=r"content after \[DONE\]"):
+                    rec.feed(lines[mark])
