@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from envelope._bench import build_stage
+from benchmarks.engine import build_stage
 
 if TYPE_CHECKING:
     from pytest_benchmark.fixture import BenchmarkFixture
 
     from benchmarks.data import Sizes
-    from envelope._bench import Stage
+    from benchmarks.engine import Stage
 
 EMIT_STAGES = ("emit_small", "emit_typical", "emit_100k_ascii", "emit_100k_escape", "emit_10m_ascii", "emit_10m_escape")
 CANDIDATES = ("ours", "stdlib", "agui", "msgspec", "copy")

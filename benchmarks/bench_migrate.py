@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from benchmarks.engine import legacy_input
 from envelope import XmlMigrator
-from envelope._bench import legacy_input
 
 if TYPE_CHECKING:
     from benchmarks.data import Sizes
 
-CAPTURE = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "upstream" / "legacy_xml_sse_capture.txt"
+CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "corpus" / "legacy_xml_sse_capture.txt"
 PIECE = 64 * 1024
 
 
@@ -51,7 +51,7 @@ def plain(data: bytes) -> int:
 @pytest.fixture(scope="module")
 def legacy(sizes: Sizes) -> bytes:
     if not CAPTURE.is_file():
-        pytest.fail(f"the legacy capture is missing: {CAPTURE} (../shared/corpus/upstream)")
+        pytest.fail(f"the legacy capture is missing: {CAPTURE} (fixtures/corpus)")
     return corpus_input(sizes.read_bytes)
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from benchmarks.data import READ_SIZE
-from envelope._bench import read_copy, read_json_loads, read_msgspec, read_ours, read_ours_stream
+from benchmarks.engine import read_copy, read_json_loads, read_msgspec, read_ours, read_ours_stream
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator

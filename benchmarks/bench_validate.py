@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from benchmarks.data import READ_SIZE
+from benchmarks.engine import read_ours, validate_ours
 from benchmarks.validate_data import sse_chunks, stream_lines
 from envelope import Reconstructor, StreamReader, StreamValidator, Validator
-from envelope._bench import read_ours, validate_ours
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator

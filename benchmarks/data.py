@@ -8,8 +8,8 @@ Does not own: timing (pytest-benchmark, ``envelope._bench``).
 
 from __future__ import annotations
 
-from envelope._bench import READ_SIZE, Sizes, seed_chunk_and_emit
-from envelope._bench_data import AGENTS, ascii_payload, deltas, escape_payload, iter_sse, stream_lines, write_sse
+from benchmarks.engine import READ_SIZE, Sizes, seed_chunk_and_emit
+from benchmarks.inputs import AGENTS, ascii_payload, deltas, escape_payload, iter_sse, stream_lines, write_sse
 
 __all__ = [
     "AGENTS",

@@ -2,7 +2,7 @@
 
 Run: ``PYTHONPATH=src python benchmarks/migrate_throughput.py --mb 100 [--rss]``.
 
-The input is ``../shared/corpus/upstream/legacy_xml_sse_capture.txt``: its ``meta_init``
+The input is ``fixtures/corpus/legacy_xml_sse_capture.txt``: its ``meta_init``
 record once, the records after it repeated to about ``--mb`` megabytes, then ``[DONE]``.
 It is fed in 64 KiB pieces. The baseline is an incremental UTF-8 decode of the same
 pieces, so the ratio says what migrating costs over touching the input at all; the two
@@ -29,7 +29,7 @@ from envelope import XmlMigrator
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-CAPTURE = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "upstream" / "legacy_xml_sse_capture.txt"
+CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "corpus" / "legacy_xml_sse_capture.txt"
 PIECE = 64 * 1024
 
 

@@ -11,7 +11,7 @@ Each mode runs in its own child process and reports its peak RSS (``VmHWM`` from
   purpose: it keeps every block it rebuilds, so its memory grows with the transcript by
   design);
 * ``validate``: the same bytes through ``StreamValidator``;
-* ``migrate``: the real legacy capture (``../shared/corpus/upstream/legacy_xml_sse_capture.txt``)
+* ``migrate``: the real legacy capture (``fixtures/corpus/legacy_xml_sse_capture.txt``)
   repeated to the size, through ``XmlMigrator``, its output discarded.
 
 Nothing is written to disk. The issue 7 target is a peak under 100 MB for 1 GB of input.
@@ -28,9 +28,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-CAPTURE = (
-    Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "upstream" / "legacy_xml_sse_capture.txt"
-)
+CAPTURE = Path(__file__).resolve().parent.parent / "fixtures" / "corpus" / "legacy_xml_sse_capture.txt"
 MODES = ("baseline", "read", "validate", "migrate")
 CHUNK = 64 * 1024
 
@@ -58,8 +56,8 @@ def _capture_chunks(total: int) -> Iterator[bytes]:
 
 
 def _child(mode: str, mb: int) -> None:
+    from benchmarks.inputs import iter_sse
     from envelope import StreamReader, StreamValidator, XmlMigrator
-    from envelope._bench_data import iter_sse
     from envelope._decoder import decode_lenient
 
     total = mb * 1024 * 1024

@@ -89,6 +89,8 @@ def envelope_citation(citation: Any) -> dict[str, Any]:
     for name in CITATION_FIELDS[1:]:  # after citation_type
         if data.get(name) is not None:
             out[name] = data[name]
+    if data["type"] == "search_result_location" and data.get("source") is not None:
+        out["url"] = data["source"]  # [A3.3-c]: the search result's source travels as `url`
     return out
 
 

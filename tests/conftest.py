@@ -1,4 +1,4 @@
-"""Shared test setup: Hypothesis profiles and the path to ``../shared``.
+"""Shared test setup: Hypothesis profiles and the paths of the in-repository fixtures.
 
 Profiles (choose with ``HYPOTHESIS_PROFILE``): ``dev`` (default, quick), ``ci`` (more
 examples, no deadline: CI machines are shared and slow), ``thorough`` (for a long run).
@@ -27,16 +27,18 @@ settings.register_profile("thorough", max_examples=5000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-CORPUS = SHARED / "corpus" / "upstream"
 FIXTURES = ROOT / "fixtures"
+#: The recorded corpus, copied into the repository (``fixtures/corpus/README.md`` says from where).
+CORPUS = FIXTURES / "corpus"
+#: The seed's JSON examples, one file per example (``fixtures/seed_examples/README.md``).
+SEED_EXAMPLES = FIXTURES / "seed_examples"
 
 
 @pytest.fixture(scope="session")
 def corpus() -> Path:
-    """The upstream corpus directory. Missing ``../shared`` is a failure, never a skip."""
+    """The recorded corpus directory (``fixtures/corpus``). Missing is a failure, never a skip."""
     if not CORPUS.is_dir():
-        pytest.fail(f"../shared/corpus/upstream is missing (looked in {CORPUS}); the corpus tests need it")
+        pytest.fail(f"the recorded corpus is missing (looked in {CORPUS}); the corpus tests need it")
     return CORPUS
 
 

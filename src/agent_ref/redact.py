@@ -1,41 +1,365 @@
-"""Scrubbing text before it can reach the stream: no secret, no traceback (spec §6.3).
+"""Scrubbing text before it can reach a stream, a store or a log: no secret, no traceback.
 
-Owns: ``public_message``, the single filter every error text passes through on its
-way into an envelope (tool errors, API errors).
-Does not own: logging (full details go to the ``agent_ref`` logger, on stderr).
+Owns: ``Redactor`` (the secret values the process itself holds, plus a table of common
+credential forms), ``default_redactor()`` (seeded from the environment),
+``public_message``, the filter every error text passes on its way into an envelope or a
+store, and ``RedactingFilter``, the same for log records (spec ``spec/agent-ref.md``
+§6.3, issue 18 §4).
+Does not own: deciding which texts pass through it (the agent, the tools, the server);
+logging (full details go to the ``agent_ref`` logger, on stderr).
+
+Two layers, applied in this order:
+
+1. **Common forms** (``COMMON_FORMS``, each a named rule, each tested): private key
+   blocks, passwords in URLs (``scheme://user:pass@``), keyed values such as
+   ``"api_key": "..."``, ``x-api-key: ...``, ``Authorization: Bearer ...``,
+   ``aws_secret_access_key=...``, ``password=...`` in JSON, ``k=v``, headers and Python
+   reprs, then bare ``Bearer``/``Basic`` credentials, AWS access key ids, ``sk-ant-``
+   and ``sk-`` keys, GitHub tokens, Slack tokens, Google API keys and JWTs. These are
+   heuristics: they miss a secret in a shape they do not know, and may redact a harmless
+   value under a credential-like key (erring on the safe side).
+2. **Held secrets** (``Redactor(secrets=...)``, ``.add``): exact values the process has
+   (its API key, its auth token, the server's token). Every occurrence is replaced,
+   overlapping ones included, and the pass repeats until none is left, so no held secret
+   survives whatever text surrounds it (a property test checks this). It runs last, so a
+   rewrite by layer 1 cannot bring a held secret back.
+
+Considered and not used: detect-secrets' detectors. They report findings per line for
+scanning repositories, with plugin settings held in global state, and the private-key
+detector flags the ``BEGIN`` line, not the key; they would bring runtime dependencies
+(PyYAML, requests) into the agent. The forms they know are covered by the table here.
+Every pattern has bounded repetition or cannot backtrack, so redaction is linear in the
+text length (per held secret); ``public_message`` scans at most ``MAX_SCAN_CHARS`` of a
+message (``Redactor.cut``), so the work per message is bounded whatever a tool raises.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
-__all__ = ["public_message"]
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+__all__ = [
+    "COMMON_FORMS",
+    "MARKER",
+    "MAX_PUBLIC_CHARS",
+    "MAX_SCAN_CHARS",
+    "MIN_SECRET_CHARS",
+    "SECRET_ENV_VARS",
+    "RedactingFilter",
+    "Redactor",
+    "default_redactor",
+    "public_message",
+]
 
 #: Longest public message; longer text is cut (a message is a hint, not a dump).
 MAX_PUBLIC_CHARS: Final = 500
 
-_SECRETS: Final = re.compile(
-    r"(sk-ant-[A-Za-z0-9_\-]+"  # Anthropic keys
-    r"|sk-[A-Za-z0-9]{16,}"  # other sk- style keys
-    r"|(?i:bearer)\s+[A-Za-z0-9._\-~+/]+=*"  # bearer tokens
-    r"|(?i:x-api-key|api[_-]?key|authorization|password|secret|token)\s*[=:]\s*\S+)"
+#: Most characters ``public_message`` scans (after joining lines): a longer text is cut
+#: first, so the work per message is bounded; the cut also drops the token it splits.
+MAX_SCAN_CHARS: Final = 65_536
+
+#: What a redacted value becomes.
+MARKER: Final = "[redacted]"
+
+#: Shortest value ``Redactor.add`` accepts: a shorter one would blank ordinary words.
+MIN_SECRET_CHARS: Final = 6
+
+#: Environment variables whose values ``default_redactor`` holds: the API key, the auth
+#: token the SDK can send instead, and the agent server's bearer token.
+SECRET_ENV_VARS: Final = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "AGENT_REF_TOKEN")
+
+
+class _Rule(NamedTuple):
+    name: str
+    pattern: re.Pattern[str]
+    replace: Callable[[re.Match[str]], str]
+
+
+def _all(_: re.Match[str]) -> str:
+    return MARKER
+
+
+def _keep(group: str) -> Callable[[re.Match[str]], str]:
+    """Keep the text before ``group`` in the match, redact the group and what follows it."""
+
+    def replace(m: re.Match[str]) -> str:
+        return m.string[m.start() : m.start(group)] + MARKER + m.string[m.end(group) : m.end()]
+
+    return replace
+
+
+# Names that make the value after them a credential. The name must end there: it is
+# followed by an optional quote, then ``:`` or ``=`` (so ``max_tokens: 1024`` is not one).
+_KEY_WORDS: Final = (
+    r"api[_-]?key|apikey|access[_-]?key(?:[_-]?id)?|secret(?:[_-]?(?:access[_-]?)?key)?|private[_-]?key"
+    r"|client[_-]?secret|password|passwd|pwd|token|auth|authorization|credentials?|cookie|session[_-]?id"
+)
+_AUTH_SCHEMES: Final = r"(?:bearer|basic|token|digest|apikey)"
+
+_RULES: Final[tuple[_Rule, ...]] = (
+    _Rule(
+        "private key block",
+        # To the END line, or to the end of the text when the block was cut.
+        re.compile(
+            r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[A-Z0-9 ]{0,40}-----|\Z)",
+            re.DOTALL,
+        ),
+        _all,
+    ),
+    _Rule(
+        "password in a URL",
+        re.compile(r"(?P<pre>\b[a-zA-Z][a-zA-Z0-9+.-]{0,20}://[^\s/:@]{0,256}:)(?P<v>[^\s/@]{1,256})@"),
+        _keep("v"),
+    ),
+    _Rule(
+        "quoted keyed value",
+        # "api_key": "...", 'password': '...', x-api-key="..." (JSON, reprs, k="v").
+        re.compile(
+            rf"(?i:{_KEY_WORDS})[\"']?\s{{0,8}}[:=]\s{{0,8}}(?P<q>[\"'])(?P<v>(?:\\.|(?!(?P=q))[^\\\n]){{1,2048}})(?P=q)"
+        ),
+        _keep("v"),
+    ),
+    _Rule(
+        "keyed value with an auth scheme",
+        # Authorization: Bearer xyz, authorization=Basic xyz: keep the scheme.
+        re.compile(rf"(?i:{_KEY_WORDS})[\"']?\s{{0,8}}[:=]\s{{0,8}}(?i:{_AUTH_SCHEMES})\s{{1,8}}(?P<v>[^\s\"',;&]+)"),
+        _keep("v"),
+    ),
+    _Rule(
+        "keyed value",
+        # x-api-key: xyz, aws_secret_access_key=xyz, password=xyz&next=1, "token":xyz, and a
+        # quoted value left open (a cut text): its first word at least.
+        re.compile(
+            rf"(?i:{_KEY_WORDS})[\"']?\s{{0,8}}[:=]\s{{0,8}}[\"']?(?!(?i:{_AUTH_SCHEMES})\s)"
+            rf"(?P<v>[^\s\"',;&)}}\]\[]+)"
+        ),
+        _keep("v"),
+    ),
+    _Rule(
+        "bearer or basic credential",
+        re.compile(r"\b(?i:bearer|basic)\s{1,8}(?P<v>[A-Za-z0-9._~+/-]{6,}=*)"),
+        _keep("v"),
+    ),
+    _Rule("AWS access key id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"), _all),
+    _Rule("Anthropic key", re.compile(r"sk-ant-[A-Za-z0-9_-]+"), _all),
+    _Rule("sk- key", re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), _all),
+    _Rule("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), _all),
+    _Rule("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), _all),
+    _Rule("Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), _all),
+    _Rule("JWT", re.compile(r"\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*"), _all),
 )
 
+#: The names of the common forms, in the order they are applied.
+COMMON_FORMS: Final = tuple(rule.name for rule in _RULES)
 
-def public_message(text: str) -> str:
-    """``text`` with secrets replaced by ``[redacted]``, without traceback lines, at most 500 characters.
+
+class Redactor:
+    """Replaces held secret values and common credential forms in text with ``MARKER``.
+
+    ``redactor(text)`` returns the text with every common form (``COMMON_FORMS``) and
+    then every occurrence of every held secret replaced. The held values never appear in
+    ``repr``.
+
+    Args:
+        secrets: exact values to hold (each at least ``MIN_SECRET_CHARS`` long).
+        common_forms: also apply the table of common forms (default ``True``).
+
+    Raises:
+        ValueError: a secret shorter than ``MIN_SECRET_CHARS``.
+    """
+
+    __slots__ = ("_common_forms", "_secrets")
+
+    def __init__(self, secrets: Iterable[str] = (), *, common_forms: bool = True) -> None:
+        self._secrets: list[str] = []
+        self._common_forms = common_forms
+        for secret in secrets:
+            self.add(secret)
+
+    def add(self, secret: str) -> None:
+        """Hold ``secret``: from now on every occurrence of it is redacted.
+
+        Args:
+            secret: the exact value (an API key, a token).
+
+        Raises:
+            ValueError: ``secret`` is shorter than ``MIN_SECRET_CHARS``: holding it would
+                blank ordinary words, and it is no credential worth the name.
+        """
+        if len(secret) < MIN_SECRET_CHARS:
+            raise ValueError(f"a held secret needs at least {MIN_SECRET_CHARS} characters, got {len(secret)}")
+        if secret not in self._secrets:
+            self._secrets.append(secret)
+            # Longest first, so a secret that contains another is replaced whole.
+            self._secrets.sort(key=len, reverse=True)
+
+    def __len__(self) -> int:
+        """How many secrets are held."""
+        return len(self._secrets)
+
+    def __repr__(self) -> str:
+        return f"Redactor(<{len(self._secrets)} held secrets>, common_forms={self._common_forms})"
+
+    def __call__(self, text: str) -> str:
+        """``text`` with the common forms, then every held secret, replaced by ``MARKER``."""
+        if self._common_forms:
+            for rule in _RULES:
+                text = rule.pattern.sub(rule.replace, text)
+        return self.scrub_held(text)
+
+    def cut(self, text: str, limit: int) -> str:
+        """``text`` cut to at most ``limit`` characters without leaving part of a secret at the end.
+
+        The token the cut splits (the characters after the last space) is dropped, so a
+        credential of a common form is not left half-shown where its pattern would no
+        longer match; a tail that begins a held secret is dropped too.
+
+        Args:
+            text: the text.
+            limit: the most characters to keep.
+
+        Returns:
+            ``text`` itself when short enough, else a prefix of it followed by ``" …"``
+            (only ``"…"`` when nothing is left).
+        """
+        if len(text) <= limit:
+            return text
+        kept = text[:limit]
+        kept = kept[: kept.rfind(" ") + 1]  # "" when no space: the whole text was one token
+        trimmed = True
+        while trimmed:
+            trimmed = False
+            for secret in self._secrets:
+                for k in range(min(len(secret) - 1, len(kept)), 0, -1):
+                    if kept.endswith(secret[:k]):
+                        kept, trimmed = kept[:-k], True
+                        break
+        kept = kept.rstrip()
+        return f"{kept} …" if kept else "…"
+
+    def holds_any_in(self, text: str) -> bool:
+        """Whether some held secret occurs in ``text``."""
+        return any(secret in text for secret in self._secrets)
+
+    def scrub_held(self, text: str) -> str:
+        """``text`` with no occurrence of any held secret (the common forms untouched).
+
+        All occurrences, overlapping ones included, are found in one pass and each merged
+        run is replaced by ``MARKER``. A replacement can itself complete a secret with the
+        text beside it (a secret that ends like ``MARKER`` begins), so passes repeat; if a
+        few passes with the marker do not settle, the runs are deleted instead, which
+        shortens the text every pass and so must end.
+        """
+        rounds = 0
+        while self._secrets:
+            spans = sorted(self._occurrences(text))
+            if not spans:
+                return text
+            rounds += 1
+            replacement = MARKER if rounds <= 4 else ""
+            out: list[str] = []
+            pos = 0
+            start, end = spans[0]
+            for s, e in spans[1:]:
+                if s <= end:
+                    end = max(end, e)
+                    continue
+                out += (text[pos:start], replacement)
+                pos, start, end = end, s, e
+            out += (text[pos:start], replacement, text[end:])
+            text = "".join(out)
+        return text
+
+    def _occurrences(self, text: str) -> Iterable[tuple[int, int]]:
+        for secret in self._secrets:
+            i = text.find(secret)
+            while i != -1:
+                yield i, i + len(secret)
+                i = text.find(secret, i + 1)
+
+
+def default_redactor() -> Redactor:
+    """A ``Redactor`` holding the values of ``SECRET_ENV_VARS`` that are set.
+
+    A value shorter than ``MIN_SECRET_CHARS`` is not held (it is not a usable credential,
+    and holding it would blank ordinary words); the common forms still apply to it.
+
+    Returns:
+        A new redactor (the environment is read at each call, so a key set later counts).
+    """
+    redactor = Redactor()
+    for name in SECRET_ENV_VARS:
+        value = os.environ.get(name, "").strip()
+        if len(value) >= MIN_SECRET_CHARS:
+            redactor.add(value)
+    return redactor
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts each record's message, traceback and stack in place.
+
+    Put it on a *handler* (``handler.addFilter(RedactingFilter())``): a handler's filters
+    see the records of every logger that reaches it, a logger's only its own. Logs keep
+    their full detail (tracebacks, no length cap); only secrets are replaced.
+
+    Args:
+        redactor: what to redact; ``default_redactor()`` at each record when ``None``
+            (so a key set after start-up counts).
+    """
+
+    def __init__(self, redactor: Redactor | None = None) -> None:
+        """Create the filter."""
+        super().__init__()
+        self._redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Redact ``record`` in place; never drops it.
+
+        Args:
+            record: the log record.
+
+        Returns:
+            Always ``True``.
+        """
+        redactor = default_redactor() if self._redactor is None else self._redactor
+        record.msg = redactor(record.getMessage())
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redactor(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redactor(record.stack_info)
+        return True
+
+
+def public_message(text: str, redactor: Redactor | None = None) -> str:
+    """``text`` without secrets or traceback lines, on one line, at most ``MAX_PUBLIC_CHARS``.
 
     Args:
         text: a message that may have come from an exception.
+        redactor: what to redact; ``default_redactor()`` when ``None``.
 
     Returns:
-        A one-paragraph message safe to put into the stream.
+        A one-paragraph message safe to put into a stream, a store or a log.
     """
+    if redactor is None:
+        redactor = default_redactor()
     kept = [line for line in text.splitlines() if not _is_traceback_line(line)]
-    clean = _SECRETS.sub("[redacted]", " ".join(" ".join(kept).split()))
+    # Whitespace is collapsed *before* redacting, so the collapse cannot form a secret.
+    joined = " ".join(" ".join(kept).split())
+    if len(joined) > MAX_SCAN_CHARS:
+        joined = redactor.cut(joined, MAX_SCAN_CHARS)
+    clean = redactor(joined)
     if len(clean) > MAX_PUBLIC_CHARS:
-        clean = clean[: MAX_PUBLIC_CHARS - 1] + "…"
+        cut = clean[: MAX_PUBLIC_CHARS - 1]
+        # A prefix of redacted text holds no secret; the ellipsis could end one, so check.
+        clean = cut + "…" if not redactor.holds_any_in(cut + "…") else cut
     return clean
 
 

@@ -16,7 +16,7 @@ this equals ``msgspec.json.encode`` of the same Struct, byte for byte.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -62,6 +62,13 @@ _DELTA_KEY: Final = b'"delta":""'
 _FINAL_FALSE: Final = b'"final":false'
 _FINAL_TRUE: Final = b'"final":true'
 _TYPES_WITH_ID: Final = frozenset({"tool_call", "server_tool_call", "tool_result", "server_tool_result"})
+
+#: The emitter profiles (spec §6.7): ``default`` keeps every line within the bound;
+#: ``seed`` sends the control types whole, for clients written to the seed.
+Profile = Literal["default", "seed"]
+#: Control types the ``seed`` profile sends as one line whatever its length (spec §6.7):
+#: clients written to the seed parse these on their own line and do not join chunks.
+SEED_WHOLE_TYPES: Final = frozenset({"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,28 +309,42 @@ class Emitter:
         agent: the agent id written into every envelope.
         max_bytes: the bound on each line (spec §6.1).
         strict: raise ``OversizeError`` rather than report an unavoidable oversize line.
-        oversize: every oversize line reported so far (spec §6.5), oldest first.
+        profile: ``"default"`` or ``"seed"`` (spec §6.7).
+        oversize: every oversize line reported so far (spec §6.5), oldest first. A
+            control line the ``seed`` profile sends whole is its rule, not an oversize
+            line, and is not reported.
     """
 
-    __slots__ = ("_markers", "_streamed", "agent", "max_bytes", "oversize", "strict")
+    __slots__ = ("_markers", "_streamed", "_whole", "agent", "max_bytes", "oversize", "profile", "strict")
 
-    def __init__(self, agent: str, max_bytes: int = DEFAULT_MAX_BYTES, *, strict: bool = False) -> None:
+    def __init__(
+        self, agent: str, max_bytes: int = DEFAULT_MAX_BYTES, *, strict: bool = False, profile: Profile = "default"
+    ) -> None:
         """Create an emitter.
 
         Args:
             agent: the agent id (a UUID in practice; any string is carried as is).
             max_bytes: the bound on each line; 2048 by default, as in the seed.
             strict: see the class attributes.
+            profile: ``"default"`` (every line within ``max_bytes``) or ``"seed"``
+                (``meta_init``, ``meta_files``, ``error``, ``awaiting_frontend_tools`` and
+                ``meta_final`` sent whole, one ``final: true`` line each, whatever their
+                length; every other type keeps the bound). Spec §6.7.
 
         Raises:
-            EncodeError: ``max_bytes`` is not a positive int, or ``agent`` has a lone surrogate.
+            EncodeError: ``max_bytes`` is not a positive int, ``agent`` is not a str,
+                or ``profile`` is not one of the two.
         """
         _check_bound(max_bytes)
         if not isinstance(agent, str):
             raise EncodeError(f"agent must be a str, got {type(agent).__name__}", field="$.agent")
+        if profile not in ("default", "seed"):
+            raise EncodeError(f"profile must be 'default' or 'seed', got {profile!r}", section="6.7")
         self.agent: Final = agent
         self.max_bytes: Final = max_bytes
         self.strict: Final = strict
+        self.profile: Final[Profile] = profile
+        self._whole: frozenset[str] = SEED_WHOLE_TYPES if profile == "seed" else frozenset()
         self.oversize: list[OversizeLine] = []
         self._streamed: dict[str, _Template] = {}
         self._markers: dict[str, bytes] = {}
@@ -393,7 +414,9 @@ class Emitter:
     ) -> list[bytes]:
         """Lines for a whole buffered payload; the last line is ``final: true`` (spec §5.2).
 
-        An empty payload gives one line.
+        An empty payload gives one line. In the ``seed`` profile a control type
+        (``meta_init``, ``meta_files``, ``error``, ``awaiting_frontend_tools``,
+        ``meta_final``) is always one line, whatever its length (spec §6.7).
 
         Args:
             type: a buffered type (every type but text, thinking, citation, tool_result_image).
@@ -423,6 +446,9 @@ class Emitter:
             if id is not None or name is not None:
                 raise EncodeError(f"{type} carries no id or name", field="$.id", section="4.1")
             envelope = cls(agent=self.agent, final=final, delta=payload)  # type: ignore[call-arg]  # cls takes no id/name here
+            if type in self._whole:
+                # spec §6.7-a: the seed profile sends a control type as one line, never cut.
+                return [encode(envelope)]
         if len(payload) < self.max_bytes:
             # Most payloads fit one line: a single encode, no template. (A payload of
             # max_bytes characters or more cannot fit: each takes at least one byte.)

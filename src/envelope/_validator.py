@@ -25,38 +25,43 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 import msgspec
 
 from ._decoder import DONE_DATA, RawLine, StreamReader, _LineBatch
+from ._depth import too_deep
 from ._errors import DecodeError
-from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES, MAX_CODE_POINT_BYTES
+from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES, MAX_CODE_POINT_BYTES, MAX_NESTING_DEPTH
 from ._types import ENVELOPE_TYPES, STREAMED_TYPES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-__all__ = ["CODES", "Severity", "StreamValidator", "Validator", "Violation", "validate"]
+__all__ = ["CODES", "Profile", "Severity", "StreamValidator", "Validator", "Violation", "explain", "validate"]
 
 #: ``"error"``: the stream breaks a MUST. ``"warning"``: suspicious, or a SHOULD.
 Severity = Literal["error", "warning"]
 
-#: Every code: ``code -> (severity, spec section, one-line meaning)``. ``spec/validation.md``
-#: has the same table with the reasons; a test compares the two.
+#: Every code: ``code -> (severity, spec section, one-line meaning)``, the one table every
+#: check, ``explain`` and ``spec/validation.md`` §4 read from (a test keeps that table, its
+#: meanings included, equal to this one; the reasons are in validation.md §5).
 CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     # Input and line level (100-119)
-    "E100": ("error", "2.3", "input is not valid UTF-8"),
+    "E100": ("error", "2.3", "input is not valid UTF-8 (bytes), or a str line holds a lone surrogate"),
     "E101": ("error", "2.1", "line is not JSON"),
     "E102": ("error", "2.1", "line is JSON but not an object"),
-    "E103": ("error", "3.1", "base field missing, null or of the wrong JSON type"),
+    "E103": ("error", "3.1", "base field (type, agent, final, delta) missing, null or of the wrong JSON type"),
     "E104": ("error", "4.1", "unknown envelope type"),
     "E105": ("error", "3.4", "field the type does not allow"),
     "E106": ("error", "4.1", "type-specific field missing, null or of the wrong JSON type"),
-    "E107": ("error", "6.1", "line over the bound"),
+    "E107": ("error", "6.1", "line over the bound, and the bound could have been kept"),
     "W108": ("warning", "6.5", "oversize line the bound could not avoid"),
-    "E109": ("error", "2.3", "physical line over the reader's cap (skipped)"),
+    "E109": ("error", "2.3", "physical line over the reader's cap; skipped"),
     "E110": ("error", "2.3", "input ends inside an SSE line or event"),
     "E111": ("error", "2.1", "SSE event with more than one data line"),
     "W112": ("warning", "2.1", "SSE line that is no field the protocol uses (ignored)"),
-    "W113": ("warning", "2.1", "SSE event with an event name other than message"),
+    "W113": ("warning", "2.1", "SSE event named other than message"),
     "W114": ("warning", "4.5", "citation_type not one the seed lists"),
     "W115": ("warning", "4.10", "server_tool_result name is not an API result block type"),
+    "E116": ("error", "6.7", "line or payload nested deeper than MAX_NESTING_DEPTH (256)"),
+    "E117": ("error", "6.4", "line holds an escaped lone surrogate (\\ud800 with no pair)"),
+    "W118": ("warning", "2.1", "SSE id that does not increase on the id before it (reported once)"),
     # Block level (120-139)
     "E120": ("error", "7.2", "block left open at the end of the stream"),
     "E121": ("error", "5.1", "final marker of a streamed block with a non-empty delta"),
@@ -67,22 +72,44 @@ CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "E126": ("error", "7.4", "citation with no completed text block of its agent before it"),
     "E127": ("error", "7.2", "buffered block whose id or name changes between its lines"),
     "W128": ("warning", "5.4", "citations of one text block split over several citation blocks"),
+    "W129": ("warning", "10.2", "control envelope sent in more than one line (seed profile only)"),
     # Payload level (140-159)
-    "E140": ("error", "7.5", "payload is not JSON"),
-    "E141": ("error", "7.5", "payload JSON of the wrong shape"),
+    "E140": ("error", "7.5", "reassembled payload is not JSON"),
+    "E141": ("error", "7.5", "payload JSON of the wrong shape (a required key missing, a key of the wrong type)"),
     "E142": ("error", "4.2", "meta_init agent_uuid differs from the envelope's agent"),
     "W143": ("warning", "4.13", "error payload has neither the seed's nor the API's shape"),
-    "W149": ("warning", "7.5", "payload too large to check"),
+    "W144": ("warning", "4.2", 'meta_init format is not "json", which the stream is'),
+    "W149": ("warning", "7.5", "payload too large to check (over max_payload_bytes)"),
     # Stream level (160-179)
-    "E160": ("error", "8.2", "content after [DONE]"),
+    "E160": ("error", "8.2", "content after [DONE] (reported once; later lines are still checked)"),
     "W161": ("warning", "8.2", "stream ends without [DONE]"),
-    "E162": ("error", "8.1", "meta_init is not the first message of its agent"),
+    "E162": ("error", "8.1", "meta_init is not the first message of its agent, or comes twice"),
     "W163": ("warning", "8.1", "agent's first message is not meta_init"),
-    "E164": ("error", "8.1", "message from an agent after its meta_final"),
+    "E164": ("error", "8.1", "message from an agent after its meta_final (reported once per agent)"),
     "W165": ("warning", "8.1", "tool_result id no earlier tool_call of its agent announced"),
-    "W166": ("warning", "8.1", "server_tool_result with no matching server_tool_call"),
-    "E167": ("error", "2.1", "input holds no envelope"),
+    "W166": ("warning", "8.1", "server_tool_result with no earlier server_tool_call of that id"),
+    "E167": ("error", "2.1", "the input holds no envelope and no [DONE]"),
 }
+
+
+def explain(code: str) -> str:
+    """What a code means, from ``CODES``: ``"E107 (error, spec §6.1): line over the bound, ..."``.
+
+    For ``envelope validate --explain CODE``; the reasons behind each judgement are in
+    ``spec/validation.md`` §5.
+
+    Raises:
+        KeyError: an unknown code.
+    """
+    severity, section, meaning = CODES[code.upper()]
+    return f"{code.upper()} ({severity}, spec §{section}): {meaning}"
+
+
+#: The profiles a stream can be judged by (spec §10): ``"default"`` keeps the bound on every
+#: type; ``"seed"`` sends the control types whole (one line, whatever its length).
+Profile = Literal["default", "seed"]
+#: The control types the seed profile sends whole (spec §10.2-a).
+SEED_WHOLE_TYPES: Final = frozenset({"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final"})
 
 #: Ids of calls still waiting for a result, per agent and kind. A stream with more
 #: outstanding calls than this loses the oldest, which can only cause a false W165/W166.
@@ -168,6 +195,32 @@ def _reason(exc: msgspec.MsgspecError) -> str:
     """msgspec's JSON error, worded as ours."""
     text = str(exc).removeprefix("JSON is malformed: ")
     return "the text ends inside a value" if text == "Input data was truncated" else text
+
+
+#: A JSON escape: ``\\uXXXX`` (group 1: the hex) or a backslash and one character.
+_ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+
+
+def _lone_surrogate(text: str) -> tuple[int, str] | None:
+    """The first escaped lone surrogate of a JSON text: ``(character index, the escape)``, or None.
+
+    Escapes are read left to right, so ``\\\\ud800`` (an escaped backslash, then text)
+    is not one. A high surrogate escape must be followed at once by a low one.
+    """
+    pending = -1  # index of a high surrogate escape waiting for its low half
+    for match in _ESCAPE.finditer(text):
+        at = match.start()
+        unit = int(match.group(1), 16) if match.group(1) else -1
+        if pending >= 0:
+            if at == pending + 6 and 0xDC00 <= unit <= 0xDFFF:
+                pending = -1
+                continue
+            return pending, text[pending : pending + 6]
+        if 0xD800 <= unit <= 0xDBFF:
+            pending = at
+        elif 0xDC00 <= unit <= 0xDFFF:
+            return at, match.group(0)
+    return (pending, text[pending : pending + 6]) if pending >= 0 else None
 
 
 def _json_name(value: object) -> str:
@@ -297,6 +350,7 @@ class Validator:
     Attributes:
         max_bytes: the bound on one line (spec §6.1) for E107/W108.
         max_payload_bytes: the most bytes of one open JSON payload held for checking.
+        profile: the profile the stream is judged by (spec §10).
     """
 
     __slots__ = (
@@ -309,8 +363,10 @@ class Validator:
         "_next_offset",
         "_open_count",
         "_plain",
+        "_whole_types",
         "max_bytes",
         "max_payload_bytes",
+        "profile",
     )
 
     def __init__(
@@ -318,6 +374,7 @@ class Validator:
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_payload_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        profile: Profile = "default",
     ) -> None:
         """Create a validator.
 
@@ -325,9 +382,19 @@ class Validator:
             max_bytes: the bound on one encoded envelope line (spec §6.1).
             max_payload_bytes: cap on the bytes of one open JSON payload kept for the
                 payload checks; a larger payload is reported (W149), not checked.
+            profile: ``"default"``, or ``"seed"``: the control types are sent whole,
+                exempt from the bound, and one sent in several lines is W129 (spec §10.2).
+
+        Raises:
+            ValueError: an unknown profile.
         """
+        if profile not in ("default", "seed"):
+            raise ValueError(f"unknown profile {profile!r}; expected 'default' or 'seed'")
         self.max_bytes: Final = max_bytes
         self.max_payload_bytes: Final = max_payload_bytes
+        self.profile: Final = profile
+        #: Types whose lines are exempt from the bound and must be one line (spec §10.2).
+        self._whole_types: frozenset[str] = SEED_WHOLE_TYPES if profile == "seed" else frozenset()
         self._agents: dict[str, _Agent] = {}
         self._count = 0  # lines fed, [DONE] included
         self._plain = 0  # plain (not RawLine) lines fed, blank ones included
@@ -449,6 +516,10 @@ class Validator:
             return
         self._line(text, len(data), lno, off, out)
 
+    # Over 60 lines on purpose: this is the hot loop of the batch path, with the common
+    # line's checks inlined so that a valid line costs one decode and no call; splitting
+    # it into functions would add calls per line (the speed it exists for). Every line it
+    # does not take goes to _slow, and a property test compares it with feed line by line.
     def _run(self, data: Sequence[bytes | str], where: Callable[[int], tuple[int, int]], out: list[Violation]) -> None:
         """Check each of ``data`` as ``feed`` checks a ``RawLine``; ``where(k)`` is line k's ``(line, offset)``.
 
@@ -478,11 +549,13 @@ class Validator:
         streamed = STREAMED_TYPES
         max_bytes = self.max_bytes
         max_payload = self.max_payload_bytes
+        whole_types = self._whole_types
         done = self._done
         inline = 0
         for k, line in enumerate(data):
             if done:
                 self._slow(line, where(k), out)
+                done = self._done  # a meta_init may have started the next response (spec §8.5)
                 continue
             if isinstance(line, bytes) or line.isascii():
                 size = len(line)
@@ -530,6 +603,7 @@ class Validator:
                 if (
                     kind == "meta_init"  # E162 or the agent's first
                     or (kind == "tool_result" and wid not in st.calls)  # W165
+                    or (not final and kind in whole_types)  # W129
                     or (not final and kind in json_types and len(delta) > max_payload)  # W149
                 ):
                     self._slow(line, where(k), out)
@@ -610,18 +684,13 @@ class Validator:
             self._done = True
             return
         if self._done:
-            self._after_done(lno, off, out)
-        try:
-            obj = _decode_json(text)
-        except msgspec.MsgspecError as exc:
-            # [V2.1-a] every data line is one JSON object (spec §2.1)
-            hint = ""
-            if text.lstrip().startswith("<"):
-                hint = " (this looks like the legacy XML tag format; migrate it to envelopes first)"
-            out.append(_violation("E101", f"not JSON: {_reason(exc)}{hint}", lno, off))
-            return
-        if type(obj) is not dict:  # msgspec decodes a JSON object to exactly dict
-            out.append(_violation("E102", f"the line is {_json_name(obj)} in JSON, not an object", lno, off))
+            if _opens_response(text):
+                # spec §8.5-a: in a recording, a meta_init after [DONE] starts the next response
+                self._next_response(out)
+            else:
+                self._after_done(lno, off, out)
+        obj = self._parse(text, lno, off, out)
+        if obj is None:
             return
         kind = obj.get("type")
         agent = obj.get("agent")
@@ -641,7 +710,7 @@ class Validator:
             extras = _EXTRAS[kind]
             if extras:
                 self._extras(obj, kind, extras, lno, off, agent, out)
-            if size > self.max_bytes:
+            if size > self.max_bytes and kind not in self._whole_types:  # spec §10.2-b: exempt
                 self._oversize(obj, kind, size, lno, off, agent, out)
             if kind in _CHECKED:
                 self._type_checks(obj, kind, final, raw_delta, lno, off, agent, out)
@@ -649,6 +718,67 @@ class Validator:
                 self._nonempty_marker(kind, raw_delta, lno, off, agent, out)
             self._route(obj, agent, kind, final, raw_delta, lno, off, out)
             return
+        self._irregular(obj, kind, agent, final, raw_delta, size, lno, off, out)
+
+    def _parse(self, text: str, lno: int, off: int, out: list[Violation]) -> dict[str, Any] | None:
+        """The line's JSON object, or None with the violation that says why there is none."""
+        deep = too_deep(text, MAX_NESTING_DEPTH)
+        if deep is not None:
+            # spec §6.7-a: no line nests deeper than the limit (a recursive parser would overflow)
+            at = len(text[:deep].encode("utf-8"))
+            out.append(
+                _violation(
+                    "E116",
+                    f"the line nests arrays and objects deeper than {MAX_NESTING_DEPTH} levels "
+                    f"(byte {at}); it is not parsed (spec/limits.md)",
+                    lno,
+                    off,
+                    column=at + 1,
+                )
+            )
+            return None
+        try:
+            obj = _decode_json(text)
+        except msgspec.MsgspecError as exc:
+            lone = _lone_surrogate(text)
+            if lone is not None:
+                # [V6.4-a] an escaped lone surrogate is no character: the line cannot be read faithfully
+                at = len(text[: lone[0]].encode("utf-8"))
+                out.append(
+                    _violation(
+                        "E117",
+                        f"escaped lone surrogate {lone[1]} at byte {at} of the line: it encodes no "
+                        "character (a UTF-16 half with no pair)",
+                        lno,
+                        off,
+                        column=at + 1,
+                    )
+                )
+                return None
+            # [V2.1-a] every data line is one JSON object (spec §2.1)
+            hint = ""
+            if text.lstrip().startswith("<"):
+                hint = " (this looks like the legacy XML tag format; migrate it to envelopes first)"
+            out.append(_violation("E101", f"not JSON: {_reason(exc)}{hint}", lno, off))
+            return None
+        if type(obj) is not dict:  # msgspec decodes a JSON object to exactly dict
+            out.append(_violation("E102", f"the line is {_json_name(obj)} in JSON, not an object", lno, off))
+            return None
+        return cast("dict[str, Any]", obj)
+
+    def _irregular(
+        self,
+        obj: dict[str, Any],
+        kind: object,
+        agent: object,
+        final: object,
+        raw_delta: object,
+        size: int,
+        lno: int,
+        off: int,
+        out: list[Violation],
+    ) -> None:
+        """A JSON object that is not the common case: each base or extra field fault, then routing if it can."""
         v_type = kind if isinstance(kind, str) else None
         v_agent = agent if isinstance(agent, str) else None
         # [V3.1-a] base fields present, never null, of their JSON type (spec §3.1, §3.3)
@@ -686,7 +816,7 @@ class Validator:
                 )
             )
         self._extras(obj, v_type, extras, lno, off, v_agent, out)
-        if size > self.max_bytes:
+        if size > self.max_bytes and v_type not in self._whole_types:  # spec §10.2-b: exempt
             self._oversize(obj, v_type, size, lno, off, v_agent, out)
         delta = raw_delta if isinstance(raw_delta, str) else ""
         if v_type in _CHECKED:
@@ -805,6 +935,29 @@ class Validator:
             )
         )
 
+    def _next_response(self, out: list[Violation]) -> None:
+        """A recording's next response starts: end this one (E120 per open block), start afresh."""
+        self._unclosed(out)
+        self._agents.clear()  # in place: the batch loop (_run) holds this dict
+        self._open_count = 0
+        self._done = False
+        self._done_reported = False
+
+    def _unclosed(self, out: list[Violation]) -> None:
+        for agent, st in self._agents.items():
+            for kind, block in st.open.items():
+                # [V7.2-b] every block is closed by a final line before its response ends
+                out.append(
+                    _violation(
+                        "E120",
+                        f"{kind} block opened here is never closed (no line with final: true follows)",
+                        block.line,
+                        block.offset,
+                        agent,
+                        kind,
+                    )
+                )
+
     def _after_done(self, lno: int, off: int, out: list[Violation]) -> None:
         if not self._done_reported:
             self._done_reported = True
@@ -872,6 +1025,51 @@ class Validator:
         off: int,
         out: list[Violation],
     ) -> None:
+        st, first = self._agent(agent, kind, lno, off, out)
+        if kind in _ATOMIC:
+            if kind == "citation":
+                self._citation(st, agent, final, lno, off, out)
+            else:
+                self._image(obj, st, agent, lno, off, out)
+            return
+        block = st.open.get(kind)
+        if block is None:
+            wid = obj.get("id")
+            self._announce(st, agent, kind, wid, first, lno, off, out)
+            if final:
+                self._closed_block(st, agent, kind, delta, lno, off, out)
+                return
+            if kind in self._whole_types:
+                self._split_control(agent, kind, lno, off, out)
+            block = _Block(lno, off, wid, obj.get("name"), kind in _JSON_TYPES)
+            st.open[kind] = block
+            self._open_count += 1
+        elif kind in _ID_TYPES:
+            wid = obj.get("id")
+            wname = obj.get("name")
+            if wid != block.id or wname != block.name:
+                # [V7.2-a] a buffered block keeps its id and name on every line
+                field, was, now = ("id", block.id, wid) if wid != block.id else ("name", block.name, wname)
+                out.append(
+                    _violation(
+                        "E127",
+                        f"{field} {now!r} differs from {was!r} of the open {kind} block (opened on line {block.line})",
+                        lno,
+                        off,
+                        agent,
+                        kind,
+                    )
+                )
+        if block.parts is not None and delta:
+            self._collect(block, block.parts, agent, kind, delta, out)
+        if final:
+            del st.open[kind]
+            self._open_count -= 1
+            payload = None if block.parts is None else "".join(block.parts)
+            self._closed_block(st, agent, kind, payload, block.line, block.offset, out, lno)
+
+    def _agent(self, agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> tuple[_Agent, bool]:
+        """The agent's state, and whether this is its first message (spec §8.1: W163, E164)."""
         st = self._agents.get(agent)
         first = st is None
         if st is None:
@@ -901,95 +1099,83 @@ class Validator:
                     kind,
                 )
             )
-        if kind in _ATOMIC:
-            if kind == "citation":
-                self._citation(st, agent, final, lno, off, out)
-            else:
-                self._image(obj, st, agent, lno, off, out)
-            return
-        block = st.open.get(kind)
-        if block is None:
-            wid = obj.get("id")
-            if kind == "meta_init":
-                if not first:
-                    # [V8.1-a] meta_init opens an agent's stream, once
-                    why = "a second meta_init" if st.meta_init else "meta_init after other messages of its agent"
-                    out.append(
-                        _violation("E162", f"{why}; meta_init is an agent's first message", lno, off, agent, kind)
-                    )
-                st.meta_init = True
-            elif kind == "tool_call" and isinstance(wid, str):
-                _remember(st.calls, wid)
-            elif kind == "server_tool_call" and isinstance(wid, str):
-                _remember(st.server_calls, wid)
-            elif kind == "tool_result" and isinstance(wid, str):
-                if st.calls.pop(wid, 0) is not None:
-                    # [V8.1-d] SHOULD: a result answers an earlier call (a resumed stream may lack it)
-                    out.append(
-                        _violation(
-                            "W165",
-                            f"tool_result id {wid!r}: no earlier tool_call of this agent announced it",
-                            lno,
-                            off,
-                            agent,
-                            kind,
-                        )
-                    )
-            elif kind == "server_tool_result" and isinstance(wid, str) and st.server_calls.pop(wid, 0) is not None:
+        return st, first
+
+    @staticmethod
+    def _split_control(agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> None:
+        # spec §10.2-c: under the seed profile a control envelope is one line
+        out.append(
+            _violation(
+                "W129",
+                f"{kind} sent in more than one line; the seed profile sends it whole "
+                "(clients written to the seed do not reassemble it)",
+                lno,
+                off,
+                agent,
+                kind,
+            )
+        )
+
+    def _announce(
+        self, st: _Agent, agent: str, kind: str, wid: object, first: bool, lno: int, off: int, out: list[Violation]
+    ) -> None:
+        """A block opens: what it says about the agent's order and its calls (spec §8.1)."""
+        if kind == "meta_init":
+            if not first:
+                # [V8.1-a] meta_init opens an agent's stream, once
+                why = "a second meta_init" if st.meta_init else "meta_init after other messages of its agent"
+                out.append(_violation("E162", f"{why}; meta_init is an agent's first message", lno, off, agent, kind))
+            st.meta_init = True
+        elif kind == "tool_call" and isinstance(wid, str):
+            _remember(st.calls, wid)
+        elif kind == "server_tool_call" and isinstance(wid, str):
+            _remember(st.server_calls, wid)
+        elif kind == "tool_result" and isinstance(wid, str):
+            if st.calls.pop(wid, 0) is not None:
+                # [V8.1-d] SHOULD: a result answers an earlier call (a resumed stream may lack it)
                 out.append(
                     _violation(
-                        "W166",
-                        f"server_tool_result id {wid!r}: no earlier server_tool_call of this agent",
+                        "W165",
+                        f"tool_result id {wid!r}: no earlier tool_call of this agent announced it",
                         lno,
                         off,
                         agent,
                         kind,
                     )
                 )
-            if final:
-                self._closed_block(st, agent, kind, delta, lno, off, out)
-                return
-            block = _Block(lno, off, wid, obj.get("name"), kind in _JSON_TYPES)
-            st.open[kind] = block
-            self._open_count += 1
-        elif kind in _ID_TYPES:
-            wid = obj.get("id")
-            wname = obj.get("name")
-            if wid != block.id or wname != block.name:
-                # [V7.2-a] a buffered block keeps its id and name on every line
-                field, was, now = ("id", block.id, wid) if wid != block.id else ("name", block.name, wname)
-                out.append(
-                    _violation(
-                        "E127",
-                        f"{field} {now!r} differs from {was!r} of the open {kind} block (opened on line {block.line})",
-                        lno,
-                        off,
-                        agent,
-                        kind,
-                    )
+        elif kind == "server_tool_result" and isinstance(wid, str) and st.server_calls.pop(wid, 0) is not None:
+            out.append(
+                _violation(
+                    "W166",
+                    f"server_tool_result id {wid!r}: no earlier server_tool_call of this agent",
+                    lno,
+                    off,
+                    agent,
+                    kind,
                 )
-        if block.parts is not None and delta:
-            block.size += len(delta)
-            if block.size > self.max_payload_bytes:
-                block.parts = None
-                block.unchecked = True
-                out.append(
-                    _violation(
-                        "W149",
-                        f"{kind} payload over {self.max_payload_bytes} characters; its JSON is not checked",
-                        block.line,
-                        block.offset,
-                        agent,
-                        kind,
-                    )
+            )
+
+    def _collect(
+        self, block: _Block, parts: list[str], agent: str, kind: str, delta: str, out: list[Violation]
+    ) -> None:
+        """Keep a JSON block's delta (``parts`` is ``block.parts``) for its payload check, up to
+        ``max_payload_bytes`` (W149 past it)."""
+        block.size += len(delta)
+        if block.size > self.max_payload_bytes:
+            block.parts = None
+            block.unchecked = True
+            out.append(
+                _violation(
+                    "W149",
+                    f"{kind} payload over {self.max_payload_bytes} characters; its JSON is not checked",
+                    block.line,
+                    block.offset,
+                    agent,
+                    kind,
                 )
-            else:
-                block.parts.append(delta)
-        if final:
-            del st.open[kind]
-            self._open_count -= 1
-            payload = None if block.parts is None else "".join(block.parts)
-            self._closed_block(st, agent, kind, payload, block.line, block.offset, out, lno)
+            )
+        else:
+            parts.append(delta)
 
     def _closed_block(
         self,
@@ -1011,43 +1197,97 @@ class Validator:
         if payload is None or kind not in _JSON_TYPES:
             return
         where = f"line {lno}" if last is None or last == lno else f"lines {lno}-{last}"
+        if self._too_deep_payload(payload, kind, where, lno, off, agent, out):
+            return
         try:
             value = _decode_json(payload)
         except msgspec.MsgspecError as exc:
             # [V7.5-a] the reassembled payload of these types is JSON
-            out.append(
-                _violation("E140", f"{kind} payload ({where}) is not JSON: {_reason(exc)}", lno, off, agent, kind)
+            lone = _lone_surrogate(payload)
+            why = (
+                _reason(exc)
+                if lone is None
+                else f"it holds an escaped lone surrogate {lone[1]} at character {lone[0]} (spec §6.4)"
             )
+            out.append(_violation("E140", f"{kind} payload ({where}) is not JSON: {why}", lno, off, agent, kind))
             return
         for problem in _shape(kind, value):
             # [V7.5-b] ... of the shape the seed gives each type
             out.append(_violation("E141", f"{kind} payload ({where}): {problem}", lno, off, agent, kind))
         if kind == "meta_init" and isinstance(value, dict):
-            resume = value.get("resume")
-            if isinstance(resume, dict) and isinstance(resume.get("tool_use_ids"), list):
-                # spec envelope-v1 §8.4-a: a resumed response announces the calls it answers
-                for announced in resume["tool_use_ids"]:
-                    if isinstance(announced, str):
-                        _remember(st.calls, announced)
-            uuid = value.get("agent_uuid")
-            if isinstance(uuid, str) and uuid != agent:
-                # [V4.2-a] meta_init describes the agent that sends it
-                out.append(
-                    _violation(
-                        "E142",
-                        f"meta_init agent_uuid {uuid!r} differs from the envelope's agent {agent!r}",
-                        lno,
-                        off,
-                        agent,
-                        kind,
-                    )
-                )
+            self._meta_init_checks(st, agent, value, lno, off, out)
         elif kind == "error" and isinstance(value, dict) and not _error_shape(value):
             out.append(
                 _violation(
                     "W143",
                     f"error payload ({where}) has neither string `type` and `message` (the seed's shape) "
                     "nor an `error` object with them (the API's)",
+                    lno,
+                    off,
+                    agent,
+                    kind,
+                )
+            )
+
+    @staticmethod
+    def _too_deep_payload(
+        payload: str, kind: str, where: str, lno: int, off: int, agent: str, out: list[Violation]
+    ) -> bool:
+        deep = too_deep(payload, MAX_NESTING_DEPTH)
+        if deep is None:
+            return False
+        # spec §6.7-a: a payload nested deeper than the limit is not parsed (given raw, §7.5)
+        out.append(
+            _violation(
+                "E116",
+                f"{kind} payload ({where}) nests arrays and objects deeper than {MAX_NESTING_DEPTH} "
+                f"levels (character {deep}); it is not parsed (spec/limits.md)",
+                lno,
+                off,
+                agent,
+                kind,
+            )
+        )
+        return True
+
+    def _meta_init_checks(
+        self, st: _Agent, agent: str, value: dict[str, Any], lno: int, off: int, out: list[Violation]
+    ) -> None:
+        """The checks of a parsed meta_init payload beyond its shape (spec §4.2, §8.4)."""
+        kind = "meta_init"
+        resume = value.get("resume")
+        if isinstance(resume, dict) and isinstance(resume.get("tool_use_ids"), list):
+            # spec envelope-v1 §8.4-a: a resumed response announces the calls it answers
+            for announced in resume["tool_use_ids"]:
+                if isinstance(announced, str):
+                    _remember(st.calls, announced)
+        fmt = value.get("format")
+        if isinstance(fmt, str) and fmt != "json":
+            # spec §4.2-a: the stream is JSON envelopes; clients pick their parser from `format`
+            origin = value.get("migrated_from")
+            hint = (
+                f" (the origin {origin!r} belongs in migrated_from, as it is)"
+                if isinstance(origin, str)
+                else '; a migrated stream keeps its origin in "migrated_from"'
+            )
+            out.append(
+                _violation(
+                    "W144",
+                    f'meta_init format {fmt!r} contradicts the stream, which is JSON envelopes: say "json"'
+                    f"{hint}; clients that pick their parser from format show nothing",
+                    lno,
+                    off,
+                    agent,
+                    kind,
+                )
+            )
+        uuid = value.get("agent_uuid")
+        if isinstance(uuid, str) and uuid != agent:
+            # [V4.2-a] meta_init describes the agent that sends it
+            out.append(
+                _violation(
+                    "E142",
+                    f"meta_init agent_uuid {uuid!r} differs from the envelope's agent {agent!r}",
                     lno,
                     off,
                     agent,
@@ -1137,19 +1377,7 @@ class Validator:
             raise DecodeError("close() called twice")
         self._closed = True
         out: list[Violation] = []
-        for agent, st in self._agents.items():
-            for kind, block in st.open.items():
-                # [V7.2-b] every block is closed by a final line before the stream ends
-                out.append(
-                    _violation(
-                        "E120",
-                        f"{kind} block opened here is never closed (no line with final: true follows)",
-                        block.line,
-                        block.offset,
-                        agent,
-                        kind,
-                    )
-                )
+        self._unclosed(out)
         if self._count == 0:
             out.append(_violation("E167", "the input holds no envelope and no [DONE]", 1, 0))
         elif not self._done:
@@ -1157,6 +1385,23 @@ class Validator:
             line, offset = self._last
             out.append(_violation("W161", "the stream ends without [DONE] (after this line)", line, offset))
         return out
+
+
+class _TypeOnly(msgspec.Struct, gc=False):
+    type: str
+
+
+_decode_type = msgspec.json.Decoder(_TypeOnly).decode
+
+
+def _opens_response(text: str) -> bool:
+    """Whether a line after ``[DONE]`` is a ``meta_init`` envelope (spec §8.5-a): a JSON object whose type is that."""
+    if "meta_init" not in text or too_deep(text, MAX_NESTING_DEPTH) is not None:
+        return False
+    try:
+        return _decode_type(text).type == "meta_init"
+    except (msgspec.MsgspecError, UnicodeEncodeError):
+        return False
 
 
 def _error_shape(value: dict[str, Any]) -> bool:
@@ -1189,6 +1434,9 @@ _META_INIT: Final = {
     "agent_uuid": (_S, True),
     "model": (_S, True),
     "message_history": ((list,), False),
+    "migrated_from": (_S, False),
+    "run_id": (_S, False),
+    "resume": ((dict,), False),
 }
 _NONE = type(None)
 #: Required: the two keys every example has. The others are typed when present; see
@@ -1235,17 +1483,19 @@ def validate(
     lines: Iterable[bytes | str | RawLine],
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    profile: Profile = "default",
 ) -> Iterator[Violation]:
     """Check a stream of envelope lines lazily, in bounded memory.
 
     Args:
         lines: envelope lines (``[DONE]`` included) as bytes, str or ``RawLine``.
         max_bytes: the bound on one line (spec §6.1).
+        profile: the profile to judge by, ``"default"`` or ``"seed"`` (spec §10).
 
     Yields:
         Each violation as soon as it is known; the end-of-stream ones last.
     """
-    validator = Validator(max_bytes=max_bytes)
+    validator = Validator(max_bytes=max_bytes, profile=profile)
     for line in lines:
         yield from validator.feed(line)
     yield from validator.close()
@@ -1257,6 +1507,23 @@ _SSE_FIELDS: Final = frozenset({b"data", b"event", b"id", b"retry"})
 #: An LF, then a line the SSE line checks might report: not `data:` and not blank. (A
 #: comment might: the checks read on past it when a CR ends it, as in ``: x\revent: y``.)
 _OTHER_SSE_LINE: Final = re.compile(rb"\n(?!data:|\r?\n)")
+#: The end of an SSE line: CRLF, CR or LF (WHATWG; spec §2.3-a).
+_LINE_END: Final = re.compile(rb"\r\n?|\n")
+#: A line of only spaces and tabs, ended by LF or CRLF: no event and no content in either format.
+_BLANK_LF: Final = re.compile(rb"[ \t]*\r?\n")
+_BLANK_LINES: Final = frozenset({b"\n", b"\r\n", b"\r"})
+
+
+def _id_key(value: str) -> tuple[str, int, int, str]:
+    """The order of SSE ids (spec §2.1-d): by the part before the last colon, then by the rest.
+
+    The rest compares as a number when it is decimal digits (``run-7:10`` after
+    ``run-7:9``), else as text, numbers first. An id with no colon is all rest.
+    """
+    prefix, _, rest = value.rpartition(":")
+    if rest.isascii() and rest.isdigit():
+        return (prefix, 0, int(rest), "")
+    return (prefix, 1, 0, rest)
 
 
 def _reader_code(error: DecodeError) -> str:
@@ -1289,10 +1556,18 @@ class StreamValidator:
     __slots__ = (
         "_base_line",
         "_base_offset",
+        "_clean",
         "_closed",
-        "_cr_pending",
+        "_cr_end",
+        "_drop_lf",
         "_format",
         "_head",
+        "_held",
+        "_held_size",
+        "_id_reported",
+        "_jl_line",
+        "_jl_start",
+        "_last_id",
         "_line_no",
         "_line_start",
         "_max_line",
@@ -1300,9 +1575,9 @@ class StreamValidator:
         "_pending_line",
         "_quiet",
         "_reader",
-        "_skip_cr",
         "_skipping",
         "_unknown_seen",
+        "_unreadable_seen",
         "format",
         "validator",
     )
@@ -1313,6 +1588,7 @@ class StreamValidator:
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        profile: Profile = "default",
     ) -> None:
         """Create a validator for one recording.
 
@@ -1320,8 +1596,12 @@ class StreamValidator:
             format: the input format, or ``"auto"`` to detect it from the first byte.
             max_bytes: the bound on one envelope line (spec §6.1).
             max_line_bytes: the reader's cap on one physical line (spec §2.3).
+            profile: the profile to judge by, ``"default"`` or ``"seed"`` (spec §10).
+
+        Raises:
+            ValueError: an unknown profile.
         """
-        self.validator: Final = Validator(max_bytes=max_bytes)
+        self.validator: Final = Validator(max_bytes=max_bytes, profile=profile)
         self._format: Literal["auto", "sse", "jsonl"] = format
         self.format: Literal["sse", "jsonl"] | None = None if format == "auto" else format
         self._max_line = max_line_bytes
@@ -1329,13 +1609,24 @@ class StreamValidator:
         self._base_line = 0  # the current reader's line 1 is input line _base_line + 1
         self._base_offset = 0
         self._offset = 0  # input offset of the next byte fed
-        self._line_no = 1  # input line (counting LF) at self._offset
-        self._line_start = 0  # input offset where that line starts
+        # The input line at self._offset and where it starts. Lines end as the reader
+        # ends them: LF in JSON lines; CR, LF or CRLF in SSE (and before detection).
+        self._line_no = 1
+        self._line_start = 0
+        # Before detection only: the same, counting LF alone (what JSON lines will count).
+        self._jl_line = 1
+        self._jl_start = 0
         self._head = b""  # the first bytes of the current line (for the SSE field checks)
-        self._skipping = False  # after an unreadable line: drop bytes up to the next LF
-        self._skip_cr = 0  # CR line ends (SSE) seen while skipping
-        self._cr_pending = False  # the bytes skipped so far end in CR
+        self._held: list[bytes] = []  # the current line's bytes not yet fed to the reader
+        self._held_size = 0
+        self._skipping = False  # after an unreadable line: drop bytes up to its line end
+        self._cr_end = False  # the last line ended in CR: an LF next is the rest of a CRLF
+        self._drop_lf = False  # ... and the reader restarted after it: drop that LF here
+        self._clean = True  # the reader was fed nothing, or only one LF (see _absorb)
         self._unknown_seen = False
+        self._last_id: str | None = None  # the last SSE id seen (spec §2.1-d)
+        self._id_reported = False
+        self._unreadable_seen = False  # an E100 or E109 was reported
         self._pending_line = 0  # the unreadable line being skipped
         self._quiet = 0  # an input offset where the reader held no event (see _whole_ok)
         self._closed = False
@@ -1350,24 +1641,24 @@ class StreamValidator:
             raise DecodeError("feed() after close()")
         out: list[Violation] = []
         # The line that began in an earlier chunk, and the one this chunk leaves open,
-        # go through the reference path one piece each (_piece). The complete lines
-        # between them go to the reader in one call when no line among them can make
-        # the reader raise or the SSE line checks speak (_whole_ok); otherwise line by
-        # line, as before. Both give the same violations: tests/validator property
+        # go through the reference path (_feed_by_line). The complete lines between them go to
+        # the reader in one call when no line among them can make the reader raise or
+        # the SSE line checks speak (_whole_ok); otherwise line by line, as before. Both
+        # give the same violations: tests/validator property
         # test_fast_path_equals_line_by_line.
         first = chunk.find(b"\n")
         if first < 0:
             if chunk:
-                self._piece(chunk, False, out)
+                self._feed_by_line(chunk, out)
             return out
-        self._piece(chunk[: first + 1], True, out)
+        self._feed_by_line(chunk[: first + 1], out)
         start = first + 1
         last = chunk.rfind(b"\n")
         if last > first and chunk[start] == 0x0A:
             # A blank line next (it ends the SSE event the first line was part of): on
             # its own too, so the span can start with an event, as the reader's batch
             # path needs (StreamReader.feed_batch).
-            self._piece(b"\n", True, out)
+            self._feed_by_line(b"\n", out)
             start += 1
         if last >= start:
             if self._whole_ok(chunk, start, last + 1):
@@ -1375,18 +1666,8 @@ class StreamValidator:
             else:
                 self._feed_by_line(chunk[start : last + 1], out)
         if last + 1 < len(chunk):
-            self._piece(chunk[last + 1 :], False, out)
+            self._feed_by_line(chunk[last + 1 :], out)
         return out
-
-    def _feed_by_line(self, chunk: bytes, out: list[Violation]) -> None:
-        """The reference path: ``chunk`` one physical line (or its piece) at a time."""
-        start = 0
-        n = len(chunk)
-        while start < n:
-            end = chunk.find(b"\n", start)
-            stop = n if end < 0 else end + 1
-            self._piece(chunk[start:stop], end >= 0, out)
-            start = stop
 
     def _whole_ok(self, chunk: bytes, start: int, stop: int) -> bool:
         """Whether ``chunk[start:stop]`` (complete lines, from a line start) may go to the reader whole.
@@ -1397,8 +1678,10 @@ class StreamValidator:
         (ruled out by decoding the span), on a line over ``max_line_bytes`` (the span is
         no longer) and on an event's data over it (the data of the event in progress came
         after the last point where no event was, ``_quiet``, so the bytes since then bound it).
+        A lone CR ends an SSE line the LF count would miss, so an SSE span with one takes
+        the line-by-line path, which counts it.
         """
-        if self._skipping or self.format is None or self._reader.format is None:
+        if self._skipping or self.format is None or self._reader.format is None or self._cr_end:
             return False
         size = stop - start
         if size > self._max_line:
@@ -1407,21 +1690,52 @@ class StreamValidator:
         if sse and self._offset - self._quiet + size > self._max_line:
             return False
         span = memoryview(chunk)[start:stop]
+        if (
+            sse
+            and chunk.find(b"\r", start, stop) >= 0
+            and chunk.count(b"\r", start, stop) != chunk.count(b"\r\n", start, stop)
+        ):
+            return False
         if not chunk.isascii():
             try:
                 str(span, "utf-8")
             except UnicodeDecodeError:
                 return False
         if sse:
-            # Lines other than `data:`, comments and blank ones: check them as _piece would.
+            # Lines other than `data:`, comments and blank ones: check them as _feed_by_line would.
             search = _OTHER_SSE_LINE.search
             at = start - 1  # chunk[start - 1] is the LF that ends the line before
             end = stop - 1
+            ids: list[bytes] = []
             while (found := search(chunk, at)) is not None and (at := found.start()) < end:
                 line_end = chunk.find(b"\n", at + 1)
-                if self._sse_problem(chunk[at + 1 : min(line_end + 1, at + 257)]) is not None:
-                    return False
+                problem = self._sse_problem(chunk[at + 1 : min(line_end + 1, at + 257)])
+                if problem is not None:
+                    if problem[0] != "id":
+                        return False
+                    ids.append(problem[1])
                 at += 1
+            if ids and not self._ids_in_order(ids, chunk, start, stop):
+                return False
+        return True
+
+    def _ids_in_order(self, ids: list[bytes], chunk: bytes, start: int, stop: int) -> bool:
+        """Whether a span's ids need no W118 and no reset; if so, take its last id (as _check_id would).
+
+        Otherwise the span goes line by line, where _check_id reports and resets in place:
+        a [DONE] in the span, or one before it, may start a new sequence (spec §8.5).
+        """
+        if self.validator._done or chunk.find(b"[DONE]", start, stop) >= 0:
+            return False
+        last = self._last_id
+        for value in ids:
+            if not value or b"\x00" in value:
+                continue
+            text = value.decode("utf-8", "replace")
+            if last is not None and not self._id_reported and not _id_key(last) < _id_key(text):
+                return False
+            last = text
+        self._last_id = last
         return True
 
     def _whole(self, lines_bytes: bytes, out: list[Violation]) -> None:
@@ -1471,26 +1785,88 @@ class StreamValidator:
             elif lines_bytes.startswith(b"\r\n"):
                 self._quiet = at + 2
 
-    def _piece(self, piece: bytes, complete: bool, out: list[Violation]) -> None:
-        """One piece of one physical line: up to and including its LF when ``complete``."""
+    def _feed_by_line(self, piece: bytes, out: list[Violation]) -> None:
+        """The reference path: ``piece`` one line at a time, each with its line end.
+
+        Each call of the reader then completes at most one line, so when it raises, the
+        fault is in that line and every event before it has been returned: what is
+        found cannot depend on how the input was chunked (issue 12 §3). The line ends
+        are the reader's: LF in JSON lines; CR, LF or CRLF in SSE and before detection.
+        """
+        n = len(piece)
+        start = 0
+        while start < n:
+            if self.format == "jsonl":
+                end = piece.find(b"\n", start)
+            else:
+                found = _LINE_END.search(piece, start)
+                end = -1 if found is None else found.end() - 1
+            stop = n if end < 0 else end + 1
+            self._segment(piece[start:stop], out)
+            start = stop
+
+    def _ends_line(self, segment: bytes) -> bool:
+        last = segment[-1]
+        return last == 0x0A or (last == 0x0D and self.format != "jsonl")
+
+    def _segment(self, segment: bytes, out: list[Violation]) -> None:
+        """Bytes of one line, up to and including its line end if they have it."""
         at = self._offset
-        self._offset += len(piece)
+        self._offset += len(segment)
+        crlf_rest = False  # the LF of a CRLF split across chunks: it ends no new line
+        if self._cr_end:
+            self._cr_end = False
+            crlf_rest = segment == b"\n"
+            if crlf_rest and self._drop_lf:
+                # the reader restarted after the CR: the LF went with the unreadable line
+                self._drop_lf = False
+                self._base_offset += 1
+                self._quiet = self._line_start = self._jl_start = self._offset
+                return
+        self._drop_lf = False
         if self._skipping:
-            self._count_cr(piece)
-            if complete:
-                self._restart()
+            if self._ends_line(segment) and not crlf_rest:
+                self._restart(segment[-1] == 0x0D)
             return
-        if len(self._head) < 256:
-            self._head += piece[: 256 - len(self._head)]
+        if not crlf_rest and len(self._head) < 256:
+            self._head += segment[: 256 - len(self._head)]
+        taken = self._take(segment, at)
+        if taken is None:
+            return
+        segment, line_at = taken
+        if not crlf_rest and self.format is None and self._clean and _BLANK_LF.fullmatch(segment):
+            self._absorb()
+            return
+        self._clean = False
+        detected = self.format is None
         try:
-            lines = self._reader.feed(piece)
+            lines = self._reader.feed(segment)
         except DecodeError as exc:
-            self._unreadable(exc, piece, at, complete, out)
+            self._set_format()
+            self._unreadable(exc, segment, line_at, out)
             return
-        if complete and at == self._line_start and (piece == b"\n" or piece == b"\r\n"):
-            self._quiet = self._offset  # a blank line: no event in progress after it
-        if self.format is None:
-            self.format = self._reader.format
+        self._set_format()
+        if detected and self.format is None and segment[-1] == 0x0A:
+            self._jl_line += 1
+            self._jl_start = self._offset
+        self._check_lines(lines, out)
+        if crlf_rest:
+            if self._quiet == at:
+                self._quiet = self._offset
+            self._line_start = self._offset
+            return
+        if self._ends_line(segment):
+            if line_at == self._line_start and segment in _BLANK_LINES:
+                self._quiet = self._offset  # a blank line: no event in progress after it
+            if self.format == "sse":
+                self._check_sse_line(out)
+            self._line_no += 1
+            self._line_start = self._offset
+            self._head = b""
+            self._cr_end = segment[-1] == 0x0D
+
+    def _check_lines(self, lines: list[RawLine], out: list[Violation]) -> None:
+        """The reader's lines, at their positions in the whole input, to the line validator."""
         check = self.validator._text
         for raw in lines:
             data = raw.data
@@ -1499,12 +1875,51 @@ class StreamValidator:
             check(data, line, offset, out)
             if "\n" in data:
                 out.append(self._multi_data(data, line, offset))
-        if complete:
-            if self.format == "sse":
-                self._check_sse_line(out)
-            self._line_no += 1
-            self._line_start = self._offset
-            self._head = b""
+
+    def _take(self, segment: bytes, at: int) -> tuple[bytes, int] | None:
+        """The bytes to feed the reader now and the offset they start at, or None while held.
+
+        Part of a line is held here until its line end (or until it is over the cap, when
+        the reader must see it to refuse it), so the reader is fed each line once however
+        small the chunks (issue 18 §1).
+        """
+        if not self._ends_line(segment) and self._held_size + len(segment) <= self._max_line:
+            self._held.append(segment)
+            self._held_size += len(segment)
+            return None
+        line_at = at - self._held_size
+        if self._held:
+            self._held.append(segment)
+            segment = b"".join(self._held)
+            self._held = []
+            self._held_size = 0
+        return segment, line_at
+
+    def _set_format(self) -> None:
+        """Take the format once the reader has detected it; JSON lines count lines by LF alone."""
+        if self.format is None and self._reader.format is not None:
+            self.format = self._reader.format
+            if self.format == "jsonl":
+                self._line_no, self._line_start = self._jl_line, self._jl_start
+
+    def _absorb(self) -> None:
+        """A blank line before the format is known: restart the reader after it, holding only its LF.
+
+        The reader would otherwise keep every leading blank line until the first byte of
+        content and look at all of them again per line (issue 18 §1). Blank lines carry
+        no event in either format; the one LF the fresh reader is fed keeps a byte order
+        mark after them from counting as the input's first bytes, as for the reader
+        that saw them all.
+        """
+        self._base_line = self._line_no - 1
+        self._base_offset = self._offset - 1
+        self._reader = StreamReader("auto", max_line_bytes=self._max_line)
+        self._reader.feed(b"\n")
+        self._line_no += 1
+        self._line_start = self._jl_start = self._offset
+        self._jl_line += 1
+        self._quiet = self._offset
+        self._head = b""
 
     @staticmethod
     def _multi_data(data: str, line: int, offset: int) -> Violation:
@@ -1526,6 +1941,10 @@ class StreamValidator:
                 value = value.removeprefix(b" ")
                 if value not in (b"", b"message"):
                     return "W113", value
+            elif name == b"id":
+                # ids are checked in order (W118): on the line-by-line path by _check_id, and
+                # a whole span only when _ids_in_order finds nothing to report
+                return "id", value.removeprefix(b" ")
             elif name not in _SSE_FIELDS and not self._unknown_seen:
                 return "W112", name
             return None  # only the first line of the piece is known to start a line
@@ -1538,7 +1957,9 @@ class StreamValidator:
         if problem is None:
             return
         code, what = problem
-        if code == "W113":
+        if code == "id":
+            self._check_id(what, out)
+        elif code == "W113":
             shown = what.decode("utf-8", "replace")
             out.append(
                 _violation(
@@ -1562,45 +1983,56 @@ class StreamValidator:
                 )
             )
 
-    def _unreadable(self, exc: DecodeError, piece: bytes, at: int, complete: bool, out: list[Violation]) -> None:
+    def _check_id(self, value: bytes, out: list[Violation]) -> None:
+        """spec §2.1-d: ids, when sent, strictly increase within a response (W118, once)."""
+        if not value or b"\x00" in value:
+            return  # an empty id resets the last event id; one with NUL is ignored (WHATWG)
+        if self.validator._done:
+            self._last_id = None  # after [DONE] only a new response may follow (spec §8.5)
+        text = value.decode("utf-8", "replace")
+        last = self._last_id
+        self._last_id = text
+        if last is None or self._id_reported or _id_key(last) < _id_key(text):
+            return
+        self._id_reported = True
+        out.append(
+            _violation(
+                "W118",
+                f"SSE id {text[:40]!r} does not increase on the id before it ({last[:40]!r}); a client "
+                "resuming with Last-Event-ID could miss or repeat events (later ones are not reported)",
+                self._line_no,
+                self._line_start,
+            )
+        )
+
+    def _unreadable(self, exc: DecodeError, segment: bytes, at: int, out: list[Violation]) -> None:
         code = _reader_code(exc)
         where = exc.position
         line = self._line_no if where.line is None else where.line + self._base_line
         err_at = at if where.offset is None else where.offset + self._base_offset
         line_start = self._line_start if line == self._line_no else err_at
         column = max(1, err_at - line_start + 1)
+        self._unreadable_seen = True
         out.append(_violation(code, exc.message + "; skipped to the next line", line, line_start, column=column))
-        # Resume after the next LF with a fresh reader. Lines the reader counted by a lone
-        # CR (SSE) between the bad byte and that LF shift the numbering.
-        rest = piece[max(0, err_at - at) :]
-        self._skip_cr = 0
-        self._cr_pending = False
-        self._count_cr(rest)
-        self._skipping = True
+        # [V2.3-a] resume after the end of the unreadable line (the reader's line end: CR
+        # counts in SSE) with a fresh reader; the event it was part of is lost with it.
         self._pending_line = line
-        if complete:
-            self._restart()
+        self._skipping = True
+        if self._ends_line(segment):
+            self._restart(segment[-1] == 0x0D)
 
-    def _count_cr(self, data: bytes) -> None:
-        """Count the lone CRs of ``data`` (SSE line ends), a CR at a chunk's end pending its next byte."""
-        if self.format != "sse" or not data:
-            return
-        if self._cr_pending and data[0] != 0x0A:
-            self._skip_cr += 1
-        self._cr_pending = data[-1] == 0x0D
-        self._skip_cr += data.count(b"\r") - data.count(b"\r\n") - (1 if self._cr_pending else 0)
-
-    def _restart(self) -> None:
+    def _restart(self, after_cr: bool) -> None:
         self._skipping = False
-        self._base_line = self._pending_line + self._skip_cr
+        self._base_line = self._pending_line
         self._base_offset = self._offset
         self._quiet = self._offset
-        self._skip_cr = 0
         fmt: Literal["auto", "sse", "jsonl"] = self.format or self._format
         self._reader = StreamReader(fmt, max_line_bytes=self._max_line)
-        self._line_no = self._base_line + 1
-        self._line_start = self._offset
+        self._clean = True
+        self._line_no = self._jl_line = self._base_line + 1
+        self._line_start = self._jl_start = self._offset
         self._head = b""
+        self._cr_end = self._drop_lf = after_cr
 
     def close(self) -> list[Violation]:
         """Signal the end of the recording; return the last violations.
@@ -1612,6 +2044,15 @@ class StreamValidator:
             raise DecodeError("close() called twice")
         self._closed = True
         out: list[Violation] = []
+        if self._held and not self._skipping:
+            held = b"".join(self._held)
+            self._held = []
+            try:
+                self._reader.feed(held)  # no line end: it completes no line
+            except DecodeError as exc:
+                self._set_format()
+                self._unreadable(exc, held, self._offset - self._held_size, out)
+            self._set_format()
         if not self._skipping:
             try:
                 lines = self._reader.close()
@@ -1629,6 +2070,8 @@ class StreamValidator:
             if self._head and self.format == "sse":
                 self._check_sse_line(out)
         for violation in self.validator.close():
+            if violation.code == "E167" and self._unreadable_seen:
+                continue  # the input held lines; E100/E109 said why none could be read
             if violation.code == "E167" and self._offset:
                 fmt = self.format or "unknown"
                 violation = msgspec.structs.replace(

@@ -1,23 +1,25 @@
 """The ``envelope`` command line: the only module of the package that prints or opens files.
 
+Owns: argument parsing, opening and reading the inputs, writing the outputs, the one
+error style (``WHERE: error: WHAT; WHAT TO DO``), exit statuses, quiet exit on a
+broken pipe, and progress on a terminal. Its behaviour is specified in ``spec/cli.md``
+(ids ``[C…]``), cited beside each rule below.
+Does not own: any protocol rule (the codec modules), or the benchmark engine, which
+lives outside the library (``envelope bench`` imports it lazily from the checkout).
+
 Subcommands:
     reconstruct FILE   rebuild a recorded stream (SSE capture or JSON lines, ``-`` for stdin)
                        and print its transcript as JSON.
     migrate FILE       convert a legacy XML stream (raw SSE capture or tag text) to envelopes
                        (``spec/legacy-xml.md``); warnings go to stderr.
-    bench              compare ours with the stdlib baseline, peers and the practical
-                       limits (``_bench``); print the table, write ``bench.md`` and ``bench.png``.
     validate FILE...   check recorded streams against the protocol and print each
                        violation as ``path:line:col: CODE message`` (or JSON).
+    bench              compare ours with the stdlib baseline, peers and the practical
+                       limits; print the table, write ``bench.md`` and ``bench.png``.
 
-Exit status: 0 success (``validate``: no violations, warnings allowed unless
-``--strict``); 1 ``validate`` found violations, or ``migrate`` converted but
-``--lenient`` recovered from broken input (each recovery a warning on stderr);
-2 unusable input or arguments (the error, with its position, goes to stderr).
-
-argparse (the standard library) is the CLI framework: the codec keeps msgspec as its
-only runtime dependency for encoding and decoding, and these subcommands need nothing
-argparse lacks.
+argparse (the standard library) is the CLI framework: these subcommands need nothing it
+lacks. ``rich`` draws progress bars, imported only when stderr is a terminal and the
+work is long (spec/cli.md C6).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Literal
+from typing import TYPE_CHECKING, BinaryIO, Final, Literal
 
 import msgspec
 
@@ -43,13 +46,221 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-_READ_SIZE = 64 * 1024
+_READ_SIZE: Final = 64 * 1024
+#: Exit statuses (spec/cli.md C1).
+EXIT_OK: Final = 0
+EXIT_FOUND: Final = 1
+EXIT_UNUSABLE: Final = 2
+#: 128 + SIGPIPE: what a shell reports for a Unix tool stopped by a closed pipe (C4).
+EXIT_BROKEN_PIPE: Final = 141
+EXIT_INTERRUPTED: Final = 130
+#: Inputs at least this large show a progress bar when stderr is a terminal (C6).
+PROGRESS_MIN_BYTES: Final = 4 * 1024 * 1024
+STDIN_NAME: Final = "<stdin>"
+STDOUT_NAME: Final = "<stdout>"
+#: What to do about an error of the library, by its spec section: the library's messages
+#: name no CLI flag (spec/cli.md C2), so the flag that helps is named here.
+_SECTION_ADVICE: Final = {
+    "M5.1": "give the agent with --agent UUID",
+}
+#: The benchmark's stages, listed by ``envelope bench --help`` (a test compares this with
+#: the engine's own list, which is not imported until ``bench`` runs).
+BENCH_STAGES: Final = (
+    ("emit_small", "emit 20-byte streamed deltas"),
+    ("emit_typical", "emit 200-byte streamed deltas"),
+    ("emit_100k_ascii", "emit a buffered 100 KiB plain ASCII tool_result"),
+    ("emit_100k_escape", "emit a buffered 100 KiB escape-heavy tool_result"),
+    ("emit_10m_ascii", "emit a buffered 10 MiB plain ASCII tool_result"),
+    ("emit_10m_escape", "emit a buffered 10 MiB escape-heavy tool_result"),
+    ("read", "read + reconstruct the SSE stream (--size-mb), 4 interleaved agents"),
+    ("validate", "validate the same stream"),
+    ("migrate", "migrate the legacy XML capture, repeated to --size-mb"),
+)
 
 
-def _open_input(path: str) -> BinaryIO:
-    if path == "-":
-        return sys.stdin.buffer
-    return open(path, "rb")  # closed by the caller's with-block
+class CliError(Exception):
+    """A failure the command line reports on one line of stderr (spec/cli.md C2).
+
+    ``str(err)`` is ``WHERE: error: WHAT`` and, when there is advice, ``; WHAT TO DO``.
+
+    Attributes:
+        where: the input, the output or the command the error is about.
+        what: what went wrong.
+        todo: what the user can do about it ("" when nothing useful can be said).
+    """
+
+    def __init__(self, where: str, what: str, todo: str = "") -> None:
+        super().__init__(where, what, todo)
+        self.where = where
+        self.what = what
+        self.todo = todo
+
+    def __str__(self) -> str:
+        text = f"{self.where}: error: {self.what}"
+        return f"{text}; {self.todo}" if self.todo else text
+
+
+def _os_error(where: str, exc: OSError, *, reading: bool) -> CliError:
+    """An ``OSError`` as a ``CliError``: the system's words, and what usually fixes it."""
+    what = exc.strerror or str(exc)
+    if isinstance(exc, FileNotFoundError):
+        todo = "check the path (- reads standard input)" if reading else "check that the folder exists"
+    elif isinstance(exc, IsADirectoryError):
+        todo = "give a file, not a folder"
+    elif isinstance(exc, PermissionError):
+        todo = "check the file's permissions"
+    elif not reading:
+        todo = "free some space or write somewhere else" if exc.errno == 28 else ""
+    else:
+        todo = ""
+    return CliError(where, what, todo)
+
+
+def _shown(path: str) -> str:
+    return STDIN_NAME if path == "-" else path
+
+
+class _Input:
+    """One input file (or stdin), read in 64 KiB pieces; read failures name the input (C3).
+
+    Attributes:
+        name: the input as shown in messages (``<stdin>`` for ``-``).
+        size: its size in bytes when known (a regular file), else ``None``.
+        seen: bytes read so far.
+        blank: every byte so far was ASCII whitespace (C5: empty input).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.name = _shown(path)
+        self.seen = 0
+        self.blank = True
+        if path == "-":
+            stdin = sys.stdin
+            if stdin is None:  # started with stdin closed (`<&-`): Python sets it to None
+                raise CliError(STDIN_NAME, "standard input is closed", "pipe the recording in, or give its path")
+            self.stream: BinaryIO = stdin.buffer
+            self.size: int | None = None
+            return
+        try:
+            self.stream = open(path, "rb")  # noqa: SIM115  # closed by close()
+            size = os.fstat(self.stream.fileno()).st_size
+        except OSError as exc:
+            raise _os_error(self.name, exc, reading=True) from None
+        self.size = size if os.path.isfile(path) else None
+
+    def read(self) -> bytes:
+        """The next piece, ``b""`` at the end."""
+        try:
+            chunk = self.stream.read(_READ_SIZE)
+        except OSError as exc:
+            raise _os_error(self.name, exc, reading=True) from None
+        except ValueError:  # a closed stdin descriptor
+            raise CliError(self.name, "standard input is closed", "pipe the recording in, or give its path") from None
+        if chunk is None:  # a non-blocking descriptor with nothing ready
+            raise CliError(self.name, "the input is non-blocking and had no data", "read from a file or a pipe")
+        self.seen += len(chunk)
+        if self.blank and chunk.strip(b" \t\r\n"):
+            self.blank = False
+        return chunk
+
+    def close(self) -> None:
+        """Close the file (never stdin)."""
+        if self.stream is not getattr(sys.stdin, "buffer", None):
+            self.stream.close()
+
+    def empty_error(self, command: str) -> CliError:
+        """The one answer to empty input, for every subcommand (spec/cli.md C5)."""
+        what = "the input is empty" if self.seen == 0 else f"the input holds only whitespace ({self.seen} bytes)"
+        return CliError(self.name, f"{what}: nothing to {command}", "check that the recording was written")
+
+
+def _stdout() -> BinaryIO:
+    if sys.stdout is None:  # started with stdout closed (`>&-`)
+        raise CliError(STDOUT_NAME, "standard output is closed", "redirect it to a file, or use -o where offered")
+    return sys.stdout.buffer
+
+
+class _Output:
+    """An output; write failures name it, never the input (C3). Broken pipes propagate (C4).
+
+    With ``keep_going``, a failed write is remembered instead of raised, so the caller
+    can finish counting (``validate``'s summary tells what was found, C3).
+    """
+
+    def __init__(self, stream: BinaryIO, name: str, *, keep_going: bool = False) -> None:
+        self.stream = stream
+        self.name = name
+        self.keep_going = keep_going
+        self.failure: CliError | None = None
+
+    def write(self, data: bytes) -> None:
+        """Write ``data``, unless an earlier write failed.
+
+        Large data goes in 64 KiB slices: one big ``write`` into a pipe whose reader has
+        gone can return after a partial write with no error at all (seen on Linux with
+        a 4 MB transcript), which would hide the broken pipe (C4).
+        """
+        for start in range(0, len(data), _READ_SIZE):
+            if self.failure is not None:
+                return
+            self._guard(self.stream.write, data[start : start + _READ_SIZE])
+
+    def flush(self) -> None:
+        """Flush, reporting a failure as ``write`` does."""
+        if self.failure is None:
+            self._guard(lambda _: self.stream.flush(), b"")
+
+    def _guard(self, call: Callable[[bytes], object], data: bytes) -> None:
+        try:
+            call(data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            self.failure = _os_error(self.name, exc, reading=False)
+            if not self.keep_going:
+                raise self.failure from None
+
+
+@contextmanager
+def _progress(source: _Input, label: str) -> Iterator[Callable[[], None]]:
+    """Yield a callable that updates a progress bar with ``source.seen`` (spec/cli.md C6).
+
+    The bar appears only when stderr is a terminal and the input is large (its size is
+    known and at least ``PROGRESS_MIN_BYTES``, or that much has been read from a stream);
+    it is transient, so nothing of it stays in the terminal. Otherwise nothing is drawn.
+    """
+    if not sys.stderr or not sys.stderr.isatty():
+        yield lambda: None
+        return
+    bar: list[object] = []
+
+    def start() -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+        progress = Progress(
+            TextColumn(f"{label} {source.name}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        progress.start()
+        bar[:] = [progress, progress.add_task(label, total=source.size)]
+
+    def update() -> None:
+        if not bar and (source.seen >= PROGRESS_MIN_BYTES or (source.size or 0) >= PROGRESS_MIN_BYTES):
+            start()
+        if bar:
+            progress, task = bar
+            progress.update(task, completed=source.seen)  # type: ignore[attr-defined]  # rich's Progress
+
+    try:
+        yield update
+    finally:
+        if bar:
+            bar[0].stop()  # type: ignore[attr-defined]  # rich's Progress
 
 
 def iter_lines(stream: BinaryIO, format: Literal["auto", "sse", "jsonl"] = "auto") -> Iterator[RawLine]:
@@ -63,25 +274,33 @@ def iter_lines(stream: BinaryIO, format: Literal["auto", "sse", "jsonl"] = "auto
 def _reconstruct(args: argparse.Namespace) -> int:
     rebuilder = Reconstructor()
     reader = StreamReader(args.input_format)
-    with _open_input(args.file) as stream:
-        # The batch pair: the same lines, errors and positions as feed() per line, faster.
-        while chunk := stream.read(_READ_SIZE):
-            rebuilder.feed_many(reader.feed_batch(chunk))
-        rebuilder.feed_many(reader.close())
+    source = _Input(args.file)
+    try:
+        with _progress(source, "reconstructing") as tick:
+            # The batch pair: the same lines, errors and positions as feed() per line, faster.
+            while chunk := source.read():
+                rebuilder.feed_many(reader.feed_batch(chunk))
+                tick()
+            if source.blank:  # spec/cli.md C5
+                raise source.empty_error("reconstruct")
+            rebuilder.feed_many(reader.close())
+    finally:
+        source.close()
     rebuilder.close()
-    out = msgspec.json.format(msgspec.json.encode(rebuilder.transcript().to_dict()), indent=2)
-    sys.stdout.buffer.write(out + b"\n")
-    return 0
+    out = _Output(_stdout(), STDOUT_NAME)
+    out.write(msgspec.json.format(msgspec.json.encode(rebuilder.transcript().to_dict()), indent=2) + b"\n")
+    out.flush()
+    return EXIT_OK
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    shown = "<stdin>" if args.file == "-" else args.file
+    source = _Input(args.file)
     recovered = 0
 
     def warn(warning: MigrationWarning) -> None:
         nonlocal recovered
         recovered += warning.recovered
-        print(f"{shown}: warning: {warning}", file=sys.stderr)
+        print(f"{source.name}: warning: {warning}", file=sys.stderr)
 
     migrator = XmlMigrator(
         agent=args.agent,
@@ -93,149 +312,72 @@ def _migrate(args: argparse.Namespace) -> int:
         on_warning=warn,
     )
     sse = args.format == "sse"
-
-    def write(out: BinaryIO, lines: list[bytes]) -> None:
-        for line in lines:
-            if sse:
-                out.write(DONE if line == DONE_LINE else frame(line))
-            else:
-                out.write(line + b"\n")
-
     target = args.output
     tmp = f"{target}.partial" if target else None
-    out: BinaryIO = open(tmp, "wb") if tmp else sys.stdout.buffer  # noqa: SIM115  # closed below
+    if tmp:
+        try:
+            out = _Output(open(tmp, "wb"), target)  # noqa: SIM115  # closed below
+        except OSError as exc:
+            source.close()
+            raise _os_error(target, exc, reading=False) from None
+    else:
+        out = _Output(_stdout(), STDOUT_NAME)
+
+    def write(lines: list[bytes]) -> None:
+        for line in lines:
+            out.write((DONE if line == DONE_LINE else frame(line)) if sse else line + b"\n")
+
     try:
-        with _open_input(args.file) as stream:
-            while chunk := stream.read(_READ_SIZE):
-                write(out, migrator.feed(chunk))
-        write(out, migrator.close())
+        with _progress(source, "migrating") as tick:
+            while chunk := source.read():
+                write(migrator.feed(chunk))
+                tick()
+        if source.blank:  # spec/cli.md C5
+            raise source.empty_error("migrate")
+        write(migrator.close())
         out.flush()
     except BaseException:
         if tmp:
-            out.close()
+            out.stream.close()
             os.unlink(tmp)
         raise
+    finally:
+        source.close()
     if tmp and target:
-        out.close()
+        out.stream.close()
         os.replace(tmp, target)  # all or nothing: a failed migration leaves no half file
-    return 1 if recovered else 0
+    return EXIT_FOUND if recovered else EXIT_OK
 
 
-def _rss_of(key: str, size: int) -> int | None:
-    """Peak RSS of a child process running one read candidate of ``envelope bench``."""
-    import subprocess  # only for the benchmark's memory check
-
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-    proc = subprocess.run(
-        [sys.executable, "-m", "envelope", "bench", "--rss-child", f"{key}:{size}"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    if proc.returncode != 0:
-        print(f"envelope bench: warning: RSS check of {key} failed: {proc.stderr.strip()}", file=sys.stderr)
-        return None
-    return int(proc.stdout.strip())
-
-
-def _peak_rss() -> int:
-    """This process's peak RSS in bytes: ``VmHWM`` (reset by exec, unlike ``ru_maxrss``)."""
-    try:
-        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import resource  # macOS and others: ru_maxrss, in bytes there
-
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-
-
-def _rss_child(spec: str) -> int:
-    from . import _bench as bench
-
-    key, _, size = spec.partition(":")
-    bench.run_reader(key, int(size))
-    print(_peak_rss())
-    return 0
-
-
-def _cpuinfo() -> str:
-    try:
-        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _legacy_capture(path: str | None, relative: str) -> bytes | None:
-    """The migrate stage's input: ``path``, else ``relative`` from here or from the source tree."""
-    if path is not None:
-        return Path(path).read_bytes()  # unreadable: an OSError, reported by main() (exit 2)
-    places = [Path(relative), Path(__file__).resolve().parents[2] / relative]
-    for place in places:
-        if place.is_file():
-            return place.read_bytes()
-    tried = ", ".join(str(x) for x in places)
-    print(f"envelope bench: warning: legacy capture not found (tried {tried}); no migrate figures", file=sys.stderr)
-    return None
+# --- bench: a thin shim over the benchmark engine ---------------------------------------
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from . import _bench as bench  # tooling: not loaded by the other subcommands
-
-    if args.rss_child:
-        return _rss_child(args.rss_child)
-    if not args.size_mb > 0:
-        print(f"envelope bench: error: --size-mb must be positive, got {args.size_mb:g}", file=sys.stderr)
-        return 2
-    if args.rounds < 1:
-        print(f"envelope bench: error: --rounds must be at least 1, got {args.rounds}", file=sys.stderr)
-        return 2
-    unknown = sorted(set(args.stage or ()) - {key for key, _ in bench.STAGES})
-    if unknown:
-        known = ", ".join(key for key, _ in bench.STAGES)
-        print(f"envelope bench: error: unknown stage {', '.join(unknown)} (known: {known})", file=sys.stderr)
-        return 2
-    capture = None
-    if not args.stage or "migrate" in args.stage:
-        capture = _legacy_capture(args.legacy_capture, bench.LEGACY_CAPTURE)
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    report = bench.run(
-        args.size_mb,
-        args.rounds,
-        memory=not args.no_memory,
-        only=tuple(args.stage or ()),
-        progress=lambda text: print(text, file=sys.stderr, flush=True),
-        rss=_rss_of,
-        cpuinfo=_cpuinfo(),
-        legacy_capture=capture,
-    )
-    print(bench.render_table(report))
-    md = out_dir / "bench.md"
-    md.write_text(bench.render_markdown(report), encoding="utf-8")
-    print(f"\nwrote {md}")
-    png = out_dir / "bench.png"
-    try:
-        bench.render_png(report, str(png))
-    except ImportError:
-        print(
-            "envelope bench: warning: matplotlib is not installed, no bench.png (install the bench extra)",
-            file=sys.stderr,
+    """``envelope bench``: the engine lives in the checkout's ``benchmarks/``, outside this
+    package (issue 17 §1), and is imported only here, when the command runs."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "benchmarks" / "command.py").is_file():
+        raise CliError(
+            "envelope bench",
+            "the benchmarks are not part of the installed package",
+            "run it from a clone of the repository, installed with pip install -e '.[bench]'",
         )
-    else:
-        print(f"wrote {png}")
-    return 0
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    import importlib
+
+    command = importlib.import_module("benchmarks.command")
+    return int(command.run(args))
+
+
+# --- validate -----------------------------------------------------------------------------
 
 
 def _positive(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -245,187 +387,290 @@ def _validate_one(path: str, args: argparse.Namespace, emit: Callable[[str, Viol
     """Validate one file, passing each violation to ``emit``; return (errors, warnings).
 
     Raises:
-        OSError: the file cannot be opened or read.
+        CliError: the file cannot be opened or read, or it is empty (spec/cli.md C5).
     """
     checker = StreamValidator(args.input_format, max_bytes=args.max_bytes)
     errors = warnings = 0
-    with _open_input(path) as stream:
-        while True:
-            chunk = stream.read(_READ_SIZE)
-            found = checker.feed(chunk) if chunk else checker.close()
-            for violation in found:
-                if violation.severity == "error":
-                    errors += 1
-                else:
-                    warnings += 1
-                emit(path, violation)
-            if not chunk:
-                return errors, warnings
+    source = _Input(path)
+    try:
+        with _progress(source, "validating") as tick:
+            while True:
+                chunk = source.read()
+                if not chunk and source.blank:
+                    raise source.empty_error("validate")
+                found = checker.feed(chunk) if chunk else checker.close()
+                for violation in found:
+                    if violation.severity == "error":
+                        errors += 1
+                    else:
+                        warnings += 1
+                    emit(path, violation)
+                if not chunk:
+                    return errors, warnings
+                tick()
+    finally:
+        source.close()
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def _validate(args: argparse.Namespace) -> int:
-    out = sys.stdout
+    out = _Output(_stdout(), STDOUT_NAME, keep_going=True)
     several = len(args.files) > 1
     as_json = args.format == "json"
     first = True
 
     def emit(path: str, violation: Violation) -> None:
         nonlocal first
-        shown = "<stdin>" if path == "-" else path
         if as_json:
             item: dict[str, object] = violation.to_dict()
             if several:
-                item = {"file": shown, **item}
-            out.write(("" if first else ",\n") + "    " + msgspec.json.encode(item).decode())
+                item = {"file": _shown(path), **item}
+            out.write((b"" if first else b",\n") + b"    " + msgspec.json.encode(item))
             first = False
         else:
-            out.write(f"{shown}:{violation.line}:{violation.column}: {violation.code} {violation.message}\n")
+            text = f"{_shown(path)}:{violation.line}:{violation.column}: {violation.code} {violation.message}\n"
+            out.write(text.encode("utf-8", "backslashreplace"))
 
     if as_json:
-        out.write('{"violations": [\n')
-    errors = warnings = 0
-    unusable = False
+        out.write(b'{"violations": [\n')
+    errors = warnings = unusable = 0
     for path in args.files:
-        shown = "<stdin>" if path == "-" else path
         try:
             e, w = _validate_one(path, args, emit)
-        except OSError as exc:
-            print(f"{shown}: error: {exc.strerror or exc}", file=sys.stderr)
-            unusable = True
+        except CliError as exc:
+            print(exc, file=sys.stderr)
+            unusable += 1
             continue
         errors += e
         warnings += w
     if as_json:
-        out.write(("" if first else "\n") + "]}\n")
+        out.write((b"" if first else b"\n") + b"]}\n")
     out.flush()
+    if out.failure is not None:
+        print(f"{out.failure} (the report is incomplete)", file=sys.stderr)
+    # The summary counts what was found, whatever happened to the report (C3).
     files = len(args.files)
-    plural = "" if files == 1 else "s"
-    print(f"{errors} error(s), {warnings} warning(s) in {files} file{plural}", file=sys.stderr)
+    summary = f"{errors} error(s), {warnings} warning(s) in {_plural(files, 'file')}"
     if unusable:
-        return 2
+        summary += f"; {unusable} of them could not be checked"
+    print(summary, file=sys.stderr)
+    if unusable or out.failure is not None:
+        return EXIT_UNUSABLE
     if errors or (args.strict and warnings):
-        return 1
-    return 0
+        return EXIT_FOUND
+    return EXIT_OK
+
+
+# --- the parser -----------------------------------------------------------------------------
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("envelope-stream")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keep the descriptions' line breaks (examples are laid out by hand)."""
+
+
+def _add_input_format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input-format",
+        choices=("auto", "sse", "jsonl"),
+        default="auto",
+        help="the input format (default: auto, detected from the first byte that is not whitespace)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="envelope",
-        description="Tools for the JSON envelope streaming protocol (spec/envelope-v1.md).",
+        formatter_class=_Formatter,
+        description="Tools for the JSON envelope streaming protocol (spec/envelope-v1.md): rebuild, "
+        "validate and\nconvert recorded streams, and benchmark the codec.",
+        epilog="examples:\n"
+        "  envelope reconstruct fixtures/golden/seed_thinking/input.sse\n"
+        "  envelope validate --strict capture.sse\n"
+        "  envelope migrate old-log.txt --format jsonl -o new-log.jsonl\n\n"
+        "Exit status: 0 done, 1 violations found (validate) or input recovered (migrate --lenient),\n"
+        "2 unusable input or arguments. Behaviour: spec/cli.md.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     rec = commands.add_parser(
         "reconstruct",
+        formatter_class=_Formatter,
         help="rebuild a recorded stream and print its blocks as JSON",
-        description="Rebuild a recorded stream (an SSE capture or one JSON envelope per line) "
-        "and print {done, agents: {agent: {blocks}}} as JSON.",
+        description="Rebuild a recorded stream (an SSE capture, or one JSON envelope per line) and print\n"
+        'its transcript as JSON: {"done": bool, "agents": {agent: {"blocks": [...]}}}.\n'
+        "Errors name the line and byte, and exit with status 2.",
+        epilog="examples:\n"
+        "  envelope reconstruct fixtures/golden/seed_tool_result_multimodal/input.sse\n"
+        "  curl -sN https://example.test/stream | envelope reconstruct -",
     )
     rec.add_argument("file", metavar="FILE", help="the recording, or - for standard input")
-    rec.add_argument(
-        "--input-format",
-        choices=("auto", "sse", "jsonl"),
-        default="auto",
-        help="the input format (default: detected from the first byte)",
-    )
+    _add_input_format(rec)
     rec.set_defaults(handler=_reconstruct)
     mig = commands.add_parser(
         "migrate",
+        formatter_class=_Formatter,
         help="convert a legacy XML stream (raw SSE capture or tag text) to JSON envelopes",
-        description="Convert a legacy XML tag stream to JSON envelopes (spec/legacy-xml.md). "
-        "Writes SSE to stdout by default; warnings and errors (with line and byte) go to stderr. "
+        description="Convert a legacy XML tag stream to JSON envelopes (spec/legacy-xml.md). Writes SSE\n"
+        "to standard output by default; warnings and errors (with line and byte) go to stderr.\n"
         "Exit 0: converted; 1: converted, but --lenient recovered from broken input; 2: not converted.",
+        epilog="examples:\n"
+        "  envelope migrate fixtures/corpus/legacy_xml_sse_capture.txt --format jsonl -o capture.jsonl\n"
+        "  printf '<content-block-text>hi</content-block-text>' | envelope migrate - --agent UUID",
     )
     mig.add_argument("file", metavar="FILE", help="the legacy stream, or - for standard input")
     mig.add_argument("--format", choices=("sse", "jsonl"), default="sse", help="output framing (default: sse)")
-    mig.add_argument("--agent", metavar="UUID", help="agent for a capture without meta_init")
-    mig.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout (only on success)")
+    mig.add_argument("--agent", metavar="UUID", help="the agent, for a log without meta_init (default: from meta_init)")
+    mig.add_argument("-o", "--output", metavar="PATH", help="write here, only on success (default: standard output)")
     mig.add_argument(
         "--input",
         choices=("auto", "raw-sse", "tags"),
         default="auto",
-        help="raw SSE capture of the old server, or decoded tag text (default: detected)",
+        help="raw SSE capture of the old server, or decoded tag text (default: auto, detected)",
     )
     mig.add_argument(
-        "--era", choices=("auto", "early", "later"), default="auto", help="escaping era (default: detected)"
+        "--era", choices=("auto", "early", "later"), default="auto", help="escaping era (default: auto, detected)"
     )
     mig.add_argument(
         "--keep-labels",
         action="store_true",
-        help="keep older server-tool labels (tool_call/tool_result) instead of mapping them",
+        help="keep older server-tool labels (tool_call/tool_result) instead of mapping them (default: map)",
     )
     mig.add_argument(
-        "--lenient", action="store_true", help="turn recoverable errors into warnings, keeping the content"
+        "--lenient",
+        action="store_true",
+        help="turn recoverable errors into warnings, keeping the content (default: stop at the first)",
     )
-    mig.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="bound on each line (default: 2048)")
+    mig.add_argument(
+        "--max-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_BYTES,
+        metavar="N",
+        help=f"the bound on each line in bytes (default: {DEFAULT_MAX_BYTES})",
+    )
     mig.set_defaults(handler=_migrate)
+    stages = "\n".join(f"  {key:<27} {about}" for key, about in BENCH_STAGES)
     bench = commands.add_parser(
         "bench",
+        formatter_class=_Formatter,
         help="compare speed and memory with the stdlib baseline, peers and msgspec",
-        description="Run every benchmark stage in this process, candidates alternated, medians of "
-        "--rounds passes; print events/s, MB/s, peak memory and time relative to ours, check the "
-        "targets, and write DIR/bench.md and DIR/bench.png.",
+        description="Compare the codec's speed and memory with a stdlib baseline, peers and the practical\n"
+        "limits; print the table, check the targets, and write DIR/bench.md and DIR/bench.png.\n"
+        "Each stage runs in a fresh process. Needs the checkout's benchmarks/ and the bench extra\n"
+        "(pip install -e '.[bench]').\n\n"
+        f"stages (--stage KEY):\n{stages}",
+        epilog="examples:\n"
+        "  envelope bench                        # every stage, 100 MiB, 5 rounds (several minutes)\n"
+        "  envelope bench --size-mb 10 --stage read --stage validate",
     )
-    bench.add_argument("--size-mb", type=float, default=100.0, help="read stream size in MiB (default 100)")
-    bench.add_argument("--rounds", type=int, default=5, help="timed passes per candidate (default 5)")
-    bench.add_argument("--out", default="bench-out", metavar="DIR", help="where to write bench.md, bench.png")
-    bench.add_argument("--no-memory", action="store_true", help="skip the peak memory passes")
+    bench.add_argument("--size-mb", type=float, default=100.0, help="read stream size in MiB (default: 100)")
+    bench.add_argument("--rounds", type=int, default=5, help="timed passes per candidate (default: 5)")
     bench.add_argument(
-        "--stage", action="append", metavar="KEY", help="run only this stage (repeatable), e.g. emit_small, read"
+        "--out", default="bench-out", metavar="DIR", help="where to write bench.md, bench.png (default: bench-out)"
+    )
+    bench.add_argument("--no-memory", action="store_true", help="skip the peak memory passes (default: measure)")
+    bench.add_argument(
+        "--stage", action="append", metavar="KEY", help="run only this stage (repeatable; default: all, listed above)"
     )
     bench.add_argument(
         "--legacy-capture",
         metavar="PATH",
         help="the legacy XML capture the migrate stage repeats "
-        "(default: ../shared/corpus/upstream/legacy_xml_sse_capture.txt)",
+        "(default: fixtures/corpus/legacy_xml_sse_capture.txt of the checkout)",
     )
-    bench.add_argument("--rss-child", metavar="KEY:SIZE", help=argparse.SUPPRESS)  # the RSS check's child
-    bench.set_defaults(handler=_bench, file="envelope bench")  # the label of errors in main()
+    bench.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run every stage in this process, one after another (default: each in a fresh process, "
+        "so no stage's figures depend on the stages before it)",
+    )
+    bench.set_defaults(handler=_bench)
     val = commands.add_parser(
         "validate",
+        formatter_class=_Formatter,
         help="check recorded streams against the protocol",
-        description="Check recorded streams (SSE captures or JSON lines) against the protocol and "
-        "print each violation as path:line:col: CODE message. Codes: spec/validation.md. "
-        "Exit status: 0 valid, 1 violations, 2 unusable input or arguments.",
+        description="Check recorded streams (SSE captures or JSON lines) against the protocol and print\n"
+        "each violation as path:line:col: CODE message (codes: spec/validation.md), then a\n"
+        "summary on stderr. Exit status: 0 valid (warnings allowed unless --strict), 1 violations,\n"
+        "2 unusable input or arguments.",
+        epilog="examples:\n"
+        "  envelope validate fixtures/golden/seed_thinking/input.sse\n"
+        "  envelope validate --strict --format json recording.jsonl other.sse",
     )
     val.add_argument("files", nargs="+", metavar="FILE", help="recordings, or - for standard input")
     val.add_argument(
         "--format",
         choices=("text", "json"),
         default="text",
-        help='output: one line per violation (default), or one JSON object {"violations": [...]}',
+        help='output: one line per violation (default: text), or one JSON object {"violations": [...]} '
+        "(spec/cli.md C7)",
     )
     val.add_argument(
         "--max-bytes",
         type=_positive,
         default=DEFAULT_MAX_BYTES,
         metavar="N",
-        help=f"the bound on one envelope line in bytes (default {DEFAULT_MAX_BYTES})",
+        help=f"the bound on one envelope line in bytes (default: {DEFAULT_MAX_BYTES})",
     )
-    val.add_argument("--strict", action="store_true", help="treat warnings as errors (exit 1)")
-    val.add_argument(
-        "--input-format",
-        choices=("auto", "sse", "jsonl"),
-        default="auto",
-        help="the input format (default: detected from the first byte)",
-    )
+    val.add_argument("--strict", action="store_true", help="treat warnings as errors, exit 1 (default: off)")
+    _add_input_format(val)
     val.set_defaults(handler=_validate)
     return parser
 
 
+def _library_error(args: argparse.Namespace, exc: EnvelopeError) -> CliError:
+    where = _shown(getattr(args, "file", None) or "-") if args.command != "bench" else "envelope bench"
+    return CliError(where, str(exc), _SECTION_ADVICE.get(getattr(exc, "section", None) or "", ""))
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null, so the interpreter's last flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    name = getattr(args, "file", "-")
-    shown = "<stdin>" if name == "-" else name
+    """Run the command line; return the exit status (spec/cli.md C1).
+
+    Args:
+        argv: the arguments after the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        0 done; 1 violations found (``validate``) or input recovered (``migrate
+        --lenient``); 2 unusable input, output or arguments; 141 the reader of the
+        output went away (a broken pipe); 130 interrupted.
+    """
+    args = _parser().parse_args(argv)
     try:
         status: int = args.handler(args)
+    except BrokenPipeError:  # spec/cli.md C4: the reader stopped reading; not an error
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except CliError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_UNUSABLE
     except EnvelopeError as exc:
-        print(f"{shown}: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"{shown}: error: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        print(_library_error(args, exc), file=sys.stderr)
+        return EXIT_UNUSABLE
+    except OSError as exc:  # anything the handlers did not name: the file the system names
+        where = exc.filename if isinstance(exc.filename, str) else f"envelope {args.command}"
+        print(_os_error(where, exc, reading=False), file=sys.stderr)
+        return EXIT_UNUSABLE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     return status

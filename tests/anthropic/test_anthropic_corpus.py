@@ -1,6 +1,6 @@
 """Corpus replay: every recorded call, served to the real SDK client, translated, and rebuilt.
 
-For each call of ``../shared/corpus/upstream/anthropic_events_*.json`` (file 0 holds three
+For each call of ``fixtures/corpus/anthropic_events_*.json`` (file 0 holds three
 calls) and of the hand-written ``data/web_search_citations.json`` (citations, redacted
 thinking, a web search; the corpus has neither), the envelopes the translator gives for
 what ``AsyncAnthropic().messages.stream()`` yields must reconstruct (codec) to the same
@@ -28,11 +28,14 @@ from anthropic_support import (
     stream_calls,
 )
 from envelope.anthropic import AnthropicTranslator
+from validating import assert_valid
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 RECORDINGS = ["anthropic_events_0.json", "anthropic_events_1.json"]
+#: Hand-written in the API's wire shape, for what the corpus lacks (replayed through the real SDK all the same).
+HAND_WRITTEN = ["web_search_citations.json", "search_result_citations.json"]
 
 
 def _calls(corpus: Path, name: str) -> list[list[dict[str, Any]]]:
@@ -40,7 +43,7 @@ def _calls(corpus: Path, name: str) -> list[list[dict[str, Any]]]:
     return split_calls(load_events(path))
 
 
-@pytest.mark.parametrize("name", [*RECORDINGS, "web_search_citations.json"])
+@pytest.mark.parametrize("name", [*RECORDINGS, *HAND_WRITTEN])
 def test_replay_through_sdk_reconstructs_like_final_message(corpus: Path, name: str) -> None:
     calls = _calls(corpus, name)
     runs = stream_calls(calls)
@@ -53,7 +56,7 @@ def test_replay_through_sdk_reconstructs_like_final_message(corpus: Path, name: 
         assert rebuilt_blocks(run.lines) == expected
 
 
-@pytest.mark.parametrize("name", [*RECORDINGS, "web_search_citations.json"])
+@pytest.mark.parametrize("name", [*RECORDINGS, *HAND_WRITTEN])
 def test_finalize_and_metadata_equal_sdk_final_message(corpus: Path, name: str) -> None:
     """[A6.1-a], [A6.1-b]: finalize() is the SDK's final content, dumped the same way."""
     for run in stream_calls(_calls(corpus, name)):
@@ -76,7 +79,7 @@ def test_corpus_file_0_holds_three_calls_served_in_order(corpus: Path) -> None:
     assert len({r.final.id for r in runs}) == 3
 
 
-@pytest.mark.parametrize("name", [*RECORDINGS, "web_search_citations.json"])
+@pytest.mark.parametrize("name", [*RECORDINGS, *HAND_WRITTEN])
 def test_derived_events_do_not_double_output(corpus: Path, name: str) -> None:
     """``messages.stream()`` yields text/thinking/input_json/citation/signature events too.
 
@@ -112,7 +115,7 @@ def test_citations_fixture_exercises_what_the_corpus_lacks() -> None:
     assert "document_title" not in citations[2]  # null in the API citation: absent on the wire (spec §3.3)
 
 
-@pytest.mark.parametrize("name", [*RECORDINGS, "web_search_citations.json"])
+@pytest.mark.parametrize("name", [*RECORDINGS, *HAND_WRITTEN])
 def test_beta_client_events_translate_the_same(corpus: Path, name: str) -> None:
     """The beta stream's typed events (``BetaRaw…``) give the same lines and history as the recorded dicts."""
     calls = _calls(corpus, name)
@@ -121,3 +124,17 @@ def test_beta_client_events_translate_the_same(corpus: Path, name: str) -> None:
         assert run.lines == [line for event in recorded for line in t_dict.feed(event)]
         assert run.translator.warnings == []
         assert run.translator.finalize() == api_view(run.final)
+
+
+def test_search_result_citation_keeps_its_source_on_the_wire_A3_3_c() -> None:
+    """[A3.3-c] ``search_result_location``: ``source`` travels as ``url``, ``title`` as ``title``."""
+    (run,) = stream_calls(split_calls(load_events(DATA / "search_result_citations.json")))
+    citations = [c for line in run.lines if (c := json.loads(line))["type"] == "citation"]
+    assert [(c["citation_type"], c.get("url"), c.get("title")) for c in citations] == [
+        ("search_result_location", "https://example.com/kb/mont-blanc-survey", "Mont Blanc survey 2024"),
+        ("search_result_location", "kb://glaciology/notes-17", None),
+        ("content_block_location", None, None),
+    ]
+    assert citations[2]["document_title"] == "Alpine notes"
+    # W114: the validator lists only the seed's three citation types (reported to its owner).
+    assert_valid(run.lines, expect=["W163", "W114", "W114", "W114", "W161"])

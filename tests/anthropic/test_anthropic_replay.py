@@ -14,6 +14,7 @@ from agent_ref.replay import ReplayError, ReplayServer, load_events, replay_clie
 from anthropic_support import AGENT, MODEL
 from envelope import BlockKey
 from envelope.anthropic import AnthropicTranslator
+from validating import assert_valid
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -101,7 +102,7 @@ def _cut_with_error() -> list[dict[str, Any]]:
 
 
 def test_mid_stream_error_through_the_real_sdk_gives_the_same_envelope_A7_1_b() -> None:
-    """[A7.1-b] The SDK raises on an ``error`` event; ``t.error(exc)`` equals what the recorded dict gives."""
+    """[A7.1-b] The SDK raises on an ``error`` event; ``t.abort(exc)`` equals what the recorded dict gives."""
     events = _cut_with_error()
     t = AnthropicTranslator(AGENT)
     lines: list[bytes] = []
@@ -116,8 +117,9 @@ def test_mid_stream_error_through_the_real_sdk_gives_the_same_envelope_A7_1_b() 
 
     with pytest.raises(anthropic.APIStatusError) as info:
         asyncio.run(run())
-    lines.extend(t.error(info.value))
+    lines.extend(t.abort(info.value))
     assert t.close() == [BlockKey(AGENT, "text")]
+    assert_valid(lines, expect=["W163", "W161"])  # a fragment: no meta_init, no [DONE]; nothing left open
 
     t_dict = AnthropicTranslator(AGENT)
     dict_lines = [line for event in events for line in t_dict.feed(event)]

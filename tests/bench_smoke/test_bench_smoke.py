@@ -9,19 +9,22 @@ without it these tests fail and say so, rather than skip.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from benchmarks.command import LEGACY_CAPTURE, read_capture, stage_in_child
+from benchmarks.engine import Sizes, build_stage, legacy_input, run, run_one, seed_chunk_and_emit, validate_ours
+from benchmarks.inputs import AGENTS, escape_payload, iter_sse
 
 from envelope import Emitter, StreamValidator, XmlMigrator, decode
-from envelope._bench import Sizes, build_stage, legacy_input, run, seed_chunk_and_emit, validate_ours
-from envelope._bench_data import AGENTS, escape_payload, iter_sse
-from envelope.cli import _legacy_capture, main
+from envelope.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_MODULES = (
@@ -100,7 +103,32 @@ def test_envelope_bench_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture
         assert "not installed" not in text
         assert "not found" not in text
     assert "### Targets" in md
+    assert "each stage in its own process" in md
+    # Labels follow --size-mb: 0.02 MiB makes the "10 MiB" payload 20 KiB, and the titles say so.
+    assert "emit 20 KiB escape-heavy vs stdlib seed-literal" in md
+    assert "10 MiB" not in md
+    assert re.search(r"read \+ reconstruct: \d+ KiB SSE", md)
     assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_stage_in_its_own_process_matches_one_run_here() -> None:
+    """``envelope bench`` runs each stage in a child; what comes back is the stage's own rows."""
+    args = argparse.Namespace(size_mb=0.02, rounds=1, no_memory=True, legacy_capture=None)
+    info, rows = stage_in_child("emit_small", args)
+    here_info, here_rows = run_one("emit_small", Sizes.from_mb(0.02), 1, memory=False)
+    assert info == here_info
+    assert [(r.candidate, r.role, r.events, r.violations) for r in rows] == [
+        (r.candidate, r.role, r.events, r.violations) for r in here_rows
+    ]
+    assert all(r.seconds is not None and r.seconds > 0 for r in rows if r.role != "peer" or not r.missing)
+
+
+def test_in_process_runs_keep_no_stage_input() -> None:
+    """The report keeps each stage's title, never its input: an earlier stage's data cannot
+    weigh on a later stage's timing (the in-process mode's order effect)."""
+    report = run(0.02, 1, memory=False, only=("emit_small", "read"))
+    assert [type(s).__name__ for s in report.stages] == ["StageInfo", "StageInfo"]
+    assert not report.isolated
 
 
 def test_envelope_bench_refuses_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -211,12 +239,12 @@ def test_legacy_input_is_the_capture_repeated(corpus: Path) -> None:
 
 
 def test_legacy_capture_lookup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """cli.py reads the capture for the migrate stage; missing is a warning, a bad --legacy-capture exit 2."""
+    """The command reads the capture for the migrate stage; a bad --legacy-capture is exit 2."""
     given = tmp_path / "capture.txt"
     given.write_bytes(b"data: <x>\n\n")
-    assert _legacy_capture(str(given), "unused") == b"data: <x>\n\n"
-    assert _legacy_capture(None, "no/such/capture.txt") is None
-    assert "legacy capture not found" in capsys.readouterr().err
+    assert read_capture(str(given)) == b"data: <x>\n\n"
+    assert read_capture(None) == LEGACY_CAPTURE.read_bytes()
+    assert LEGACY_CAPTURE.is_relative_to(ROOT / "fixtures"), "the default is the checkout's copy"
     status = main(
         ["bench", "--stage", "migrate", "--legacy-capture", str(tmp_path / "none.txt"), "--out", str(tmp_path)]
     )
@@ -226,8 +254,9 @@ def test_legacy_capture_lookup(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 def test_benchmark_stream_is_valid() -> None:
     """The generated 4-agent stream the read and validate stages use passes the validator clean."""
+    from benchmarks.inputs import iter_sse
+
     from envelope import StreamValidator
-    from envelope._bench_data import iter_sse
 
     checker = StreamValidator("sse")
     found = [v for chunk in iter_sse(512 * 1024) for v in checker.feed(chunk)] + checker.close()

@@ -1,4 +1,4 @@
-"""The upstream corpus (../shared/corpus/upstream): real recordings from another implementation.
+"""The recorded corpus (fixtures/corpus): real recordings from another implementation.
 
 The reconstructor is lenient (spec §7): these hand-written scenarios deviate from the
 spec in ways the corpus README lists (an image marked final, numbers as strings, both

@@ -143,12 +143,6 @@ def test_only_envelope_errors_escape_the_read_path(seed: int, corpus: Path, tmp_
     assert tally["deep"] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the validator's line and payload parsers raise RecursionError on input nested 1,000 deep"
-    " (_validator.py, issue 18 §2; another helper's fix): strict, so this fails once they are fixed"
-    " and the mark must then go",
-)
 def test_only_envelope_errors_escape_the_validator(corpus: Path, tmp_path: Path) -> None:
     """spec/limits.md [L3-b], for ``StreamValidator``: every seed, the same fuzzer."""
     inputs = _seed_inputs(corpus)

@@ -1,6 +1,6 @@
 """The golden cases: each builds a stream with the public ``Emitter`` and says what it rebuilds to.
 
-Every JSON example of the seed (``../shared/seeds/002_...``) is reproduced by one of
+Every JSON example of the seed (``fixtures/seed_examples/``, from its ``002_...`` document) is reproduced by one of
 the ``seed_*`` cases, byte for byte; the examples that show chunking at a tiny size use
 a bound equal to the length of their first line (spec §6.3: the first chunk is then
 maximal). The other cases cover what the seed does not show: several agents

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from typing import TYPE_CHECKING
 
 import msgspec
 import pytest
 
-from conftest import FIXTURES, SHARED
+from conftest import FIXTURES, SEED_EXAMPLES
 from envelope import DONE, Reconstructor, StreamReader, encode, frame
 from envelope import Text as TextEnvelope
 from envelope._encoder import _Template
@@ -21,7 +20,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 GOLDEN = FIXTURES / "golden"
-SEED = SHARED / "seeds" / "002_55224f2c007624f1.txt"
 
 
 def _case(name: str) -> Case:
@@ -77,10 +75,10 @@ def test_golden_cli_reconstruct(case: Case, capsys: pytest.CaptureFixture[str]) 
 
 
 def _seed_examples() -> list[list[bytes]]:
-    if not SEED.is_file():
-        pytest.fail(f"the seed is missing: {SEED}")
-    blocks = re.findall(r"```json\n(.*?)```", SEED.read_text(), re.S)
-    return [[line.encode() for line in block.strip().splitlines()] for block in blocks]
+    files = sorted(SEED_EXAMPLES.glob("*.jsonl"))
+    if not files:
+        pytest.fail(f"the seed's examples are missing: {SEED_EXAMPLES}")
+    return [path.read_bytes().splitlines() for path in files]
 
 
 def test_every_seed_example_is_reproduced() -> None:

@@ -109,6 +109,9 @@ def expected(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
             item.update(id=block["id"], name=block["name"], content=block["content"], images=block["images"])
         elif kind == "server_tool_result":
             item.update(id=block["id"], name=block["name"], content=block["content"])
+        elif kind == "meta_init":
+            # §M6.3: a migrated stream says it is JSON and keeps its origin.
+            item["data"] = {**block["data"], "format": "json", "migrated_from": "xml"}
         else:
             item["data"] = block["data"]
         out.append(item)

@@ -1,6 +1,6 @@
 """Property: the record-level fast paths agree with the tokenizer's path (spec §M6.1).
 
-Fed whole, a raw capture takes the fast paths of ``_xml_migrate`` (runs of body records,
+Fed whole, a raw capture takes the fast paths of ``_xml_translate`` (runs of body records,
 whole tag records, the usual open tags); fed one byte at a time, no record is ever whole
 in the unframer, so every character goes through the UTF-8 and tokenizer layers. The
 lines differ (one delta per piece), but the transcript, the warnings (with their input

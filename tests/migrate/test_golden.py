@@ -1,4 +1,4 @@
-"""Golden: the real legacy capture (``../shared/corpus/upstream/legacy_xml_sse_capture.txt``).
+"""Golden: the real legacy capture (``fixtures/corpus/legacy_xml_sse_capture.txt``).
 
 ``fixtures/legacy/`` holds what the migration must give, written by
 ``fixtures/legacy/regenerate.py`` and checked by hand against the capture. This test
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from envelope import XmlMigrator, reconstruct
+from validating import assert_valid
 
 GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "legacy"
 AGENT = "dbe25a6e-0493-4c70-9a0b-e906c03584b5"
@@ -41,6 +42,7 @@ def _blocks(lines: list[bytes]) -> list[dict[str, Any]]:
 
 def test_capture_matches_golden_files(migrated: tuple[list[bytes], list[str]]) -> None:
     lines, warnings = migrated
+    assert_valid(lines)
     assert b"".join(line + b"\n" for line in lines) == (GOLDEN / "envelopes.jsonl").read_bytes()
     assert reconstruct(lines).to_dict() == json.loads((GOLDEN / "blocks.json").read_text(encoding="utf-8"))
     assert "".join(f"{w}\n" for w in warnings) == (GOLDEN / "warnings.txt").read_text(encoding="utf-8")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from envelope import MigrationError, MigrationWarning, XmlMigrator, migrate_xml, reconstruct
+from validating import assert_valid
 
 A = "11111111-1111-1111-1111-111111111111"
 INIT = '<meta_init data="{&quot;agent_uuid&quot;: &quot;' + A + '&quot;}"></meta_init>'
@@ -330,3 +332,168 @@ def test_warnings_go_to_the_callback_and_are_not_kept() -> None:
     kept.close()
     assert [w.section for w in kept.warnings] == ["M2.7"]
     assert kept.warning_count == 1
+
+
+REQUIRED = f'"user_query": "q", "agent_uuid": "{A}", "model": "m"'
+
+
+def _meta_init_delta(data: str) -> tuple[str, XmlMigrator]:
+    """Migrate a raw capture of one ``meta_init`` (``data`` as JSON text) and [DONE]; the stream must validate."""
+    m = XmlMigrator()
+    raw = f'data: <meta_init data="{html.escape(data)}"></meta_init>\n\ndata: [DONE]\n\n'
+    lines = m.feed(raw.encode()) + m.close()
+    assert_valid(lines)
+    delta: str = json.loads(lines[0])["delta"]
+    return delta, m
+
+
+def test_m6_3_meta_init_says_json_and_keeps_the_origin() -> None:
+    """[M6.3-a] ``format`` becomes ``json`` in place, ``migrated_from: xml`` follows it; other values keep their bytes."""
+    delta, m = _meta_init_delta(
+        '{"user_query": "q", "format": "xml", "nested": {"a": [1, 2.50, "\\u00e9"]}, '
+        f'"agent_uuid": "{A}", "model": "m"' + "}"
+    )
+    assert delta == (
+        '{"user_query":"q","format":"json","migrated_from":"xml","nested":{"a": [1, 2.50, "\\u00e9"]},'
+        f'"agent_uuid":"{A}","model":"m"' + "}"
+    )
+    assert m.warning_count == 0
+
+
+def test_m6_3_meta_init_without_format_gets_both_keys_first() -> None:
+    """[M6.3-a] A payload with no ``format`` gets both keys at its start."""
+    delta, _ = _meta_init_delta("{" + REQUIRED + "}")
+    assert delta == '{"format":"json","migrated_from":"xml",' + REQUIRED.replace(": ", ":").replace(", ", ",") + "}"
+
+
+def test_m6_3_a_differing_migrated_from_is_replaced_with_a_note() -> None:
+    """[M6.3-b] An existing ``migrated_from`` is replaced; a different value is reported."""
+    delta, m = _meta_init_delta('{"migrated_from": "csv", "format": "xml", ' + REQUIRED + "}")
+    assert json.loads(delta) == {
+        "format": "json",
+        "migrated_from": "xml",
+        "user_query": "q",
+        "agent_uuid": A,
+        "model": "m",
+    }
+    assert [(w.section, w.recovered) for w in m.warnings] == [("M6.3", False)]
+    assert "'csv'" in str(m.warnings[0])
+    delta, m = _meta_init_delta('{"migrated_from": "xml", "format": "xml", ' + REQUIRED + "}")
+    assert list(json.loads(delta)) == ["format", "migrated_from", "user_query", "agent_uuid", "model"]
+    assert m.warning_count == 0
+
+
+def test_m6_3_a_payload_that_is_not_an_object_is_carried_as_written() -> None:
+    """[M6.3-c] Only a JSON object is rewritten; anything else is carried as written (§M2.9)."""
+    m = XmlMigrator(agent=A, lenient=True)
+    lines = m.feed('<meta_init data="[1, 2]"></meta_init><meta_init data="not json"></meta_init>') + m.close()
+    assert [json.loads(line)["delta"] for line in lines] == ["[1, 2]", "not json"]
+    assert [w.section for w in m.warnings] == ["M2.9"]
+
+
+DEEP_OK = "[" * 250 + "]" * 250  # inside each place's own brackets, still within the limit
+DEEP = "[" * 257 + "]" * 257
+DEEPER = "[" * 3000 + "]" * 3000  # past msgspec's own recursion limit
+DEEP_PLACES = {
+    "arguments": '<content-block-tool_call id="t" name="n" arguments="{}"></content-block-tool_call>',
+    "meta_init data": '<meta_init data="{&quot;agent_uuid&quot;: &quot;' + A + '&quot;, &quot;x&quot;: {}}"/>',
+    "meta_final data": '<meta_final data="{}"/>',
+    "awaiting_frontend_tools data": '<awaiting_frontend_tools data="{}"/>',
+    "meta_files body": "<content-block-meta_files><![CDATA[{}]]></content-block-meta_files>",
+    "error body": "<content-block-error>{}</content-block-error>",
+    # A backslash makes the arguments era evidence (§M3.1-b), read under both eras.
+    "arguments read for the era": '<content-block-tool_call id="t" name="n" arguments="[&quot;\\\\&quot;, {}]"/>',
+}
+
+
+@pytest.mark.parametrize("place", list(DEEP_PLACES))
+def test_m2_9_b_nesting_past_the_limit_is_a_coded_error(place: str) -> None:
+    """[M2.9-b] Deeper than MAX_NESTING_DEPTH: a MigrationError naming the limit, never RecursionError."""
+    template = DEEP_PLACES[place]
+    for deep in (DEEP, DEEPER):
+        with pytest.raises(MigrationError, match="MAX_NESTING_DEPTH=256") as info:
+            run(template.replace("{}", deep), era="early")
+        assert info.value.position.offset == 0
+        assert info.value.section == "M2.9"
+    # Within the limit it is JSON like any other.
+    run(template.replace("{}", DEEP_OK), era="early")
+
+
+def test_m2_9_b_the_limit_is_exact() -> None:
+    """[M2.9-b] 256 levels are read; the bracket opening level 257 is named."""
+    template = DEEP_PLACES["arguments"]
+    run(template.replace("{}", "[" * 256 + "]" * 256))
+    with pytest.raises(MigrationError, match=r"at character 256\)"):
+        run(template.replace("{}", DEEP))
+
+
+@pytest.mark.parametrize("place", list(DEEP_PLACES))
+def test_m2_9_b_lenient_carries_a_deep_payload_as_written(place: str) -> None:
+    """[M2.9-b] Lenient: the payload is carried as written, with a recovered warning."""
+    m = XmlMigrator(agent=A, lenient=True)
+    lines = m.feed(DEEP_PLACES[place].replace("{}", DEEPER)) + m.close()
+    assert DEEPER in "".join(json.loads(line)["delta"] for line in lines)
+    assert [(w.section, w.recovered) for w in m.warnings if w.section == "M2.9"] == [("M2.9", True)]
+
+
+def test_m2_9_b_deep_arguments_are_no_era_evidence() -> None:
+    """[M2.9-b] Too deep to read under either era's reading: no decision from them (§M3.1-b).
+
+    The era is then guessed by §M3.1-d, with its note, as for any undecided backslash.
+    """
+    m = XmlMigrator(agent=A, lenient=True)
+    m.feed(DEEP_PLACES["arguments read for the era"].replace("{}", DEEPER))
+    assert m.era == "later"
+    assert [w.section for w in m.warnings] == ["M3.1", "M2.9"]
+
+
+def test_m4_2_b_text_outside_blocks_is_reported_once_per_run_wherever_it_splits() -> None:
+    """[M4.2-b] Found by the chunking property: a run of stray text split across feeds gave one report per piece."""
+    text = '<]]>meta_init data="x"></meta_init>'
+    reports = []
+    for cut in (None, 5, 6, 20):
+        m = XmlMigrator(agent=A, lenient=True)
+        pieces = [text] if cut is None else [text[:cut], text[cut:]]
+        lines = [line for piece in pieces for line in m.feed(piece)] + m.close()
+        reports.append([str(w) for w in m.warnings])
+        assert reconstruct(lines).to_dict()["agents"][A]["blocks"][0]["content"] == text
+    assert reports[0] == [
+        "line 1, byte 0: malformed tag: '<]]>'; kept as text (spec §M4.2)",
+        "line 1, byte 4: text outside any block: 'meta_init data=\"x\">'; kept as text (spec §M4.2)",
+        "line 1, byte 23: closing tag </meta_init> with no open block: '</meta_init>'; kept as text (spec §M4.2)",
+    ]
+    assert all(r == reports[0] for r in reports)
+
+
+def migrate_all(pieces: list[str], **options: Any) -> list[bytes]:
+    m = XmlMigrator(agent=A, **options)
+    return [line for piece in pieces for line in m.feed(piece)] + m.close()
+
+
+def test_m4_2_b_a_long_run_is_shown_cut_and_strict_mode_names_the_same_text() -> None:
+    """[M4.2-b] The report shows the run's first 60 characters from its first non-whitespace one."""
+    text = "<content-block-text>a</content-block-text>  " + "x" * 100 + "<content-block-text>b</content-block-text>"
+    messages = set()
+    for cut in range(40, 120, 7):
+        with pytest.raises(MigrationError) as info:
+            migrate_all([text[:cut], text[cut:]])
+        messages.add(str(info.value))
+    assert messages == {"line 1, byte 44: text outside any block: '" + "x" * 60 + "…' (spec §M4.2)"}
+
+
+def test_m4_2_b_held_stray_text_ends_before_done() -> None:
+    """[M4.2-b] Stray text held for its report ends at a [DONE] record, which stays the terminator."""
+    m = XmlMigrator(agent=A, lenient=True)
+    lines = m.feed(b"data: ab\n\ndata: [DONE]\n\n") + m.close()
+    assert lines[-1] == b"[DONE]"
+    assert [str(w) for w in m.warnings] == ["line 1, byte 6: text outside any block: 'ab'; kept as text (spec §M4.2)"]
+
+
+def test_m3_2_a_bad_later_escape_in_a_streamed_body_is_placed_at_its_open_tag() -> None:
+    """[M3.2-a] Found by the chunking property: the position depended on where the text was cut."""
+    text = "\n<content-block-text>abc \\] d</content-block-text>"
+    for cut in (None, 10, 26, 27):
+        pieces = [text] if cut is None else [text[:cut], text[cut:]]
+        with pytest.raises(MigrationError, match="never writes") as info:
+            migrate_all(pieces, era="later")
+        assert (info.value.position.line, info.value.position.offset) == (2, 1)

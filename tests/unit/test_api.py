@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import ast
+import json
 import re
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 import envelope
 from conftest import ROOT
+from validating import assert_valid
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import pytest
 
 SRC = ROOT / "src" / "envelope"
 README = ROOT / "README.md"
@@ -81,19 +87,40 @@ def test_every_module_says_what_it_owns() -> None:
         assert doc, f"{path.name} has no module docstring"
 
 
-def test_readme_examples_run() -> None:
-    """The two README snippets: the server one produces bytes, the reader one rebuilds them."""
+def test_readme_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two codec snippets: the server one produces a valid stream that rebuilds as meant;
+    the reader one rebuilds the golden stream it reads (``tests/readme/`` runs every block)."""
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
     assert len(blocks) >= 2
-    scope: dict[str, Any] = {}
+    scope: dict[str, Any] = {"print": lambda *_: None}
     exec(blocks[0], scope)  # the README's own example
     data = b"".join(scope["agent_stream"]("agent-7"))
-    chunks = [data[i : i + 7] for i in range(0, len(data), 7)]
-    reading: dict[str, Any] = {"response_byte_chunks": chunks, "print": lambda *a: reading.setdefault("out", a)}
-    exec(blocks[1], reading)
-    out = reading["out"][0]
+    assert_valid(data)
+    out = envelope.reconstruct(line for line in envelope.StreamReader().feed(data)).to_dict()
     assert out["done"] is True
     text = out["agents"]["agent-7"]["blocks"][1]
     assert text["content"] == 'Hello, "world"\n'
     assert text["citations"] == [{"cited_text": "Hello", "citation_type": "char_location"}]
     assert out["agents"]["agent-7"]["blocks"][2]["input"] == {"q": "x"}
+    monkeypatch.chdir(ROOT)  # the README's commands and snippets run from the root
+    reading: dict[str, Any] = {"print": lambda *a: reading.setdefault("out", a)}
+    exec(blocks[1], reading)
+    want = json.loads((ROOT / "fixtures" / "golden" / "seed_thinking" / "blocks.json").read_text())
+    assert reading["out"][0] == want
+    assert reading["left_open"] == []
+
+
+def test_import_envelope_loads_only_the_codec() -> None:
+    """``import envelope`` loads the codec and what it needs: no benchmark engine, no chart,
+    no HTTP client or SDK, no asyncio, no CLI (issue 17 §1); checked in a fresh interpreter."""
+    code = "import sys, envelope; print(' '.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.split())
+    assert "envelope" in loaded
+    assert "msgspec" in loaded
+    outside = {"benchmarks", "matplotlib", "httpx", "httpx2", "anthropic", "asyncio", "rich", "agent_ref", "ag_ui"}
+    tops = {name.split(".")[0] for name in loaded}
+    assert sorted(tops & outside) == []
+    ours = sorted(name for name in loaded if name.startswith("envelope."))
+    assert not [name for name in ours if "bench" in name or name == "envelope.cli"], ours
+    assert not list(SRC.glob("*bench*")), "the benchmark engine lives in benchmarks/, not in the package"

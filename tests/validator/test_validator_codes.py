@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from envelope import DecodeError, StreamValidator, Validator, Violation, validate
-from envelope._validator import CODES
+from envelope._validator import CODES, explain
 
 from ._streams import A, complete, env, jsonl, meta_final, meta_init, sse, text
 
@@ -47,6 +47,9 @@ CASES: dict[str, tuple[bytes, int]] = {
     "W113": (sse(meta_init()) + b"event: update\n" + sse(env("text", True, "")), 3),
     "W114": (jsonl(meta_init(), *text("x"), env("citation", True, "x", citation_type="web")), 4),
     "W115": (jsonl(meta_init(), env("server_tool_result", True, "[]", id="s", name="web_fetch")), 2),
+    "E116": (jsonl(meta_init(), env("tool_call", True, "[" * 300 + "]" * 300, id="t", name="f")), 2),
+    "E117": (jsonl(meta_init(), '{"type":"text","agent":"agent-a","final":true,"delta":"\\udc00"}'), 2),
+    "W118": (b"id: 2\n" + sse(meta_init()) + b"id: 1\n" + sse(env("text", True, "")), 4),
     "E120": (jsonl(meta_init(), env("tool_call", False, "{", id="t", name="f")), 2),
     "E121": (jsonl(meta_init(), env("thinking", True, "late words")), 2),
     "E122": (jsonl(meta_init(), env("tool_result_image", False, "", id="t", name="f", **IMG)), 2),
@@ -93,6 +96,7 @@ CASES: dict[str, tuple[bytes, int]] = {
     "E140": (jsonl(meta_init(), env("error", False, '{"type":'), env("error", True, '"x"')), 2),
     "E141": (jsonl(meta_init(), env("meta_files", True, '{"files":[{"file_id":"f"}]}')), 2),
     "E142": (jsonl(meta_init(agent_uuid="someone-else")), 1),
+    "W144": (jsonl(meta_init(format="xml")), 1),
     "W143": (jsonl(meta_init(), env("error", True, '{"detail":"x"}')), 2),
     "E160": (jsonl(meta_init(), "[DONE]", "[DONE]"), 3),
     "W161": (jsonl(meta_init(), *text("x")), 3),
@@ -201,14 +205,23 @@ def test_fixed_part_is_measured_with_final_false() -> None:
 
 
 def test_every_documented_code_has_a_minimal_stream() -> None:
-    covered = set(CASES) | {"E109", "W149"}  # these two have their own tests above
+    # E109, W149 have their own tests above; W129 needs the seed profile (test_validator_profile.py)
+    covered = set(CASES) | {"E109", "W149", "W129"}
     assert covered == set(CODES)
 
 
 def test_code_table_matches_spec_validation_md() -> None:
+    """One table: validation.md §4 has each code's severity, section and meaning as CODES does."""
     text_md = (ROOT / "spec" / "validation.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `([EW]1\d\d)` \| (error|warning) \| §([\d.]+) \|", text_md, flags=re.M)
-    assert {code: (sev, sec) for code, sev, sec in rows} == {c: (s, sec) for c, (s, sec, _) in CODES.items()}
+    rows = re.findall(r"^\| `([EW]1\d\d)` \| (error|warning) \| §([\d.]+) \| (.*) \|$", text_md, flags=re.M)
+    documented = {code: (sev, sec, meaning.replace("`", "")) for code, sev, sec, meaning in rows}
+    assert documented == CODES
+
+
+def test_explain_reads_the_table() -> None:
+    assert explain("e107") == f"E107 (error, spec §6.1): {CODES['E107'][2]}"
+    with pytest.raises(KeyError):
+        explain("E999")
 
 
 def test_codes_are_numbered_by_severity() -> None:
@@ -300,17 +313,16 @@ def test_crlf_split_across_chunks_while_skipping_keeps_line_numbers() -> None:
         assert [(v.code, v.line) for v in found] == [("E100", 3), ("E121", 5)], cut
     lone = head + b"data: \xff\rdata: x\r\n\r\n" + sse(env("text", True, "x"), "[DONE]")
     found = run(lone)
-    assert [(v.code, v.line) for v in found] == [
-        ("E100", 3),
-        ("E121", 6),
-    ]  # line 4 is skipped with the bad one (up to the LF)
+    # a lone CR ends the bad line (as it ends any SSE line): line 4 is read again, and
+    # its event (`x`, dispatched by line 5) is not JSON
+    assert [(v.code, v.line) for v in found] == [("E100", 3), ("E101", 4), ("E121", 6)]
 
 
 def test_skipping_byte_by_byte_counts_lone_crs() -> None:
     data = sse(meta_init()) + b"data: \xff\rdata: x\r\r\n" + sse(env("text", True, "x"), "[DONE]")
     checker = StreamValidator()
     found = [v for i in range(len(data)) for v in checker.feed(data[i : i + 1])] + checker.close()
-    assert [(v.code, v.line) for v in found] == [("E100", 3), ("E121", 6)]
+    assert [(v.code, v.line) for v in found] == [("E100", 3), ("E101", 4), ("E121", 6)]
     with pytest.raises(DecodeError):
         checker.close()
 

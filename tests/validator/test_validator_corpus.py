@@ -1,4 +1,4 @@
-"""The verdict on every recording in ../shared/corpus/upstream, pinned code by code.
+"""The verdict on every recording in fixtures/corpus, pinned code by code.
 
 Each expectation was checked by hand against the corpus README (see the comments).
 """

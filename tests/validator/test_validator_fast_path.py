@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import example, given
@@ -37,6 +37,7 @@ from validator.test_validator_robustness import MUTATIONS, as_jsonl, as_sse, chu
 
 T = TypeVar("T")
 
+PROFILES = st.sampled_from(["default", "seed"])
 CAPS = st.sampled_from([64, 200, 1000, 5000, DEFAULT_MAX_LINE_BYTES])
 
 #: Lines spliced into a capture at line boundaries: reported (W112, W113, E100, E109,
@@ -47,6 +48,11 @@ SPLICES = st.sampled_from(
         b"event: message\n",
         b"event:\n",
         b"id: 7\n",
+        b"id: 8\n",
+        b"id: r:9\n",
+        b"id: r:10\n",
+        b"id:\n",
+        b"id: a\x00b\n",
         b"retry: 10\n",
         b": keepalive\n",
         b"foo: bar\n",
@@ -303,7 +309,7 @@ def state(v: Validator) -> tuple[object, ...]:
 
 
 def line_by_line(
-    batches: list[list[RawLine]] | list[list[bytes | str]], **kw: int
+    batches: list[list[RawLine]] | list[list[bytes | str]], **kw: Any
 ) -> tuple[list[Violation], list[object]]:
     v = Validator(**kw)
     found: list[Violation] = []
@@ -315,7 +321,7 @@ def line_by_line(
     return found + v.close(), states
 
 
-def many(batches: list[list[RawLine]] | list[list[bytes | str]], **kw: int) -> tuple[list[Violation], list[object]]:
+def many(batches: list[list[RawLine]] | list[list[bytes | str]], **kw: Any) -> tuple[list[Violation], list[object]]:
     v = Validator(**kw)
     found: list[Violation] = []
     states: list[object] = []
@@ -332,11 +338,36 @@ def many(batches: list[list[RawLine]] | list[list[bytes | str]], **kw: int) -> t
     st.lists(st.integers(0, 10_000), max_size=5),
     MAX_BYTES,
     MAX_PAYLOAD,
+    PROFILES,
 )
-@example([], [], [(0, "[DONE]"), (1, env("text", False, "after", "a1"))], [], 2048, 1000)
-@example([meta_init("a1").encode()], [], [(1, env("tool_call", False, "{}", "a1", name="f"))], [], 2048, 1000)
-@example([meta_init("a1").encode()], [], [(1, meta_init("a1"))], [], 2048, 1000)
-@example([meta_init("a1").encode()], [], [(1, env("meta_files", False, '{"files": [' + " " * 50, "a1"))], [], 2048, 40)
+@example([], [], [(0, "[DONE]"), (1, env("text", False, "after", "a1"))], [], 2048, 1000, "default")
+@example(
+    [meta_init("a1").encode()], [], [(1, env("tool_call", False, "{}", "a1", name="f"))], [], 2048, 1000, "default"
+)
+@example([meta_init("a1").encode()], [], [(1, meta_init("a1"))], [], 2048, 1000, "default")
+@example(
+    [meta_init("a1").encode()],
+    [],
+    [(1, env("meta_files", False, '{"files": [' + " " * 50, "a1"))],
+    [],
+    2048,
+    40,
+    "default",
+)
+@example([meta_init("a1").encode()], [], [(1, env("meta_files", False, '{"files": [', "a1"))], [], 2048, 1000, "seed")
+@example(  # a meta_init after [DONE] starts the next response inside the batch loop (spec §8.5)
+    [
+        env("meta_init", False, '{"format": "json", ', "a1").encode(),
+        meta_init("a1").encode(),
+        meta_final("a1").encode(),
+    ],
+    [],
+    [(0, "[DONE]"), (0, env("text", False, "hi", "a1"))],
+    [],
+    120,
+    4,
+    "default",
+)
 def test_feed_many_equals_feed_on_raw_lines(
     lines: list[bytes],
     mutations: list[tuple[str, int, int]],
@@ -344,10 +375,11 @@ def test_feed_many_equals_feed_on_raw_lines(
     cuts: list[int],
     max_bytes: int,
     max_payload: int,
+    profile: str,
 ) -> None:
     """Valid, damaged and spliced lines as ``RawLine`` lists, cut into batches anywhere."""
     batches = parts(raw_lines(envelope_lines(lines, mutations, inserts)), cuts)
-    kw = {"max_bytes": max_bytes, "max_payload_bytes": max_payload}
+    kw: dict[str, Any] = {"max_bytes": max_bytes, "max_payload_bytes": max_payload, "profile": profile}
     assert many(batches, **kw) == line_by_line(batches, **kw)
 
 
@@ -358,6 +390,7 @@ def test_feed_many_equals_feed_on_raw_lines(
     st.lists(st.integers(0, 10_000), max_size=5),
     MAX_BYTES,
     MAX_PAYLOAD,
+    PROFILES,
 )
 def test_feed_many_equals_feed_on_reader_batches(
     lines: list[bytes],
@@ -366,12 +399,13 @@ def test_feed_many_equals_feed_on_reader_batches(
     cuts: list[int],
     max_bytes: int,
     max_payload: int,
+    profile: str,
 ) -> None:
     """An SSE capture of those lines through ``StreamReader.feed_batch`` + ``feed_many``, in
     any chunks, against ``StreamReader.feed`` + ``feed`` per line (the batches hold bytes)."""
     texts = [t for t in envelope_lines(lines, mutations, inserts) if "\n" not in t and "\r" not in t]
     data = b"".join(b"data: " + t.encode("utf-8", "replace") + b"\n\n" for t in texts)
-    kw = {"max_bytes": max_bytes, "max_payload_bytes": max_payload}
+    kw: dict[str, Any] = {"max_bytes": max_bytes, "max_payload_bytes": max_payload, "profile": profile}
     fast_reader, slow_reader = StreamReader("sse"), StreamReader("sse")
     fast_v, slow_v = Validator(**kw), Validator(**kw)
     found_fast: list[Violation] = []

@@ -2,15 +2,16 @@
 
 Owns: every input the benchmarks and ``envelope bench`` measure, built from fixed seeds
 so two runs (and two machines) measure the same bytes. ``benchmarks/data.py`` re-exports
-this module; it lives in the package so that ``envelope bench`` works from an install.
-Does not own: timing or peers (``_bench``), or any file I/O beyond ``write_sse`` (which
+this module. It lives in ``benchmarks/``, outside the ``envelope`` package: the library
+servers import holds the codec and nothing else (issue 17 §1).
+Does not own: timing or peers (``benchmarks.engine``), or any file I/O beyond ``write_sse`` (which
 takes an open binary file from the caller).
 
-The shapes follow the upstream corpus (``../shared/corpus/upstream``): Anthropic text and
+The shapes follow the recorded corpus (``fixtures/corpus``): Anthropic text and
 thinking deltas are a few words (a median near 20 bytes, some near 200), tool inputs and
 results are JSON or file text from a few hundred bytes to hundreds of kilobytes, and
 every envelope carries a 36-character UUID agent. The text is not copied from the
-corpus: it is drawn from a small vocabulary, so the benchmarks need no ``../shared``.
+corpus: it is drawn from a small vocabulary, so the benchmarks need no input file.
 
 The 100 MB read stream is never held in memory: ``iter_sse`` yields it piece by piece
 and ``write_sse`` writes it to a file, so a benchmark can read it back in 64 KiB reads.
@@ -22,11 +23,10 @@ import json
 import random
 from typing import TYPE_CHECKING, Final
 
-from ._encoder import CitationData, Emitter
-from ._sse import DONE, frame
+from envelope import DONE, CitationData, Emitter, frame
 
 if TYPE_CHECKING:
-    from ._types import StreamedType
+    from envelope import StreamedType
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

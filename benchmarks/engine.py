@@ -2,19 +2,23 @@
 
 Owns: the candidates (ours, the seed-literal stdlib baseline, the peers, the practical
 limits), the stages they run on, the timing protocol, the targets, and the Markdown
-and PNG reports. Does not own: the inputs (``_bench_data``), printing or writing files
-(``cli.py`` does both), or the pytest-benchmark suites (``benchmarks/``).
+and PNG reports. Does not own: the inputs (``benchmarks.inputs``), printing, files or
+processes (``benchmarks.command`` does those), or the pytest-benchmark suites.
 
-This is tooling, not part of the codec: nothing in the codec imports it. Like the
-codec it does no I/O of its own: ``cli.py`` reads ``/proc/cpuinfo`` and starts the
-child processes of the read stage's RSS check (``envelope bench --rss-child KEY:SIZE``,
-which runs ``run_reader`` and reports its own peak RSS), and passes both in. Peers are imported lazily,
+This is tooling, not part of the codec: it lives outside the ``envelope`` package, and
+nothing in the codec imports it (``envelope bench`` loads it lazily from the checkout).
+It does no I/O of its own: ``benchmarks.command`` reads ``/proc/cpuinfo`` and starts
+the child processes (one per stage, and the read stage's RSS check, which runs
+``run_reader`` and reports its own peak RSS), and passes their results in. Peers are imported lazily,
 inside the candidate that needs them; a missing one is a row marked "not installed",
 never an error.
 
 Timing protocol (what makes a ratio trustworthy on a shared machine):
 
-* every candidate of a stage runs in this one process, on the same input object;
+* each stage runs in a fresh process (``envelope bench``'s default; ``run(runner=...)``):
+  in one process the ratios depended on the stages before (heap, allocator and
+  collector state carry over; ``benchmarks.command`` has the figures);
+* every candidate of a stage runs in that one process, on the same input object;
 * candidates are alternated: round ``r`` runs them in an order rotated by ``r``, so a
   slow spell of the machine lands on all of them, not on one;
 * each round times one full pass (``time.perf_counter``) after a ``gc.collect()``;
@@ -39,8 +43,8 @@ Stages are built by the factories in ``STAGES``. The validate (issue 4) and migr
   the read stage's ours (``read_ours``: ``StreamReader.feed_batch`` ->
   ``Reconstructor.feed_many``, under the same name) as the target's in-stage reference;
   peak RSS from a child process like the read stage (key ``validate``).
-* migrate: the real legacy capture (``../shared/corpus/upstream/legacy_xml_sse_capture.txt``)
-  repeated to the read size, 64 KiB reads -> ``XmlMigrator``. ``cli.py`` reads the file
+* migrate: the real legacy capture (``fixtures/corpus/legacy_xml_sse_capture.txt``)
+  repeated to the read size, 64 KiB reads -> ``XmlMigrator``. ``benchmarks.command`` reads the file
   and passes its bytes in (``run(legacy_capture=...)``, kept in ``Sizes``); without them
   the stage's rows say the capture was not found. Memory: tracemalloc, as the emit stages.
 """
@@ -59,15 +63,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from ._bench_data import AGENTS, ascii_payload, deltas, escape_payload, iter_sse
-from ._decoder import StreamReader, decode_lenient
-from ._encoder import Emitter
-from ._limits import DEFAULT_MAX_BYTES
-from ._reconstruct import Reconstructor
-from ._sse import SSEReader
-from ._types import Envelope, Text, ToolResult
-from ._validator import StreamValidator
-from ._xml_migrate import MigrationWarning, XmlMigrator
+from envelope._decoder import StreamReader, decode_lenient
+from envelope._encoder import Emitter
+from envelope._limits import DEFAULT_MAX_BYTES
+from envelope._reconstruct import Reconstructor
+from envelope._sse import SSEReader
+from envelope._types import Envelope, Text, ToolResult
+from envelope._validator import StreamValidator
+from envelope._xml_migrate import MigrationWarning, XmlMigrator
+
+from .inputs import AGENTS, ascii_payload, deltas, escape_payload, iter_sse
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -80,6 +85,7 @@ __all__ = [
     "Row",
     "Sizes",
     "Stage",
+    "StageInfo",
     "TargetResult",
     "build_stage",
     "legacy_input",
@@ -88,6 +94,7 @@ __all__ = [
     "render_png",
     "render_table",
     "run",
+    "run_one",
     "run_reader",
     "seed_chunk_and_emit",
     "validate_ours",
@@ -113,7 +120,7 @@ class Sizes:
         small_count: how many 20-byte deltas one pass emits.
         typical_count: how many 200-byte deltas one pass emits.
         legacy_capture: the bytes of the real legacy XML capture, read by the caller
-            (``cli.py``); the migrate stage repeats it to ``read_bytes``. ``None``: not
+            (``benchmarks.command``); the migrate stage repeats it to ``read_bytes``. ``None``: not
             found, and the migrate stage says so.
     """
 
@@ -194,6 +201,21 @@ class Stage:
     measure: Callable[[Any], Measured]
     memory: str = "tracemalloc"
     rss_size: int = 0
+
+
+@dataclass(frozen=True)
+class StageInfo:
+    """What the report keeps of a stage once it has run (never its input).
+
+    Attributes:
+        key: the stage key (``emit_small``).
+        title: the heading, with the sizes this run used.
+        memory: how its peak memory was measured (``"tracemalloc"`` or ``"rss"``).
+    """
+
+    key: str
+    title: str
+    memory: str
 
 
 @dataclass
@@ -579,7 +601,7 @@ def _read_stage(sizes: Sizes) -> Stage:
     data, make, measure = _sse_input(sizes)
     return Stage(
         key="read",
-        title=f"read + reconstruct: {len(data) / MB:.1f} MiB SSE, 4 interleaved agents, 64 KiB reads",
+        title=f"read + reconstruct: {_amount(len(data))} SSE, 4 interleaved agents, 64 KiB reads",
         input_bytes=len(data),
         measure=measure,
         memory="rss",
@@ -655,7 +677,7 @@ def _validate_stage(sizes: Sizes) -> Stage:
     data, make, measure = _sse_input(sizes)
     return Stage(
         key="validate",
-        title=f"validate: {len(data) / MB:.1f} MiB SSE (the read stream), 64 KiB reads",
+        title=f"validate: {_amount(len(data))} SSE (the read stream), 64 KiB reads",
         input_bytes=len(data),
         measure=measure,
         memory="rss",
@@ -681,7 +703,7 @@ def _validate_stage(sizes: Sizes) -> Stage:
 
 # --------------------------------------------------------------------------- migrate
 
-LEGACY_CAPTURE: Final = "../shared/corpus/upstream/legacy_xml_sse_capture.txt"
+LEGACY_CAPTURE: Final = "fixtures/corpus/legacy_xml_sse_capture.txt"  #: the default input, in the checkout
 
 
 def legacy_input(capture: bytes, size: int) -> bytes:
@@ -762,7 +784,7 @@ def _migrate_stage(sizes: Sizes) -> Stage:
     return Stage(
         key="migrate",
         title=f"migrate: the legacy XML capture ({len(capture) / 1024:.1f} KiB) repeated to "
-        f"{len(data) / MB:.1f} MiB, 64 KiB reads",
+        f"{_amount(len(data))}, 64 KiB reads",
         input_bytes=len(data),
         measure=measure,
         candidates=[
@@ -783,6 +805,11 @@ def _stage_emit_small(sizes: Sizes) -> Stage:
 def _stage_emit_typical(sizes: Sizes) -> Stage:
     items = deltas(sizes.typical_count, 200)
     return _emit_stream_stage("emit_typical", f"emit: {len(items)} streamed deltas of ~200 bytes", items)
+
+
+def _amount(n: int) -> str:
+    """A size for a title, readable at any ``--size-mb``: ``100.2 MiB``, ``20 KiB``."""
+    return f"{n / MB:.1f} MiB" if n >= MB else f"{n / 1024:.0f} KiB"
 
 
 def _size_label(n: int) -> str:
@@ -876,7 +903,7 @@ def run_stage(
         rounds: passes per candidate; the median is kept.
         memory: also measure peak memory (one more pass per candidate).
         rss: for a stage measured by RSS, ``rss(rss_key, size)`` runs ``run_reader`` in a
-            child process and returns its peak RSS (``cli.py`` passes one; without it
+            child process and returns its peak RSS (``benchmarks.command`` passes one; without it
             that stage's memory is not measured).
 
     Returns:
@@ -937,12 +964,13 @@ class TargetResult:
 class Report:
     """A whole run: rows per stage, targets, the machine, the settings."""
 
-    stages: list[Stage] = field(default_factory=list)
+    stages: list[StageInfo] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     targets: list[TargetResult] = field(default_factory=list)
     machine: dict[str, str] = field(default_factory=dict)
     size_mb: float = 0.0
     rounds: int = 0
+    isolated: bool = False  #: each stage ran in its own process
 
     def row(self, stage: str, role: str, index: int = 0) -> Row | None:
         """The ``index``-th row of ``role`` in ``stage``, if measured."""
@@ -976,23 +1004,24 @@ def _within(report: Report, stage: str, other: str, goal: float, label: str) -> 
 
 
 def _targets_emit(report: Report) -> list[TargetResult]:
+    big = _size_label(Sizes.from_mb(report.size_mb).big_bytes)  # labels follow --size-mb
     out = [
         _faster(report, "emit_small", "stdlib", 4, "emit 20 B deltas vs stdlib seed-literal"),
         _within(report, "emit_small", "msgspec", 2, "emit 20 B deltas vs bare msgspec Struct"),
-        _faster(report, "emit_10m_escape", "stdlib", 3, "emit 10 MiB escape-heavy vs stdlib seed-literal"),
+        _faster(report, "emit_10m_escape", "stdlib", 3, f"emit {big} escape-heavy vs stdlib seed-literal"),
     ]
     ours = report.row("emit_10m_escape", "ours")
     if ours is not None:
         out.append(
             TargetResult(
-                "emit 10 MiB escape-heavy throughput", ">= 300 MB/s", f"{ours.mb_per_s:.0f} MB/s", ours.mb_per_s >= 300
+                f"emit {big} escape-heavy throughput", ">= 300 MB/s", f"{ours.mb_per_s:.0f} MB/s", ours.mb_per_s >= 300
             )
         )
         base = report.named("emit_10m_escape", "stdlib")
         base_v = "not measured" if base is None else f"{base.violations} of {base.events} lines"
         out.append(
             TargetResult(
-                "emit 10 MiB escape-heavy: lines over 2048 bytes",
+                f"emit {big} escape-heavy: lines over 2048 bytes",
                 "0 (baseline counted)",
                 f"ours {ours.violations} of {ours.events} lines; baseline {base_v}",
                 ours.violations == 0,
@@ -1110,6 +1139,7 @@ def run(
     rss: Callable[[str, int], int | None] | None = None,
     cpuinfo: str = "",
     legacy_capture: bytes | None = None,
+    runner: Callable[[str], tuple[StageInfo, list[Row]]] | None = None,
 ) -> Report:
     """Run every stage in ``STAGES`` and check ``TARGETS``.
 
@@ -1123,6 +1153,9 @@ def run(
         cpuinfo: the text of ``/proc/cpuinfo``, for the machine line.
         legacy_capture: the legacy XML capture's bytes for the migrate stage (the caller
             reads ``LEGACY_CAPTURE``); ``None`` marks that stage's rows "not found".
+        runner: runs one stage by key and returns what it measured, elsewhere (``envelope
+            bench`` runs each in a fresh process); ``None`` runs them here, one after
+            another, each built, timed and dropped before the next.
 
     Returns:
         The report.
@@ -1130,19 +1163,38 @@ def run(
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
     sizes = Sizes.from_mb(size_mb, legacy_capture)
-    report = Report(machine=machine(cpuinfo), size_mb=size_mb, rounds=rounds)
-    for key, factory in STAGES:
-        if only and key not in only:
-            continue
-        stage = factory(sizes)
+    report = Report(machine=machine(cpuinfo), size_mb=size_mb, rounds=rounds, isolated=runner is not None)
+    keys = [key for key, _ in STAGES if not only or key in only]
+    for number, key in enumerate(keys, start=1):
         if progress is not None:
-            progress(f"{stage.title} ...")
-        report.stages.append(stage)
-        report.rows.extend(run_stage(stage, rounds, memory=memory, rss=rss))
-        del stage
+            progress(f"stage {number} of {len(keys)}: {key}")
+        info, rows = run_one(key, sizes, rounds, memory=memory, rss=rss) if runner is None else runner(key)
+        report.stages.append(info)
+        report.rows.extend(rows)
     for check in TARGETS:
         report.targets.extend(check(report))
     return report
+
+
+def run_one(
+    key: str,
+    sizes: Sizes,
+    rounds: int,
+    *,
+    memory: bool = True,
+    rss: Callable[[str, int], int | None] | None = None,
+) -> tuple[StageInfo, list[Row]]:
+    """Build stage ``key`` at ``sizes``, time it (``run_stage``), and drop its input.
+
+    Returns:
+        What the report keeps of the stage, and its rows.
+    """
+    stage = build_stage(key, sizes)
+    rows = run_stage(stage, rounds, memory=memory, rss=rss)
+    info = StageInfo(stage.key, stage.title, stage.memory)
+    del stage
+    gc.collect()  # the input and every candidate's closure go before the next stage
+    return info, rows
 
 
 # --------------------------------------------------------------------------- rendering
@@ -1208,6 +1260,10 @@ def render_table(report: Report) -> str:
     return "\n".join(lines)
 
 
+def _where_run(report: Report) -> str:
+    return "each stage in its own process" if report.isolated else "every stage in one process (--in-process)"
+
+
 def render_markdown(report: Report) -> str:
     """The report as Markdown: machine, settings, one table per stage, the targets."""
     m = report.machine
@@ -1217,7 +1273,7 @@ def render_markdown(report: Report) -> str:
         f"Machine: {m.get('cpus')} CPUs ({m.get('cpu')}), Python {m.get('python')}, "
         f"msgspec {m.get('msgspec')}, {m.get('platform')}.",
         f"Settings: `envelope bench --size-mb {report.size_mb:g} --rounds {report.rounds}`; "
-        "medians of the rounds, candidates alternated in one process. "
+        f"medians of the rounds, {_where_run(report)}, candidates alternated within a stage. "
         "`time / ours` above 1 means slower than ours. MB/s counts input bytes (10^6). "
         "Peak memory: emit and migrate stages, tracemalloc peak of one untimed pass (Python "
         "allocations, output included, input excluded); read and validate stages, peak RSS "
@@ -1243,39 +1299,65 @@ def render_markdown(report: Report) -> str:
 
 
 def render_png(report: Report, path: str) -> None:
-    """A bar chart of ``time / ours`` per stage and candidate (log scale), to ``path``.
+    """The chart: one panel per stage, ``time / ours`` per candidate (log scale), to ``path``.
+
+    Each candidate keeps one colour in every panel (the legend, below the panels, names
+    them once); bars are centred in their panel; the panel titles are the stages' titles.
 
     Raises:
         ImportError: matplotlib is not installed (it is in the ``bench`` extra).
     """
+    import textwrap
+
     import matplotlib  # bench-only dependency
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
-    stages = [s.key for s in report.stages]
+    measured = [r for r in report.rows if r.ratio is not None and r.seconds is not None]
+    stages = [s for s in report.stages if any(r.stage == s.key for r in measured)]
     names: list[str] = []
-    for r in report.rows:
-        if r.seconds is not None and r.candidate not in names:
+    for r in measured:
+        if r.candidate not in names:
             names.append(r.candidate)
-    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(stages)), 5))
-    width = 0.8 / max(1, len(names))
-    for i, name in enumerate(names):
-        xs: list[float] = []
-        ys: list[float] = []
-        for j, key in enumerate(stages):
-            for r in report.rows:
-                if r.stage == key and r.candidate == name and r.ratio is not None:
-                    xs.append(j + i * width)
-                    ys.append(r.ratio)
-        ax.bar(xs, ys, width=width, label=name)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_yscale("log")
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(stages))])
-    ax.set_xticklabels(stages, rotation=20, ha="right")
-    ax.set_ylabel("time / ours (log; above 1 = slower than ours)")
-    ax.set_title(f"envelope bench (--size-mb {report.size_mb:g}, {report.machine.get('cpus')} CPUs)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    palette = [plt.get_cmap("tab10")(i) for i in range(10)] + [plt.get_cmap("Dark2")(i) for i in range(8)]
+    colour = {name: palette[i % len(palette)] for i, name in enumerate(names)}
+    cols = min(3, max(1, len(stages)))
+    rows_n = max(1, -(-len(stages) // cols))
+    fig, axes = plt.subplots(rows_n, cols, figsize=(5.2 * cols, 2.9 * rows_n + 1.4), squeeze=False)
+    ratios = [r.ratio for r in measured if r.ratio]
+    low, high = min([0.5, *ratios]) / 1.6, max([2.0, *ratios]) * 2.2
+    for ax, stage in zip(axes.flat, stages, strict=False):
+        rows = [r for r in measured if r.stage == stage.key]
+        ys = list(range(len(rows)))[::-1]  # ours on top, bars centred on their ticks
+        values = [r.ratio or 0.0 for r in rows]
+        ax.barh(ys, values, height=0.7, color=[colour[r.candidate] for r in rows], left=0)
+        for y, value in zip(ys, values, strict=True):
+            ax.text(value * 1.08, y, f"{value:.2f}" if value >= 0.1 else f"{value:.2g}", va="center", fontsize=8)
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlim(low, high)
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        ax.set_yticks([])
+        ax.set_title("\n".join(textwrap.wrap(stage.title, 46)), fontsize=9)
+        ax.tick_params(axis="x", labelsize=8)
+    for ax in list(axes.flat)[len(stages) :]:
+        ax.axis("off")
+    fig.legend(
+        handles=[Patch(color=colour[n], label=n) for n in names],
+        loc="lower center",
+        ncol=min(4, len(names)),
+        fontsize=8,
+        frameon=False,
+    )
+    fig.suptitle(
+        f"envelope bench: time / ours (log scale; right of the line = slower than ours)\n"
+        f"--size-mb {report.size_mb:g}, {report.rounds} rounds, {_where_run(report)}, "
+        f"{report.machine.get('cpus')} CPUs",
+        fontsize=10,
+    )
+    legend_rows = -(-len(names) // 4)
+    fig.tight_layout(rect=(0, 0.01 + 0.024 * legend_rows, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,0 +1,428 @@
+"""The ``envelope`` console script as a user meets it (spec/cli.md; issue 13 §1, issue 18 §2-3).
+
+Every test runs the real installed console script in a subprocess, so what is checked
+is what a shell sees: the bytes on stdout and stderr, and the exit status. Every
+stream the script prints is checked by the strict validator (``assert_valid``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from conftest import CORPUS, FIXTURES
+from envelope import DONE, Emitter, frame
+from envelope.cli import BENCH_STAGES, PROGRESS_MIN_BYTES
+from validating import assert_valid
+
+ENVELOPE = Path(sys.executable).with_name("envelope")
+AGENT = "0b6f5a4e-1c2d-4e3f-8a9b-0c1d2e3f4a5b"
+SEED_SSE = FIXTURES / "golden" / "seed_thinking" / "input.sse"
+CAPTURE = CORPUS / "legacy_xml_sse_capture.txt"
+#: The one error style (C2-a): ``WHERE: error: WHAT`` and maybe ``; WHAT TO DO``.
+Done = subprocess.CompletedProcess[bytes]
+ERROR_LINE = re.compile(r"^(?P<where>\S[^\n]*?): error: (?P<what>[^\n;]+)(?:; (?P<todo>[^\n]+))?$")
+
+
+def run(*args: str, stdin: bytes | None = b"", stdout: IO[bytes] | int = subprocess.PIPE) -> Done:
+    """Run ``envelope ARGS`` and return what it did; stdin is empty unless given."""
+    assert ENVELOPE.is_file(), f"the console script is not installed: {ENVELOPE}"
+    return subprocess.run(
+        [str(ENVELOPE), *args], input=stdin, stdout=stdout, stderr=subprocess.PIPE, check=False, timeout=120
+    )
+
+
+def errors_of(stderr: bytes) -> list[re.Match[str]]:
+    """The error lines of stderr, each checked against the one style (C2-a)."""
+    text = stderr.decode()
+    assert "Traceback" not in text
+    found = [ERROR_LINE.match(line) for line in text.splitlines() if ": error: " in line]
+    assert found, f"no error line in {text!r}"
+    assert all(found), f"an error line breaks the style: {text!r}"
+    return [m for m in found if m is not None]
+
+
+def big_stream(size: int) -> bytes:
+    """A valid SSE stream of at least ``size`` bytes: meta_init, one long text, meta_final."""
+    em = Emitter(AGENT)
+    meta = {"format": "json", "user_query": "q", "agent_uuid": AGENT, "model": "m"}
+    parts = [frame(line) for line in em.buffered("meta_init", json.dumps(meta))]
+    total = 0
+    while total < size:
+        for line in em.streamed("text", "words and more words, " * 60):
+            parts.append(frame(line))
+            total += len(parts[-1])
+    parts.append(frame(em.end("text")))
+    parts += [
+        frame(line) for line in em.buffered("meta_final", json.dumps({"stop_reason": "end_turn", "total_steps": 1}))
+    ]
+    parts.append(DONE)
+    return b"".join(parts)
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("big") / "big.sse"
+    path.write_bytes(big_stream(PROGRESS_MIN_BYTES + 1024 * 1024))
+    return path
+
+
+# --- C1: status, version, help ------------------------------------------------------------
+
+
+def test_spec_c1_version_names_the_installed_version() -> None:
+    """[C1-b] ``envelope --version``."""
+    from importlib.metadata import version
+
+    done = run("--version")
+    assert done.returncode == 0
+    assert done.stdout.decode().strip() == f"envelope {version('envelope-stream')}"
+
+
+@pytest.mark.parametrize("command", [[], ["reconstruct"], ["migrate"], ["validate"], ["bench"]])
+def test_spec_c1_every_help_says_what_defaults_and_examples(command: list[str]) -> None:
+    """[C1-b] ``--help`` of the tool and of each subcommand: what it does, defaults, examples."""
+    done = run(*command, "--help")
+    assert done.returncode == 0
+    text = done.stdout.decode()
+    assert "examples:" in text
+    if command:
+        assert "default" in text
+    # Each entry of the options section, but argparse's own switches, says its default.
+    entries = re.split(r"\n  (?=-)", text.split("options:", 1)[1].split("examples:", 1)[0])[1:]
+    assert entries
+    for entry in entries:
+        if entry.startswith(("-h, --help", "--version")):
+            continue
+        assert "default" in entry, f"{entry.split()[0]} does not say its default"
+
+
+def test_spec_c1_bench_help_lists_its_stages() -> None:
+    """[C1-b] ``envelope bench --help`` lists every stage, and the list is the engine's."""
+    text = run("bench", "--help").stdout.decode()
+    assert all(key in text for key, _ in BENCH_STAGES)
+    from benchmarks import engine
+
+    assert [key for key, _ in BENCH_STAGES] == [key for key, _ in engine.STAGES]
+
+
+def test_spec_c1_exit_statuses() -> None:
+    """[C1-a] 0 done, 1 found, 2 unusable."""
+    bad = FIXTURES.parent / "spec" / "conformance" / "invalid" / "E121_marker_with_delta.jsonl"
+    assert run("validate", str(SEED_SSE)).returncode == 0
+    assert run("validate", str(bad)).returncode == 1
+    assert run("validate", "--max-bytes", "0", str(bad)).returncode == 2
+    assert run("nonsense").returncode == 2
+
+
+# --- C2: one error style ------------------------------------------------------------------
+
+
+def test_spec_c2_library_errors_get_where_what_and_advice() -> None:
+    """[C2-a] a codec error: the input, its position, and the flag that helps."""
+    done = run("migrate", "-", stdin=b"<content-block-text>hi</content-block-text>")
+    assert done.returncode == 2
+    [err] = errors_of(done.stderr)
+    assert err["where"] == "<stdin>"
+    assert err["what"].startswith("line 1, byte 0: no agent")
+    assert err["todo"] == "give the agent with --agent UUID"
+
+
+def test_spec_c2_argument_errors_name_the_command() -> None:
+    """[C2-a] an argument error names the command and says what to give."""
+    done = run("bench", "--size-mb", "0", "--out", os.devnull)
+    assert done.returncode == 2
+    [err] = errors_of(done.stderr)
+    assert err["where"] == "envelope bench"
+    assert "--size-mb" in err["what"]
+    assert err["todo"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the message is in _xml_migrate.py (not this helper's file): the change is in the report",
+)
+def test_spec_c2_library_messages_name_no_flag() -> None:
+    """[C2-b] ``MigrationError`` from Python names no command-line flag."""
+    from envelope import MigrationError, XmlMigrator
+
+    with pytest.raises(MigrationError) as info:
+        XmlMigrator().feed(b"<content-block-text>hi</content-block-text>")
+    assert not re.search(r"--[a-z]", str(info.value)), str(info.value)
+
+
+# --- C3: inputs and outputs that fail ----------------------------------------------------
+
+READERS = [["reconstruct"], ["migrate"], ["validate"], ["bench", "--stage", "migrate", "--legacy-capture"]]
+
+
+@pytest.mark.parametrize("command", READERS, ids=lambda c: c[0])
+@pytest.mark.parametrize(
+    ("make", "what", "todo"),
+    [
+        ("missing", "No such file or directory", "check the path"),
+        ("folder", "Is a directory", "give a file, not a folder"),
+        ("unreadable", "Input/output error", None),
+    ],
+)
+def test_spec_c3_bad_input_files(command: list[str], make: str, what: str, todo: str | None, tmp_path: Path) -> None:
+    """[C3-a] a missing file, a folder, an unreadable file: an error naming it, exit 2."""
+    # /proc/self/mem opens but fails on read (EIO), even as root, where modes do not stop a read.
+    path = {"missing": str(tmp_path / "nope.sse"), "folder": str(tmp_path), "unreadable": "/proc/self/mem"}[make]
+    extra = ["--out", str(tmp_path / "out")] if command[0] == "bench" else []
+    done = run(*command, path, *extra)
+    assert done.returncode == 2
+    [err] = errors_of(done.stderr)
+    assert err["where"] == path
+    assert err["what"] == what
+    if todo:
+        assert todo in err["todo"]
+    if command[0] == "validate":  # the summary does not pretend the file was checked
+        assert "1 of them could not be checked" in done.stderr.decode()
+
+
+def test_spec_c3_validate_checks_the_other_files(tmp_path: Path) -> None:
+    """[C3-a] validate reports the bad file and still checks the good one."""
+    bad = FIXTURES.parent / "spec" / "conformance" / "invalid" / "E121_marker_with_delta.jsonl"
+    done = run("validate", str(tmp_path / "nope.sse"), str(bad))
+    assert done.returncode == 2
+    assert b"E121" in done.stdout
+    assert "1 error(s), 0 warning(s) in 2 files; 1 of them could not be checked" in done.stderr.decode()
+
+
+@pytest.mark.parametrize("command", [["reconstruct", "-"], ["validate", "-"], ["migrate", "-"]])
+def test_spec_c3_closed_stdin(command: list[str]) -> None:
+    """[C3-b] ``envelope reconstruct - <&-``: a clear error, not an AttributeError."""
+    done = subprocess.run(
+        f'exec "{ENVELOPE}" {" ".join(command)} <&-', shell=True, capture_output=True, check=False, timeout=60
+    )
+    assert done.returncode == 2
+    [err] = errors_of(done.stderr)
+    assert err["where"] == "<stdin>"
+    assert err["what"] == "standard input is closed"
+
+
+def test_spec_c3_closed_stdout() -> None:
+    """[C3-b] stdout closed: an error naming ``<stdout>``."""
+    done = subprocess.run(
+        f'exec "{ENVELOPE}" reconstruct "{SEED_SSE}" >&-', shell=True, capture_output=True, check=False, timeout=60
+    )
+    assert done.returncode == 2
+    [err] = errors_of(done.stderr)
+    assert err["where"] == "<stdout>"
+
+
+def test_spec_c3_full_disk_names_the_output_and_counts_stay_true() -> None:
+    """[C3-c] ``envelope validate FILE > /dev/full``: the output is blamed; the counts are what was found."""
+    path = CORPUS / "json_scenario_tool_result_image.jsonl"
+    expected = run("validate", str(path))
+    assert expected.returncode == 1
+    summary = expected.stderr.decode().splitlines()[-1]
+    assert summary == "1 error(s), 2 warning(s) in 1 file"
+    with open("/dev/full", "wb") as full:
+        done = run("validate", str(path), stdout=full)
+    assert done.returncode == 2
+    [err] = errors_of(done.stderr)
+    assert err["where"] == "<stdout>"
+    assert err["what"] == "No space left on device"
+    assert str(path) not in done.stderr.decode().split("\n")[0]
+    assert done.stderr.decode().splitlines()[-1] == summary
+
+
+@pytest.mark.parametrize("command", [["reconstruct"], ["migrate"]])
+def test_spec_c3_full_disk_for_the_other_writers(command: list[str]) -> None:
+    """[C3-c] reconstruct and migrate blame the output too."""
+    source = CAPTURE if command == ["migrate"] else SEED_SSE
+    with open("/dev/full", "wb") as full:
+        done = run(*command, str(source), stdout=full)
+    assert done.returncode == 2
+    assert [e["where"] for e in errors_of(done.stderr)] == ["<stdout>"]
+
+
+# --- C4: broken pipe -----------------------------------------------------------------------
+
+
+def _read_one_line_then_close(args: list[str]) -> tuple[int, bytes, bytes]:
+    """What ``envelope ARGS | head -1`` does to the command: one line read, then the pipe closed."""
+    proc = subprocess.Popen([str(ENVELOPE), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.stderr.close()
+    return proc.wait(timeout=120), first, err
+
+
+@pytest.mark.parametrize("command", ["migrate", "reconstruct", "validate"])
+def test_spec_c4_broken_pipe_exits_quietly(command: str, tmp_path: Path, big: Path) -> None:
+    """[C4-a] ``envelope migrate big.xml | head -1``: status 141, nothing on stderr."""
+    if command == "migrate":
+        capture = CAPTURE.read_bytes()
+        body = capture[: capture.rfind(b"data: [DONE]")]
+        path = tmp_path / "big.txt"
+        path.write_bytes(body * 100 + b"data: [DONE]\n\n")  # well past a pipe's buffer
+        args = ["migrate", str(path)]
+    elif command == "reconstruct":
+        args = ["reconstruct", str(big)]
+    else:  # many violations: one E101 per line
+        path = tmp_path / "noise.jsonl"
+        path.write_bytes(b"not json\n" * 20_000)
+        args = ["validate", str(path)]
+    status, first, err = _read_one_line_then_close(args)
+    assert first
+    assert status == 141
+    text = err.decode()
+    assert "Traceback" not in text
+    assert ": error:" not in text
+    assert "Broken pipe" not in text
+
+
+# --- C5: empty input -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["reconstruct", "migrate", "validate"])
+@pytest.mark.parametrize("data", [b"", b"\n\n \r\n\t"], ids=["empty", "whitespace"])
+def test_spec_c5_empty_input_one_rule(command: str, data: bytes, tmp_path: Path) -> None:
+    """[C5-a] empty input: the same error, exit 2, for reconstruct, migrate and validate."""
+    path = tmp_path / "empty.sse"
+    path.write_bytes(data)
+    out = tmp_path / "out.jsonl"
+    extra = ["-o", str(out)] if command == "migrate" else []
+    for args in ([str(path)], ["-"]):
+        done = run(command, *args, *extra, stdin=data)
+        assert done.returncode == 2
+        assert done.stdout == b""
+        [err] = errors_of(done.stderr)
+        assert err["what"].endswith(f"nothing to {command}")
+        assert not out.exists()
+
+
+def test_spec_c5_content_without_an_envelope_is_not_empty(tmp_path: Path) -> None:
+    """[C5-a] only an SSE comment: validate judges it (E167); reconstruct prints an empty transcript."""
+    path = tmp_path / "comment.sse"
+    path.write_bytes(b": just a comment\n\n")
+    judged = run("validate", str(path))
+    assert judged.returncode == 1
+    assert b"E167" in judged.stdout
+    rebuilt = run("reconstruct", str(path))
+    assert rebuilt.returncode == 0
+    assert json.loads(rebuilt.stdout) == {"done": False, "agents": {}}
+
+
+# --- C6: progress on a terminal -----------------------------------------------------------
+
+
+def _with_tty_stderr(args: list[str]) -> tuple[int, bytes]:
+    """Run with stderr on a pseudo-terminal; return the status and what the terminal got."""
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([str(ENVELOPE), *args], stdout=subprocess.DEVNULL, stderr=slave)
+        os.close(slave)
+        seen = bytearray()
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed its end
+                break
+            if not chunk:
+                break
+            seen += chunk
+        return proc.wait(timeout=120), bytes(seen)
+    finally:
+        os.close(master)
+
+
+@pytest.mark.parametrize(("command", "label"), [("validate", "validating"), ("reconstruct", "reconstructing")])
+def test_spec_c6_progress_on_a_terminal(command: str, label: str, big: Path) -> None:
+    """[C6-a] a large input on a terminal: a transient progress bar on stderr."""
+    status, seen = _with_tty_stderr([command, str(big)])
+    assert status == 0
+    assert label.encode() in seen
+    assert b"\x1b[" in seen  # drawn, then erased (transient)
+
+
+def test_spec_c6_progress_while_migrating(tmp_path: Path) -> None:
+    """[C6-a] migrating a large capture on a terminal shows the bar too."""
+    capture = CAPTURE.read_bytes()
+    body = capture[: capture.rfind(b"data: [DONE]")]
+    path = tmp_path / "big.txt"
+    copies = PROGRESS_MIN_BYTES // len(body) + 2
+    path.write_bytes(body * copies + b"data: [DONE]\n\n")
+    status, seen = _with_tty_stderr(["migrate", str(path), "--format", "jsonl", "-o", str(tmp_path / "o.jsonl")])
+    assert status == 0
+    assert b"migrating" in seen
+    # The same recorded agent, repeated: each copy after the first opens with its meta_init again.
+    assert_valid((tmp_path / "o.jsonl").read_bytes(), expect=["E162"] * (copies - 1))
+
+
+@pytest.mark.parametrize("command", ["validate", "reconstruct"])
+def test_spec_c6_quiet_when_not_a_terminal(command: str, big: Path) -> None:
+    """[C6-a] the same work with stderr on a pipe draws nothing."""
+    done = run(command, str(big))
+    assert done.returncode == 0
+    assert b"\x1b" not in done.stderr
+    assert b"validating" not in done.stderr
+    assert b"reconstructing" not in done.stderr
+
+
+def test_spec_c6_small_input_draws_nothing_even_on_a_terminal() -> None:
+    """[C6-a] under the size threshold, nothing is drawn."""
+    status, seen = _with_tty_stderr(["validate", str(SEED_SSE)])
+    assert status == 0
+    assert b"\x1b" not in seen
+
+
+# --- C7: machine output, and the streams the CLI prints ---------------------------------
+
+
+def test_spec_c7_validate_json_is_the_documented_shape() -> None:
+    """[C7-a] one object; each violation's keys in the documented order; ``file`` with several files."""
+    bad = FIXTURES.parent / "spec" / "conformance" / "invalid" / "E123_image_other_id.jsonl"
+    one = run("validate", "--format", "json", str(bad))
+    assert one.returncode == 1
+    doc = json.loads(one.stdout)
+    assert list(doc) == ["violations"]
+    keys = ["code", "severity", "line", "offset", "agent", "type", "message"]
+    assert [list(v) for v in doc["violations"]] == [keys]
+    two = run("validate", "--format", "json", str(bad), "-", stdin=bad.read_bytes())
+    assert [list(v) for v in json.loads(two.stdout)["violations"]] == [["file", *keys]] * 2
+    assert [v["file"] for v in json.loads(two.stdout)["violations"]] == [str(bad), "<stdin>"]
+
+
+def test_spec_c7_reconstruct_prints_the_transcript() -> None:
+    """[C7-b] the transcript as indented JSON, the golden case's blocks."""
+    done = run("reconstruct", str(SEED_SSE))
+    assert done.returncode == 0
+    assert done.stdout.startswith(b"{\n  ")
+    want = json.loads((SEED_SSE.parent / "blocks.json").read_text())
+    assert json.loads(done.stdout) == want
+
+
+@pytest.mark.parametrize("fmt", ["sse", "jsonl"])
+def test_spec_c7_migrate_prints_a_valid_stream(fmt: str) -> None:
+    """[C7-b] the migrated capture, in either framing, passes the strict validator."""
+    done = run("migrate", str(CAPTURE), "--format", fmt)
+    assert done.returncode == 0
+    assert done.stdout.endswith(b"[DONE]\n\n" if fmt == "sse" else b"[DONE]\n")
+    assert_valid(done.stdout)
+
+
+def test_spec_c6_bench_names_its_stage_on_a_terminal_only(tmp_path: Path) -> None:
+    """[C6-a] ``envelope bench``: a status line per stage on a terminal; nothing on a pipe."""
+    args = ["bench", "--size-mb", "0.02", "--rounds", "1", "--no-memory", "--stage", "emit_small"]
+    status, seen = _with_tty_stderr([*args, "--out", str(tmp_path / "tty")])
+    assert status == 0
+    assert b"stage 1 of 1: emit_small" in seen
+    piped = run(*args, "--out", str(tmp_path / "pipe"))
+    assert piped.returncode == 0
+    assert b"stage 1 of 1" not in piped.stderr
+    assert b"\x1b" not in piped.stderr
