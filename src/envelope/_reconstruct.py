@@ -26,11 +26,12 @@ Above the key machines, one machine per recording (``PHASES``)::
                [DONE] (spec §8.2-a)
       READING ──────────────────────▶ DONE
          ▲  └─ any line ─┐              │
-         │ ◀─────────────┘              │ meta_init: the next response (spec §8.2, §8.4)
+         │ ◀─────────────┘              │ meta_init: the next response (spec §8.5-a)
          └──────────────────────────────┘
 
-A recording may hold several responses back to back (a run log); the agents go on.
-Anything else in DONE (a line, a second ``[DONE]``) is refused (spec §8.2-a).
+A recording may hold several responses back to back (a run log, spec §8.5); the
+reconstructor rebuilds it as one transcript, in which the agents go on. Anything else in
+DONE (a line, a second ``[DONE]``) is refused (spec §8.2-a, §8.5-b).
 
 Where the work is: ``feed`` reads a line and steps the recording machine
 (``_step_phase``); ``_apply`` sends the line to an image, a citation, or its key's
@@ -121,7 +122,7 @@ PHASES: Final[dict[tuple[Phase, Mark], Phase]] = {
     (Phase.READING, Mark.LINE): Phase.READING,
     (Phase.READING, Mark.META_INIT): Phase.READING,
     (Phase.READING, Mark.TERMINATOR): Phase.DONE,  # spec §8.2-a: [DONE] ends the response
-    (Phase.DONE, Mark.META_INIT): Phase.READING,  # spec §8.2, §8.4: the next response of a run log
+    (Phase.DONE, Mark.META_INIT): Phase.READING,  # spec §8.5-a: the next response of a recording
 }
 
 
@@ -368,7 +369,7 @@ class Reconstructor:
             raise exc.at(_where(position, index)) from None
 
     def _step_phase(self, mark: Mark, position: Position | None, index: int) -> None:
-        """Move the recording's machine (``PHASES``); a missing pair is content after ``[DONE]``."""
+        """Move the recording's machine (``PHASES``); a missing pair is content after ``[DONE]`` (spec §8.5-b)."""
         phase = Phase.DONE if self._done else Phase.READING
         after = PHASES.get((phase, mark))
         if after is None:

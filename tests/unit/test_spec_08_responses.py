@@ -55,7 +55,7 @@ def _blocks(rec: Reconstructor) -> list[tuple[str, Any]]:
 
 @pytest.mark.parametrize("batch", [False, True])
 def test_a_meta_init_after_done_starts_the_next_response_of_the_same_agent(batch: bool) -> None:
-    """[8.2-a] only a meta_init may follow [DONE]; the agent's blocks go on in one list."""
+    """[8.5-a] only a meta_init may follow [DONE]; the reconstructor keeps the agent's blocks in one list."""
     rec = Reconstructor()
     if batch:
         rec.feed_many(PAUSED + RESUMED)
@@ -112,7 +112,7 @@ def test_done_is_false_inside_the_next_response() -> None:
 )
 @pytest.mark.parametrize("batch", [False, True])
 def test_anything_else_after_done_is_refused(after: str, batch: bool) -> None:
-    """[8.2-a] a second [DONE], another type, or an unreadable line after [DONE] is a sequence error."""
+    """[8.5-b] [8.2-a] a second [DONE], another type, or an unreadable line after [DONE] is a sequence error."""
     rec = Reconstructor()
 
     def run() -> None:
@@ -129,7 +129,7 @@ def test_anything_else_after_done_is_refused(after: str, batch: bool) -> None:
 
 
 def test_a_block_left_open_at_done_stays_incomplete_and_does_not_continue() -> None:
-    """No block spans two responses: the next response's text opens a new block."""
+    """[8.5-a] blocks open at [DONE] belong to the response that ended: the next response's text opens a new block."""
     rec = Reconstructor()
     rec.feed_many(
         [
