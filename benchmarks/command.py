@@ -11,8 +11,9 @@ Why a process per stage: in one process the figures depended on which stages ran
 before (100 MiB: read vs ``json.loads`` 1.74x in the one-process run, 2.03x with a
 process per stage; validate vs read 0.94x vs 1.20x): the interpreter's heap, allocator
 arenas and collector state carry over from stage to stage, and no one of them could be
-pinned as the cause. A fresh process gives every stage the same start, whatever ran before; within a stage, candidates still alternate round
-by round on the same input. README "Benchmarks" has the measurements.
+pinned as the cause. A fresh process gives every stage the same start, whatever ran
+before; within a stage, candidates still alternate round by round on the same input.
+README "Benchmarks" has the measurements.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from agent_ref import RetryPolicy
-from envelope import reconstruct
+from envelope import SSEReader, reconstruct
+from validating import assert_valid
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -76,3 +77,36 @@ def meta(lines: list[bytes], kind: str) -> dict[str, Any]:
     data = found[-1]["data"]
     assert isinstance(data, dict | list)
     return data  # type: ignore[return-value]  # a list only for awaiting_frontend_tools
+
+
+def split_responses(lines: list[bytes]) -> list[list[bytes]]:
+    """A run log's lines cut into responses, each ending with ``[DONE]`` (spec/agent-ref.md §9.2-a).
+
+    Lines after the last ``[DONE]`` form a last, unterminated response (which the strict
+    validator then rejects, as it should).
+    """
+    out: list[list[bytes]] = [[]]
+    for line in lines:
+        out[-1].append(line)
+        if line == b"[DONE]":
+            out.append([])
+    return [r for r in out if r]
+
+
+def sse_lines(stdout: str | bytes) -> list[bytes]:
+    """The data lines of framed SSE output (a CLI's stdout), ``[DONE]`` included."""
+    reader = SSEReader()
+    data = stdout.encode() if isinstance(stdout, str) else stdout
+    events = reader.feed(data)
+    reader.close()
+    return [e.data.encode() for e in events]
+
+
+def assert_valid_responses(lines: list[bytes], *, max_bytes: int = 2048) -> list[list[bytes]]:
+    """Validate each response of a run log strictly; return them. Each must end with ``[DONE]``."""
+    responses = split_responses(lines)
+    assert responses, "no response at all"
+    for response in responses:
+        assert response[-1] == b"[DONE]", "a response does not end with [DONE]"
+        assert_valid(response, max_bytes=max_bytes)
+    return responses

@@ -3,8 +3,11 @@
 Owns: the order of a run (spec ``spec/agent-ref.md`` §1): ``meta_init``, steps of
 model call then tools, the pause for frontend tools with its state saved *before*
 ``awaiting_frontend_tools`` is sent, the termination conditions (§5), the
-discarded-attempt signal for retries after partial output (§6.4), and the end of
-every response (``meta_final`` or ``awaiting_frontend_tools``, then ``[DONE]``, §7).
+discarded-attempt signal for retries after partial output (§6.4), the end of
+every response (``meta_final`` or ``awaiting_frontend_tools``, then ``[DONE]``, §7),
+what faults leave behind (an abort or a gone client answers unanswered calls and
+closes the run in the store, §5.5; the owner lease, recovery of a dead run and
+``abandon``, §10), and the request sent per call (``request_options``, §11).
 Does not own: translating API events (``envelope.anthropic.AnthropicTranslator``),
 the models (``models.py``, ``scripted.py``), tools (``tools.py``), storage
 (``store.py``).
@@ -22,6 +25,8 @@ import asyncio
 import inspect
 import json
 import logging
+import os
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -31,10 +36,11 @@ from typing import TYPE_CHECKING, Any, Final
 from envelope import DecodeError, Emitter, ImageRef, Reconstructor
 from envelope.anthropic import AnthropicTranslator
 
+from . import scrub
 from .errors import ConfigError, StateError, ToolResultsError
 from .pricing import PRICES, Price, cost_usd, price_for
 from .retry import ApiFailure, IncompleteStreamError, RetryPolicy, classify
-from .state import AgentState, PendingCall, RunRecord, RunState
+from .state import AgentState, PendingCall, RunRecord, RunState, flat_usage
 from .store import LogBatch, MemoryStore, Store
 from .tools import Tool, ToolCallRequest, ToolOutcome, error_outcome, result_block, run_tools
 
@@ -57,6 +63,17 @@ STOP_MAX_STEPS: Final = "max_steps"
 STOP_MAX_BUDGET: Final = "max_budget"
 STOP_ERROR: Final = "error"
 STOP_ABORTED: Final = "aborted"
+STOP_ABANDONED: Final = "abandoned"
+STOP_LOST: Final = "lost"
+
+#: Request keys the agent sets on every call; ``request_options`` may not (spec §11.1-a).
+AGENT_OWNED_PARAMS: Final = frozenset(
+    {"model", "messages", "max_tokens", "system", "tools", "tool_choice", "thinking", "stream"}
+)
+#: Seconds a backend tool call may run unless the tool says otherwise (spec §2.5-a).
+DEFAULT_TOOL_TIMEOUT: Final = 60.0
+#: Seconds a ``running`` agent stays held by its process without a renewal (spec §10.2-a).
+DEFAULT_LEASE_SECONDS: Final = 30.0
 
 
 @dataclass(slots=True)
@@ -89,6 +106,18 @@ class AgentResult:
     error: str | None = None
 
 
+class _ClientGone(Exception):
+    """The sink raised: the client is gone. The run is closed in the store, then ``error`` re-raised."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _nowhere(line: bytes) -> None:
+    """The sink of a response nobody reads (``abandon`` without a sink, a recovery)."""
+
+
 class _RunFailed(Exception):
     def __init__(self, failure: ApiFailure, attempts: int) -> None:
         super().__init__(failure.message)
@@ -106,22 +135,34 @@ class _Outcome:
 class _Response:
     """One streamed response: checks, logs, and sends lines; stages the closing ones."""
 
-    def __init__(self, sink: Sink, agent: str, run_id: str, index: int) -> None:
+    def __init__(self, sink: Sink, agent: str, run_id: str, index: int, max_bytes: int) -> None:
         self.sink = sink
+        self.max_bytes = max_bytes
         self.agent = agent
         self.run_id = run_id
         self.index = index
         self.checker = Reconstructor()
         self.lines: list[bytes] = []
         self.staged: list[bytes] = []
+        #: The client is gone: lines are still checked and logged, no longer sent (spec §5.5-c).
+        self.gone = False
+
+    async def _deliver(self, line: bytes) -> None:
+        if self.gone:
+            return
+        try:
+            result = self.sink(line)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            self.gone = True
+            raise _ClientGone(exc) from exc
 
     async def send(self, lines: Sequence[bytes]) -> None:
         for line in lines:
             self.checker.feed(line)
             self.lines.append(line)
-            result = self.sink(line)
-            if inspect.isawaitable(result):
-                await result
+            await self._deliver(line)
 
     def stage(self, lines: Sequence[bytes]) -> None:
         for line in lines:
@@ -132,9 +173,10 @@ class _Response:
     async def flush(self) -> None:
         staged, self.staged = self.staged, []
         for line in staged:
-            result = self.sink(line)
-            if inspect.isawaitable(result):
-                await result
+            try:
+                await self._deliver(line)
+            except _ClientGone as exc:
+                raise exc.error from None  # already stored: only the caller needs to know
 
     def batch(self) -> LogBatch:
         return LogBatch(run_id=self.run_id, response=self.index, start=0, lines=list(self.lines))
@@ -169,6 +211,18 @@ class Agent:
         max_tool_concurrency: backend tools of one step running at once.
         prices: the price table.
         stream_history: put the conversation history into ``meta_init``/``meta_final``.
+        lease_seconds: how long a claim on the agent lasts without renewal; renewed every
+            third of it while a run is in progress (spec §10.2-a).
+        tool_timeout: seconds a backend tool call may run before it is answered "timed out"
+            (a tool's own ``timeout`` wins; ``None``: unbounded) (spec §2.5-a).
+        secrets: more values to keep out of every stream, store and log (a server's token);
+            the model client's API key and auth token are held anyway (spec §6.3-b).
+        request_options: more keyword arguments for every ``messages.create`` call, passed
+            through as the SDK takes them: ``betas`` (then the beta client is used),
+            ``extra_headers``, ``extra_body``, ``extra_query``, ``timeout``, ``container``,
+            ``metadata``, ``temperature``, ``stop_sequences``, ``service_tier``,
+            ``mcp_servers``, ``context_management``... (spec §11.1-a). The keys the agent
+            sets itself (``AGENT_OWNED_PARAMS``) are refused.
 
     Raises:
         ConfigError: duplicate tool names, or a budget with an unpriced model.
@@ -192,6 +246,10 @@ class Agent:
         max_tool_concurrency: int = 4,
         prices: Mapping[str, Price] = PRICES,
         stream_history: bool = False,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+        secrets: Sequence[str] = (),
+        request_options: Mapping[str, Any] | None = None,
     ) -> None:
         """See the class docstring."""
         names = [t.name for t in tools] + [str(t.get("name")) for t in server_tools]
@@ -200,6 +258,14 @@ class Agent:
             raise ConfigError(f"duplicate tool names: {', '.join(dupes)}")
         if max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
+        if lease_seconds <= 0:
+            raise ConfigError("lease_seconds must be positive")
+        owned = sorted(set(request_options or {}) & AGENT_OWNED_PARAMS)
+        if owned:
+            raise ConfigError(
+                f"request_options cannot set {', '.join(owned)}: the agent sets them "
+                "(use Agent's model, max_tokens, system, tools, server_tools, thinking_budget)"
+            )
         if max_budget_usd is not None and price_for(model.name, prices) is None:
             raise ConfigError(f"max_budget_usd needs a price for model {model.name!r}; add it to prices")
         self.model = model
@@ -216,10 +282,22 @@ class Agent:
         self.max_tool_concurrency = max_tool_concurrency
         self.prices = prices
         self.stream_history = stream_history
+        self.lease_seconds = lease_seconds
+        self.tool_timeout = tool_timeout
+        self.request_options: dict[str, Any] = dict(request_options or {})
+        check = getattr(model, "check_request_options", None)
+        if self.request_options and callable(check):
+            check(self.request_options)
+        client = getattr(model, "client", None)
+        # spec §6.3-b: what this process holds never reaches a stream, a store or a log.
+        scrub.hold([getattr(client, "api_key", None), getattr(client, "auth_token", None), *secrets])
+        scrub.install_log_filter()
         self.state = AgentState(agent_uuid=agent_uuid or str(uuid.uuid4()), model=model.name)
         self._emitter = Emitter(self.state.agent_uuid, max_bytes)
         self._abort = asyncio.Event()
         self._files: list[dict[str, Any]] = []
+        #: Results of the current step's calls already decided, by tool_use id (spec §5.5-b).
+        self._answered: dict[str, dict[str, Any]] = {}
 
     @property
     def agent_uuid(self) -> str:
@@ -255,6 +333,115 @@ class Agent:
         """Ask the running run to stop: the stream ends with an ``aborted`` error and ``meta_final`` (spec §5.5)."""
         self._abort.set()
 
+    def lease_alive(self, now: float | None = None) -> bool:
+        """Whether the agent is ``running`` under a lease that has not expired (spec §10.2-a)."""
+        state = self.state
+        return state.status == "running" and state.lease_expires_at > (time.time() if now is None else now)
+
+    async def recover(self) -> AgentResult | None:
+        """Deal with a run whose process died (its lease expired) so the agent can be used again (spec §10.2-b).
+
+        A resume that died is put back to its pause (the same results can be sent again).
+        A run that died otherwise is closed: its prompt is taken back out of the context,
+        it is recorded with stop reason ``lost``, and its log gets a closing response.
+
+        Returns:
+            The closed run's result, or ``None`` when there was nothing to close (not
+            ``running``, or a pause restored).
+
+        Raises:
+            StateError: the agent is running under a live lease (another process holds it).
+            ConflictError: another process changed the agent meanwhile.
+        """
+        state = self.state
+        if state.status != "running":
+            return None
+        if self.lease_alive():
+            left = state.lease_expires_at - time.time()
+            raise StateError(
+                f"agent {state.agent_uuid} is running in another process ({state.lease_owner}; "
+                f"its lease is renewed while it lives and runs out in {left:.0f} s if it died)"
+            )
+        run = state.run
+        state.lease_owner = None
+        state.lease_expires_at = 0.0
+        if state.pending_frontend and run is not None:
+            state.status = "awaiting_frontend_tools"
+            await self.store.save(state)
+            log.warning("agent %s: a resume whose process died was put back to its pause", state.agent_uuid)
+            return None
+        if run is None:
+            state.status = "idle"
+            await self.store.save(state)
+            return None
+        if run.base_messages >= 0:
+            del state.messages[run.base_messages :]
+            if run.base_tail >= 0 and state.messages:
+                state.messages[-1]["content"] = state.messages[-1]["content"][: run.base_tail]
+        response = _Response(_nowhere, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
+        run.responses += 1
+        response.gone = True  # nobody reads it: it only closes the run's log (spec §9.2-a)
+        await response.send(self._emitter.buffered("meta_init", self._meta_init(run)))
+        payload = {
+            "type": STOP_LOST,
+            "message": "the process running this run stopped before the run ended; a later process closed it",
+        }
+        log.warning("agent %s: run %s was lost with its process; closed", state.agent_uuid, run.run_id)
+        return await self._finish(response, STOP_LOST, error_payload=payload)
+
+    async def abandon(self, sink: Sink | None = None, *, reason: str = "abandoned by the user") -> AgentResult:
+        """Close a run paused for frontend tools without their results (spec §10.3).
+
+        Every pending frontend call gets an ``is_error`` result ``"abandoned: <reason>"``
+        (merged with the step's backend results, so the history stays valid), and the run
+        ends with stop reason ``abandoned``. The closing response (``meta_init``, those
+        results, an ``error`` of type ``abandoned``, ``meta_final``, ``[DONE]``) is stored
+        in the run's log and sent to ``sink`` if one is given. A run whose process died
+        (expired lease) is recovered first (``recover``).
+
+        Args:
+            sink: receives the closing response; nothing is sent when ``None``.
+            reason: why, as the model and the log will see it.
+
+        Returns:
+            The closed run's result.
+
+        Raises:
+            StateError: no paused run to abandon, or the agent is running under a live lease.
+            ConflictError: another process changed the agent meanwhile.
+        """
+        state = self.state
+        if state.status == "running":
+            closed = await self.recover()
+            if closed is not None:
+                return closed
+        if state.status != "awaiting_frontend_tools" or state.run is None:
+            raise StateError(f"agent {state.agent_uuid} has no paused run to abandon (status {state.status})")
+        self._claim()
+        try:
+            await self.store.save(state)  # claim, as a resume does (spec §4.3)
+        except BaseException:
+            state.status = "awaiting_frontend_tools"
+            state.lease_owner = None
+            raise
+        run = state.run
+        response = _Response(sink or _nowhere, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
+        run.responses += 1
+        text = "abandoned: " + scrub.public(reason)
+        # Every line of this response is a closing line: staged, stored, then sent (spec §4.4).
+        response.stage(self._emitter.buffered("meta_init", self._meta_init(run, resume=True)))
+        by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
+        for pending in state.pending_frontend:
+            call = ToolCallRequest(id=pending.tool_use_id, name=pending.name, input=pending.input)
+            done = error_outcome(self._emitter, call, text)
+            response.stage(done.lines)
+            by_id[call.id] = done.block
+        self._append_user([by_id[i] for i in state.pending_order if i in by_id])
+        state.pending_frontend = []
+        state.pending_backend_results = []
+        state.pending_order = []
+        return await self._finish(response, STOP_ABANDONED, error_payload={"type": STOP_ABANDONED, "message": text})
+
     async def run(self, prompt: str | Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
         """Run one user turn to its end or to a pause, streaming envelope lines to ``sink``.
 
@@ -270,13 +457,13 @@ class Agent:
             ConflictError: another process changed the agent meanwhile.
         """
         state = self.state
+        if state.status == "running":
+            await self.recover()  # spec §10.2-b: a dead owner's run is closed first; a live one refuses
         if state.status == "awaiting_frontend_tools":
             raise StateError(
                 f"agent {state.agent_uuid} is waiting for frontend tool results; "
                 "call continue_with_tool_results (agent-ref resume) first"
             )
-        if state.status == "running":
-            raise StateError(f"agent {state.agent_uuid} is running in another process")
         if isinstance(prompt, str):
             blocks: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
             query = prompt
@@ -284,14 +471,17 @@ class Agent:
             blocks = [dict(b) for b in prompt]
             query = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
         run = RunState(run_id=str(uuid.uuid4()), user_query=query, started_at=time.time())
+        messages = state.messages
+        run.base_messages = len(messages)
+        if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
+            run.base_tail = len(messages[-1]["content"])
         state.run = run
-        state.status = "running"
+        self._claim()
         self._append_user(blocks)
-        await self.store.save(state)  # claim the agent (spec §4.3)
-        response = _Response(sink, state.agent_uuid, run.run_id, run.responses)
+        await self.store.save(state)  # claim the agent (spec §4.3, §10.2-a)
+        response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
         run.responses += 1
-        await response.send(self._emitter.buffered("meta_init", self._meta_init(run)))
-        return await self._drive(response, 1)
+        return await self._drive(response, 1, self._emitter.buffered("meta_init", self._meta_init(run)))
 
     async def continue_with_tool_results(self, results: Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
         """Resume a paused run with the browser's results (spec §3.3).
@@ -316,35 +506,44 @@ class Agent:
                 f"agent {state.agent_uuid} is not waiting for frontend tool results (status {state.status})"
             )
         parsed = _parse_results(results, state.pending_frontend)
-        state.status = "running"
+        self._claim()
         try:
             await self.store.save(state)  # claim: exactly one resume wins (spec §4.3)
         except BaseException:
             state.status = "awaiting_frontend_tools"
+            state.lease_owner = None
+            state.lease_expires_at = 0.0
             raise
         run = state.run
-        response = _Response(sink, state.agent_uuid, run.run_id, run.responses)
+        response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
         run.responses += 1
-        await response.send(self._emitter.buffered("meta_init", self._meta_init(run, resume=True)))
+        opening = self._emitter.buffered("meta_init", self._meta_init(run, resume=True))
         by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
         names = {p.tool_use_id: p.name for p in state.pending_frontend}
         for tool_use_id, (text, images, is_error) in parsed.items():
             call = ToolCallRequest(id=tool_use_id, name=names[tool_use_id], input={})
-            await response.send(self._emitter.tool_result(call.id, call.name, text, images))
+            opening += self._emitter.tool_result(call.id, call.name, text, images)
             by_id[tool_use_id] = result_block(tool_use_id, text, images, is_error=is_error)
         self._append_user([by_id[i] for i in state.pending_order if i in by_id])
         step = state.current_step + 1
         state.pending_frontend = []
         state.pending_backend_results = []
         state.pending_order = []
-        return await self._drive(response, step)
+        return await self._drive(response, step, opening)
 
     # ----------------------------------------------------------------- the loop
 
-    async def _drive(self, response: _Response, step: int) -> AgentResult:
-        """Run the loop as a task that ``abort()`` can cancel, and end the response."""
+    async def _drive(self, response: _Response, step: int, opening: list[bytes]) -> AgentResult:
+        """Send ``opening``, run the loop as a task ``abort()`` can cancel, renew the lease, end the response."""
         self._abort.clear()
-        loop_task = asyncio.ensure_future(self._loop(response, step))
+        heartbeat = asyncio.ensure_future(self._heartbeat())
+        try:
+            return await self._drive_loop(response, step, opening)
+        finally:
+            heartbeat.cancel()
+
+    async def _drive_loop(self, response: _Response, step: int, opening: list[bytes]) -> AgentResult:
+        loop_task = asyncio.ensure_future(self._loop(response, step, opening))
         abort_task = asyncio.ensure_future(self._abort.wait())
         try:
             done, _ = await asyncio.wait({loop_task, abort_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -352,33 +551,108 @@ class Agent:
             loop_task.cancel()
             abort_task.cancel()
             await asyncio.gather(loop_task, return_exceptions=True)
-            await asyncio.shield(self._release())
+            # spec §5.5-c: the caller is gone. Close the run in the store (log included); send nothing.
+            response.gone = True
+            await asyncio.shield(self._close_quietly(response, "the run was cancelled: the client went away"))
             raise
         abort_task.cancel()
         if loop_task not in done:
             loop_task.cancel()
             await asyncio.gather(loop_task, return_exceptions=True)
-            await self._close_open(response)
-            payload: dict[str, Any] = {"type": "aborted", "message": "the run was aborted by the caller"}
-            return await self._finish(response, STOP_ABORTED, error_payload=payload)
+            return await self._end_aborted(response, "the run was aborted by the caller")
         try:
             stop = loop_task.result()
         except _RunFailed as exc:
-            payload = {  # spec §6.3: a public message, never a traceback
+            payload: dict[str, Any] = {  # spec §6.3: a public message, never a traceback
                 "type": exc.failure.type,
                 "message": exc.failure.message,
                 "retryable": exc.failure.transient,
                 "attempts": exc.attempts,
             }
             return await self._finish(response, STOP_ERROR, error_payload=payload)
+        except _ClientGone as exc:
+            # spec §5.5-c: the sink failed (a closed pipe, a dropped connection).
+            await self._close_quietly(response, "the client went away")
+            raise exc.error from None
+        except Exception:
+            # A bug in the agent's own code: a public message in the stream, details in the log (spec §6.3).
+            log.exception("the agent loop failed")
+            await self._close_open(response)
+            await self._answer_unanswered(response, "not run: the agent failed before this tool call finished")
+            payload = {
+                "type": "internal_error",
+                "message": "internal error in the agent (details are in the server log)",
+                "retryable": False,
+                "attempts": 1,
+            }
+            return await self._finish(response, STOP_ERROR, error_payload=payload)
         if stop == STOP_AWAITING:
             return await self._pause(response)
         return await self._finish(response, stop)
 
-    async def _loop(self, response: _Response, step: int) -> str:
-        """Steps until the run ends; returns the stop reason (spec §1.2)."""
+    async def _end_aborted(self, response: _Response, message: str) -> AgentResult:
+        """Close open blocks, answer unanswered calls, then ``error`` (aborted), ``meta_final``, ``[DONE]`` (§5.5)."""
+        await self._close_open(response)
+        await self._answer_unanswered(response, "cancelled: the run was aborted before this tool call finished")
+        return await self._finish(response, STOP_ABORTED, error_payload={"type": STOP_ABORTED, "message": message})
+
+    async def _close_quietly(self, response: _Response, message: str) -> None:
+        """``_end_aborted`` for a response nobody reads any more; failures are logged, not raised."""
+        response.gone = True
+        try:
+            await self._end_aborted(response, message)
+        except Exception:
+            log.exception("could not close run of agent %s after its client went away", self.agent_uuid)
+
+    async def _answer_unanswered(self, response: _Response, text: str) -> None:
+        """Give every call of the last assistant turn a result, so the history stays valid (spec §5.5-b)."""
+        messages = self.state.messages
+        if not messages or messages[-1].get("role") != "assistant":
+            return
+        calls = _tool_uses(list(messages[-1].get("content") or []))
+        if not calls:
+            return
+        blocks = []
+        for call in calls:
+            block = self._answered.get(call.id)
+            if block is None:
+                done = error_outcome(self._emitter, call, text)
+                await response.send(done.lines)
+                block = done.block
+            blocks.append(block)
+        self._append_user(blocks)
+
+    def _claim(self) -> None:
+        """Mark the agent ``running`` under a fresh lease of this process (spec §10.2-a)."""
+        state = self.state
+        state.status = "running"
+        state.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        state.lease_expires_at = time.time() + self.lease_seconds
+
+    async def _heartbeat(self) -> None:
+        """Renew the lease every third of its length while the run goes on (spec §10.2-a)."""
+        state = self.state
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            owner = state.lease_owner
+            if owner is None or state.status != "running":
+                return
+            expires = time.time() + self.lease_seconds
+            try:
+                renewed = await self.store.renew_lease(state.agent_uuid, owner, expires)
+            except Exception:
+                log.warning("agent %s: could not renew the lease; will try again", state.agent_uuid)
+                continue
+            if not renewed:
+                log.warning("agent %s: lost its lease to another process", state.agent_uuid)
+                return
+            state.lease_expires_at = expires
+
+    async def _loop(self, response: _Response, step: int, opening: list[bytes]) -> str:
+        """Send the response's opening lines, then steps until the run ends; returns the stop reason (spec §1.2)."""
         run = self.state.run
         assert run is not None
+        await response.send(opening)
         while True:
             if step > self.max_steps:
                 return await self._last_call(response, step)
@@ -405,11 +679,13 @@ class Agent:
         outcomes: dict[str, ToolOutcome] = {}
         backend: list[ToolCallRequest] = []
         frontend: list[ToolCallRequest] = []
+        self._answered = {}
         for call in calls:
             if call.id in bad_inputs:
                 # spec §1.3-a: a cut or unparseable call is answered, never run.
                 done = error_outcome(self._emitter, call, bad_inputs[call.id])
                 outcomes[call.id] = done
+                self._answered[call.id] = done.block
                 await response.send(done.lines)
                 continue
             tool_def = self.tools.get(call.name)
@@ -418,7 +694,13 @@ class Agent:
             else:
                 backend.append(call)
         ran = await run_tools(
-            backend, self.tools, self._emitter, response.send, max_concurrency=self.max_tool_concurrency
+            backend,
+            self.tools,
+            self._emitter,
+            response.send,
+            max_concurrency=self.max_tool_concurrency,
+            on_result=lambda call, done: self._answered.__setitem__(call.id, done.block),
+            timeout=self.tool_timeout,
         )
         outcomes.update({o.block["tool_use_id"]: o for o in ran})
         if frontend:
@@ -437,9 +719,11 @@ class Agent:
         calls = _tool_uses(outcome.content)
         if calls:
             # The model called tools anyway: answer them as not run, so history stays valid.
+            self._answered = {}
             blocks = []
             for call in calls:
                 done = error_outcome(self._emitter, call, "not run: the run reached max_steps")
+                self._answered[call.id] = done.block
                 await response.send(done.lines)
                 blocks.append(done.block)
             self._append_user(blocks)
@@ -459,9 +743,11 @@ class Agent:
             tool_starts: dict[int, tuple[str, str]] = {}
             tool_json: dict[int, list[str]] = {}
             bad: dict[int, str] = {}
+            call_usage: dict[str, int] = {}
             try:
                 async for event in self.model.stream(params):
                     _track_tool_input(event, tool_starts, tool_json)
+                    self._track_usage_and_container(event, call_usage)
                     try:
                         lines = translator.feed(event)
                     except DecodeError:
@@ -479,7 +765,7 @@ class Agent:
                 translator.close()
                 if translator.stop_reason is None:
                     raise IncompleteStreamError("no message_delta with a stop_reason")
-            except (asyncio.CancelledError, _RunFailed):
+            except (asyncio.CancelledError, _RunFailed, _ClientGone):
                 raise
             except Exception as exc:
                 failure = classify(exc)
@@ -488,16 +774,27 @@ class Agent:
                 else:
                     log.warning("model call attempt %d failed: %s (%s)", attempt, failure.type, failure.message)
                 retrying = failure.transient and attempt < self.retry.max_attempts
+                wait, source = self.retry.wait(attempt, failure)
                 if sent:
                     await self._close_open(response)
                     await self._discard(
-                        response, response.block_count() - blocks_before, step, attempt, failure, retrying
+                        response,
+                        response.block_count() - blocks_before,
+                        step,
+                        attempt,
+                        failure,
+                        retrying,
+                        wait if retrying else None,
                     )
+                elif retrying and source == "retry-after":
+                    # spec §6.2-b: a wait the API asked for is said in the stream, even before output.
+                    await self._discard(response, 0, step, attempt, failure, retrying, wait)
                 if not retrying:
                     raise _RunFailed(failure, attempt) from None
-                await self.retry.sleep(self.retry.delay(attempt))
+                await self.retry.sleep(wait)
                 continue
-            usage = translator.usage
+            # spec §11.2-a: the nested counters too; running totals, the later value wins.
+            usage = {**call_usage, **translator.usage}
             run.usage.add(usage)
             self.state.usage.add(usage)
             run.cost_usd = cost_usd(self.model.name, run.usage, self.prices)
@@ -517,8 +814,28 @@ class Agent:
             self._collect_files(content)
             return _Outcome(content=content, stop_reason=reason, bad_inputs=bad_inputs)
 
+    def _track_usage_and_container(self, event: Any, usage: dict[str, int]) -> None:
+        """Keep a call's usage (nested counters included) and the container the API reports."""
+        kind = _field(event, "type")
+        if kind == "message_start":
+            message = _field(event, "message")
+            usage.update(flat_usage(_field(message, "usage")))
+            container = _field(message, "container")
+        elif kind == "message_delta":
+            usage.update(flat_usage(_field(event, "usage")))
+            container = _field(_field(event, "delta"), "container")
+        else:
+            return
+        container_id = _field(container, "id")
+        if isinstance(container_id, str) and container_id:
+            self.state.container_id = container_id
+
     def _params(self, tool_choice_none: bool) -> dict[str, Any]:
-        params: dict[str, Any] = {
+        # spec §11.1-a: the caller's request options first; the keys the agent owns are set after.
+        params: dict[str, Any] = dict(self.request_options)
+        if self.state.container_id and "container" not in params:
+            params["container"] = self.state.container_id  # spec §11.1-c
+        params |= {
             "model": self.model.name,
             "max_tokens": self.max_tokens,
             "messages": self.state.messages,
@@ -550,10 +867,17 @@ class Agent:
                 )
 
     async def _discard(
-        self, response: _Response, blocks: int, step: int, attempt: int, failure: ApiFailure, retrying: bool
+        self,
+        response: _Response,
+        blocks: int,
+        step: int,
+        attempt: int,
+        failure: ApiFailure,
+        retrying: bool,
+        wait: float | None,
     ) -> None:
         """The discarded-attempt signal (spec §6.4): one ``error`` envelope naming how many blocks to drop."""
-        payload = {
+        payload: dict[str, Any] = {
             "type": "attempt_discarded",
             "message": "the model call failed after partial output; the blocks above from this attempt are void",
             "discard_blocks": blocks,
@@ -562,6 +886,10 @@ class Agent:
             "retrying": retrying,
             "error": {"type": failure.type, "message": failure.message},
         }
+        if wait is not None:
+            payload["wait_seconds"] = round(wait, 3)  # spec §6.2-b
+        if failure.retry_after is not None:
+            payload["retry_after_seconds"] = round(failure.retry_after, 3)
         await response.send(self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False)))
 
     async def _pause(self, response: _Response) -> AgentResult:
@@ -573,6 +901,8 @@ class Agent:
         response.stage(self._emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False)))
         response.stage([DONE_LINE])
         state.status = "awaiting_frontend_tools"
+        state.lease_owner = None
+        state.lease_expires_at = 0.0
         await self.store.save(state, log=response.batch())  # spec §3.1-a: saved before it is sent
         await response.flush()
         return AgentResult(
@@ -627,6 +957,8 @@ class Agent:
         state.status = "idle"
         state.run = None
         state.current_step = 0
+        state.lease_owner = None
+        state.lease_expires_at = 0.0
         await self.store.save(state, log=response.batch(), run=record)
         await response.flush()
         return AgentResult(
@@ -640,16 +972,6 @@ class Agent:
             conversation_history=list(run.history),
             error=error_payload["message"] if error_payload and stop_reason == STOP_ERROR else None,
         )
-
-    async def _release(self) -> None:
-        """After an external cancellation: save the agent as idle so it is not stuck ``running``."""
-        state = self.state
-        state.status = "idle"
-        state.run = None
-        try:
-            await self.store.save(state)
-        except Exception:
-            log.exception("could not release agent %s after cancellation", state.agent_uuid)
 
     def _cost(self, run: RunState) -> dict[str, Any] | None:
         price = price_for(self.model.name, self.prices)
@@ -706,7 +1028,16 @@ class Agent:
             if str(block.get("type", "")).endswith("_tool_result"):
                 for file_id in _file_ids(block.get("content")):
                     if all(f["file_id"] != file_id for f in self._files):
-                        self._files.append({"file_id": file_id, "filename": None, "storage_location": None})
+                        # spec §5.6-b: the agent does not download files, so the Files API id is
+                        # the only name it knows, and the file stays where the API keeps it.
+                        self._files.append(
+                            {"file_id": file_id, "filename": file_id, "storage_location": files_api_path(file_id)}
+                        )
+
+
+def files_api_path(file_id: str) -> str:
+    """Where a file produced by a server tool lives: its download path in the Files API (spec §5.6-b)."""
+    return f"/v1/files/{file_id}/content"
 
 
 def _file_ids(value: object) -> list[str]:
@@ -748,7 +1079,8 @@ def _track_tool_input(event: Any, starts: dict[int, tuple[str, str]], parts: dic
 def _bad_input_message(stop_reason: str) -> str:
     if stop_reason == "max_tokens":
         return "not run: the response reached max_tokens before this tool call was complete; call it again"
-    return "not run: the tool input was not valid JSON"
+    # spec §1.3-a: the model sees why, and can call again (the API's own advice for this case).
+    return "not run: the tool input was not valid JSON; call the tool again with a JSON object as its input"
 
 
 def _tool_uses(content: list[dict[str, Any]]) -> list[ToolCallRequest]:

@@ -3,11 +3,14 @@
 Owns: argument parsing, choosing the model (offline scripted by default, Claude with
 ``--model``, a recording with ``--replay``), the SQLite file, writing framed lines to
 stdout (or a human view with ``--pretty``), and the pause message on stderr with the
-exact command to resume (spec ``spec/agent-ref.md`` §9).
-Does not own: the agent (``agent.py``). Stdout carries only the stream; logs and human
-messages go to stderr. No traceback is ever printed: errors are one line, exit 2 for
-unusable input or arguments, 3 for a lost concurrent resume, 1 for a run that ended
-in an error.
+exact command to resume (spec ``spec/agent-ref.md`` §9); the ``log``, ``runs`` and
+``abandon`` subcommands; exit statuses, the error style and the quiet exit on a closed
+pipe (spec ``spec/cli-agent-ref.md``).
+Does not own: the agent (``agent.py``). Stdout carries only the stream (or ``runs``'
+listing); logs and human messages go to stderr. No traceback is ever printed: errors are
+one line ``WHERE: error: WHAT; WHAT TO DO``, exit 2 for unusable input, arguments or
+state, 3 for a lost concurrent resume, 1 for a run that ended in an error, 141 when the
+reader of stdout went away.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shlex
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -32,12 +37,47 @@ from .errors import AgentRefError, ConflictError
 from .models import DEFAULT_CLAUDE_MODEL, AnthropicModel, Model, ReplayModel
 from .replay import ReplayError
 from .scripted import ScriptedModel
-from .store import SQLiteStore
+from .store import AgentSummary, SQLiteStore
 
 __all__ = ["PrettyPrinter", "main"]
 
 DEFAULT_DB: Final = "agent-ref.db"
+#: Exit statuses (spec ``spec/cli-agent-ref.md`` RC1).
+EXIT_RUN_FAILED: Final = 1
+EXIT_UNUSABLE: Final = 2
+EXIT_CONFLICT: Final = 3
+EXIT_INTERRUPTED: Final = 130
+EXIT_BROKEN_PIPE: Final = 141
 log = logging.getLogger("agent_ref")
+
+
+class CliError(AgentRefError):
+    """An error of the command line, shown as ``WHERE: error: WHAT; WHAT TO DO`` (spec RC2-a)."""
+
+    def __init__(self, where: str, what: str, todo: str = "") -> None:
+        """Say where (a file, a run, a command), what went wrong, and what to do."""
+        super().__init__(f"{where}: error: {what}" + (f"; {todo}" if todo else ""))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _usage_text(usage: Any) -> str:
+    """Token counts as a person reads them: ``1,234 tokens in, 56 out (+ 10 cache read)``."""
+    if not isinstance(usage, dict):
+        return ""
+    text = f"{usage.get('input_tokens', 0):,} tokens in, {usage.get('output_tokens', 0):,} out"
+    extra = [
+        f"{usage[key]:,} {label}"
+        for key, label in (
+            ("cache_creation_input_tokens", "cache written"),
+            ("cache_read_input_tokens", "cache read"),
+            ("web_search_requests", "web searches"),
+        )
+        if usage.get(key)
+    ]
+    return text + (f" (+ {', '.join(extra)})" if extra else "")
 
 
 class PrettyPrinter:
@@ -64,6 +104,8 @@ class PrettyPrinter:
         self.rebuilder.feed(line)
         if line == DONE_LINE:
             self._break()
+            # The end of one response; a run log may hold the next one after it (spec §9.2-a).
+            self.rebuilder = Reconstructor()
             return
         env: dict[str, Any] = json.loads(line)
         kind, agent, delta = env["type"], env["agent"], env.get("delta", "")
@@ -105,9 +147,12 @@ class PrettyPrinter:
         elif kind in ("tool_result", "server_tool_result"):
             self.out.write(prefix + self._style("32", f"← {block.get('name')}: {block.get('content')}") + "\n")
         elif kind == "error":
-            self.out.write(
-                prefix + self._style("31", f"error: {json.dumps(block.get('data'), ensure_ascii=False)}") + "\n"
-            )
+            data = block.get("data")
+            if isinstance(data, dict) and isinstance(data.get("message"), str):
+                text = f"{data.get('type', 'error')}: {data['message']}"
+            else:
+                text = json.dumps(data, ensure_ascii=False)
+            self.out.write(prefix + self._style("31", f"error: {text}") + "\n")
         elif kind == "awaiting_frontend_tools":
             self.out.write(prefix + self._style("35", "⏸ waiting for frontend tools") + "\n")
         elif kind == "meta_init":
@@ -119,15 +164,21 @@ class PrettyPrinter:
         elif kind == "meta_final":
             data = block.get("data") or {}
             cost = (data.get("cost") or {}).get("total_usd")
-            summary = (
-                f"done: {data.get('stop_reason')} · {data.get('total_steps')} steps"
-                f" · usage {data.get('cumulative_usage')}"
-            )
-            self.out.write(prefix + self._style("2", summary + (f" · ${cost}" if cost is not None else "")) + "\n")
+            steps = data.get("total_steps")
+            parts = [f"done ({data.get('stop_reason')})"]
+            if isinstance(steps, int):
+                parts.append(_plural(steps, "model call"))
+            usage = _usage_text(data.get("cumulative_usage"))
+            if usage:
+                parts.append(usage)
+            if isinstance(cost, int | float):
+                parts.append(f"${cost:.4f}")
+            self.out.write(prefix + self._style("2", " · ".join(parts)) + "\n")
         elif kind == "meta_files":
-            self.out.write(
-                prefix + self._style("36", f"files: {json.dumps(block.get('data'), ensure_ascii=False)}") + "\n"
-            )
+            data = block.get("data")
+            files = data.get("files") if isinstance(data, dict) else None
+            names = [str(f.get("filename")) for f in files if isinstance(f, dict)] if isinstance(files, list) else []
+            self.out.write(prefix + self._style("36", f"files: {', '.join(names) or '(none)'}") + "\n")
 
 
 def blocks_citations(blocks: Any) -> list[dict[str, Any]]:
@@ -202,55 +253,192 @@ def _report(args: argparse.Namespace, result: AgentResult) -> int:
     err = sys.stderr
     if result.stop_reason == "awaiting_frontend_tools":
         calls = result.pending_frontend_tools
-        err.write(f"agent-ref: paused: agent {result.agent_uuid} waits for {len(calls)} frontend tool call(s):\n")
+        err.write(
+            f"agent-ref: paused: agent {result.agent_uuid} waits for {_plural(len(calls), 'frontend tool call')}:\n"
+        )
         for call in calls:
             err.write(f"  {call.tool_use_id}  {call.name}({json.dumps(call.input, ensure_ascii=False)})\n")
         example = [{"tool_use_id": c.tool_use_id, "content": "yes"} for c in calls]
         err.write('agent-ref: answer with a JSON array of {"tool_use_id", "content", "is_error"?}, for example:\n')
         err.write(f"  echo {shlex.quote(json.dumps(example))} | {_resume_command(args, result.agent_uuid)}\n")
         return 0
-    cost = f", ${result.cost_usd}" if result.cost_usd is not None else ""
-    err.write(f"agent-ref: {result.stop_reason} after {result.steps} step(s){cost}; agent {result.agent_uuid}\n")
+    cost = f", ${result.cost_usd:.4f}" if result.cost_usd is not None else ""
+    err.write(
+        f"agent-ref: {result.stop_reason} after {_plural(result.steps, 'model call')}{cost}; "
+        f"run {result.run_id}, agent {result.agent_uuid}\n"
+    )
     if result.stop_reason in ("error", "aborted"):
         if result.error:
-            err.write(f"agent-ref: error: {result.error}\n")
-        return 1
+            err.write(f"agent-ref {args.command}: error: {result.error}\n")
+        return EXIT_RUN_FAILED
     return 0
+
+
+class _Announce:
+    """Passes lines on; before the first, says on stderr which run and agent this is (spec §9.1-b)."""
+
+    def __init__(self, agent: Agent, sink: Any, verb: str) -> None:
+        self.agent = agent
+        self.sink = sink
+        self.verb = verb
+        self.announced = False
+
+    def __call__(self, line: bytes) -> Any:
+        if not self.announced:
+            self.announced = True
+            run = self.agent.state.run
+            run_id = run.run_id if run is not None else "?"
+            sys.stderr.write(f"agent-ref: {self.verb} run {run_id} (agent {self.agent.agent_uuid})\n")
+            sys.stderr.flush()
+        return self.sink(line)
 
 
 async def _run(args: argparse.Namespace) -> int:
     store = SQLiteStore(args.db)
     agent = Agent(_model(args), store=store, **_agent_config(args))
-    result = await _with_abort(agent, agent.run(args.prompt, _sink(args)))
+    result = await _with_abort(agent, agent.run(args.prompt, _Announce(agent, _sink(args), "started")))
     return _report(args, result)
 
 
-async def _resume(args: argparse.Namespace) -> int:
-    if not Path(args.db).exists():
-        raise AgentRefError(f"{args.db}: no such database (pass the --db the paused run used)")
-    text = sys.stdin.read() if args.results == "-" else Path(args.results).read_text(encoding="utf-8")
+def _read_results(source: str) -> Any:
+    where = "<stdin>" if source == "-" else source
     try:
-        results = json.loads(text)
+        if source == "-":
+            if sys.stdin is None:
+                raise CliError(where, "standard input is closed", "pipe the results in, or pass --results FILE")
+            text = sys.stdin.read()
+        else:
+            text = Path(source).read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise CliError(where, "is a directory, not a results file", "pass a JSON file, or - for stdin") from None
+    except FileNotFoundError:
+        raise CliError(where, "no such file", "pass the JSON file with the results, or - for stdin") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(where, f"cannot read it ({_reason(exc)})", "check the file and its permissions") from None
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        where = "<stdin>" if args.results == "-" else args.results
-        raise AgentRefError(f"{where}:{exc.lineno}:{exc.colno}: results are not JSON: {exc.msg}") from None
+        raise CliError(
+            f"{where}:{exc.lineno}:{exc.colno}",
+            f"results are not JSON: {exc.msg}",
+            'give a JSON array of {"tool_use_id", "content", "is_error"?}',
+        ) from None
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
+async def _resume(args: argparse.Namespace) -> int:
+    _need_db(args)
+    results = _read_results(args.results)
     store = SQLiteStore(args.db)
     agent = await Agent.load(args.agent_uuid, store, _model(args), **_agent_config(args))
-    result = await _with_abort(agent, agent.continue_with_tool_results(results, _sink(args)))
+    result = await _with_abort(
+        agent, agent.continue_with_tool_results(results, _Announce(agent, _sink(args), "resumed"))
+    )
     return _report(args, result)
 
 
 async def _log(args: argparse.Namespace) -> int:
-    if not Path(args.db).exists():
-        raise AgentRefError(f"{args.db}: no such database")
-    lines = await SQLiteStore(args.db).run_log(args.run_id)
-    if not lines:
-        raise AgentRefError(f"no envelope log for run {args.run_id} in {args.db}")
+    _need_db(args)
+    responses = await SQLiteStore(args.db).run_responses(args.run_id)
+    if not responses:
+        raise CliError(
+            f"run {args.run_id}",
+            f"no envelope log in {args.db}",
+            "`agent-ref run` prints the run id on stderr when it starts; `agent-ref runs` lists agents",
+        )
+    if args.response is not None:
+        # spec §9.2-a: one response, counted from 1 as people count.
+        if not 1 <= args.response <= len(responses):
+            raise CliError(
+                f"run {args.run_id}",
+                f"it has {_plural(len(responses), 'response')}",
+                f"--response takes 1 to {len(responses)}",
+            )
+        responses = [responses[args.response - 1]]
     sink = _sink(args)
-    for line in lines:
-        if args.pretty and line == DONE_LINE:
-            continue
-        sink(line)
+    for response in responses:
+        for line in response:
+            sink(line)
+    return 0
+
+
+def _need_db(args: argparse.Namespace) -> None:
+    path = Path(args.db)
+    if path.is_dir():
+        raise CliError(str(path), "is a directory, not an agent database", "pass --db, the file `agent-ref run` used")
+    if not path.is_file():
+        raise CliError(str(path), "no such database", "pass --db, the file `agent-ref run` used")
+
+
+def _owner_alive(agent: AgentSummary, now: float) -> bool | None:
+    return agent.lease_alive(now) if agent.status == "running" else None
+
+
+def _describe(agent: AgentSummary, now: float) -> str:
+    """One agent as a person reads it."""
+    if agent.status == "running":
+        if agent.lease_alive(now):
+            state = f"running (owner alive, lease renewed, {agent.lease_expires_at - now:.0f} s left)"
+        else:
+            state = (
+                f"running, but its process is gone (lease ran out {now - agent.lease_expires_at:.0f} s ago): "
+                f"the next run closes it, or `agent-ref abandon {agent.agent_uuid}`"
+            )
+    elif agent.status == "awaiting_frontend_tools":
+        state = (
+            f"paused for frontend tools: `agent-ref resume {agent.agent_uuid}` "
+            f"or `agent-ref abandon {agent.agent_uuid}`"
+        )
+    else:
+        state = "idle"
+    query = f' "{agent.user_query[:60]}"' if agent.user_query else ""
+    run = f" run {agent.run_id}" if agent.run_id else ""
+    return f"{agent.agent_uuid}  {state}{run}{query}"
+
+
+async def _runs(args: argparse.Namespace) -> int:
+    _need_db(args)
+    agents = await SQLiteStore(args.db).agents()
+    now = time.time()
+    if args.format == "json":
+        rows = [
+            {
+                "agent_uuid": a.agent_uuid,
+                "status": a.status,
+                "run_id": a.run_id,
+                "user_query": a.user_query,
+                "owner": a.lease_owner,
+                "owner_alive": _owner_alive(a, now),
+                "lease_expires_at": a.lease_expires_at or None,
+                "updated_at": a.updated_at,
+            }
+            for a in agents
+        ]
+        sys.stdout.write(json.dumps({"agents": rows}, ensure_ascii=False, indent=2) + "\n")
+        return 0
+    if not agents:
+        sys.stdout.write(f"no agents in {args.db}\n")
+    for agent in agents:
+        sys.stdout.write(_describe(agent, now) + "\n")
+    return 0
+
+
+async def _abandon(args: argparse.Namespace) -> int:
+    _need_db(args)
+    store = SQLiteStore(args.db)
+    stored = await store.load(args.agent_uuid)
+    if stored is None:
+        raise CliError(f"agent {args.agent_uuid}", f"not in {args.db}", f"`agent-ref runs --db {args.db}` lists them")
+    # No model call happens: the stored model's name only prices the closed run.
+    agent = await Agent.load(args.agent_uuid, store, ScriptedModel(name=stored.model))
+    result = await agent.abandon(reason=args.reason)
+    sys.stderr.write(
+        f"agent-ref: closed run {result.run_id} of agent {result.agent_uuid} ({result.stop_reason}); "
+        "the agent can run again\n"
+    )
     return 0
 
 
@@ -267,56 +455,168 @@ class _Formatter(logging.Formatter):
         return super().format(record)
 
 
+_MODEL_HELP: Final = (
+    "Which model answers. By default the embedded offline model (scripted: deterministic, no network, no key). "
+    f"--model alone uses Claude ({DEFAULT_CLAUDE_MODEL}); --model NAME uses that Claude model; both need "
+    "ANTHROPIC_API_KEY in the environment. --replay FILE serves recorded API calls instead."
+)
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent-ref",
-        description="The reference agent of the JSON envelope protocol: streams SSE envelopes to stdout.",
+        formatter_class=_formatter,
+        description=(
+            "The reference agent of the JSON envelope protocol. `run` sends a prompt to a model, runs its\n"
+            "tools, and streams the answer to stdout as SSE envelope lines (`--pretty`: a human view).\n"
+            "Runs are stored in an SQLite file (default ./agent-ref.db) so they can be paused, resumed,\n"
+            "listed, replayed and abandoned. It uses the embedded offline model unless you ask for Claude\n"
+            "with --model (needs ANTHROPIC_API_KEY)."
+        ),
+        epilog=(
+            "examples:\n"
+            '  agent-ref run "What is 5 + (10 * 2)?"            # offline, SSE lines on stdout\n'
+            '  agent-ref run --pretty "Cite a source"          # a human view\n'
+            '  agent-ref run --model "Hello"                   # Claude (ANTHROPIC_API_KEY)\n'
+            "  agent-ref log RUN_ID --response 1 | envelope validate --strict -\n"
+            "  agent-ref runs\n\n"
+            "exit status: 0 done or paused; 1 the run ended with an error or was aborted; 2 unusable input,\n"
+            "arguments or state; 3 another process resumed the agent first; 130 interrupted; 141 the reader\n"
+            "of stdout went away."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"agent-ref {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def db(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--db", type=Path, default=Path(DEFAULT_DB), help=f"the SQLite file (default: {DEFAULT_DB})")
+        p.add_argument("-v", "--verbose", action="store_true", help="log retries and details to stderr")
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--pretty", action="store_true", help="a live human view instead of raw SSE lines")
-        p.add_argument(
+        models = p.add_argument_group("model", _MODEL_HELP)
+        models.add_argument(
             "--model",
             nargs="?",
             const=DEFAULT_CLAUDE_MODEL,
-            help=f"use Claude (needs ANTHROPIC_API_KEY); default name {DEFAULT_CLAUDE_MODEL}",
+            metavar="NAME",
+            help=f"use Claude; NAME defaults to {DEFAULT_CLAUDE_MODEL}",
         )
+        models.add_argument(
+            "--replay", type=Path, metavar="FILE", help="serve recorded API calls (JSON array of events)"
+        )
+        db(p)
+        p.add_argument("--max-steps", type=int, default=8, help="model calls with tools per run (default: 8)")
+        p.add_argument("--max-tokens", type=int, default=2048, help="max_tokens per call (default: 2048)")
+        p.add_argument("--max-budget-usd", type=float, default=None, help="stop the run at this cost (default: none)")
+        p.add_argument("--max-bytes", type=int, default=2048, help="bound on each envelope line (default: 2048)")
         p.add_argument(
-            "--replay", type=Path, metavar="FILE", help="serve recorded API calls from FILE (JSON array of events)"
+            "--thinking", type=int, default=0, metavar="TOKENS", help="extended thinking budget (default: off)"
         )
-        p.add_argument("--db", type=Path, default=Path(DEFAULT_DB), help=f"the SQLite file (default {DEFAULT_DB})")
-        p.add_argument("--max-steps", type=int, default=8, help="model calls with tools per run (default 8)")
-        p.add_argument("--max-tokens", type=int, default=2048, help="max_tokens per call (default 2048)")
-        p.add_argument("--max-budget-usd", type=float, default=None, help="stop the run at this cost")
-        p.add_argument("--max-bytes", type=int, default=2048, help="bound on each envelope line (default 2048)")
-        p.add_argument("--thinking", type=int, default=0, metavar="TOKENS", help="enable extended thinking (Claude)")
-        p.add_argument("-v", "--verbose", action="store_true", help="log retries and details to stderr")
 
-    run = sub.add_parser("run", help="run one prompt")
+    run = sub.add_parser(
+        "run",
+        formatter_class=_formatter,
+        help="run one prompt and stream the answer",
+        description="Run one prompt: SSE envelope lines on stdout; the run id, summary and pauses on stderr.",
+        epilog=(
+            "examples:\n"
+            '  agent-ref run "What is 5 + (10 * 2)?"\n'
+            '  agent-ref run --pretty "Please confirm, then tell me what is 6 * 7"   # pauses for a frontend tool\n'
+            '  agent-ref run --model claude-opus-4-5 "Hello"'
+        ),
+    )
     run.add_argument("prompt", help="the user's message")
     common(run)
-    resume = sub.add_parser("resume", help="continue a run paused for frontend tools")
+    resume = sub.add_parser(
+        "resume",
+        formatter_class=_formatter,
+        help="continue a run paused for frontend tools",
+        description="Continue a paused run with the frontend tool results (`run` prints the exact command).",
+        epilog=(
+            "example:\n"
+            '  echo \'[{"tool_use_id": "toolu_...", "content": "yes"}]\' | agent-ref resume AGENT_UUID --results -'
+        ),
+    )
     resume.add_argument("agent_uuid", help="the paused agent (printed by `run`)")
-    resume.add_argument("--results", required=True, metavar="FILE|-", help="JSON array of tool results, or - for stdin")
+    resume.add_argument(
+        "--results", required=True, metavar="FILE|-", help='JSON array of {"tool_use_id", "content", "is_error"?}'
+    )
     common(resume)
-    show = sub.add_parser("log", help="print the envelope log of a run (every line sent, in order)")
-    show.add_argument("run_id", help="the run (from meta_init or meta_final)")
-    show.add_argument("--db", type=Path, default=Path(DEFAULT_DB), help=f"the SQLite file (default {DEFAULT_DB})")
+    show = sub.add_parser(
+        "log",
+        formatter_class=_formatter,
+        help="print the stored envelope lines of a run",
+        description=(
+            "Print every response of a run as it was sent, in order: each a complete stream ending with\n"
+            "[DONE], the next starting with its own meta_init (a paused and resumed run has two)."
+        ),
+        epilog="examples:\n  agent-ref log RUN_ID\n  agent-ref log RUN_ID --response 2 --pretty",
+    )
+    show.add_argument("run_id", help="the run (printed by `run` on stderr; also in meta_init and meta_final)")
     show.add_argument("--pretty", action="store_true", help="a human view instead of raw SSE lines")
-    show.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
+    show.add_argument(
+        "--response", type=int, metavar="N", help="print only the run's N-th response, from 1 (default: all)"
+    )
+    db(show)
+    runs = sub.add_parser(
+        "runs",
+        formatter_class=_formatter,
+        help="list stored agents: idle, paused, running (owner alive or dead)",
+        description=(
+            "List the agents in the database, newest first, with their state. A running agent whose\n"
+            "process died (its lease ran out) is shown as such; the next run closes it, or abandon it."
+        ),
+        epilog=(
+            '--format json prints {"agents": [{"agent_uuid", "status", "run_id", "user_query", "owner",\n'
+            '  "owner_alive" (true/false for running agents, else null), "lease_expires_at", "updated_at"}]}\n\n'
+            "examples:\n  agent-ref runs\n  agent-ref runs --db other.db --format json"
+        ),
+    )
+    runs.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    db(runs)
+    abandon = sub.add_parser(
+        "abandon",
+        formatter_class=_formatter,
+        help="close a paused (or dead) run without its frontend tool results",
+        description=(
+            "Close a run paused for frontend tools: each pending call is answered as an error, the run\n"
+            "ends as `abandoned`, and the agent can run again. A run whose process died is closed too."
+        ),
+        epilog='example:\n  agent-ref abandon AGENT_UUID --reason "the user closed the page"',
+    )
+    abandon.add_argument("agent_uuid", help="the agent (printed by `run`, listed by `runs`)")
+    abandon.add_argument(
+        "--reason", default="abandoned by the user", help="what the model is told (default: abandoned by the user)"
+    )
+    db(abandon)
     return parser
 
 
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null, so the interpreter's last flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``agent-ref``.
+    """Entry point of ``agent-ref`` (spec ``spec/cli-agent-ref.md``).
 
     Args:
         argv: the arguments (``sys.argv[1:]`` when ``None``).
 
     Returns:
-        The exit status.
+        The exit status: 0 done or paused, 1 the run ended in an error or was aborted,
+        2 unusable input, arguments or state, 3 a lost concurrent resume, 130
+        interrupted, 141 the reader of stdout went away.
     """
     args = _parser().parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
@@ -325,20 +625,31 @@ def main(argv: list[str] | None = None) -> int:
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
     logging.getLogger("agent_ref").setLevel(logging.INFO if args.verbose else logging.WARNING)
-    command = {"run": _run, "resume": _resume, "log": _log}[args.command]
+    command = {"run": _run, "resume": _resume, "log": _log, "runs": _runs, "abandon": _abandon}[args.command]
+    where = f"agent-ref {args.command}"
     try:
         return asyncio.run(command(args))
+    except BrokenPipeError:  # spec RC3-a: the reader stopped reading; the run is stored closed
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except ConflictError as exc:
-        sys.stderr.write(f"agent-ref: conflict: {exc}\n")
-        return 3
-    except (AgentRefError, EnvelopeError, ReplayError, OSError) as exc:
-        sys.stderr.write(f"agent-ref: {exc}\n")
-        return 2
+        sys.stderr.write(f"{where}: error: {exc}; look at it with `agent-ref runs`\n")
+        return EXIT_CONFLICT
+    except CliError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return EXIT_UNUSABLE
+    except (AgentRefError, EnvelopeError, ReplayError) as exc:
+        sys.stderr.write(f"{where}: error: {exc}\n")
+        return EXIT_UNUSABLE
+    except OSError as exc:
+        place = exc.filename if isinstance(exc.filename, str) else where
+        sys.stderr.write(f"{place}: error: {_reason(exc)}\n")
+        return EXIT_UNUSABLE
     except KeyboardInterrupt:
-        sys.stderr.write("agent-ref: interrupted\n")
-        return 130
+        sys.stderr.write(f"{where}: interrupted\n")
+        return EXIT_INTERRUPTED
     except Exception as exc:  # never a traceback on the terminal
-        sys.stderr.write(f"agent-ref: internal error ({type(exc).__name__}); rerun with -v for details\n")
+        sys.stderr.write(f"{where}: error: internal error ({type(exc).__name__}); rerun with -v for details\n")
         if getattr(args, "verbose", False):
             logging.getLogger("agent_ref").exception("internal error")
-        return 1
+        return EXIT_RUN_FAILED

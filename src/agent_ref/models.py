@@ -10,6 +10,7 @@ retry is never hidden from the stream), or translating events (``envelope.anthro
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,7 +20,7 @@ from .errors import ConfigError
 from .replay import ReplayServer, load_events, split_calls
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Mapping, Sequence
     from pathlib import Path
 
 __all__ = ["AnthropicModel", "Model", "ReplayModel", "SDKModel"]
@@ -60,10 +61,37 @@ class SDKModel:
         self.client = client
         self.name = name
 
+    def check_request_options(self, options: Mapping[str, Any]) -> None:
+        """Refuse options the installed SDK's ``create`` does not take, before any call (spec §11.1-a).
+
+        Raises:
+            ConfigError: naming the unknown keys and ``extra_body`` (for fields the SDK does not know).
+        """
+        create = self.client.beta.messages.create if options.get("betas") else self.client.messages.create
+        known = set(inspect.signature(create).parameters)
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(
+                f"request_options: the installed SDK's messages.create does not take {', '.join(unknown)}; "
+                'send such fields with "extra_body"'
+            )
+
     async def stream(self, params: dict[str, Any]) -> AsyncIterator[Any]:
-        """See ``Model.stream``."""
-        async with self.client.messages.stream(**params) as events:
-            async for event in events:
+        """See ``Model.stream``.
+
+        The raw event stream (``messages.create(stream=True)``), not ``messages.stream()``:
+        the latter's accumulator raises at the first delta that makes a tool call's JSON
+        invalid, which would end the run, where the agent answers such a call with an
+        ``is_error`` result the model can act on (spec ``spec/agent-ref.md`` §1.3-a). The
+        agent accumulates with ``envelope.anthropic.AnthropicTranslator`` instead.
+        Parameters with ``betas`` go to the beta client (spec §11.1-b).
+        """
+        if params.get("betas"):
+            stream = await self.client.beta.messages.create(**params, stream=True)
+        else:
+            stream = await self.client.messages.create(**params, stream=True)
+        async with stream:
+            async for event in stream:
                 yield event
 
 

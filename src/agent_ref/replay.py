@@ -1,7 +1,7 @@
 """Offline replay of recorded Anthropic streams through the real SDK client, and recording them.
 
 Owns: reading a recording (a JSON array of stream events, as in
-``../shared/corpus/upstream/anthropic_events_*.json``), turning events back into the
+``fixtures/corpus/anthropic_events_*.json``), turning events back into the
 API's wire SSE bytes, and serving those bytes to a real ``anthropic.AsyncAnthropic``
 through an ``httpx2.MockTransport`` (the HTTP library the installed SDK is built on),
 one recorded API call per request, in order. So ``client.messages.stream(...)`` runs

@@ -11,19 +11,22 @@ stay fast).
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import math
 import random
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 import anthropic
 import httpx2
 
-from .redact import public_message
+from . import scrub
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Mapping
 
-__all__ = ["ApiFailure", "RetryPolicy", "classify"]
+__all__ = ["ApiFailure", "RetryPolicy", "classify", "retry_after"]
 
 #: HTTP statuses worth another attempt: timeout, conflict (lock), rate limit, server errors, overloaded.
 RETRYABLE_STATUS: Final = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -41,12 +44,15 @@ class ApiFailure:
         message: a public message: no traceback, no secret.
         transient: worth retrying.
         status: the HTTP status, when there was one.
+        retry_after: seconds the API asked to wait (``retry-after-ms`` or ``retry-after``
+            header), when it did.
     """
 
     type: str
     message: str
     transient: bool
     status: int | None = None
+    retry_after: float | None = None
 
 
 class IncompleteStreamError(Exception):
@@ -73,11 +79,11 @@ def classify(exc: BaseException) -> ApiFailure:
         return ApiFailure("connection_error", "could not connect to the API", True)
     if isinstance(exc, anthropic.APIStatusError):
         kind = exc.type or f"http_{exc.status_code}"
-        text = public_message(exc.api_message or f"HTTP {exc.status_code}")
+        text = scrub.public(exc.api_message or f"HTTP {exc.status_code}")
         transient = exc.status_code in RETRYABLE_STATUS or (exc.status_code == 200 and kind in RETRYABLE_TYPES)
         if exc.status_code == 200 and exc.type is None:
             transient = True  # an unparseable error event mid-stream: the stream broke
-        return ApiFailure(str(kind), text, transient, exc.status_code)
+        return ApiFailure(str(kind), text, transient, exc.status_code, retry_after(exc.response.headers))
     if isinstance(exc, httpx2.TimeoutException):
         return ApiFailure("timeout_error", "the API stream timed out", True)
     if isinstance(exc, httpx2.TransportError):
@@ -85,6 +91,34 @@ def classify(exc: BaseException) -> ApiFailure:
     if isinstance(exc, IncompleteStreamError):
         return ApiFailure("incomplete_stream", "the API stream ended before message_stop", True)
     return ApiFailure("internal_error", "internal error in the agent (details are in the server log)", False)
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds a response asks the client to wait, or ``None`` (spec §6.2-b).
+
+    ``retry-after-ms`` (milliseconds, as the API sends) wins over ``retry-after``
+    (seconds, or an HTTP date as RFC 9110 §10.2.3 allows). Negative, non-finite or
+    unreadable values count as absent.
+    """
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            seconds = float(raw) * scale
+        except ValueError:
+            if scale != 1.0:
+                continue
+            try:
+                when = email.utils.parsedate_to_datetime(raw)
+            except (TypeError, ValueError):
+                continue
+            if when.tzinfo is None:
+                continue
+            seconds = when.timestamp() - time.time()
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
+    return None
 
 
 @dataclass(slots=True)
@@ -98,7 +132,8 @@ class RetryPolicy:
     Attributes:
         max_attempts: attempts per API call, the first included (1 = no retry).
         base_delay: seconds; the cap of the first wait.
-        max_delay: seconds; the cap of any wait.
+        max_delay: seconds; the cap of any backoff wait.
+        max_retry_after: seconds; the cap on a wait the API asks for with ``retry-after``.
         rng: the jitter source (seed it for reproducible waits).
         sleep: the sleeping function (tests pass a fake).
     """
@@ -106,6 +141,7 @@ class RetryPolicy:
     max_attempts: int = 4
     base_delay: float = 0.5
     max_delay: float = 8.0
+    max_retry_after: float = 60.0
     rng: random.Random = field(default_factory=random.Random)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
@@ -113,3 +149,14 @@ class RetryPolicy:
         """The wait after failed attempt ``attempt`` (1-based)."""
         cap = min(self.max_delay, self.base_delay * (2 ** max(0, attempt - 1)))
         return self.rng.uniform(0.0, cap)
+
+    def wait(self, attempt: int, failure: ApiFailure) -> tuple[float, str]:
+        """The wait after failed attempt ``attempt`` and where it comes from (spec §6.2-b).
+
+        Returns:
+            ``(seconds, "retry-after")`` when the API asked for a wait (capped at
+            ``max_retry_after``), else ``(delay(attempt), "backoff")``.
+        """
+        if failure.retry_after is not None:
+            return min(failure.retry_after, self.max_retry_after), "retry-after"
+        return self.delay(attempt), "backoff"

@@ -67,12 +67,14 @@ class Fault:
         status: the HTTP status of a ``status`` fault.
         after: events sent before a ``cut`` or an ``error_event``.
         error_type: the API error type; derived from ``status`` when omitted.
+        retry_after: the value of a ``retry-after`` header on a ``status`` answer.
     """
 
     kind: Literal["status", "cut", "error_event"] = "status"
     status: int = 529
     after: int = 0
     error_type: str | None = None
+    retry_after: str | None = None
 
     def api_error(self) -> dict[str, Any]:
         """The API error body of this fault."""
@@ -101,12 +103,14 @@ class ScriptedModel(SDKModel):
 
     Attributes:
         requests: the JSON body of every request received (for assertions).
+        request_headers: the headers of every request (lower-case names).
     """
 
     def __init__(self, faults: Sequence[Fault | None] = (), *, name: str = SCRIPTED_MODEL) -> None:
         """See the class docstring."""
         self.faults: list[Fault | None] = list(faults)
         self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []
         client = AsyncAnthropic(
             api_key="scripted-offline-no-key",
             base_url="http://scripted.invalid",
@@ -118,9 +122,13 @@ class ScriptedModel(SDKModel):
     def _handle(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content or b"{}")
         self.requests.append(body)
+        self.request_headers.append(dict(request.headers))
         fault = self.faults.pop(0) if self.faults else None
         if fault is not None and fault.kind == "status":
-            return httpx2.Response(fault.status, json=fault.api_error(), headers={"request-id": "req_scripted_fault"})
+            headers = {"request-id": "req_scripted_fault"}
+            if fault.retry_after is not None:
+                headers["retry-after"] = fault.retry_after
+            return httpx2.Response(fault.status, json=fault.api_error(), headers=headers)
         events = list(_Script(body).events())
         headers = {"content-type": "text/event-stream", "request-id": f"req_scripted_{len(self.requests)}"}
         if fault is not None and fault.kind == "cut":
@@ -178,9 +186,7 @@ class _Script:
                         names[str(block.get("id"))] = str(block.get("name"))
                 continue
             texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
-            if texts:
-                prompt = " ".join(str(t) for t in texts)
-                results = []
+            # Results first: a new prompt merged into a turn of results (after an abort) starts afresh.
             for block in content:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     inner = block.get("content")
@@ -190,6 +196,9 @@ class _Script:
                         text = str(inner or "")
                     name = names.get(str(block.get("tool_use_id")), "?")
                     results.append((name, text, bool(block.get("is_error"))))
+            if texts:
+                prompt = " ".join(str(t) for t in texts)
+                results = []
         return prompt, results
 
     def _result(self, name: str) -> tuple[str, bool] | None:

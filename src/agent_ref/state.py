@@ -11,6 +11,7 @@ is bumped only for a change old readers cannot ignore.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import msgspec
@@ -22,6 +23,7 @@ __all__ = [
     "RunState",
     "Status",
     "Usage",
+    "flat_usage",
 ]
 
 #: ``idle``: no run in progress. ``running``: a process holds the agent (claimed).
@@ -36,17 +38,50 @@ class Usage(msgspec.Struct, kw_only=True):
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    #: The 1-hour part of ``cache_creation_input_tokens`` (``usage.cache_creation.ephemeral_1h_input_tokens``).
+    cache_creation_1h_input_tokens: int = 0
+    #: Server tool calls billed per use (``usage.server_tool_use``).
+    web_search_requests: int = 0
+    web_fetch_requests: int = 0
 
-    def add(self, usage: dict[str, int]) -> None:
-        """Add one call's usage (keys the API reports; others ignored)."""
-        self.input_tokens += int(usage.get("input_tokens", 0) or 0)
-        self.output_tokens += int(usage.get("output_tokens", 0) or 0)
-        self.cache_creation_input_tokens += int(usage.get("cache_creation_input_tokens", 0) or 0)
-        self.cache_read_input_tokens += int(usage.get("cache_read_input_tokens", 0) or 0)
+    def add(self, usage: Mapping[str, int]) -> None:
+        """Add one call's usage (the flat keys above; others ignored; see ``flat_usage``)."""
+        for name in _USAGE_FIELDS:
+            value = usage.get(name, 0) or 0
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                setattr(self, name, getattr(self, name) + value)
 
     def to_dict(self) -> dict[str, int]:
         """The counts as a plain dict."""
         return msgspec.structs.asdict(self)
+
+
+_USAGE_FIELDS: tuple[str, ...] = tuple(Usage.__struct_fields__)
+
+
+def flat_usage(usage: object) -> dict[str, int]:
+    """One API call's usage object (SDK model or dict) flattened to ``Usage``'s keys.
+
+    Nested counters are lifted: ``cache_creation.ephemeral_1h_input_tokens`` becomes
+    ``cache_creation_1h_input_tokens``, ``server_tool_use.web_search_requests`` and
+    ``web_fetch_requests`` keep their names. Missing or non-integer values are left out.
+    """
+    out: dict[str, int] = {}
+
+    def get(obj: object, name: str) -> object:
+        return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+    def put(name: str, value: object) -> None:
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[name] = value
+
+    for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+        put(name, get(usage, name))
+    put("cache_creation_1h_input_tokens", get(get(usage, "cache_creation"), "ephemeral_1h_input_tokens"))
+    server = get(usage, "server_tool_use")
+    put("web_search_requests", get(server, "web_search_requests"))
+    put("web_fetch_requests", get(server, "web_fetch_requests"))
+    return out
 
 
 class PendingCall(msgspec.Struct, kw_only=True):
@@ -79,6 +114,11 @@ class RunState(msgspec.Struct, kw_only=True):
     cost_usd: float | None = 0.0
     history: list[dict[str, Any]] = msgspec.field(default_factory=list)
     responses: int = 0
+    #: ``len(messages)`` before the run added its prompt, and the content length of the
+    #: trailing user turn the prompt was merged into (-1: not merged): how to roll the
+    #: prompt of a run lost with its process back out of the context (spec §10.2-b).
+    base_messages: int = -1
+    base_tail: int = -1
 
 
 class AgentState(msgspec.Struct, kw_only=True):
@@ -95,6 +135,9 @@ class AgentState(msgspec.Struct, kw_only=True):
         pending_order: the ``tool_use`` ids of the paused step, in the model's order.
         run: the run in progress, or ``None`` when idle.
         usage: tokens over the agent's life.
+        lease_owner: the process holding a ``running`` agent (spec §10.2-a), else ``None``.
+        lease_expires_at: when that hold ends unless renewed (seconds since the epoch).
+        container_id: the code-execution container the API gave, sent back on later calls.
         schema: state layout version.
         version: optimistic-concurrency counter, bumped by every save (spec §4.3).
     """
@@ -109,6 +152,9 @@ class AgentState(msgspec.Struct, kw_only=True):
     pending_order: list[str] = msgspec.field(default_factory=list)
     run: RunState | None = None
     usage: Usage = msgspec.field(default_factory=Usage)
+    lease_owner: str | None = None
+    lease_expires_at: float = 0.0
+    container_id: str | None = None
     schema: int = 1
     version: int = 0
 

@@ -10,6 +10,12 @@ not exist yet"), and then bumps it, all in one transaction with the log lines an
 run record. Two processes that resume the same paused agent both load version *v*;
 the first save wins, the second gets ``ConflictError`` and has written nothing.
 
+Leases (spec §10.2-a): a ``running`` agent names its owner and when that hold expires;
+``renew_lease`` extends it without a version bump (a heartbeat is not a change of state,
+so it never makes the owner's own next save conflict). ``SQLiteStore`` keeps the lease
+in columns of its own (added to an older database on open) so a renewal does not
+rewrite the state blob. ``agents()`` lists every agent with its lease for ``agent-ref runs``.
+
 ``SQLiteStore`` uses the standard ``sqlite3`` module off the event loop
 (``asyncio.to_thread``), a fresh connection per operation (connections are not shared
 across threads), WAL journaling, and ``BEGIN IMMEDIATE`` so a writer takes the lock
@@ -33,7 +39,7 @@ from .state import AgentState, RunRecord, decode_state, encode_state
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["LogBatch", "MemoryStore", "SQLiteStore", "Store"]
+__all__ = ["AgentSummary", "LogBatch", "MemoryStore", "SQLiteStore", "Store"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +57,45 @@ class LogBatch:
     response: int
     start: int
     lines: Sequence[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSummary:
+    """One stored agent as ``agent-ref runs`` lists it.
+
+    Attributes:
+        agent_uuid: the agent.
+        status: ``idle``, ``running`` or ``awaiting_frontend_tools``.
+        run_id: the run in progress or paused, else ``None``.
+        user_query: that run's prompt, else ``""``.
+        lease_owner: who holds a ``running`` agent.
+        lease_expires_at: when the hold ends unless renewed (0 when none).
+        updated_at: the last save (seconds since the epoch).
+    """
+
+    agent_uuid: str
+    status: str
+    run_id: str | None
+    user_query: str
+    lease_owner: str | None
+    lease_expires_at: float
+    updated_at: float
+
+    def lease_alive(self, now: float | None = None) -> bool:
+        """Whether a ``running`` agent's owner still holds it (spec §10.2-a)."""
+        return self.status == "running" and self.lease_expires_at > (time.time() if now is None else now)
+
+
+def _summary(state: AgentState, updated_at: float) -> AgentSummary:
+    return AgentSummary(
+        agent_uuid=state.agent_uuid,
+        status=state.status,
+        run_id=state.run.run_id if state.run is not None else None,
+        user_query=state.run.user_query if state.run is not None else "",
+        lease_owner=state.lease_owner,
+        lease_expires_at=state.lease_expires_at,
+        updated_at=updated_at,
+    )
 
 
 class Store(Protocol):
@@ -74,6 +119,22 @@ class Store(Protocol):
         """Every line sent for the run, in order, across its responses."""
         ...
 
+    async def run_responses(self, run_id: str) -> list[list[bytes]]:
+        """The run's lines grouped by response, in order: each a complete stream ending with ``[DONE]``."""
+        ...
+
+    async def renew_lease(self, agent_uuid: str, owner: str, expires_at: float) -> bool:
+        """Extend the hold of ``owner`` on a ``running`` agent (spec §10.2-a), without a version bump.
+
+        Returns:
+            ``False`` (and nothing written) if the agent is not ``running`` under ``owner``.
+        """
+        ...
+
+    async def agents(self) -> list[AgentSummary]:
+        """Every stored agent, most recently changed first (for ``agent-ref runs``)."""
+        ...
+
     async def runs(self, agent_uuid: str) -> list[RunRecord]:
         """The agent's completed runs, oldest first."""
         ...
@@ -87,6 +148,7 @@ class MemoryStore:
         self._states: dict[str, bytes] = {}
         self._logs: dict[str, list[tuple[int, int, bytes]]] = {}
         self._runs: dict[str, list[RunRecord]] = {}
+        self._updated: dict[str, float] = {}
 
     async def load(self, agent_uuid: str) -> AgentState | None:
         """See ``Store.load``."""
@@ -101,6 +163,7 @@ class MemoryStore:
             raise ConflictError(_conflict(state, stored))
         state.version += 1
         self._states[state.agent_uuid] = encode_state(state)
+        self._updated[state.agent_uuid] = time.time()
         if log is not None:
             entries = self._logs.setdefault(log.run_id, [])
             entries.extend((log.response, log.start + i, line) for i, line in enumerate(log.lines))
@@ -113,9 +176,42 @@ class MemoryStore:
         """See ``Store.run_log``."""
         return [line for _, _, line in sorted(self._logs.get(run_id, []), key=lambda e: (e[0], e[1]))]
 
+    async def run_responses(self, run_id: str) -> list[list[bytes]]:
+        """See ``Store.run_responses``."""
+        return _group(sorted(self._logs.get(run_id, []), key=lambda e: (e[0], e[1])))
+
+    async def renew_lease(self, agent_uuid: str, owner: str, expires_at: float) -> bool:
+        """See ``Store.renew_lease``."""
+        data = self._states.get(agent_uuid)
+        if data is None:
+            return False
+        state = decode_state(data)
+        if state.status != "running" or state.lease_owner != owner:
+            return False
+        state.lease_expires_at = expires_at
+        self._states[agent_uuid] = encode_state(state)  # same version: a lease is not a change of state
+        return True
+
+    async def agents(self) -> list[AgentSummary]:
+        """See ``Store.agents``."""
+        found = [_summary(decode_state(data), self._updated.get(uuid, 0.0)) for uuid, data in self._states.items()]
+        return sorted(found, key=lambda a: a.updated_at, reverse=True)
+
     async def runs(self, agent_uuid: str) -> list[RunRecord]:
         """See ``Store.runs``."""
         return list(self._runs.get(agent_uuid, []))
+
+
+def _group(entries: Sequence[tuple[int, int, bytes]]) -> list[list[bytes]]:
+    """Lines ``(response, seq, line)`` sorted by response then seq, grouped by response."""
+    out: list[list[bytes]] = []
+    current: int | None = None
+    for response, _, line in entries:
+        if response != current:
+            out.append([])
+            current = response
+        out[-1].append(line)
+    return out
 
 
 def _conflict(state: AgentState, stored: int) -> str:
@@ -133,7 +229,9 @@ CREATE TABLE IF NOT EXISTS agents (
     version INTEGER NOT NULL,
     status TEXT NOT NULL,
     state BLOB NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    lease_owner TEXT,
+    lease_expires_at REAL NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -175,6 +273,12 @@ class SQLiteStore:
         if not self._ready:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
+            # A database made before leases existed (spec §10.2-a): add their columns.
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(agents)")}
+            if "lease_owner" not in columns:
+                conn.execute("ALTER TABLE agents ADD COLUMN lease_owner TEXT")
+            if "lease_expires_at" not in columns:
+                conn.execute("ALTER TABLE agents ADD COLUMN lease_expires_at REAL NOT NULL DEFAULT 0")
             self._ready = True
         return conn
 
@@ -185,13 +289,16 @@ class SQLiteStore:
     def _load(self, agent_uuid: str) -> AgentState | None:
         conn = self._connect()
         try:
-            row = conn.execute("SELECT state, version FROM agents WHERE agent_uuid = ?", (agent_uuid,)).fetchone()
+            row = conn.execute(
+                "SELECT state, version, lease_expires_at FROM agents WHERE agent_uuid = ?", (agent_uuid,)
+            ).fetchone()
         finally:
             conn.close()
         if row is None:
             return None
         state = decode_state(row[0])
         state.version = int(row[1])
+        state.lease_expires_at = float(row[2])  # renewed in its column, not in the blob
         return state
 
     async def save(self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None) -> None:
@@ -210,16 +317,18 @@ class SQLiteStore:
                 new_version = state.version + 1
                 blob = encode_state(msgspec.structs.replace(state, version=new_version))
                 now = time.time()
+                lease = (state.lease_owner, state.lease_expires_at)
                 if row is None:
                     conn.execute(
-                        "INSERT INTO agents (agent_uuid, version, status, state, updated_at) VALUES (?, ?, ?, ?, ?)",
-                        (state.agent_uuid, new_version, state.status, blob, now),
+                        "INSERT INTO agents (agent_uuid, version, status, state, updated_at, lease_owner,"
+                        " lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (state.agent_uuid, new_version, state.status, blob, now, *lease),
                     )
                 else:
                     conn.execute(
-                        "UPDATE agents SET version = ?, status = ?, state = ?, updated_at = ?"
-                        " WHERE agent_uuid = ? AND version = ?",
-                        (new_version, state.status, blob, now, state.agent_uuid, state.version),
+                        "UPDATE agents SET version = ?, status = ?, state = ?, updated_at = ?, lease_owner = ?,"
+                        " lease_expires_at = ? WHERE agent_uuid = ? AND version = ?",
+                        (new_version, state.status, blob, now, *lease, state.agent_uuid, state.version),
                     )
                 if log is not None:
                     conn.executemany(
@@ -255,6 +364,57 @@ class SQLiteStore:
         finally:
             conn.close()
         return [bytes(r[0]) for r in rows]
+
+    async def run_responses(self, run_id: str) -> list[list[bytes]]:
+        """See ``Store.run_responses``."""
+        return await asyncio.to_thread(self._run_responses, run_id)
+
+    async def renew_lease(self, agent_uuid: str, owner: str, expires_at: float) -> bool:
+        """See ``Store.renew_lease``."""
+        return await asyncio.to_thread(self._renew_lease, agent_uuid, owner, expires_at)
+
+    def _renew_lease(self, agent_uuid: str, owner: str, expires_at: float) -> bool:
+        conn = self._connect()
+        try:
+            cursor = conn.execute(
+                "UPDATE agents SET lease_expires_at = ? WHERE agent_uuid = ? AND status = 'running'"
+                " AND lease_owner = ?",
+                (expires_at, agent_uuid, owner),
+            )
+            return cursor.rowcount == 1
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot renew the lease of agent {agent_uuid} in {self.path}: {exc}") from None
+        finally:
+            conn.close()
+
+    async def agents(self) -> list[AgentSummary]:
+        """See ``Store.agents``."""
+        return await asyncio.to_thread(self._agents)
+
+    def _agents(self) -> list[AgentSummary]:
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT state, lease_expires_at, updated_at FROM agents ORDER BY updated_at DESC"
+            ).fetchall()
+        finally:
+            conn.close()
+        out = []
+        for blob, expires, updated in rows:
+            state = decode_state(blob)
+            state.lease_expires_at = float(expires)
+            out.append(_summary(state, float(updated)))
+        return out
+
+    def _run_responses(self, run_id: str) -> list[list[bytes]]:
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT response, seq, line FROM envelope_log WHERE run_id = ? ORDER BY response, seq", (run_id,)
+            ).fetchall()
+        finally:
+            conn.close()
+        return _group([(int(r[0]), int(r[1]), bytes(r[2])) for r in rows])
 
     async def runs(self, agent_uuid: str) -> list[RunRecord]:
         """See ``Store.runs``."""

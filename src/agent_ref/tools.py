@@ -13,8 +13,12 @@ lines (``envelope.Emitter``). Server tools (run by Anthropic) are plain API dict
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import dataclasses
 import inspect
 import re
+import threading
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -23,8 +27,8 @@ from typing import Any, Final, Literal, Union, overload
 
 import msgspec
 
+from . import scrub
 from .errors import ToolDefinitionError
-from .redact import public_message
 
 if typing.TYPE_CHECKING:
     from envelope import Emitter, ImageRef
@@ -78,6 +82,8 @@ class Tool:
         executor: ``"backend"`` (run by ``fn`` here) or ``"frontend"`` (run by the browser).
         fn: the function; ``None`` for a schema-only frontend tool.
         param_types: the annotated type of each parameter, used to check the model's input.
+        timeout: seconds a call may run before it is answered "timed out" (spec §2.5-a);
+            ``None``: the agent's ``tool_timeout``.
     """
 
     name: str
@@ -86,6 +92,7 @@ class Tool:
     executor: Executor = "backend"
     fn: Callable[..., Any] | None = None
     param_types: Mapping[str, Any] = field(default_factory=dict)
+    timeout: float | None = None
 
     def definition(self) -> dict[str, Any]:
         """The tool as the Messages API takes it in ``tools``."""
@@ -96,7 +103,11 @@ class Tool:
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, executor: Executor = "backend", description: str | None = None
+    *,
+    name: str | None = None,
+    executor: Executor = "backend",
+    description: str | None = None,
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -105,6 +116,7 @@ def tool(
     name: str | None = None,
     executor: Executor = "backend",
     description: str | None = None,
+    timeout: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a function with type hints and a Google-style docstring.
 
@@ -118,6 +130,7 @@ def tool(
         name: the tool name; the function's name by default.
         executor: ``"backend"`` or ``"frontend"``.
         description: overrides the docstring's description.
+        timeout: seconds a call may run (spec §2.5-a); the agent's ``tool_timeout`` when ``None``.
 
     Returns:
         The ``Tool`` (or a decorator that makes it).
@@ -128,7 +141,8 @@ def tool(
     """
 
     def build(f: Callable[..., Any]) -> Tool:
-        return _build(f, name=name, executor=executor, description=description)
+        made = _build(f, name=name, executor=executor, description=description)
+        return made if timeout is None else dataclasses.replace(made, timeout=timeout)
 
     return build(fn) if fn is not None else build
 
@@ -326,10 +340,42 @@ async def _call(tool_def: Tool, call: ToolCallRequest) -> object:
     if inspect.iscoroutinefunction(fn):
         result = await fn(**kwargs)
     else:
-        result = await asyncio.to_thread(fn, **kwargs)
+        result = await _in_daemon_thread(fn, kwargs)
         if inspect.isawaitable(result):
             result = await result
     return result
+
+
+async def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> object:
+    """Run a blocking tool in a thread of its own that nothing waits for (spec §2.5-a).
+
+    Not ``asyncio.to_thread``: a thread of the default executor that overruns would hold
+    up ``asyncio.run``'s shutdown (it joins the executor), so a timeout or an abort would
+    still wait for it. A daemon thread is left to finish (or not) alone; its result, if
+    it ever comes, is dropped. Python cannot stop a thread: that is the cost.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[object] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: object, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def target() -> None:
+        try:
+            value, error = context.run(fn, **kwargs), None
+        except BaseException as exc:
+            value, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=target, name=f"tool-{getattr(fn, '__name__', 'fn')}", daemon=True).start()
+    return await future
 
 
 async def run_tools(
@@ -339,6 +385,8 @@ async def run_tools(
     send: Callable[[list[bytes]], Awaitable[None]],
     *,
     max_concurrency: int = 4,
+    on_result: Callable[[ToolCallRequest, ToolOutcome], None] | None = None,
+    timeout: float | None = None,
 ) -> list[ToolOutcome]:
     """Run backend calls concurrently (at most ``max_concurrency`` at once) and send their results.
 
@@ -353,6 +401,9 @@ async def run_tools(
         emitter: the agent's emitter.
         send: sends a group of lines (and logs them).
         max_concurrency: the bound on calls running at once.
+        on_result: told of each outcome just before its lines are sent (the agent keeps
+            the answered calls, so an abort answers only the others, spec §5.5-b).
+        timeout: seconds a call may run (a tool's own ``timeout`` wins); ``None``: no bound.
 
     Returns:
         One outcome per call, in call order.
@@ -363,22 +414,31 @@ async def run_tools(
         tool_def = tools.get(call.name)
         if tool_def is None or tool_def.executor != "backend":
             return error_outcome(emitter, call, f"unknown tool {call.name!r}")
+        limit = tool_def.timeout if tool_def.timeout is not None else timeout
         async with gate:
             try:
-                value = await _call(tool_def, call)
+                if limit is None:
+                    value = await _call(tool_def, call)
+                else:
+                    value = await asyncio.wait_for(_call(tool_def, call), limit)
+            except TimeoutError:
+                # spec §2.5-a: an overrun is a result; the run goes on (a thread is left to finish alone).
+                return error_outcome(emitter, call, f"timed out after {limit:g} s")
             except (msgspec.ValidationError, TypeError) as exc:
-                return error_outcome(emitter, call, f"invalid input for {call.name}: {public_message(str(exc))}")
+                return error_outcome(emitter, call, f"invalid input for {call.name}: {scrub.public(str(exc))}")
             except Exception as exc:  # spec §2.4-b: a failing tool is a result, never a crash
-                text = public_message(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]
+                text = scrub.public(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]
                 return error_outcome(emitter, call, text)
         return outcome(emitter, call, value)
 
     tasks = [asyncio.ensure_future(one(call)) for call in calls]
     outcomes: list[ToolOutcome] = []
     try:
-        for task in tasks:
+        for call, task in zip(calls, tasks, strict=True):
             done = await task
             outcomes.append(done)
+            if on_result is not None:
+                on_result(call, done)
             await send(done.lines)
     finally:
         for task in tasks:

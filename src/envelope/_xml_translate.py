@@ -150,7 +150,8 @@ class _Translator(_Scanner):
     def _emitter_at(self, pos: Position) -> Emitter:
         if self.agent is None:
             raise MigrationError(
-                "no agent: the input has no meta_init before its first block and no agent was given (--agent)",
+                "no agent: the input has no meta_init before its first block and no agent was given"
+                " (the `agent` argument)",
                 position=pos,
                 section="M5.1",
             )
@@ -310,7 +311,9 @@ class _Translator(_Scanner):
                 self.agent = found
             elif self.agent is None:
                 raise MigrationError(
-                    "meta_init has no agent_uuid and no agent was given (--agent)", position=pos, section="M5.1"
+                    "meta_init has no agent_uuid and no agent was given (the `agent` argument)",
+                    position=pos,
+                    section="M5.1",
                 )
             if isinstance(value, dict):
                 payload = self._migrated_meta_init(payload, value, pos)
@@ -459,7 +462,7 @@ class _Translator(_Scanner):
             # §M3.1-d: no evidence by the end of the first era-dependent block.
             self._warn(
                 "escaping era guessed as 'later': this block's backslashes fit the later scheme and no raw "
-                "line feed was seen before it (force with era='early' / --era early if wrong)",
+                "line feed was seen before it (pass era='early' if wrong)",
                 pos,
                 "M3.1",
             )

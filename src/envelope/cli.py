@@ -626,6 +626,9 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--strict", action="store_true", help="treat warnings as errors, exit 1 (default: off)")
     _add_input_format(val)
     val.set_defaults(handler=_validate)
+    from .check import add_check_command  # loads no HTTP client until a check runs
+
+    add_check_command(commands)
     return parser
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from agent_ref import Agent, ConflictError, MemoryStore, ReplayModel, SQLiteStore, default_tools
 from agent_ref.state import AgentState
-from agent_ref_support import blocks, drop, fast_retry, meta, run, types
-from envelope import SSEReader
+from agent_ref_support import blocks, drop, fast_retry, meta, run, sse_lines, types
+from validating import assert_valid
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -45,7 +45,7 @@ def test_spec_8_corpus_calculator_run_replays_three_calls(corpus: Path) -> None:
 
 
 def test_spec_8_corpus_server_tools_and_files(corpus: Path) -> None:
-    """Server tools and produced files from the corpus [R5.6-a] [R8.2-a]."""
+    """Server tools and produced files from the corpus [R5.6-a] [R5.6-b] [R8.2-a]."""
     model = ReplayModel.from_file(corpus / "anthropic_events_1.json")
     lines: list[bytes] = []
     server_tools = [{"type": "code_execution_20250825", "name": "code_execution"}]
@@ -60,6 +60,9 @@ def test_spec_8_corpus_server_tools_and_files(corpus: Path) -> None:
     assert kinds[-2:] == ["meta_files", "meta_final"]
     files = meta(lines, "meta_files")["files"]
     assert [f["file_id"] for f in files] == ["file_011CVnuVwfnHui7DMm9FwZM5"]
+    # spec §5.6-b: strings, never null (the envelope spec's §4.12; the validator's E141)
+    assert files[0]["filename"] == "file_011CVnuVwfnHui7DMm9FwZM5"
+    assert files[0]["storage_location"] == "/v1/files/file_011CVnuVwfnHui7DMm9FwZM5/content"
     assert all(len(line) <= 2048 for line in lines)
 
 
@@ -111,9 +114,8 @@ def test_spec_9_default_command_offline_without_a_key(tmp_path: Path) -> None:
     """The default command, offline, stdout only the stream [R9.1-a] [R8.1-a]."""
     done = _cli("run", "What is 5 + (10 * 2)?", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    reader = SSEReader()
-    lines = [e.data.encode() for e in reader.feed(done.stdout.encode())]
-    reader.close()
+    lines = sse_lines(done.stdout)
+    assert_valid(lines)
     assert types(lines) == [
         "meta_init",
         "thinking",

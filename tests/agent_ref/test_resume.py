@@ -22,8 +22,9 @@ from agent_ref import (
     ToolResultsError,
     default_tools,
 )
-from agent_ref_support import blocks, drop, fast_retry, meta, run, types
+from agent_ref_support import assert_valid_responses, blocks, drop, fast_retry, meta, run, types
 from envelope import SSEReader, reconstruct
+from validating import assert_valid
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 PROMPT = "Please confirm, then tell me what is 6 * 7"
@@ -97,6 +98,8 @@ def test_spec_3_3_resume_in_a_fresh_agent_continues_at_the_saved_step() -> None:
     # the run log holds both responses, in order, and each reconstructs
     log = asyncio.run(store.run_log(paused.run_id))
     assert log == first + second
+    assert asyncio.run(store.run_responses(paused.run_id)) == [first, second]
+    assert assert_valid_responses(log) == [first, second]
     runs = asyncio.run(store.runs(paused.agent_uuid))
     assert [r.stop_reason for r in runs] == ["end_turn"]
 
@@ -156,12 +159,20 @@ def test_spec_4_3_concurrent_resume_exactly_one_wins(tmp_path: Path) -> None:
     tid = paused.pending_frontend_tools[0].tool_use_id
     outputs: list[list[bytes]] = [[], []]
 
-    async def one(i: int) -> Any:
-        agent = await Agent.load(paused.agent_uuid, SQLiteStore(db), ScriptedModel(), tools=default_tools())
-        return await agent.continue_with_tool_results([{"tool_use_id": tid, "content": "yes"}], outputs[i].append)
-
-    async def both() -> tuple[Any, ...]:
-        return await asyncio.gather(one(0), one(1), return_exceptions=True)
+    async def both() -> list[Any]:
+        # Both load the paused state first (as two server processes would), then both resume;
+        # loading inside the race let a fast winner finish before the other loaded.
+        agents = [
+            await Agent.load(paused.agent_uuid, SQLiteStore(db), ScriptedModel(), tools=default_tools())
+            for _ in range(2)
+        ]
+        return await asyncio.gather(
+            *(
+                a.continue_with_tool_results([{"tool_use_id": tid, "content": "yes"}], outputs[i].append)
+                for i, a in enumerate(agents)
+            ),
+            return_exceptions=True,
+        )
 
     results = asyncio.run(both())
     conflicts = [r for r in results if isinstance(r, ConflictError)]
@@ -205,11 +216,15 @@ def _sse_lines(stdout: str) -> list[bytes]:
 
 
 def test_spec_3_2_pause_in_one_process_resume_in_another(tmp_path: Path) -> None:
-    """Pause and resume in separate processes via the CLI [R3.2-a] [R9.1-a] [R4.1-a]."""
+    """Pause and resume in separate processes via the CLI; log per response [R3.2-a] [R9.1-a] [R9.1-b] [R9.2-a] [R4.1-a]."""
     db = tmp_path / "shared.db"
     first = _cli("run", PROMPT, "--db", str(db), cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     lines = _sse_lines(first.stdout)
+    assert_valid(lines)
+    # spec §9.1-b: the run id and the agent are on stderr from the start
+    init = meta(lines, "meta_init")
+    assert first.stderr.startswith(f"agent-ref: started run {init['run_id']} (agent {init['agent_uuid']})\n")
     assert lines[-1] == b"[DONE]"
     pending = meta(lines, "awaiting_frontend_tools")
     agent_uuid = meta(lines, "meta_init")["agent_uuid"]
@@ -219,6 +234,7 @@ def test_spec_3_2_pause_in_one_process_resume_in_another(tmp_path: Path) -> None
     second = _cli("resume", agent_uuid, "--db", str(db), "--results", "-", stdin=results, cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     lines2 = _sse_lines(second.stdout)
+    assert_valid(lines2)
     assert meta(lines2, "meta_init")["resume"]["step"] == 2
     rebuilt = blocks(lines2)
     assert rebuilt[1]["type"] == "tool_result"
@@ -231,7 +247,48 @@ def test_spec_3_2_pause_in_one_process_resume_in_another(tmp_path: Path) -> None
     assert "not waiting" in again.stderr
     assert "Traceback" not in again.stderr
     assert again.stdout == ""
-    # the log command replays the whole run, both responses
-    log = _cli("log", meta(lines, "meta_init")["run_id"], "--db", str(db), cwd=tmp_path)
-    assert _sse_lines(log.stdout) == lines + lines2
+    # spec §9.2-a: the log command prints the whole run, its responses back to back, each a
+    # complete stream ending with [DONE]; --response N (from 1) prints one.
+    run_id = meta(lines, "meta_init")["run_id"]
+    log = _cli("log", run_id, "--db", str(db), cwd=tmp_path)
+    assert log.returncode == 0, log.stderr
+    assert assert_valid_responses(_sse_lines(log.stdout)) == [lines, lines2]
+    for n, expected in ((1, lines), (2, lines2)):
+        one = _cli("log", run_id, "--db", str(db), "--response", str(n), cwd=tmp_path)
+        assert one.returncode == 0, one.stderr
+        assert_valid(_sse_lines(one.stdout))
+        assert _sse_lines(one.stdout) == expected
+    beyond = _cli("log", run_id, "--db", str(db), "--response", "3", cwd=tmp_path)
+    assert beyond.returncode == 2
+    assert "it has 2 responses" in beyond.stderr
+    assert beyond.stdout == ""
     assert reconstruct(lines2).done
+
+
+def test_spec_7_3_a_every_meta_init_carries_the_run_id() -> None:
+    """run_id in meta_init: the first response, the resumed one, an abandon's; equal to meta_final's [R7.3-a]."""
+    store = MemoryStore()
+    first: list[bytes] = []
+    paused = run(_agent(store).run(PROMPT, first.append))
+    assert meta(first, "meta_init")["run_id"] == paused.run_id
+    (call,) = paused.pending_frontend_tools
+    second: list[bytes] = []
+
+    async def resume() -> Any:
+        agent = await Agent.load(paused.agent_uuid, store, ScriptedModel(), tools=default_tools())
+        return await agent.continue_with_tool_results(
+            [{"tool_use_id": call.tool_use_id, "content": "yes"}], second.append
+        )
+
+    done = asyncio.run(resume())
+    assert meta(second, "meta_init")["run_id"] == paused.run_id == done.run_id
+    assert meta(second, "meta_final")["run_id"] == paused.run_id
+    again = run(_agent(store).run(PROMPT, drop))
+    closing: list[bytes] = []
+
+    async def abandon() -> Any:
+        agent = await Agent.load(again.agent_uuid, store, ScriptedModel(), tools=default_tools())
+        return await agent.abandon(closing.append)
+
+    asyncio.run(abandon())
+    assert meta(closing, "meta_init")["run_id"] == again.run_id != paused.run_id

@@ -1,4 +1,4 @@
-"""A small legacy XML *writer* that follows ``../shared/legacy-xml-format.md`` for both eras.
+"""A small legacy XML *writer* that follows the legacy format (spec/legacy-xml.md) for both eras.
 
 Test-only. It renders blocks (in the shape ``envelope reconstruct`` prints) as the old
 server wrote them, so that a property can check migrate(write(blocks)) == blocks.

@@ -35,11 +35,7 @@ SIBLING = re.compile(
 #: Files another helper owns, whose reference is replaced at merge time. Each entry must
 #: still match (the test below fails once it is fixed, so the entry is then removed).
 PENDING: dict[str, str] = {
-    "spec/agent-ref.md": "the ReplayModel's recordings (R8.2-a)",
     "spec/anthropic-adapter.md": "the seed's path in the opening paragraph",
-    "spec/legacy-xml.md": "the legacy format note's path in the opening paragraph",
-    "src/agent_ref/replay.py": "the recordings' path in the module docstring",
-    "tests/migrate/_legacy_writer.py": "the legacy format note's path in the module docstring",
 }
 
 

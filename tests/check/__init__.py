@@ -1,0 +1,1 @@
+"""Tests of ``envelope check`` (spec/check.md)."""
