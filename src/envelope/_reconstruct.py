@@ -19,9 +19,25 @@ The machine, one per ``(agent, type)`` key (as h2 has one per stream id)::
 ``(agent, tool_result)`` machine, legal only in OPEN and only with the open block's
 ``id`` (spec §7.3). ``citation`` lines form a block of key ``(agent, citation)``
 whose citations attach to that agent's most recently completed ``text`` block
-(spec §7.4). After ``[DONE]`` only a ``meta_init`` is taken: it starts the next response
-of a recording that holds several back to back (a run log); the agents go on. Any other
-input after ``[DONE]`` is refused (spec §8.2).
+(spec §7.4).
+
+Above the key machines, one machine per recording (``PHASES``)::
+
+               [DONE] (spec §8.2-a)
+      READING ──────────────────────▶ DONE
+         ▲  └─ any line ─┐              │
+         │ ◀─────────────┘              │ meta_init: the next response (spec §8.5-a)
+         └──────────────────────────────┘
+
+A recording may hold several responses back to back (a run log, spec §8.5); the
+reconstructor rebuilds it as one transcript, in which the agents go on. Anything else in
+DONE (a line, a second ``[DONE]``) is refused (spec §8.2-a, §8.5-b).
+
+Where the work is: ``feed`` reads a line and steps the recording machine
+(``_step_phase``); ``_apply`` sends the line to an image, a citation, or its key's
+machine (``_route``), whose moves are ``_open_block``, an id check and the delta
+appended inline, and ``_close_block``. ``_feed_run`` is ``feed``'s common path inlined
+for ``feed_many`` (the reason is written above it).
 """
 
 from __future__ import annotations
@@ -86,6 +102,30 @@ _AFTER: Final = tuple(
 )
 
 
+class Phase(Enum):
+    """State of the whole recording."""
+
+    READING = "reading"  # inside a response: envelope lines are taken
+    DONE = "done"  # after [DONE]: only a meta_init (the next response) is taken
+
+
+class Mark(Enum):
+    """What a line does to the recording's machine."""
+
+    LINE = "line"  # any envelope line but a meta_init
+    META_INIT = "meta_init"  # a meta_init line: may start the next response
+    TERMINATOR = "terminator"  # the [DONE] line
+
+
+#: The recording's legal moves. A pair missing here is "content after [DONE]" (spec §8.2-a).
+PHASES: Final[dict[tuple[Phase, Mark], Phase]] = {
+    (Phase.READING, Mark.LINE): Phase.READING,
+    (Phase.READING, Mark.META_INIT): Phase.READING,
+    (Phase.READING, Mark.TERMINATOR): Phase.DONE,  # spec §8.2-a: [DONE] ends the response
+    (Phase.DONE, Mark.META_INIT): Phase.READING,  # spec §8.5-a: the next response of a recording
+}
+
+
 def _where(position: Position | None, index: int) -> Position:
     """The position of line ``index`` for an error: its line and offset, if known, and the index."""
     return Position(
@@ -118,6 +158,14 @@ def _parse(text: str) -> Any:
         return _json_decode(text)
     except msgspec.DecodeError:
         return text
+
+
+def _after_done(where: Position) -> SequenceError:
+    return SequenceError(
+        "content after [DONE] (only a meta_init may follow it, to start the next response)",
+        position=where,
+        section="8.2-a",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,116 +339,135 @@ class Reconstructor:
         Raises:
             DecodeError: not JSON, not UTF-8, or a block over ``max_block_bytes``.
             ValidationError: a base field missing or of the wrong type; unknown type.
-            SequenceError: a line after ``[DONE]`` that is not a ``meta_init``; an image or a citation with nothing
-                to attach to; an ``id`` that changes inside an open block.
+            SequenceError: a line after ``[DONE]`` that is not a ``meta_init``; an image or
+                a citation with nothing to attach to; an ``id`` that changes inside an
+                open block.
         """
         if isinstance(line, RawLine):
             position = line.position
             line = line.data
         index = self._count
         self._count += 1
-        if self._done:
-            wire = self._next_response(line, _where(position, index))
-        elif line == DONE_DATA or line == b"[DONE]":
-            self._done = True
+        if line == DONE_DATA or line == b"[DONE]":
+            self._step_phase(Mark.TERMINATOR, position, index)
             return
-        else:
-            # The position is built only when an error needs it: on the hot path it was a
-            # third of the time spent here.
-            try:
-                wire = decode_lenient(line)
-            except EnvelopeError as exc:
-                raise exc.at(_where(position, index)) from None
+        wire = self._read(line, position, index)
+        if self._done:
+            # In READING a line leaves the phase as it is (PHASES): only DONE needs the step.
+            self._step_phase(Mark.META_INIT if wire.type == "meta_init" else Mark.LINE, position, index)
+        self._apply(wire, line, position, index)
+
+    def _read(self, line: bytes | str, position: Position | None, index: int) -> _Wire:
+        """Decode a line; after ``[DONE]`` one that cannot be read is content after ``[DONE]``."""
+        # The position is built only when an error needs it: on the hot path it was a
+        # third of the time spent here.
+        try:
+            return decode_lenient(line)
+        except EnvelopeError as exc:
+            if self._done:
+                raise _after_done(_where(position, index)) from None
+            raise exc.at(_where(position, index)) from None
+
+    def _step_phase(self, mark: Mark, position: Position | None, index: int) -> None:
+        """Move the recording's machine (``PHASES``); a missing pair is content after ``[DONE]`` (spec §8.5-b)."""
+        phase = Phase.DONE if self._done else Phase.READING
+        after = PHASES.get((phase, mark))
+        if after is None:
+            raise _after_done(_where(position, index))
+        if phase is Phase.DONE:
+            # The next response. No block stays open across [DONE]: one the previous
+            # response left open stays incomplete, and its key is free again. The agents
+            # go on: blocks append to their lists, a citation may cite the last text.
+            # Cleared in place: feed_many's loop holds these dicts.
+            self._open.clear()
+            self._citing.clear()
+        self._done = after is Phase.DONE
+
+    def _apply(self, wire: _Wire, line: bytes | str, position: Position | None, index: int) -> None:
+        """Send a decoded line where its type says: an image, a citation, or its key's machine."""
         kind = wire.type
         if kind not in _KNOWN_TYPES:
             raise ValidationError(
                 f"unknown envelope type {kind!r}", position=_where(position, index), field="$.type", section="4.1"
             )
-        agent = wire.agent
         if kind == "tool_result_image":
             self._image(wire, _where(position, index))
-            return
-        if kind == "citation":
+        elif kind == "citation":
             self._citation(wire, line, _where(position, index))
-            return
+        else:
+            self._route(wire, position, index)
+
+    def _route(self, wire: _Wire, position: Position | None, index: int) -> None:
+        """One step of the ``(agent, type)`` machine (``TRANSITIONS``, spec §7.2)."""
+        kind = wire.type
+        agent = wire.agent
         # A plain tuple finds a BlockKey in a dict (equal and same hash); the named
         # tuple is built only when a block opens or an error names it.
         block = self._open.get((agent, kind))
         # Every (state, chunk|final) pair is in TRANSITIONS; _AFTER is that table with
         # the enums resolved once (see its definition).
         after = _AFTER[block is not None][wire.final]
-        wid = None if wire.id is msgspec.UNSET else wire.id
         if block is None:
-            wname = None if wire.name is msgspec.UNSET else wire.name
-            block = _Open(kind, agent, wid, wname)
-            if after is State.OPEN:
-                if len(self._open) >= self.max_open_blocks:
-                    raise DecodeError(
-                        f"more than max_open_blocks={self.max_open_blocks} blocks open at once",
-                        position=_where(position, index),
-                        key=BlockKey(agent, kind),
-                    )
-                self._open[BlockKey(agent, kind)] = block
-            self._agents.setdefault(agent, []).append(block)
-        elif wid is not None and block.id is not None and wid != block.id:
-            # spec §7.2-d: a buffered block keeps its id across its lines
-            raise SequenceError(
-                f"id {wid!r} differs from the open block's id {block.id!r}",
-                position=_where(position, index),
-                field="$.id",
-                key=BlockKey(agent, kind),
-                section="7.2-d",
-            )
+            block = self._open_block(wire, after, position, index)
+        elif wire.id is not msgspec.UNSET and block.id is not None and wire.id != block.id:
+            raise self._id_changed(block, wire.id, position, index)
         delta = wire.delta
         if delta:
+            # Inline: a call per line for this was a tenth of feed()'s time.
             block.size += len(delta)
             if block.size > self.max_block_bytes:
+                raise self._too_big(block, position, index)
+            block.parts.append(delta)
+        if after is State.IDLE:
+            self._close_block(block, position, index)
+
+    def _open_block(self, wire: _Wire, after: State, position: Position | None, index: int) -> _Open:
+        """IDLE -> OPEN, or IDLE -> IDLE for a one-line block (spec §7.2-a, §7.2-b)."""
+        kind, agent = wire.type, wire.agent
+        wid = None if wire.id is msgspec.UNSET else wire.id
+        wname = None if wire.name is msgspec.UNSET else wire.name
+        block = _Open(kind, agent, wid, wname)
+        if after is State.OPEN:
+            if len(self._open) >= self.max_open_blocks:
                 raise DecodeError(
-                    f"block larger than max_block_bytes={self.max_block_bytes}",
+                    f"more than max_open_blocks={self.max_open_blocks} blocks open at once",
                     position=_where(position, index),
                     key=BlockKey(agent, kind),
                 )
-            block.parts.append(delta)
-        if after is State.IDLE:
-            block.complete = True
-            self._open.pop((agent, kind), None)
-            if kind == "text":
-                block.prev_text = self._last_text.get(agent)
-                self._last_text[agent] = block
-            elif kind == "error":
-                self._maybe_discard(block, position, index)
+            self._open[BlockKey(agent, kind)] = block
+        self._agents.setdefault(agent, []).append(block)
+        return block
 
-    def _next_response(self, line: bytes | str, where: Position) -> _Wire:
-        """A line after ``[DONE]``: a ``meta_init`` starts the next response of the recording.
+    @staticmethod
+    def _id_changed(block: _Open, wid: str, position: Position | None, index: int) -> SequenceError:
+        """OPEN -> ?: a line whose id differs from its open block's (spec §7.2-d)."""
+        # spec §7.2-d: a buffered block keeps its id across its lines
+        return SequenceError(
+            f"id {wid!r} differs from the open block's id {block.id!r}",
+            position=_where(position, index),
+            field="$.id",
+            key=BlockKey(block.agent, block.type),
+            section="7.2-d",
+        )
 
-        A recording may hold several responses back to back (a run log: a paused
-        response, then the one that resumes it, spec §8.2, §8.4). The agents go on: blocks
-        of the next response append to their agent's list, and a citation may still cite
-        the agent's last text. No block stays open across ``[DONE]``: one the previous
-        response left open stays incomplete, and its key is free again. Anything else
-        after ``[DONE]`` (a second ``[DONE]``, any other type, a line that cannot be read)
-        is refused as before (spec §8.2-a).
+    def _too_big(self, block: _Open, position: Position | None, index: int) -> DecodeError:
+        """A block past ``max_block_bytes`` (spec/limits.md L1)."""
+        return DecodeError(
+            f"block larger than max_block_bytes={self.max_block_bytes}",
+            position=_where(position, index),
+            key=BlockKey(block.agent, block.type),
+        )
 
-        Returns:
-            The ``meta_init`` line, decoded, for ``feed`` to apply.
-        """
-        wire = None
-        if line != DONE_DATA and line != b"[DONE]":
-            try:
-                wire = decode_lenient(line)
-            except EnvelopeError:
-                wire = None
-        if wire is None or wire.type != "meta_init":
-            raise SequenceError(
-                "content after [DONE] (only a meta_init may follow it, to start the next response)",
-                position=where,
-                section="8.2-a",
-            )
-        # Cleared in place: feed_many's loop holds these dicts.
-        self._open.clear()
-        self._citing.clear()
-        self._done = False
-        return wire
+    def _close_block(self, block: _Open, position: Position | None, index: int) -> None:
+        """-> IDLE: the block is complete (spec §7.2-c); a text may be cited, an error may discard."""
+        block.complete = True
+        kind, agent = block.type, block.agent
+        self._open.pop((agent, kind), None)
+        if kind == "text":
+            block.prev_text = self._last_text.get(agent)
+            self._last_text[agent] = block
+        elif kind == "error":
+            self._maybe_discard(block, position, index)
 
     def _maybe_discard(self, block: _Open, position: Position | None, index: int) -> None:
         """Apply a discarded-attempt signal carried by a just-completed error block (spec §7.7).
@@ -411,11 +478,12 @@ class Reconstructor:
         if not isinstance(data, dict) or data.get("type") != "attempt_discarded":
             return
         count = data.get("discard_blocks")
+        where = _where(position, index)
         key = BlockKey(block.agent, "error")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise SequenceError(
                 f"discard_blocks must be a non-negative integer, got {count!r}",
-                position=_where(position, index),
+                position=where,
                 key=key,
                 section="7.7-b",
             )
@@ -429,32 +497,35 @@ class Reconstructor:
         if count > at:
             raise SequenceError(
                 f"attempt_discarded asks to drop {count} blocks, but only {at} precede it",
-                position=_where(position, index),
+                position=where,
                 key=key,
                 section="7.7-b",
             )
-        dropped = blocks[at - count : at]
-        if any(not b.complete for b in dropped):
+        if any(not b.complete for b in blocks[at - count : at]):
             raise SequenceError(
                 "attempt_discarded would drop a block that is still open",
-                position=_where(position, index),
+                position=where,
                 key=key,
                 section="7.7-b",
             )
-        # spec §7.7-a: the n blocks before the signal go, the signal stays
-        del blocks[at - count : at]
+        self._drop(block.agent, blocks, at - count, at)
+
+    def _drop(self, agent: str, blocks: list[_Open], start: int, stop: int) -> None:
+        """spec §7.7-a: the blocks ``start:stop`` go (the signal after them stays); the cited text moves back."""
+        dropped = blocks[start:stop]
+        del blocks[start:stop]
         for gone in dropped:
             gone.dropped = True
-        last = self._last_text.get(block.agent)
+        last = self._last_text.get(agent)
         if last is not None and last.dropped:
             # The text a later citation cites is the last one left: walk back over the
             # dropped ones. Each dropped block is passed once, ever (it stays dropped).
             while last is not None and last.dropped:
                 last = last.prev_text
             if last is not None:
-                self._last_text[block.agent] = last
+                self._last_text[agent] = last
             else:
-                del self._last_text[block.agent]
+                del self._last_text[agent]
 
     def feed_many(self, lines: Iterable[bytes | str | RawLine]) -> None:
         """Apply envelope lines in order: the same as ``feed`` on each, in fewer steps.
@@ -489,6 +560,10 @@ class Reconstructor:
             for line in lines:
                 self.feed(line)
 
+    # Over 60 lines on purpose: this is feed()'s common path (_read, _step_phase, _apply,
+    # _route and its moves) inlined into one loop, with the loop's lookups hoisted into
+    # locals; one call per line for any of those steps cost more than the decoding
+    # (issue 17 §3's read target). Every line it does not handle goes to feed() whole.
     def _feed_run(self, data: Sequence[bytes | str], where: Callable[[int], Position | None]) -> None:
         """``feed`` each of ``data``; ``where(k)`` is line k's position, asked only when ``feed`` needs it.
 

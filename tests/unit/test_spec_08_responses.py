@@ -55,7 +55,7 @@ def _blocks(rec: Reconstructor) -> list[tuple[str, Any]]:
 
 @pytest.mark.parametrize("batch", [False, True])
 def test_a_meta_init_after_done_starts_the_next_response_of_the_same_agent(batch: bool) -> None:
-    """[8.2-a] only a meta_init may follow [DONE]; the agent's blocks go on in one list."""
+    """[8.5-a] only a meta_init may follow [DONE]; the reconstructor keeps the agent's blocks in one list."""
     rec = Reconstructor()
     if batch:
         rec.feed_many(PAUSED + RESUMED)
@@ -112,7 +112,7 @@ def test_done_is_false_inside_the_next_response() -> None:
 )
 @pytest.mark.parametrize("batch", [False, True])
 def test_anything_else_after_done_is_refused(after: str, batch: bool) -> None:
-    """[8.2-a] a second [DONE], another type, or an unreadable line after [DONE] is a sequence error."""
+    """[8.5-b] [8.2-a] a second [DONE], another type, or an unreadable line after [DONE] is a sequence error."""
     rec = Reconstructor()
 
     def run() -> None:
@@ -129,7 +129,7 @@ def test_anything_else_after_done_is_refused(after: str, batch: bool) -> None:
 
 
 def test_a_block_left_open_at_done_stays_incomplete_and_does_not_continue() -> None:
-    """No block spans two responses: the next response's text opens a new block."""
+    """[8.5-a] blocks open at [DONE] belong to the response that ended: the next response's text opens a new block."""
     rec = Reconstructor()
     rec.feed_many(
         [
@@ -157,3 +157,22 @@ def test_a_citation_in_the_next_response_cites_the_agents_last_text() -> None:
     )
     cited = [b for b in rec.transcript().agents[A] if b.citations]
     assert [b.content for b in cited] == ["I will ask the browser."]
+
+
+def test_the_recording_machine_is_its_table() -> None:
+    """[8.2-a] PHASES is the recording's machine: each pair in it is taken, each pair missing is refused."""
+    from envelope._reconstruct import PHASES, Mark, Phase
+
+    lines = {Mark.LINE: RESUMED[1], Mark.META_INIT: RESUMED[0], Mark.TERMINATOR: "[DONE]"}
+    for phase in Phase:
+        for mark in Mark:
+            rec = Reconstructor()
+            rec.feed(RESUMED[0])
+            if phase is Phase.DONE:
+                rec.feed("[DONE]")
+            if (phase, mark) in PHASES:
+                rec.feed(lines[mark])
+                assert rec.done is (PHASES[(phase, mark)] is Phase.DONE)
+            else:
+                with pytest.raises(SequenceError, match=r"content after \[DONE\]"):
+                    rec.feed(lines[mark])
