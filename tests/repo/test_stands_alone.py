@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Folders that are not the project's own files (tools' output, the venv, VCS data).
@@ -34,9 +32,6 @@ SIBLING = re.compile(
 
 #: Files another helper owns, whose reference is replaced at merge time. Each entry must
 #: still match (the test below fails once it is fixed, so the entry is then removed).
-PENDING: dict[str, str] = {
-    "spec/anthropic-adapter.md": "the seed's path in the opening paragraph",
-}
 
 
 def _project_files() -> list[Path]:
@@ -72,18 +67,8 @@ def test_no_file_refers_to_the_sibling_folder() -> None:
     """No project file reads from, or points a reader to, a folder beside the clone."""
     files = _project_files()
     assert len(files) > 100, "the walk found the project's files"
-    bad = {
-        str(p.relative_to(ROOT)): hits
-        for p in files
-        if (hits := _refers(p)) and str(p.relative_to(ROOT)) not in PENDING
-    }
+    bad = {str(p.relative_to(ROOT)): hits for p in files if (hits := _refers(p))}
     assert bad == {}
-
-
-@pytest.mark.parametrize("name", sorted(PENDING))
-def test_pending_entries_are_still_needed(name: str) -> None:
-    """An entry of ``PENDING`` whose file no longer refers to the folder must be removed."""
-    assert _refers(ROOT / name), f"{name} is clean now: remove it from PENDING"
 
 
 def test_the_fixtures_the_tests_read_are_in_the_repository() -> None:
