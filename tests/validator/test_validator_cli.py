@@ -86,9 +86,15 @@ def test_max_bytes_sets_the_bound(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "E107" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(
-    "args", [["validate"], ["validate", "--max-bytes", "0", "x"], ["validate", "--format", "xml", "x"]]
-)
+def test_no_file_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """No file (and no --explain): one error line, exit 2."""
+    assert main(["validate"]) == 2
+    err = capsys.readouterr().err
+    assert "no file given" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("args", [["validate", "--max-bytes", "0", "x"], ["validate", "--format", "xml", "x"]])
 def test_bad_arguments_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(args)
