@@ -38,11 +38,14 @@ from envelope.anthropic import AnthropicTranslator
 
 from . import scrub
 from .errors import ConfigError, StateError, ToolResultsError
+from .hooks import HOOK_EVENTS, Hook, HookFailure, HookInput, run_hooks
+from .permissions import CanUseTool, PermissionDeny, ToolPermissionContext, ask
 from .pricing import PRICES, Price, cost_usd, price_for
 from .retry import ApiFailure, IncompleteStreamError, RetryPolicy, classify
 from .state import AgentState, PendingCall, RunRecord, RunState, flat_usage
 from .store import LogBatch, MemoryStore, Store
-from .tools import Tool, ToolCallRequest, ToolOutcome, error_outcome, result_block, run_tools
+from .subagents import SUBAGENT_TOOL, AgentSpec, check_specs, parse_spawn, spawn_tool_definition
+from .tools import Tool, ToolCallRequest, ToolOutcome, error_outcome, outcome, result_block, run_tools
 
 if TYPE_CHECKING:
     from .models import Model
@@ -65,6 +68,7 @@ STOP_ERROR: Final = "error"
 STOP_ABORTED: Final = "aborted"
 STOP_ABANDONED: Final = "abandoned"
 STOP_LOST: Final = "lost"
+STOP_INTERRUPTED: Final = "interrupted"
 
 #: Request keys the agent sets on every call; ``request_options`` may not (spec §11.1-a).
 AGENT_OWNED_PARAMS: Final = frozenset(
@@ -136,6 +140,10 @@ class _Response:
     """One streamed response: checks, logs, and sends lines; stages the closing ones."""
 
     def __init__(self, sink: Sink, agent: str, run_id: str, index: int, max_bytes: int) -> None:
+        self._setup(sink, agent, run_id, index, max_bytes)
+
+    def _setup(self, sink: Sink, agent: str, run_id: str, index: int, max_bytes: int) -> None:
+        self.nested = False
         self.sink = sink
         self.max_bytes = max_bytes
         self.agent = agent
@@ -164,6 +172,10 @@ class _Response:
             self.lines.append(line)
             await self._deliver(line)
 
+    async def send_one(self, line: bytes) -> None:
+        """``send`` for one line: the sink of a nested (subagent) response."""
+        await self.send([line])
+
     def stage(self, lines: Sequence[bytes]) -> None:
         for line in lines:
             self.checker.feed(line)
@@ -183,6 +195,19 @@ class _Response:
 
     def block_count(self) -> int:
         return len(self.checker.transcript().agents.get(self.agent, ()))
+
+
+class _NestedResponse(_Response):
+    """A subagent's part of its parent's response (spec §13.3): its lines go to the parent's ``send``.
+
+    It is not a response of its own (no ``[DONE]``), so it does not pass through
+    ``_Response.__init__``: the parent's response, which carries these lines, is the one
+    checked, logged and validated as a whole.
+    """
+
+    def __init__(self, parent: _Response, agent: str, run_id: str, index: int, max_bytes: int) -> None:
+        self._setup(parent.send_one, agent, run_id, index, max_bytes)
+        self.nested = True
 
 
 class Agent:
@@ -223,9 +248,14 @@ class Agent:
             ``metadata``, ``temperature``, ``stop_sequences``, ``service_tier``,
             ``mcp_servers``, ``context_management``... (spec §11.1-a). The keys the agent
             sets itself (``AGENT_OWNED_PARAMS``) are refused.
+        hooks: hooks by event (``hooks.HOOK_EVENTS``), each list run in order (spec §12).
+        can_use_tool: asked before every tool call, after the PreToolUse hooks (spec §12.4).
+        subagents: children the model may spawn by name with the ``spawn_subagent`` tool;
+            they stream into this agent's response (spec §13).
 
     Raises:
-        ConfigError: duplicate tool names, or a budget with an unpriced model.
+        ConfigError: duplicate tool names, or a budget with an unpriced model, an unknown
+            hook event, or a subagent with a frontend tool.
     """
 
     def __init__(
@@ -250,9 +280,16 @@ class Agent:
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
         secrets: Sequence[str] = (),
         request_options: Mapping[str, Any] | None = None,
+        hooks: Mapping[str, Sequence[Hook]] | None = None,
+        can_use_tool: CanUseTool | None = None,
+        subagents: Mapping[str, AgentSpec] | None = None,
     ) -> None:
         """See the class docstring."""
         names = [t.name for t in tools] + [str(t.get("name")) for t in server_tools]
+        unknown = sorted(set(hooks or {}) - set(HOOK_EVENTS))
+        if unknown:
+            raise ConfigError(f"unknown hook events: {', '.join(unknown)}; known: {', '.join(HOOK_EVENTS)}")
+        check_specs(subagents or {}, names)
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ConfigError(f"duplicate tool names: {', '.join(dupes)}")
@@ -298,6 +335,15 @@ class Agent:
         self._files: list[dict[str, Any]] = []
         #: Results of the current step's calls already decided, by tool_use id (spec §5.5-b).
         self._answered: dict[str, dict[str, Any]] = {}
+        self.hooks: dict[str, list[Hook]] = {k: list(v) for k, v in (hooks or {}).items()}
+        self.can_use_tool = can_use_tool
+        self.subagents: dict[str, AgentSpec] = dict(subagents or {})
+        #: (parent agent, spawning tool_use id) when this agent runs as a subagent (spec §13.3).
+        self._parent: tuple[str, str] | None = None
+        self._parent_response: _Response | None = None
+        self._hook_failures: list[HookFailure] = []
+        self._prompt: str | None = None
+        self._interrupted: str | None = None
 
     @property
     def agent_uuid(self) -> str:
@@ -479,8 +525,15 @@ class Agent:
         self._claim()
         self._append_user(blocks)
         await self.store.save(state)  # claim the agent (spec §4.3, §10.2-a)
-        response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
+        response: _Response
+        if self._parent_response is not None:
+            response = _NestedResponse(
+                self._parent_response, state.agent_uuid, run.run_id, run.responses, self.max_bytes
+            )
+        else:
+            response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
         run.responses += 1
+        self._prompt = query
         return await self._drive(response, 1, self._emitter.buffered("meta_init", self._meta_init(run)))
 
     async def continue_with_tool_results(self, results: Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
@@ -535,7 +588,10 @@ class Agent:
 
     async def _drive(self, response: _Response, step: int, opening: list[bytes]) -> AgentResult:
         """Send ``opening``, run the loop as a task ``abort()`` can cancel, renew the lease, end the response."""
-        self._abort.clear()
+        # A fresh event per response: an Event binds to the loop that first waits on it, and an
+        # agent may serve runs from several loops (asyncio.run per request); a stale one made
+        # the next run end as "aborted".
+        self._abort = asyncio.Event()
         heartbeat = asyncio.ensure_future(self._heartbeat())
         try:
             return await self._drive_loop(response, step, opening)
@@ -653,6 +709,21 @@ class Agent:
         run = self.state.run
         assert run is not None
         await response.send(opening)
+        if self._prompt is not None:
+            prompt, self._prompt = self._prompt, None
+            await self._fire("SessionStart", prompt=prompt)
+            await self._fire("UserPromptSubmit", prompt=prompt)
+            await self._report_hook_failures(response)
+        stop = await self._steps(response, step)
+        if stop != STOP_AWAITING:
+            await self._fire("Stop", stop_reason=stop)
+            await self._report_hook_failures(response)
+        return stop
+
+    async def _steps(self, response: _Response, step: int) -> str:
+        """Decide to continue or stop: steps of model call, route, run tools, record (spec §1.2)."""
+        run = self.state.run
+        assert run is not None
         while True:
             if step > self.max_steps:
                 return await self._last_call(response, step)
@@ -667,6 +738,8 @@ class Agent:
             if not calls or outcome.stop_reason not in ("tool_use", "max_tokens"):
                 return outcome.stop_reason
             frontend = await self._run_step_tools(response, calls, outcome.bad_inputs)
+            if self._interrupted is not None:
+                return STOP_INTERRUPTED
             if frontend:
                 self.state.current_step = step
                 return STOP_AWAITING
@@ -675,11 +748,13 @@ class Agent:
     async def _run_step_tools(
         self, response: _Response, calls: list[ToolCallRequest], bad_inputs: Mapping[str, str]
     ) -> list[ToolCallRequest]:
-        """Run the backend calls of a step; return the frontend ones (then the step pauses)."""
+        """Route the step's calls, run the backend ones and the subagents, record; return the frontend ones."""
         outcomes: dict[str, ToolOutcome] = {}
         backend: list[ToolCallRequest] = []
+        spawns: list[ToolCallRequest] = []
         frontend: list[ToolCallRequest] = []
         self._answered = {}
+        self._interrupted = None
         for call in calls:
             if call.id in bad_inputs:
                 # spec §1.3-a: a cut or unparseable call is answered, never run.
@@ -688,21 +763,52 @@ class Agent:
                 self._answered[call.id] = done.block
                 await response.send(done.lines)
                 continue
-            tool_def = self.tools.get(call.name)
+            routed = await self._permit(call)
+            if isinstance(routed, str):
+                # spec §12.2-b, §12.4-a: a blocked or denied call is an is_error result the model sees.
+                done = error_outcome(self._emitter, call, routed)
+                outcomes[call.id] = done
+                self._answered[call.id] = done.block
+                await response.send(done.lines)
+                continue
+            tool_def = self.tools.get(routed.name)
             if tool_def is not None and tool_def.executor == "frontend":
-                frontend.append(call)
+                frontend.append(routed)
+            elif routed.name == SUBAGENT_TOOL and self.subagents:
+                spawns.append(routed)
             else:
-                backend.append(call)
-        ran = await run_tools(
-            backend,
-            self.tools,
-            self._emitter,
-            response.send,
-            max_concurrency=self.max_tool_concurrency,
-            on_result=lambda call, done: self._answered.__setitem__(call.id, done.block),
-            timeout=self.tool_timeout,
+                backend.append(routed)
+        await self._report_hook_failures(response)
+        if self._interrupted is not None:
+            # spec §12.4-c: an interrupt answers the calls not yet answered and ends the run.
+            for call in [*backend, *spawns, *frontend]:
+                done = error_outcome(self._emitter, call, "not run: the run was interrupted")
+                outcomes[call.id] = done
+                self._answered[call.id] = done.block
+                await response.send(done.lines)
+            self._append_user([outcomes[c.id].block for c in calls])
+            return []
+
+        def answered(call: ToolCallRequest, done: ToolOutcome) -> None:
+            self._answered[call.id] = done.block
+
+        ran, spawned = await asyncio.gather(
+            run_tools(
+                backend,
+                self.tools,
+                self._emitter,
+                response.send,
+                max_concurrency=self.max_tool_concurrency,
+                on_result=answered,
+                timeout=self.tool_timeout,
+            ),
+            asyncio.gather(*(self._run_subagent(response, call) for call in spawns)),
         )
-        outcomes.update({o.block["tool_use_id"]: o for o in ran})
+        for call, done in zip([*backend, *spawns], [*ran, *spawned], strict=True):
+            outcomes[call.id] = done
+            event = "PostToolUseFailure" if done.is_error else "PostToolUse"
+            await self._fire(event, tool_name=call.name, tool_use_id=call.id, tool_input=call.input, result=done.text)
+        await self._report_hook_failures(response)
         if frontend:
             state = self.state
             state.pending_frontend = [PendingCall(tool_use_id=c.id, name=c.name, input=c.input) for c in frontend]
@@ -711,6 +817,133 @@ class Agent:
             return frontend
         self._append_user([outcomes[c.id].block for c in calls])
         return []
+
+    async def _permit(self, call: ToolCallRequest) -> ToolCallRequest | str:
+        """PreToolUse hooks, then ``can_use_tool``: the call to run, or why it is not run (spec §12)."""
+        run = self.state.run
+        assert run is not None
+        tool_input: Mapping[str, Any] = call.input
+        hooks = self.hooks.get("PreToolUse", [])
+        if hooks:
+            data = HookInput(
+                event="PreToolUse",
+                agent_uuid=self.agent_uuid,
+                run_id=run.run_id,
+                tool_name=call.name,
+                tool_use_id=call.id,
+                tool_input=call.input,
+            )
+            decision, tool_input = await run_hooks(hooks, data, self._hook_failures)
+            if decision.action == "block":
+                return decision.message or "blocked by a PreToolUse hook"
+        if self.can_use_tool is not None:
+            context = ToolPermissionContext(agent_uuid=self.agent_uuid, run_id=run.run_id, tool_use_id=call.id)
+            answer, failed = await ask(self.can_use_tool, call.name, tool_input, context)
+            if failed is not None:
+                self._hook_failures.append(HookFailure(event="can_use_tool", index=0, message=failed))
+            if isinstance(answer, PermissionDeny):
+                if answer.interrupt:
+                    self._interrupted = answer.message
+                return answer.message
+            if answer.updated_input is not None:
+                tool_input = answer.updated_input
+        if tool_input is call.input:
+            return call
+        return ToolCallRequest(id=call.id, name=call.name, input=dict(tool_input))
+
+    async def _run_subagent(self, response: _Response, call: ToolCallRequest) -> ToolOutcome:
+        """Spawn one child into this response; its final answer is the call's result (spec §13)."""
+        parsed = parse_spawn(call.input, self.subagents)
+        if isinstance(parsed, str):
+            return error_outcome(self._emitter, call, parsed)
+        name, spec, task = parsed
+        child = Agent(
+            spec.model or self.model,
+            tools=spec.tools,
+            server_tools=self.server_tools if spec.server_tools is None else spec.server_tools,
+            store=spec.store or self.store,
+            system=spec.system,
+            max_steps=spec.max_steps or self.max_steps,
+            max_tokens=self.max_tokens,
+            thinking_budget=self.thinking_budget,
+            retry=spec.retry or self.retry,
+            max_bytes=self.max_bytes,
+            max_tool_concurrency=self.max_tool_concurrency,
+            prices=self.prices,
+            tool_timeout=self.tool_timeout,
+            request_options=self.request_options,
+            hooks=self.hooks,
+            can_use_tool=self.can_use_tool,
+        )
+        child._parent = (self.agent_uuid, call.id)
+        child._parent_response = response
+        await self._fire("SubagentStart", tool_name=name, tool_use_id=call.id, tool_input=call.input)
+        try:
+            result = await child.run(task, response.send_one)
+        except (asyncio.CancelledError, _ClientGone):
+            raise
+        except Exception as exc:  # spec §13.4-a: a child that cannot run is an is_error result
+            log.exception("subagent %s could not run", name)
+            return error_outcome(self._emitter, call, scrub.public(f"subagent {name} failed: {exc}")[:500])
+        await self._fire(
+            "SubagentStop",
+            tool_name=name,
+            tool_use_id=call.id,
+            result=result.final_text,
+            stop_reason=result.stop_reason,
+        )
+        if result.stop_reason in (STOP_ERROR, STOP_ABORTED, STOP_INTERRUPTED):
+            why = result.error or result.stop_reason
+            return error_outcome(self._emitter, call, f"subagent {name} ({child.agent_uuid}) failed: {why}")
+        return outcome(self._emitter, call, result.final_text)
+
+    async def _fire(
+        self,
+        event: str,
+        *,
+        prompt: str | None = None,
+        tool_name: str | None = None,
+        tool_use_id: str | None = None,
+        tool_input: Mapping[str, Any] | None = None,
+        result: str | None = None,
+        stop_reason: str | None = None,
+    ) -> None:
+        """Run the hooks of an observing event (not PreToolUse); failures are kept for reporting."""
+        hooks = self.hooks.get(event, [])
+        run = self.state.run
+        if not hooks or run is None:
+            return
+        data = HookInput(
+            event=event,  # type: ignore[arg-type]  # one of HOOK_EVENTS, checked by the callers' literals
+            agent_uuid=self.agent_uuid,
+            run_id=run.run_id,
+            prompt=prompt,
+            tool_name=tool_name,
+            tool_use_id=tool_use_id,
+            tool_input=dict(tool_input or {}),
+            result=result,
+            stop_reason=stop_reason,
+        )
+        await run_hooks(hooks, data, self._hook_failures)
+
+    def _hook_failure_lines(self) -> list[bytes]:
+        """One ``error`` envelope per failed hook (spec §12.3-a), and forget them."""
+        failures, self._hook_failures = self._hook_failures, []
+        lines: list[bytes] = []
+        for failure in failures:
+            payload = {
+                "type": "hook_error",
+                "event": failure.event,
+                "hook": failure.index,
+                "message": f"a {failure.event} hook failed: {failure.message}",
+            }
+            lines += self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False))
+        return lines
+
+    async def _report_hook_failures(self, response: _Response) -> None:
+        lines = self._hook_failure_lines()
+        if lines:
+            await response.send(lines)
 
     async def _last_call(self, response: _Response, step: int) -> str:
         """``max_steps`` reached: one call with ``tool_choice: none`` so the model can answer (spec §5.2)."""
@@ -843,6 +1076,8 @@ class Agent:
         if self.system:
             params["system"] = self.system
         tools = [t.definition() for t in self.tools.values()] + self.server_tools
+        if self.subagents:
+            tools.append(spawn_tool_definition(self.subagents))
         if tools:
             params["tools"] = tools
             if tool_choice_none:
@@ -924,6 +1159,8 @@ class Agent:
         state = self.state
         run = state.run
         assert run is not None
+        await self._fire("SessionEnd", stop_reason=stop_reason)  # spec §12.1-a: every end, not a pause
+        response.stage(self._hook_failure_lines())
         if error_payload is not None:
             response.stage(self._emitter.buffered("error", json.dumps(error_payload, ensure_ascii=False)))
         if self._files:
@@ -939,7 +1176,8 @@ class Agent:
         if self.stream_history:
             meta["conversation_history"] = run.history
         response.stage(self._emitter.buffered("meta_final", json.dumps(meta, ensure_ascii=False)))
-        response.stage([DONE_LINE])
+        if not response.nested:
+            response.stage([DONE_LINE])  # spec §13.3-b: one [DONE] per response, the parent's
         final_text = _last_text(run.history)
         record = RunRecord(
             run_id=run.run_id,
@@ -992,6 +1230,9 @@ class Agent:
             "model": self.model.name,
             "run_id": run.run_id,
         }
+        if self._parent is not None:
+            # envelope spec §8.3.1: how a decoder nests this agent under the call that spawned it.
+            meta["parent_agent"], meta["parent_tool_use_id"] = self._parent
         if resume:
             meta["resume"] = {
                 "step": self.state.current_step + 1,

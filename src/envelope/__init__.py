@@ -21,6 +21,9 @@ from ._errors import (
 from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES
 from ._reconstruct import Block, Reconstructor, Transcript, reconstruct
 from ._sse import DONE, SSEEvent, SSEReader, frame
+from ._tree import AgentNode as AgentNode  # __all__ + README list at merge
+from ._tree import AgentTree as AgentTree
+from ._tree import tree as tree
 from ._types import (
     ENVELOPE_TYPES,
     AwaitingFrontendTools,
