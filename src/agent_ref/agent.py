@@ -12,6 +12,20 @@ Does not own: translating API events (``envelope.anthropic.AnthropicTranslator``
 the models (``models.py``, ``scripted.py``), tools (``tools.py``), storage
 (``store.py``).
 
+The run is split into stages, one module each, in the order of seed 003/004's flow;
+``Agent`` keeps the public API, the state, and the loop that decides (``_steps``), and
+binds each stage's functions as its methods (they take the agent as ``self``):
+
+1. ``prepare.py``: the request of a call and the ``meta_init`` payload;
+2. ``call_model.py``: one model call with retries, streamed;
+3. and 4. ``tool_step.py``: route the calls (PreToolUse hooks, ``can_use_tool``,
+   frontend/backend/subagent) and run them (``hooks.py``, ``permissions.py``,
+   ``subagents.py``);
+5. ``record.py``: the turn into history;
+6. ``finish.py``: the end of a response (pause or ``meta_final``).
+
+Hooks fire at the seams between them (spec §12.1-a).
+
 Every line the agent sends goes through one ``_Response``: it feeds an
 ``envelope.Reconstructor`` (so a line that would break the stream fails here, in
 tests, not in a browser), appends to the response's log, and calls the sink. The
@@ -22,53 +36,52 @@ state in one transaction, and only then sent (§4.4).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from envelope import DecodeError, Emitter, ImageRef, Reconstructor
-from envelope.anthropic import AnthropicTranslator
+from envelope import Emitter, ImageRef
 
-from . import scrub
+from . import call_model, finish, prepare, record, response, scrub, tool_step
+from .call_model import _RunFailed
 from .errors import ConfigError, StateError, ToolResultsError
+from .finish import (
+    STOP_ABANDONED,
+    STOP_AWAITING,
+    STOP_ERROR,
+    STOP_INTERRUPTED,
+    STOP_LOST,
+    STOP_MAX_BUDGET,
+    AgentResult,
+)
 from .hooks import HOOK_EVENTS, Hook, HookFailure, HookInput, run_hooks
-from .permissions import CanUseTool, PermissionDeny, ToolPermissionContext, ask
-from .pricing import PRICES, Price, cost_usd, price_for
-from .retry import ApiFailure, IncompleteStreamError, RetryPolicy, classify
-from .state import AgentState, PendingCall, RunRecord, RunState, flat_usage
-from .store import LogBatch, MemoryStore, Store
-from .subagents import SUBAGENT_TOOL, AgentSpec, check_specs, parse_spawn, spawn_tool_definition
-from .tools import Tool, ToolCallRequest, ToolOutcome, error_outcome, outcome, result_block, run_tools
+from .pricing import PRICES, Price, price_for
+from .record import _tool_uses
+from .response import DONE_LINE, Sink, _ClientGone, _NestedResponse
+from .retry import RetryPolicy
+from .state import AgentState, PendingCall, RunState
+from .store import MemoryStore, Store
+from .subagents import AgentSpec, check_specs
+from .tools import Tool, ToolCallRequest, error_outcome, result_block
 
 if TYPE_CHECKING:
     from .models import Model
+    from .permissions import CanUseTool
 
 __all__ = ["DONE_LINE", "Agent", "AgentResult", "Sink"]
 
+#: The response classes live in ``response.py``; named here too, because the tests'
+#: validating tee patches ``agent._Response`` and recognises ``agent._nowhere``.
+_Response = response._Response
+_nowhere = response._nowhere
+
 log = logging.getLogger("agent_ref")
 
-#: What the sink receives last in every response: the SSE terminator's data (spec §7.1).
-DONE_LINE: Final = b"[DONE]"
-
-#: Receives each encoded envelope line (unframed JSON), then ``b"[DONE]"``. May be async.
-Sink = Callable[[bytes], Awaitable[None] | None]
-
-#: Stop reasons of a finished run (spec §5.1). The API's own reasons pass through.
-STOP_AWAITING: Final = "awaiting_frontend_tools"
-STOP_MAX_STEPS: Final = "max_steps"
-STOP_MAX_BUDGET: Final = "max_budget"
-STOP_ERROR: Final = "error"
-STOP_ABORTED: Final = "aborted"
-STOP_ABANDONED: Final = "abandoned"
-STOP_LOST: Final = "lost"
-STOP_INTERRUPTED: Final = "interrupted"
 
 #: Request keys the agent sets on every call; ``request_options`` may not (spec §11.1-a).
 AGENT_OWNED_PARAMS: Final = frozenset(
@@ -78,136 +91,6 @@ AGENT_OWNED_PARAMS: Final = frozenset(
 DEFAULT_TOOL_TIMEOUT: Final = 60.0
 #: Seconds a ``running`` agent stays held by its process without a renewal (spec §10.2-a).
 DEFAULT_LEASE_SECONDS: Final = 30.0
-
-
-@dataclass(slots=True)
-class AgentResult:
-    """What ``run`` and ``continue_with_tool_results`` return.
-
-    Attributes:
-        agent_uuid: the agent.
-        run_id: the run (the same before and after a pause).
-        stop_reason: ``end_turn`` (or another API stop reason), ``max_steps``,
-            ``max_budget``, ``error``, ``aborted``, or ``awaiting_frontend_tools``.
-        final_text: the text of the last assistant message.
-        steps: API calls made in the run so far.
-        usage: tokens of the run so far.
-        cost_usd: cost of the run so far, ``None`` for an unpriced model.
-        pending_frontend_tools: the calls to answer, when paused.
-        conversation_history: the messages of this run.
-        error: the public error message when ``stop_reason`` is ``error``.
-    """
-
-    agent_uuid: str
-    run_id: str
-    stop_reason: str
-    final_text: str
-    steps: int
-    usage: dict[str, int]
-    cost_usd: float | None
-    pending_frontend_tools: list[PendingCall] = field(default_factory=list)
-    conversation_history: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
-
-
-class _ClientGone(Exception):
-    """The sink raised: the client is gone. The run is closed in the store, then ``error`` re-raised."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def _nowhere(line: bytes) -> None:
-    """The sink of a response nobody reads (``abandon`` without a sink, a recovery)."""
-
-
-class _RunFailed(Exception):
-    def __init__(self, failure: ApiFailure, attempts: int) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
-        self.attempts = attempts
-
-
-@dataclass(slots=True)
-class _Outcome:
-    content: list[dict[str, Any]]
-    stop_reason: str
-    bad_inputs: dict[str, str]  # tool_use id -> why its input cannot be used
-
-
-class _Response:
-    """One streamed response: checks, logs, and sends lines; stages the closing ones."""
-
-    def __init__(self, sink: Sink, agent: str, run_id: str, index: int, max_bytes: int) -> None:
-        self._setup(sink, agent, run_id, index, max_bytes)
-
-    def _setup(self, sink: Sink, agent: str, run_id: str, index: int, max_bytes: int) -> None:
-        self.nested = False
-        self.sink = sink
-        self.max_bytes = max_bytes
-        self.agent = agent
-        self.run_id = run_id
-        self.index = index
-        self.checker = Reconstructor()
-        self.lines: list[bytes] = []
-        self.staged: list[bytes] = []
-        #: The client is gone: lines are still checked and logged, no longer sent (spec §5.5-c).
-        self.gone = False
-
-    async def _deliver(self, line: bytes) -> None:
-        if self.gone:
-            return
-        try:
-            result = self.sink(line)
-            if inspect.isawaitable(result):
-                await result
-        except Exception as exc:
-            self.gone = True
-            raise _ClientGone(exc) from exc
-
-    async def send(self, lines: Sequence[bytes]) -> None:
-        for line in lines:
-            self.checker.feed(line)
-            self.lines.append(line)
-            await self._deliver(line)
-
-    async def send_one(self, line: bytes) -> None:
-        """``send`` for one line: the sink of a nested (subagent) response."""
-        await self.send([line])
-
-    def stage(self, lines: Sequence[bytes]) -> None:
-        for line in lines:
-            self.checker.feed(line)
-            self.lines.append(line)
-            self.staged.append(line)
-
-    async def flush(self) -> None:
-        staged, self.staged = self.staged, []
-        for line in staged:
-            try:
-                await self._deliver(line)
-            except _ClientGone as exc:
-                raise exc.error from None  # already stored: only the caller needs to know
-
-    def batch(self) -> LogBatch:
-        return LogBatch(run_id=self.run_id, response=self.index, start=0, lines=list(self.lines))
-
-    def block_count(self) -> int:
-        return len(self.checker.transcript().agents.get(self.agent, ()))
-
-
-class _NestedResponse(_Response):
-    """A subagent's part of its parent's response (spec §13.3): its lines go to the parent's ``send``.
-
-    It is not a response of its own (no ``[DONE]``), so it does not pass through
-    ``_Response.__init__``: the parent's response, which carries these lines, is the one
-    checked, logged and validated as a whole.
-    """
-
-    def __init__(self, parent: _Response, agent: str, run_id: str, index: int, max_bytes: int) -> None:
-        self._setup(parent.send_one, agent, run_id, index, max_bytes)
-        self.nested = True
 
 
 class Agent:
@@ -646,38 +529,6 @@ class Agent:
             return await self._pause(response)
         return await self._finish(response, stop)
 
-    async def _end_aborted(self, response: _Response, message: str) -> AgentResult:
-        """Close open blocks, answer unanswered calls, then ``error`` (aborted), ``meta_final``, ``[DONE]`` (§5.5)."""
-        await self._close_open(response)
-        await self._answer_unanswered(response, "cancelled: the run was aborted before this tool call finished")
-        return await self._finish(response, STOP_ABORTED, error_payload={"type": STOP_ABORTED, "message": message})
-
-    async def _close_quietly(self, response: _Response, message: str) -> None:
-        """``_end_aborted`` for a response nobody reads any more; failures are logged, not raised."""
-        response.gone = True
-        try:
-            await self._end_aborted(response, message)
-        except Exception:
-            log.exception("could not close run of agent %s after its client went away", self.agent_uuid)
-
-    async def _answer_unanswered(self, response: _Response, text: str) -> None:
-        """Give every call of the last assistant turn a result, so the history stays valid (spec §5.5-b)."""
-        messages = self.state.messages
-        if not messages or messages[-1].get("role") != "assistant":
-            return
-        calls = _tool_uses(list(messages[-1].get("content") or []))
-        if not calls:
-            return
-        blocks = []
-        for call in calls:
-            block = self._answered.get(call.id)
-            if block is None:
-                done = error_outcome(self._emitter, call, text)
-                await response.send(done.lines)
-                block = done.block
-            blocks.append(block)
-        self._append_user(blocks)
-
     def _claim(self) -> None:
         """Mark the agent ``running`` under a fresh lease of this process (spec §10.2-a)."""
         state = self.state
@@ -745,158 +596,6 @@ class Agent:
                 return STOP_AWAITING
             step += 1
 
-    async def _run_step_tools(
-        self, response: _Response, calls: list[ToolCallRequest], bad_inputs: Mapping[str, str]
-    ) -> list[ToolCallRequest]:
-        """Route the step's calls, run the backend ones and the subagents, record; return the frontend ones."""
-        outcomes: dict[str, ToolOutcome] = {}
-        backend: list[ToolCallRequest] = []
-        spawns: list[ToolCallRequest] = []
-        frontend: list[ToolCallRequest] = []
-        self._answered = {}
-        self._interrupted = None
-        for call in calls:
-            if call.id in bad_inputs:
-                # spec §1.3-a: a cut or unparseable call is answered, never run.
-                done = error_outcome(self._emitter, call, bad_inputs[call.id])
-                outcomes[call.id] = done
-                self._answered[call.id] = done.block
-                await response.send(done.lines)
-                continue
-            routed = await self._permit(call)
-            if isinstance(routed, str):
-                # spec §12.2-b, §12.4-a: a blocked or denied call is an is_error result the model sees.
-                done = error_outcome(self._emitter, call, routed)
-                outcomes[call.id] = done
-                self._answered[call.id] = done.block
-                await response.send(done.lines)
-                continue
-            tool_def = self.tools.get(routed.name)
-            if tool_def is not None and tool_def.executor == "frontend":
-                frontend.append(routed)
-            elif routed.name == SUBAGENT_TOOL and self.subagents:
-                spawns.append(routed)
-            else:
-                backend.append(routed)
-        await self._report_hook_failures(response)
-        if self._interrupted is not None:
-            # spec §12.4-c: an interrupt answers the calls not yet answered and ends the run.
-            for call in [*backend, *spawns, *frontend]:
-                done = error_outcome(self._emitter, call, "not run: the run was interrupted")
-                outcomes[call.id] = done
-                self._answered[call.id] = done.block
-                await response.send(done.lines)
-            self._append_user([outcomes[c.id].block for c in calls])
-            return []
-
-        def answered(call: ToolCallRequest, done: ToolOutcome) -> None:
-            self._answered[call.id] = done.block
-
-        ran, spawned = await asyncio.gather(
-            run_tools(
-                backend,
-                self.tools,
-                self._emitter,
-                response.send,
-                max_concurrency=self.max_tool_concurrency,
-                on_result=answered,
-                timeout=self.tool_timeout,
-            ),
-            asyncio.gather(*(self._run_subagent(response, call) for call in spawns)),
-        )
-        for call, done in zip([*backend, *spawns], [*ran, *spawned], strict=True):
-            outcomes[call.id] = done
-            event = "PostToolUseFailure" if done.is_error else "PostToolUse"
-            await self._fire(event, tool_name=call.name, tool_use_id=call.id, tool_input=call.input, result=done.text)
-        await self._report_hook_failures(response)
-        if frontend:
-            state = self.state
-            state.pending_frontend = [PendingCall(tool_use_id=c.id, name=c.name, input=c.input) for c in frontend]
-            state.pending_backend_results = [o.block for o in outcomes.values()]
-            state.pending_order = [c.id for c in calls]
-            return frontend
-        self._append_user([outcomes[c.id].block for c in calls])
-        return []
-
-    async def _permit(self, call: ToolCallRequest) -> ToolCallRequest | str:
-        """PreToolUse hooks, then ``can_use_tool``: the call to run, or why it is not run (spec §12)."""
-        run = self.state.run
-        assert run is not None
-        tool_input: Mapping[str, Any] = call.input
-        hooks = self.hooks.get("PreToolUse", [])
-        if hooks:
-            data = HookInput(
-                event="PreToolUse",
-                agent_uuid=self.agent_uuid,
-                run_id=run.run_id,
-                tool_name=call.name,
-                tool_use_id=call.id,
-                tool_input=call.input,
-            )
-            decision, tool_input = await run_hooks(hooks, data, self._hook_failures)
-            if decision.action == "block":
-                return decision.message or "blocked by a PreToolUse hook"
-        if self.can_use_tool is not None:
-            context = ToolPermissionContext(agent_uuid=self.agent_uuid, run_id=run.run_id, tool_use_id=call.id)
-            answer, failed = await ask(self.can_use_tool, call.name, tool_input, context)
-            if failed is not None:
-                self._hook_failures.append(HookFailure(event="can_use_tool", index=0, message=failed))
-            if isinstance(answer, PermissionDeny):
-                if answer.interrupt:
-                    self._interrupted = answer.message
-                return answer.message
-            if answer.updated_input is not None:
-                tool_input = answer.updated_input
-        if tool_input is call.input:
-            return call
-        return ToolCallRequest(id=call.id, name=call.name, input=dict(tool_input))
-
-    async def _run_subagent(self, response: _Response, call: ToolCallRequest) -> ToolOutcome:
-        """Spawn one child into this response; its final answer is the call's result (spec §13)."""
-        parsed = parse_spawn(call.input, self.subagents)
-        if isinstance(parsed, str):
-            return error_outcome(self._emitter, call, parsed)
-        name, spec, task = parsed
-        child = Agent(
-            spec.model or self.model,
-            tools=spec.tools,
-            server_tools=self.server_tools if spec.server_tools is None else spec.server_tools,
-            store=spec.store or self.store,
-            system=spec.system,
-            max_steps=spec.max_steps or self.max_steps,
-            max_tokens=self.max_tokens,
-            thinking_budget=self.thinking_budget,
-            retry=spec.retry or self.retry,
-            max_bytes=self.max_bytes,
-            max_tool_concurrency=self.max_tool_concurrency,
-            prices=self.prices,
-            tool_timeout=self.tool_timeout,
-            request_options=self.request_options,
-            hooks=self.hooks,
-            can_use_tool=self.can_use_tool,
-        )
-        child._parent = (self.agent_uuid, call.id)
-        child._parent_response = response
-        await self._fire("SubagentStart", tool_name=name, tool_use_id=call.id, tool_input=call.input)
-        try:
-            result = await child.run(task, response.send_one)
-        except (asyncio.CancelledError, _ClientGone):
-            raise
-        except Exception as exc:  # spec §13.4-a: a child that cannot run is an is_error result
-            log.exception("subagent %s could not run", name)
-            return error_outcome(self._emitter, call, scrub.public(f"subagent {name} failed: {exc}")[:500])
-        await self._fire(
-            "SubagentStop",
-            tool_name=name,
-            tool_use_id=call.id,
-            result=result.final_text,
-            stop_reason=result.stop_reason,
-        )
-        if result.stop_reason in (STOP_ERROR, STOP_ABORTED, STOP_INTERRUPTED):
-            why = result.error or result.stop_reason
-            return error_outcome(self._emitter, call, f"subagent {name} ({child.agent_uuid}) failed: {why}")
-        return outcome(self._emitter, call, result.final_text)
-
     async def _fire(
         self,
         event: str,
@@ -945,402 +644,32 @@ class Agent:
         if lines:
             await response.send(lines)
 
-    async def _last_call(self, response: _Response, step: int) -> str:
-        """``max_steps`` reached: one call with ``tool_choice: none`` so the model can answer (spec §5.2)."""
-        outcome = await self._model_call(response, step, tool_choice_none=True)
-        self._append_assistant(outcome.content)
-        calls = _tool_uses(outcome.content)
-        if calls:
-            # The model called tools anyway: answer them as not run, so history stays valid.
-            self._answered = {}
-            blocks = []
-            for call in calls:
-                done = error_outcome(self._emitter, call, "not run: the run reached max_steps")
-                self._answered[call.id] = done.block
-                await response.send(done.lines)
-                blocks.append(done.block)
-            self._append_user(blocks)
-        return STOP_MAX_STEPS
-
-    async def _model_call(self, response: _Response, step: int, *, tool_choice_none: bool = False) -> _Outcome:
-        """One API call with retries; streams its envelopes (spec §6)."""
-        run = self.state.run
-        assert run is not None
-        params = self._params(tool_choice_none)
-        attempt = 0
-        while True:
-            attempt += 1
-            translator = AnthropicTranslator(self.agent_uuid, self.max_bytes)
-            blocks_before = response.block_count()
-            sent = 0
-            tool_starts: dict[int, tuple[str, str]] = {}
-            tool_json: dict[int, list[str]] = {}
-            bad: dict[int, str] = {}
-            call_usage: dict[str, int] = {}
-            try:
-                async for event in self.model.stream(params):
-                    _track_tool_input(event, tool_starts, tool_json)
-                    self._track_usage_and_container(event, call_usage)
-                    try:
-                        lines = translator.feed(event)
-                    except DecodeError:
-                        index = _field(event, "index")
-                        if _field(event, "type") != "content_block_stop" or not isinstance(index, int):
-                            raise
-                        bad[index] = "".join(tool_json.get(index, []))
-                        start = tool_starts.get(index, ("", ""))
-                        # The call was cut: show it with the input history records for it,
-                        # an empty object, so the stream stays valid (spec §1.3-b).
-                        lines = self._emitter.buffered("tool_call", "{}", id=start[0], name=start[1])
-                    if lines:
-                        sent += len(lines)
-                        await response.send(lines)
-                translator.close()
-                if translator.stop_reason is None:
-                    raise IncompleteStreamError("no message_delta with a stop_reason")
-            except (asyncio.CancelledError, _RunFailed, _ClientGone):
-                raise
-            except Exception as exc:
-                failure = classify(exc)
-                if failure.type == "internal_error":
-                    log.exception("model call failed with an unexpected error")
-                else:
-                    log.warning("model call attempt %d failed: %s (%s)", attempt, failure.type, failure.message)
-                retrying = failure.transient and attempt < self.retry.max_attempts
-                wait, source = self.retry.wait(attempt, failure)
-                if sent:
-                    await self._close_open(response)
-                    await self._discard(
-                        response,
-                        response.block_count() - blocks_before,
-                        step,
-                        attempt,
-                        failure,
-                        retrying,
-                        wait if retrying else None,
-                    )
-                elif retrying and source == "retry-after":
-                    # spec §6.2-b: a wait the API asked for is said in the stream, even before output.
-                    await self._discard(response, 0, step, attempt, failure, retrying, wait)
-                if not retrying:
-                    raise _RunFailed(failure, attempt) from None
-                await self.retry.sleep(wait)
-                continue
-            # spec §11.2-a: the nested counters too; running totals, the later value wins.
-            usage = {**call_usage, **translator.usage}
-            run.usage.add(usage)
-            self.state.usage.add(usage)
-            run.cost_usd = cost_usd(self.model.name, run.usage, self.prices)
-            run.steps += 1
-            content = translator.finalize()
-            bad_inputs: dict[str, str] = {}
-            reason = translator.stop_reason or "end_turn"
-            for index, block in enumerate(content):
-                if block.get("type") != "tool_use":
-                    continue
-                if block.get("input") is None or not isinstance(block.get("input"), dict):
-                    block["input"] = {}
-                    bad_inputs[str(block.get("id"))] = _bad_input_message(reason)
-                elif reason == "max_tokens" and index == len(content) - 1:
-                    # spec §1.3-a: the last block of a max_tokens turn may be cut even if it parsed.
-                    bad_inputs[str(block.get("id"))] = _bad_input_message(reason)
-            self._collect_files(content)
-            return _Outcome(content=content, stop_reason=reason, bad_inputs=bad_inputs)
-
-    def _track_usage_and_container(self, event: Any, usage: dict[str, int]) -> None:
-        """Keep a call's usage (nested counters included) and the container the API reports."""
-        kind = _field(event, "type")
-        if kind == "message_start":
-            message = _field(event, "message")
-            usage.update(flat_usage(_field(message, "usage")))
-            container = _field(message, "container")
-        elif kind == "message_delta":
-            usage.update(flat_usage(_field(event, "usage")))
-            container = _field(_field(event, "delta"), "container")
-        else:
-            return
-        container_id = _field(container, "id")
-        if isinstance(container_id, str) and container_id:
-            self.state.container_id = container_id
-
-    def _params(self, tool_choice_none: bool) -> dict[str, Any]:
-        # spec §11.1-a: the caller's request options first; the keys the agent owns are set after.
-        params: dict[str, Any] = dict(self.request_options)
-        if self.state.container_id and "container" not in params:
-            params["container"] = self.state.container_id  # spec §11.1-c
-        params |= {
-            "model": self.model.name,
-            "max_tokens": self.max_tokens,
-            "messages": self.state.messages,
-        }
-        if self.system:
-            params["system"] = self.system
-        tools = [t.definition() for t in self.tools.values()] + self.server_tools
-        if self.subagents:
-            tools.append(spawn_tool_definition(self.subagents))
-        if tools:
-            params["tools"] = tools
-            if tool_choice_none:
-                params["tool_choice"] = {"type": "none"}
-        if self.thinking_budget:
-            params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-        return params
-
     # ----------------------------------------------------------------- stream ends
-
-    async def _close_open(self, response: _Response) -> None:
-        """Close every block left open on the wire, so a discard or an abort leaves no dangling block."""
-        transcript = response.checker.transcript()
-        blocks = {(b.type, b.id): b for b in transcript.agents.get(self.agent_uuid, ()) if not b.complete}
-        for kind, block_id in list(blocks):
-            if kind in ("text", "thinking"):
-                await response.send([self._emitter.end(kind)])  # type: ignore[arg-type]  # narrowed above
-            elif kind in ("tool_call", "server_tool_call", "tool_result", "server_tool_result"):
-                block = blocks[(kind, block_id)]
-                await response.send(
-                    self._emitter.buffered(kind, "", id=block.id or "", name=block.name or "")  # type: ignore[arg-type]  # narrowed above
-                )
-
-    async def _discard(
-        self,
-        response: _Response,
-        blocks: int,
-        step: int,
-        attempt: int,
-        failure: ApiFailure,
-        retrying: bool,
-        wait: float | None,
-    ) -> None:
-        """The discarded-attempt signal (spec §6.4): one ``error`` envelope naming how many blocks to drop."""
-        payload: dict[str, Any] = {
-            "type": "attempt_discarded",
-            "message": "the model call failed after partial output; the blocks above from this attempt are void",
-            "discard_blocks": blocks,
-            "step": step,
-            "attempt": attempt,
-            "retrying": retrying,
-            "error": {"type": failure.type, "message": failure.message},
-        }
-        if wait is not None:
-            payload["wait_seconds"] = round(wait, 3)  # spec §6.2-b
-        if failure.retry_after is not None:
-            payload["retry_after_seconds"] = round(failure.retry_after, 3)
-        await response.send(self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False)))
-
-    async def _pause(self, response: _Response) -> AgentResult:
-        """Save the relay state, then send ``awaiting_frontend_tools`` and ``[DONE]`` (spec §3.1)."""
-        state = self.state
-        run = state.run
-        assert run is not None
-        pending = [{"tool_use_id": p.tool_use_id, "name": p.name, "input": p.input} for p in state.pending_frontend]
-        response.stage(self._emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False)))
-        response.stage([DONE_LINE])
-        state.status = "awaiting_frontend_tools"
-        state.lease_owner = None
-        state.lease_expires_at = 0.0
-        await self.store.save(state, log=response.batch())  # spec §3.1-a: saved before it is sent
-        await response.flush()
-        return AgentResult(
-            agent_uuid=state.agent_uuid,
-            run_id=run.run_id,
-            stop_reason=STOP_AWAITING,
-            final_text=_last_text(run.history),
-            steps=run.steps,
-            usage=run.usage.to_dict(),
-            cost_usd=run.cost_usd,
-            pending_frontend_tools=list(state.pending_frontend),
-            conversation_history=list(run.history),
-        )
-
-    async def _finish(
-        self, response: _Response, stop_reason: str, *, error_payload: dict[str, Any] | None = None
-    ) -> AgentResult:
-        """Stage ``error``?, ``meta_files``?, ``meta_final``, ``[DONE]``; save; then send (spec §4.4, §7)."""
-        state = self.state
-        run = state.run
-        assert run is not None
-        await self._fire("SessionEnd", stop_reason=stop_reason)  # spec §12.1-a: every end, not a pause
-        response.stage(self._hook_failure_lines())
-        if error_payload is not None:
-            response.stage(self._emitter.buffered("error", json.dumps(error_payload, ensure_ascii=False)))
-        if self._files:
-            response.stage(self._emitter.buffered("meta_files", json.dumps({"files": self._files}, ensure_ascii=False)))
-        meta: dict[str, Any] = {
-            "stop_reason": stop_reason,
-            "total_steps": run.steps,
-            "cumulative_usage": run.usage.to_dict(),
-            "cost": self._cost(run),
-            "generated_files": self._files or None,
-            "run_id": run.run_id,
-        }
-        if self.stream_history:
-            meta["conversation_history"] = run.history
-        response.stage(self._emitter.buffered("meta_final", json.dumps(meta, ensure_ascii=False)))
-        if not response.nested:
-            response.stage([DONE_LINE])  # spec §13.3-b: one [DONE] per response, the parent's
-        final_text = _last_text(run.history)
-        record = RunRecord(
-            run_id=run.run_id,
-            agent_uuid=state.agent_uuid,
-            user_query=run.user_query,
-            started_at=run.started_at,
-            finished_at=time.time(),
-            stop_reason=stop_reason,
-            steps=run.steps,
-            usage=run.usage,
-            cost_usd=run.cost_usd,
-            messages=run.history,
-            final_text=final_text,
-        )
-        state.status = "idle"
-        state.run = None
-        state.current_step = 0
-        state.lease_owner = None
-        state.lease_expires_at = 0.0
-        await self.store.save(state, log=response.batch(), run=record)
-        await response.flush()
-        return AgentResult(
-            agent_uuid=state.agent_uuid,
-            run_id=run.run_id,
-            stop_reason=stop_reason,
-            final_text=final_text,
-            steps=run.steps,
-            usage=run.usage.to_dict(),
-            cost_usd=run.cost_usd,
-            conversation_history=list(run.history),
-            error=error_payload["message"] if error_payload and stop_reason == STOP_ERROR else None,
-        )
-
-    def _cost(self, run: RunState) -> dict[str, Any] | None:
-        price = price_for(self.model.name, self.prices)
-        if price is None or run.cost_usd is None:
-            return None
-        return {
-            "model": self.model.name,
-            "total_usd": run.cost_usd,
-            "input_per_mtok": price.input,
-            "output_per_mtok": price.output,
-        }
-
-    def _meta_init(self, run: RunState, *, resume: bool = False) -> str:
-        meta: dict[str, Any] = {
-            "format": "json",
-            "user_query": run.user_query,
-            "agent_uuid": self.agent_uuid,
-            "model": self.model.name,
-            "run_id": run.run_id,
-        }
-        if self._parent is not None:
-            # envelope spec §8.3.1: how a decoder nests this agent under the call that spawned it.
-            meta["parent_agent"], meta["parent_tool_use_id"] = self._parent
-        if resume:
-            meta["resume"] = {
-                "step": self.state.current_step + 1,
-                "response": run.responses - 1,
-                "tool_use_ids": [p.tool_use_id for p in self.state.pending_frontend],
-            }
-        if self.stream_history:
-            meta["message_history"] = self.state.messages
-        return json.dumps(meta, ensure_ascii=False)
 
     # ----------------------------------------------------------------- history
 
-    def _append_user(self, blocks: list[dict[str, Any]]) -> None:
-        """Append a user turn; merge into a trailing user turn so roles keep alternating."""
-        messages = self.state.messages
-        run = self.state.run
-        assert run is not None
-        if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
-            messages[-1]["content"].extend(blocks)
-        else:
-            messages.append({"role": "user", "content": list(blocks)})
-        run.history.append({"role": "user", "content": list(blocks)})
-
-    def _append_assistant(self, content: list[dict[str, Any]]) -> None:
-        run = self.state.run
-        assert run is not None
-        message = {"role": "assistant", "content": content}
-        self.state.messages.append(message)
-        run.history.append(message)
-
-    def _collect_files(self, content: list[dict[str, Any]]) -> None:
-        """Files produced by server tools (code execution): every ``file_id`` in their results (spec §5.6)."""
-        for block in content:
-            if str(block.get("type", "")).endswith("_tool_result"):
-                for file_id in _file_ids(block.get("content")):
-                    if all(f["file_id"] != file_id for f in self._files):
-                        # spec §5.6-b: the agent does not download files, so the Files API id is
-                        # the only name it knows, and the file stays where the API keeps it.
-                        self._files.append(
-                            {"file_id": file_id, "filename": file_id, "storage_location": files_api_path(file_id)}
-                        )
-
-
-def files_api_path(file_id: str) -> str:
-    """Where a file produced by a server tool lives: its download path in the Files API (spec §5.6-b)."""
-    return f"/v1/files/{file_id}/content"
-
-
-def _file_ids(value: object) -> list[str]:
-    found: list[str] = []
-    if isinstance(value, dict):
-        file_id = value.get("file_id")
-        if isinstance(file_id, str):
-            found.append(file_id)
-        for item in value.values():
-            found.extend(_file_ids(item))
-    elif isinstance(value, list):
-        for item in value:
-            found.extend(_file_ids(item))
-    return found
-
-
-def _field(obj: Any, name: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-def _track_tool_input(event: Any, starts: dict[int, tuple[str, str]], parts: dict[int, list[str]]) -> None:
-    """Remember each tool_use block's id, name and raw input text (for a call cut by max_tokens)."""
-    kind = _field(event, "type")
-    index = _field(event, "index")
-    if not isinstance(index, int):
-        return
-    if kind == "content_block_start":
-        block = _field(event, "content_block")
-        if _field(block, "type") == "tool_use":
-            starts[index] = (str(_field(block, "id") or ""), str(_field(block, "name") or ""))
-    elif kind == "content_block_delta" and index in starts:
-        partial = _field(_field(event, "delta"), "partial_json")
-        if isinstance(partial, str):
-            parts.setdefault(index, []).append(partial)
-
-
-def _bad_input_message(stop_reason: str) -> str:
-    if stop_reason == "max_tokens":
-        return "not run: the response reached max_tokens before this tool call was complete; call it again"
-    # spec §1.3-a: the model sees why, and can call again (the API's own advice for this case).
-    return "not run: the tool input was not valid JSON; call the tool again with a JSON object as its input"
-
-
-def _tool_uses(content: list[dict[str, Any]]) -> list[ToolCallRequest]:
-    return [
-        ToolCallRequest(id=str(b.get("id")), name=str(b.get("name")), input=dict(b.get("input") or {}))
-        for b in content
-        if b.get("type") == "tool_use"
-    ]
-
-
-def _last_text(history: list[dict[str, Any]]) -> str:
-    for message in reversed(history):
-        if message.get("role") == "assistant":
-            return "".join(
-                str(b.get("text", ""))
-                for b in message.get("content", [])
-                if isinstance(b, dict) and b.get("type") == "text"
-            )
-    return ""
+    # ----------------------------------------------------------------- the stages, bound as methods
+    # Each lives in the module named after its stage (seed 003/004's flow); they take the
+    # agent as ``self``.
+    _params = prepare.params
+    _meta_init = prepare.meta_init
+    _model_call = call_model.model_call
+    _track_usage_and_container = call_model.track_usage_and_container
+    _discard = call_model.discard
+    _close_open = call_model.close_open
+    _run_step_tools = tool_step.run_step_tools
+    _permit = tool_step.permit
+    _run_subagent = tool_step.run_subagent
+    _last_call = tool_step.last_call
+    _answer_unanswered = tool_step.answer_unanswered
+    _append_user = record.append_user
+    _append_assistant = record.append_assistant
+    _collect_files = record.collect_files
+    _pause = finish.pause
+    _finish = finish.finish
+    _cost = finish.cost
+    _end_aborted = finish.end_aborted
+    _close_quietly = finish.close_quietly
 
 
 def _parse_results(
