@@ -516,7 +516,7 @@ class Agent:
         except Exception:
             # A bug in the agent's own code: a public message in the stream, details in the log (spec §6.3).
             log.exception("the agent loop failed")
-            await self._close_open(response)
+            await self._close_open(response, every_agent=True)
             await self._answer_unanswered(response, "not run: the agent failed before this tool call finished")
             payload = {
                 "type": "internal_error",

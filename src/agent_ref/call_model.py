@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from envelope import DecodeError
+from envelope import DecodeError, Emitter
 from envelope.anthropic import AnthropicTranslator
 
 from .pricing import cost_usd
@@ -211,15 +211,22 @@ async def discard(
     await response.send(self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False)))
 
 
-async def close_open(self: Agent, response: _Response) -> None:
-    """Close every block left open on the wire, so a discard or an abort leaves no dangling block."""
+async def close_open(self: Agent, response: _Response, *, every_agent: bool = False) -> None:
+    """Close every block left open on the wire, so a discard or an abort leaves no dangling block.
+
+    With ``every_agent`` (an abort, a failure), the blocks of subagents streaming into this
+    response are closed too: a cancelled child sends nothing more (spec §13.7-a).
+    """
     transcript = response.checker.transcript()
-    blocks = {(b.type, b.id): b for b in transcript.agents.get(self.agent_uuid, ()) if not b.complete}
-    for kind, block_id in list(blocks):
-        if kind in ("text", "thinking"):
-            await response.send([self._emitter.end(kind)])  # type: ignore[arg-type]  # narrowed above
-        elif kind in ("tool_call", "server_tool_call", "tool_result", "server_tool_result"):
-            block = blocks[(kind, block_id)]
-            await response.send(
-                self._emitter.buffered(kind, "", id=block.id or "", name=block.name or "")  # type: ignore[arg-type]  # narrowed above
-            )
+    agents = list(transcript.agents) if every_agent else [self.agent_uuid]
+    for agent in agents:
+        emitter = self._emitter if agent == self.agent_uuid else Emitter(agent, self.max_bytes)
+        blocks = {(b.type, b.id): b for b in transcript.agents.get(agent, ()) if not b.complete}
+        for kind, block_id in list(blocks):
+            if kind in ("text", "thinking"):
+                await response.send([emitter.end(kind)])  # type: ignore[arg-type]  # narrowed above
+            elif kind in ("tool_call", "server_tool_call", "tool_result", "server_tool_result"):
+                block = blocks[(kind, block_id)]
+                await response.send(
+                    emitter.buffered(kind, "", id=block.id or "", name=block.name or "")  # type: ignore[arg-type]  # narrowed above
+                )

@@ -165,7 +165,7 @@ def cost(self: Agent, run: RunState) -> dict[str, Any] | None:
 
 async def end_aborted(self: Agent, response: _Response, message: str) -> AgentResult:
     """Close open blocks, answer unanswered calls, then ``error`` (aborted), ``meta_final``, ``[DONE]`` (§5.5)."""
-    await self._close_open(response)
+    await self._close_open(response, every_agent=True)
     await self._answer_unanswered(response, "cancelled: the run was aborted before this tool call finished")
     return await self._finish(response, STOP_ABORTED, error_payload={"type": STOP_ABORTED, "message": message})
 

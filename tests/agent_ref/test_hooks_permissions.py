@@ -228,3 +228,15 @@ def test_spec_12_2_c_hook_returning_garbage_is_reported() -> None:
     run(_agent(hooks={"Stop": [lambda d: 42]}).run(PROMPT, lines.append))
     (error,) = _hook_errors(lines)
     assert "must return HookDecision or None" in error["message"]
+
+
+def test_spec_12_1_a_session_end_fires_on_an_error_end_and_stop_does_not() -> None:
+    """A run that ends in ``error``: SessionEnd fires (every end), Stop does not (not the loop's own stop) [R12.1-a]."""
+    from agent_ref import Fault
+
+    seen: list[tuple[str, str | None]] = []
+    hooks = {event: [lambda d: seen.append((d.event, d.stop_reason))] for event in ("Stop", "SessionEnd")}
+    lines: list[bytes] = []
+    result = run(_agent(ScriptedModel(faults=[Fault(kind="status", status=400)]), hooks=hooks).run("hi", lines.append))
+    assert result.stop_reason == "error"
+    assert seen == [("SessionEnd", "error")]

@@ -204,3 +204,23 @@ def test_spec_8_3_1_c_tree_keeps_orphans_and_refuses_bad_keys() -> None:
     with pytest.raises(ValidationError, match=r"agent 'kid': meta_init parent_tool_use_id must be") as err:
         tree(reconstruct(opening("kid", {"parent_agent": "root", "parent_tool_use_id": 7})))
     assert err.value.field == "$.delta.parent_tool_use_id"
+
+
+def test_spec_13_7_a_abort_while_children_stream_leaves_a_valid_stream() -> None:
+    """Abort mid-child: every agent's open blocks closed, spawns answered, one end [R13.7-a]."""
+    holder: dict[str, Agent] = {}
+
+    def abort_soon(data: HookInput) -> None:
+        asyncio.get_running_loop().call_later(0.0, holder["agent"].abort)
+
+    agent = _parent(hooks={"SubagentStart": [abort_soon]})
+    holder["agent"] = agent
+    lines: list[bytes] = []
+    result = run(agent.run(PARALLEL, lines.append))
+    assert_valid(lines)  # failed before: the children's thinking blocks stayed open (E120)
+    assert result.stop_reason == "aborted"
+    assert lines.count(b"[DONE]") == 1
+    children = [a for a in reconstruct(lines).agents if a != agent.agent_uuid]
+    assert len(children) == 2
+    results = [b for b in reconstruct(lines).agents[agent.agent_uuid] if b.type == "tool_result"]
+    assert [r.content for r in results] == ["cancelled: the run was aborted before this tool call finished"] * 2
