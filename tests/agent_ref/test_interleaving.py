@@ -1,7 +1,7 @@
 """Property: however children interleave on one stream, each child reads back as it would alone.
 
 Two levels (issue 14, Tests): the codec's reconstruction of any schedule of any number of
-agents' envelope streams (spec/envelope-v1.md §8.3-a), and the reference agent's real
+agents' envelope streams (spec/envelope-v1.md §8.3-a, [8.3.1-b]), and the reference agent's real
 concurrent children on the scripted model (spec/agent-ref.md §13.3-a). Runs under the CI
 profile and, for the schedule property, under fixed seeds as well.
 """

@@ -43,7 +43,7 @@ def _agents_in_order(lines: list[bytes]) -> list[str]:
 
 
 def test_spec_13_parallel_research_interleaves_two_children_on_one_valid_stream() -> None:
-    """Two children spawned in one step run concurrently and interleave [R13.3-a]; one [DONE] [R13.3-b]."""
+    """One spawn_subagent call per topic [R13.1-a]; two children run concurrently and interleave [R13.3-a]; one [DONE] [R13.3-b]."""
     lines: list[bytes] = []
     agent = _parent()
     result = run(agent.run(PARALLEL, lines.append))
@@ -64,7 +64,7 @@ def test_spec_13_parallel_research_interleaves_two_children_on_one_valid_stream(
 
 
 def test_spec_8_3_1_children_name_parent_and_call_and_nest_under_it() -> None:
-    """Each child's meta_init names parent_agent and parent_tool_use_id [§8.3.1-a]; tree() nests them [§8.3.1-b]."""
+    """Each child's meta_init names parent_agent and parent_tool_use_id [8.3.1-a]; tree() nests them [8.3.1-b]."""
     lines: list[bytes] = []
     agent = _parent()
     run(agent.run(PARALLEL, lines.append))
@@ -188,7 +188,7 @@ def test_spec_13_6_a_subagent_hooks_fire_around_each_child() -> None:
 
 
 def test_spec_8_3_1_c_tree_keeps_orphans_and_refuses_bad_keys() -> None:
-    """A child naming an absent parent stays a root marked orphan; a bad key is a ValidationError [§8.3.1-c]."""
+    """A child naming an absent parent stays a root marked orphan; a bad key is a ValidationError [8.3.1-c]."""
     from envelope import Emitter
 
     def opening(agent: str, extra: dict[str, Any]) -> list[bytes]:
