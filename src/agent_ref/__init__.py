@@ -9,30 +9,42 @@ from __future__ import annotations
 from .agent import DONE_LINE, Agent, AgentResult, Sink
 from .demo_tools import default_tools
 from .errors import AgentRefError, ConfigError, ConflictError, StateError, ToolDefinitionError, ToolResultsError
+from .hooks import HOOK_EVENTS, Hook, HookDecision, HookInput
 from .models import AnthropicModel, Model, ReplayModel, SDKModel
+from .permissions import CanUseTool, PermissionAllow, PermissionDeny, ToolPermissionContext
 from .pricing import PRICES, Price, cost_usd
 from .retry import RetryPolicy
 from .scripted import Fault, ScriptedModel
 from .state import AgentState, PendingCall, RunRecord
 from .store import MemoryStore, SQLiteStore, Store
+from .subagents import SUBAGENT_TOOL, AgentSpec
 from .tools import Tool, ToolOutput, tool
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DONE_LINE",
+    "HOOK_EVENTS",
     "PRICES",
+    "SUBAGENT_TOOL",
     "Agent",
     "AgentRefError",
     "AgentResult",
+    "AgentSpec",
     "AgentState",
     "AnthropicModel",
+    "CanUseTool",
     "ConfigError",
     "ConflictError",
     "Fault",
+    "Hook",
+    "HookDecision",
+    "HookInput",
     "MemoryStore",
     "Model",
     "PendingCall",
+    "PermissionAllow",
+    "PermissionDeny",
     "Price",
     "ReplayModel",
     "RetryPolicy",
@@ -46,6 +58,7 @@ __all__ = [
     "Tool",
     "ToolDefinitionError",
     "ToolOutput",
+    "ToolPermissionContext",
     "ToolResultsError",
     "cost_usd",
     "default_tools",

@@ -12,6 +12,20 @@ Does not own: translating API events (``envelope.anthropic.AnthropicTranslator``
 the models (``models.py``, ``scripted.py``), tools (``tools.py``), storage
 (``store.py``).
 
+The run is split into stages, one module each, in the order of seed 003/004's flow;
+``Agent`` keeps the public API, the state, and the loop that decides (``_steps``), and
+binds each stage's functions as its methods (they take the agent as ``self``):
+
+1. ``prepare.py``: the request of a call and the ``meta_init`` payload;
+2. ``call_model.py``: one model call with retries, streamed;
+3. and 4. ``tool_step.py``: route the calls (PreToolUse hooks, ``can_use_tool``,
+   frontend/backend/subagent) and run them (``hooks.py``, ``permissions.py``,
+   ``subagents.py``);
+5. ``record.py``: the turn into history;
+6. ``finish.py``: the end of a response (pause or ``meta_final``).
+
+Hooks fire at the seams between them (spec §12.1-a).
+
 Every line the agent sends goes through one ``_Response``: it feeds an
 ``envelope.Reconstructor`` (so a line that would break the stream fails here, in
 tests, not in a browser), appends to the response's log, and calls the sink. The
@@ -22,49 +36,52 @@ state in one transaction, and only then sent (§4.4).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from envelope import DecodeError, Emitter, ImageRef, Reconstructor
-from envelope.anthropic import AnthropicTranslator
+from envelope import Emitter, ImageRef
 
-from . import scrub
+from . import call_model, finish, prepare, record, response, scrub, tool_step
+from .call_model import _RunFailed
 from .errors import ConfigError, StateError, ToolResultsError
-from .pricing import PRICES, Price, cost_usd, price_for
-from .retry import ApiFailure, IncompleteStreamError, RetryPolicy, classify
-from .state import AgentState, PendingCall, RunRecord, RunState, flat_usage
-from .store import LogBatch, MemoryStore, Store
-from .tools import Tool, ToolCallRequest, ToolOutcome, error_outcome, result_block, run_tools
+from .finish import (
+    STOP_ABANDONED,
+    STOP_AWAITING,
+    STOP_ERROR,
+    STOP_INTERRUPTED,
+    STOP_LOST,
+    STOP_MAX_BUDGET,
+    AgentResult,
+)
+from .hooks import HOOK_EVENTS, Hook, HookFailure, HookInput, run_hooks
+from .pricing import PRICES, Price, price_for
+from .record import _tool_uses
+from .response import DONE_LINE, Sink, _ClientGone, _NestedResponse
+from .retry import RetryPolicy
+from .state import AgentState, PendingCall, RunState
+from .store import MemoryStore, Store
+from .subagents import AgentSpec, check_specs
+from .tools import Tool, ToolCallRequest, error_outcome, result_block
 
 if TYPE_CHECKING:
     from .models import Model
+    from .permissions import CanUseTool
 
 __all__ = ["DONE_LINE", "Agent", "AgentResult", "Sink"]
 
+#: The response classes live in ``response.py``; named here too, because the tests'
+#: validating tee patches ``agent._Response`` and recognises ``agent._nowhere``.
+_Response = response._Response
+_nowhere = response._nowhere
+
 log = logging.getLogger("agent_ref")
 
-#: What the sink receives last in every response: the SSE terminator's data (spec §7.1).
-DONE_LINE: Final = b"[DONE]"
-
-#: Receives each encoded envelope line (unframed JSON), then ``b"[DONE]"``. May be async.
-Sink = Callable[[bytes], Awaitable[None] | None]
-
-#: Stop reasons of a finished run (spec §5.1). The API's own reasons pass through.
-STOP_AWAITING: Final = "awaiting_frontend_tools"
-STOP_MAX_STEPS: Final = "max_steps"
-STOP_MAX_BUDGET: Final = "max_budget"
-STOP_ERROR: Final = "error"
-STOP_ABORTED: Final = "aborted"
-STOP_ABANDONED: Final = "abandoned"
-STOP_LOST: Final = "lost"
 
 #: Request keys the agent sets on every call; ``request_options`` may not (spec §11.1-a).
 AGENT_OWNED_PARAMS: Final = frozenset(
@@ -74,115 +91,6 @@ AGENT_OWNED_PARAMS: Final = frozenset(
 DEFAULT_TOOL_TIMEOUT: Final = 60.0
 #: Seconds a ``running`` agent stays held by its process without a renewal (spec §10.2-a).
 DEFAULT_LEASE_SECONDS: Final = 30.0
-
-
-@dataclass(slots=True)
-class AgentResult:
-    """What ``run`` and ``continue_with_tool_results`` return.
-
-    Attributes:
-        agent_uuid: the agent.
-        run_id: the run (the same before and after a pause).
-        stop_reason: ``end_turn`` (or another API stop reason), ``max_steps``,
-            ``max_budget``, ``error``, ``aborted``, or ``awaiting_frontend_tools``.
-        final_text: the text of the last assistant message.
-        steps: API calls made in the run so far.
-        usage: tokens of the run so far.
-        cost_usd: cost of the run so far, ``None`` for an unpriced model.
-        pending_frontend_tools: the calls to answer, when paused.
-        conversation_history: the messages of this run.
-        error: the public error message when ``stop_reason`` is ``error``.
-    """
-
-    agent_uuid: str
-    run_id: str
-    stop_reason: str
-    final_text: str
-    steps: int
-    usage: dict[str, int]
-    cost_usd: float | None
-    pending_frontend_tools: list[PendingCall] = field(default_factory=list)
-    conversation_history: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
-
-
-class _ClientGone(Exception):
-    """The sink raised: the client is gone. The run is closed in the store, then ``error`` re-raised."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def _nowhere(line: bytes) -> None:
-    """The sink of a response nobody reads (``abandon`` without a sink, a recovery)."""
-
-
-class _RunFailed(Exception):
-    def __init__(self, failure: ApiFailure, attempts: int) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
-        self.attempts = attempts
-
-
-@dataclass(slots=True)
-class _Outcome:
-    content: list[dict[str, Any]]
-    stop_reason: str
-    bad_inputs: dict[str, str]  # tool_use id -> why its input cannot be used
-
-
-class _Response:
-    """One streamed response: checks, logs, and sends lines; stages the closing ones."""
-
-    def __init__(self, sink: Sink, agent: str, run_id: str, index: int, max_bytes: int) -> None:
-        self.sink = sink
-        self.max_bytes = max_bytes
-        self.agent = agent
-        self.run_id = run_id
-        self.index = index
-        self.checker = Reconstructor()
-        self.lines: list[bytes] = []
-        self.staged: list[bytes] = []
-        #: The client is gone: lines are still checked and logged, no longer sent (spec §5.5-c).
-        self.gone = False
-
-    async def _deliver(self, line: bytes) -> None:
-        if self.gone:
-            return
-        try:
-            result = self.sink(line)
-            if inspect.isawaitable(result):
-                await result
-        except Exception as exc:
-            self.gone = True
-            raise _ClientGone(exc) from exc
-
-    async def send(self, lines: Sequence[bytes]) -> None:
-        for line in lines:
-            self.checker.feed(line)
-            self.lines.append(line)
-            await self._deliver(line)
-
-    def stage(self, lines: Sequence[bytes]) -> None:
-        for line in lines:
-            self.checker.feed(line)
-            self.lines.append(line)
-            self.staged.append(line)
-
-    async def flush(self) -> None:
-        staged, self.staged = self.staged, []
-        for line in staged:
-            try:
-                await self._deliver(line)
-            except _ClientGone as exc:
-                raise exc.error from None  # already stored: only the caller needs to know
-
-    def batch(self) -> LogBatch:
-        return LogBatch(run_id=self.run_id, response=self.index, start=0, lines=list(self.lines))
-
-    def block_count(self) -> int:
-        return len(self.checker.transcript().agents.get(self.agent, ()))
 
 
 class Agent:
@@ -223,9 +131,14 @@ class Agent:
             ``metadata``, ``temperature``, ``stop_sequences``, ``service_tier``,
             ``mcp_servers``, ``context_management``... (spec §11.1-a). The keys the agent
             sets itself (``AGENT_OWNED_PARAMS``) are refused.
+        hooks: hooks by event (``hooks.HOOK_EVENTS``), each list run in order (spec §12).
+        can_use_tool: asked before every tool call, after the PreToolUse hooks (spec §12.4).
+        subagents: children the model may spawn by name with the ``spawn_subagent`` tool;
+            they stream into this agent's response (spec §13).
 
     Raises:
-        ConfigError: duplicate tool names, or a budget with an unpriced model.
+        ConfigError: duplicate tool names, or a budget with an unpriced model, an unknown
+            hook event, or a subagent with a frontend tool.
     """
 
     def __init__(
@@ -250,9 +163,16 @@ class Agent:
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
         secrets: Sequence[str] = (),
         request_options: Mapping[str, Any] | None = None,
+        hooks: Mapping[str, Sequence[Hook]] | None = None,
+        can_use_tool: CanUseTool | None = None,
+        subagents: Mapping[str, AgentSpec] | None = None,
     ) -> None:
         """See the class docstring."""
         names = [t.name for t in tools] + [str(t.get("name")) for t in server_tools]
+        unknown = sorted(set(hooks or {}) - set(HOOK_EVENTS))
+        if unknown:
+            raise ConfigError(f"unknown hook events: {', '.join(unknown)}; known: {', '.join(HOOK_EVENTS)}")
+        check_specs(subagents or {}, names)
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ConfigError(f"duplicate tool names: {', '.join(dupes)}")
@@ -298,6 +218,15 @@ class Agent:
         self._files: list[dict[str, Any]] = []
         #: Results of the current step's calls already decided, by tool_use id (spec §5.5-b).
         self._answered: dict[str, dict[str, Any]] = {}
+        self.hooks: dict[str, list[Hook]] = {k: list(v) for k, v in (hooks or {}).items()}
+        self.can_use_tool = can_use_tool
+        self.subagents: dict[str, AgentSpec] = dict(subagents or {})
+        #: (parent agent, spawning tool_use id) when this agent runs as a subagent (spec §13.3).
+        self._parent: tuple[str, str] | None = None
+        self._parent_response: _Response | None = None
+        self._hook_failures: list[HookFailure] = []
+        self._prompt: str | None = None
+        self._interrupted: str | None = None
 
     @property
     def agent_uuid(self) -> str:
@@ -479,8 +408,15 @@ class Agent:
         self._claim()
         self._append_user(blocks)
         await self.store.save(state)  # claim the agent (spec §4.3, §10.2-a)
-        response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
+        response: _Response
+        if self._parent_response is not None:
+            response = _NestedResponse(
+                self._parent_response, state.agent_uuid, run.run_id, run.responses, self.max_bytes
+            )
+        else:
+            response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
         run.responses += 1
+        self._prompt = query
         return await self._drive(response, 1, self._emitter.buffered("meta_init", self._meta_init(run)))
 
     async def continue_with_tool_results(self, results: Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
@@ -535,7 +471,10 @@ class Agent:
 
     async def _drive(self, response: _Response, step: int, opening: list[bytes]) -> AgentResult:
         """Send ``opening``, run the loop as a task ``abort()`` can cancel, renew the lease, end the response."""
-        self._abort.clear()
+        # A fresh event per response: an Event binds to the loop that first waits on it, and an
+        # agent may serve runs from several loops (asyncio.run per request); a stale one made
+        # the next run end as "aborted".
+        self._abort = asyncio.Event()
         heartbeat = asyncio.ensure_future(self._heartbeat())
         try:
             return await self._drive_loop(response, step, opening)
@@ -577,7 +516,7 @@ class Agent:
         except Exception:
             # A bug in the agent's own code: a public message in the stream, details in the log (spec §6.3).
             log.exception("the agent loop failed")
-            await self._close_open(response)
+            await self._close_open(response, every_agent=True)
             await self._answer_unanswered(response, "not run: the agent failed before this tool call finished")
             payload = {
                 "type": "internal_error",
@@ -589,38 +528,6 @@ class Agent:
         if stop == STOP_AWAITING:
             return await self._pause(response)
         return await self._finish(response, stop)
-
-    async def _end_aborted(self, response: _Response, message: str) -> AgentResult:
-        """Close open blocks, answer unanswered calls, then ``error`` (aborted), ``meta_final``, ``[DONE]`` (§5.5)."""
-        await self._close_open(response)
-        await self._answer_unanswered(response, "cancelled: the run was aborted before this tool call finished")
-        return await self._finish(response, STOP_ABORTED, error_payload={"type": STOP_ABORTED, "message": message})
-
-    async def _close_quietly(self, response: _Response, message: str) -> None:
-        """``_end_aborted`` for a response nobody reads any more; failures are logged, not raised."""
-        response.gone = True
-        try:
-            await self._end_aborted(response, message)
-        except Exception:
-            log.exception("could not close run of agent %s after its client went away", self.agent_uuid)
-
-    async def _answer_unanswered(self, response: _Response, text: str) -> None:
-        """Give every call of the last assistant turn a result, so the history stays valid (spec §5.5-b)."""
-        messages = self.state.messages
-        if not messages or messages[-1].get("role") != "assistant":
-            return
-        calls = _tool_uses(list(messages[-1].get("content") or []))
-        if not calls:
-            return
-        blocks = []
-        for call in calls:
-            block = self._answered.get(call.id)
-            if block is None:
-                done = error_outcome(self._emitter, call, text)
-                await response.send(done.lines)
-                block = done.block
-            blocks.append(block)
-        self._append_user(blocks)
 
     def _claim(self) -> None:
         """Mark the agent ``running`` under a fresh lease of this process (spec §10.2-a)."""
@@ -653,6 +560,21 @@ class Agent:
         run = self.state.run
         assert run is not None
         await response.send(opening)
+        if self._prompt is not None:
+            prompt, self._prompt = self._prompt, None
+            await self._fire("SessionStart", prompt=prompt)
+            await self._fire("UserPromptSubmit", prompt=prompt)
+            await self._report_hook_failures(response)
+        stop = await self._steps(response, step)
+        if stop != STOP_AWAITING:
+            await self._fire("Stop", stop_reason=stop)
+            await self._report_hook_failures(response)
+        return stop
+
+    async def _steps(self, response: _Response, step: int) -> str:
+        """Decide to continue or stop: steps of model call, route, run tools, record (spec §1.2)."""
+        run = self.state.run
+        assert run is not None
         while True:
             if step > self.max_steps:
                 return await self._last_call(response, step)
@@ -667,446 +589,87 @@ class Agent:
             if not calls or outcome.stop_reason not in ("tool_use", "max_tokens"):
                 return outcome.stop_reason
             frontend = await self._run_step_tools(response, calls, outcome.bad_inputs)
+            if self._interrupted is not None:
+                return STOP_INTERRUPTED
             if frontend:
                 self.state.current_step = step
                 return STOP_AWAITING
             step += 1
 
-    async def _run_step_tools(
-        self, response: _Response, calls: list[ToolCallRequest], bad_inputs: Mapping[str, str]
-    ) -> list[ToolCallRequest]:
-        """Run the backend calls of a step; return the frontend ones (then the step pauses)."""
-        outcomes: dict[str, ToolOutcome] = {}
-        backend: list[ToolCallRequest] = []
-        frontend: list[ToolCallRequest] = []
-        self._answered = {}
-        for call in calls:
-            if call.id in bad_inputs:
-                # spec §1.3-a: a cut or unparseable call is answered, never run.
-                done = error_outcome(self._emitter, call, bad_inputs[call.id])
-                outcomes[call.id] = done
-                self._answered[call.id] = done.block
-                await response.send(done.lines)
-                continue
-            tool_def = self.tools.get(call.name)
-            if tool_def is not None and tool_def.executor == "frontend":
-                frontend.append(call)
-            else:
-                backend.append(call)
-        ran = await run_tools(
-            backend,
-            self.tools,
-            self._emitter,
-            response.send,
-            max_concurrency=self.max_tool_concurrency,
-            on_result=lambda call, done: self._answered.__setitem__(call.id, done.block),
-            timeout=self.tool_timeout,
-        )
-        outcomes.update({o.block["tool_use_id"]: o for o in ran})
-        if frontend:
-            state = self.state
-            state.pending_frontend = [PendingCall(tool_use_id=c.id, name=c.name, input=c.input) for c in frontend]
-            state.pending_backend_results = [o.block for o in outcomes.values()]
-            state.pending_order = [c.id for c in calls]
-            return frontend
-        self._append_user([outcomes[c.id].block for c in calls])
-        return []
-
-    async def _last_call(self, response: _Response, step: int) -> str:
-        """``max_steps`` reached: one call with ``tool_choice: none`` so the model can answer (spec §5.2)."""
-        outcome = await self._model_call(response, step, tool_choice_none=True)
-        self._append_assistant(outcome.content)
-        calls = _tool_uses(outcome.content)
-        if calls:
-            # The model called tools anyway: answer them as not run, so history stays valid.
-            self._answered = {}
-            blocks = []
-            for call in calls:
-                done = error_outcome(self._emitter, call, "not run: the run reached max_steps")
-                self._answered[call.id] = done.block
-                await response.send(done.lines)
-                blocks.append(done.block)
-            self._append_user(blocks)
-        return STOP_MAX_STEPS
-
-    async def _model_call(self, response: _Response, step: int, *, tool_choice_none: bool = False) -> _Outcome:
-        """One API call with retries; streams its envelopes (spec §6)."""
+    async def _fire(
+        self,
+        event: str,
+        *,
+        prompt: str | None = None,
+        tool_name: str | None = None,
+        tool_use_id: str | None = None,
+        tool_input: Mapping[str, Any] | None = None,
+        result: str | None = None,
+        stop_reason: str | None = None,
+    ) -> None:
+        """Run the hooks of an observing event (not PreToolUse); failures are kept for reporting."""
+        hooks = self.hooks.get(event, [])
         run = self.state.run
-        assert run is not None
-        params = self._params(tool_choice_none)
-        attempt = 0
-        while True:
-            attempt += 1
-            translator = AnthropicTranslator(self.agent_uuid, self.max_bytes)
-            blocks_before = response.block_count()
-            sent = 0
-            tool_starts: dict[int, tuple[str, str]] = {}
-            tool_json: dict[int, list[str]] = {}
-            bad: dict[int, str] = {}
-            call_usage: dict[str, int] = {}
-            try:
-                async for event in self.model.stream(params):
-                    _track_tool_input(event, tool_starts, tool_json)
-                    self._track_usage_and_container(event, call_usage)
-                    try:
-                        lines = translator.feed(event)
-                    except DecodeError:
-                        index = _field(event, "index")
-                        if _field(event, "type") != "content_block_stop" or not isinstance(index, int):
-                            raise
-                        bad[index] = "".join(tool_json.get(index, []))
-                        start = tool_starts.get(index, ("", ""))
-                        # The call was cut: show it with the input history records for it,
-                        # an empty object, so the stream stays valid (spec §1.3-b).
-                        lines = self._emitter.buffered("tool_call", "{}", id=start[0], name=start[1])
-                    if lines:
-                        sent += len(lines)
-                        await response.send(lines)
-                translator.close()
-                if translator.stop_reason is None:
-                    raise IncompleteStreamError("no message_delta with a stop_reason")
-            except (asyncio.CancelledError, _RunFailed, _ClientGone):
-                raise
-            except Exception as exc:
-                failure = classify(exc)
-                if failure.type == "internal_error":
-                    log.exception("model call failed with an unexpected error")
-                else:
-                    log.warning("model call attempt %d failed: %s (%s)", attempt, failure.type, failure.message)
-                retrying = failure.transient and attempt < self.retry.max_attempts
-                wait, source = self.retry.wait(attempt, failure)
-                if sent:
-                    await self._close_open(response)
-                    await self._discard(
-                        response,
-                        response.block_count() - blocks_before,
-                        step,
-                        attempt,
-                        failure,
-                        retrying,
-                        wait if retrying else None,
-                    )
-                elif retrying and source == "retry-after":
-                    # spec §6.2-b: a wait the API asked for is said in the stream, even before output.
-                    await self._discard(response, 0, step, attempt, failure, retrying, wait)
-                if not retrying:
-                    raise _RunFailed(failure, attempt) from None
-                await self.retry.sleep(wait)
-                continue
-            # spec §11.2-a: the nested counters too; running totals, the later value wins.
-            usage = {**call_usage, **translator.usage}
-            run.usage.add(usage)
-            self.state.usage.add(usage)
-            run.cost_usd = cost_usd(self.model.name, run.usage, self.prices)
-            run.steps += 1
-            content = translator.finalize()
-            bad_inputs: dict[str, str] = {}
-            reason = translator.stop_reason or "end_turn"
-            # The translator leaves a call whose input is no JSON out of finalize() (adapter
-            # A4.1-c); history must still hold it, with the input the stream showed ({}), so
-            # its is_error result has a call to answer (spec §1.3-a).
-            for index in sorted(bad):
-                call_id, call_name = tool_starts.get(index, ("", ""))
-                missing = {"type": "tool_use", "id": call_id, "name": call_name, "input": None}
-                content.insert(min(index, len(content)), missing)
-            for index, block in enumerate(content):
-                if block.get("type") != "tool_use":
-                    continue
-                if block.get("input") is None or not isinstance(block.get("input"), dict):
-                    block["input"] = {}
-                    bad_inputs[str(block.get("id"))] = _bad_input_message(reason)
-                elif reason == "max_tokens" and index == len(content) - 1:
-                    # spec §1.3-a: the last block of a max_tokens turn may be cut even if it parsed.
-                    bad_inputs[str(block.get("id"))] = _bad_input_message(reason)
-            self._collect_files(content)
-            return _Outcome(content=content, stop_reason=reason, bad_inputs=bad_inputs)
-
-    def _track_usage_and_container(self, event: Any, usage: dict[str, int]) -> None:
-        """Keep a call's usage (nested counters included) and the container the API reports."""
-        kind = _field(event, "type")
-        if kind == "message_start":
-            message = _field(event, "message")
-            usage.update(flat_usage(_field(message, "usage")))
-            container = _field(message, "container")
-        elif kind == "message_delta":
-            usage.update(flat_usage(_field(event, "usage")))
-            container = _field(_field(event, "delta"), "container")
-        else:
+        if not hooks or run is None:
             return
-        container_id = _field(container, "id")
-        if isinstance(container_id, str) and container_id:
-            self.state.container_id = container_id
+        data = HookInput(
+            event=event,  # type: ignore[arg-type]  # one of HOOK_EVENTS, checked by the callers' literals
+            agent_uuid=self.agent_uuid,
+            run_id=run.run_id,
+            prompt=prompt,
+            tool_name=tool_name,
+            tool_use_id=tool_use_id,
+            tool_input=dict(tool_input or {}),
+            result=result,
+            stop_reason=stop_reason,
+        )
+        await run_hooks(hooks, data, self._hook_failures)
 
-    def _params(self, tool_choice_none: bool) -> dict[str, Any]:
-        # spec §11.1-a: the caller's request options first; the keys the agent owns are set after.
-        params: dict[str, Any] = dict(self.request_options)
-        if self.state.container_id and "container" not in params:
-            params["container"] = self.state.container_id  # spec §11.1-c
-        params |= {
-            "model": self.model.name,
-            "max_tokens": self.max_tokens,
-            "messages": self.state.messages,
-        }
-        if self.system:
-            params["system"] = self.system
-        tools = [t.definition() for t in self.tools.values()] + self.server_tools
-        if tools:
-            params["tools"] = tools
-            if tool_choice_none:
-                params["tool_choice"] = {"type": "none"}
-        if self.thinking_budget:
-            params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-        return params
+    def _hook_failure_lines(self) -> list[bytes]:
+        """One ``error`` envelope per failed hook (spec §12.3-a), and forget them."""
+        failures, self._hook_failures = self._hook_failures, []
+        lines: list[bytes] = []
+        for failure in failures:
+            payload = {
+                "type": "hook_error",
+                "event": failure.event,
+                "hook": failure.index,
+                "message": f"a {failure.event} hook failed: {failure.message}",
+            }
+            lines += self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False))
+        return lines
+
+    async def _report_hook_failures(self, response: _Response) -> None:
+        lines = self._hook_failure_lines()
+        if lines:
+            await response.send(lines)
 
     # ----------------------------------------------------------------- stream ends
 
-    async def _close_open(self, response: _Response) -> None:
-        """Close every block left open on the wire, so a discard or an abort leaves no dangling block."""
-        transcript = response.checker.transcript()
-        blocks = {(b.type, b.id): b for b in transcript.agents.get(self.agent_uuid, ()) if not b.complete}
-        for kind, block_id in list(blocks):
-            if kind in ("text", "thinking"):
-                await response.send([self._emitter.end(kind)])  # type: ignore[arg-type]  # narrowed above
-            elif kind in ("tool_call", "server_tool_call", "tool_result", "server_tool_result"):
-                block = blocks[(kind, block_id)]
-                await response.send(
-                    self._emitter.buffered(kind, "", id=block.id or "", name=block.name or "")  # type: ignore[arg-type]  # narrowed above
-                )
-
-    async def _discard(
-        self,
-        response: _Response,
-        blocks: int,
-        step: int,
-        attempt: int,
-        failure: ApiFailure,
-        retrying: bool,
-        wait: float | None,
-    ) -> None:
-        """The discarded-attempt signal (spec §6.4): one ``error`` envelope naming how many blocks to drop."""
-        payload: dict[str, Any] = {
-            "type": "attempt_discarded",
-            "message": "the model call failed after partial output; the blocks above from this attempt are void",
-            "discard_blocks": blocks,
-            "step": step,
-            "attempt": attempt,
-            "retrying": retrying,
-            "error": {"type": failure.type, "message": failure.message},
-        }
-        if wait is not None:
-            payload["wait_seconds"] = round(wait, 3)  # spec §6.2-b
-        if failure.retry_after is not None:
-            payload["retry_after_seconds"] = round(failure.retry_after, 3)
-        await response.send(self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False)))
-
-    async def _pause(self, response: _Response) -> AgentResult:
-        """Save the relay state, then send ``awaiting_frontend_tools`` and ``[DONE]`` (spec §3.1)."""
-        state = self.state
-        run = state.run
-        assert run is not None
-        pending = [{"tool_use_id": p.tool_use_id, "name": p.name, "input": p.input} for p in state.pending_frontend]
-        response.stage(self._emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False)))
-        response.stage([DONE_LINE])
-        state.status = "awaiting_frontend_tools"
-        state.lease_owner = None
-        state.lease_expires_at = 0.0
-        await self.store.save(state, log=response.batch())  # spec §3.1-a: saved before it is sent
-        await response.flush()
-        return AgentResult(
-            agent_uuid=state.agent_uuid,
-            run_id=run.run_id,
-            stop_reason=STOP_AWAITING,
-            final_text=_last_text(run.history),
-            steps=run.steps,
-            usage=run.usage.to_dict(),
-            cost_usd=run.cost_usd,
-            pending_frontend_tools=list(state.pending_frontend),
-            conversation_history=list(run.history),
-        )
-
-    async def _finish(
-        self, response: _Response, stop_reason: str, *, error_payload: dict[str, Any] | None = None
-    ) -> AgentResult:
-        """Stage ``error``?, ``meta_files``?, ``meta_final``, ``[DONE]``; save; then send (spec §4.4, §7)."""
-        state = self.state
-        run = state.run
-        assert run is not None
-        if error_payload is not None:
-            response.stage(self._emitter.buffered("error", json.dumps(error_payload, ensure_ascii=False)))
-        if self._files:
-            response.stage(self._emitter.buffered("meta_files", json.dumps({"files": self._files}, ensure_ascii=False)))
-        meta: dict[str, Any] = {
-            "stop_reason": stop_reason,
-            "total_steps": run.steps,
-            "cumulative_usage": run.usage.to_dict(),
-            "cost": self._cost(run),
-            "generated_files": self._files or None,
-            "run_id": run.run_id,
-        }
-        if self.stream_history:
-            meta["conversation_history"] = run.history
-        response.stage(self._emitter.buffered("meta_final", json.dumps(meta, ensure_ascii=False)))
-        response.stage([DONE_LINE])
-        final_text = _last_text(run.history)
-        record = RunRecord(
-            run_id=run.run_id,
-            agent_uuid=state.agent_uuid,
-            user_query=run.user_query,
-            started_at=run.started_at,
-            finished_at=time.time(),
-            stop_reason=stop_reason,
-            steps=run.steps,
-            usage=run.usage,
-            cost_usd=run.cost_usd,
-            messages=run.history,
-            final_text=final_text,
-        )
-        state.status = "idle"
-        state.run = None
-        state.current_step = 0
-        state.lease_owner = None
-        state.lease_expires_at = 0.0
-        await self.store.save(state, log=response.batch(), run=record)
-        await response.flush()
-        return AgentResult(
-            agent_uuid=state.agent_uuid,
-            run_id=run.run_id,
-            stop_reason=stop_reason,
-            final_text=final_text,
-            steps=run.steps,
-            usage=run.usage.to_dict(),
-            cost_usd=run.cost_usd,
-            conversation_history=list(run.history),
-            error=error_payload["message"] if error_payload and stop_reason == STOP_ERROR else None,
-        )
-
-    def _cost(self, run: RunState) -> dict[str, Any] | None:
-        price = price_for(self.model.name, self.prices)
-        if price is None or run.cost_usd is None:
-            return None
-        return {
-            "model": self.model.name,
-            "total_usd": run.cost_usd,
-            "input_per_mtok": price.input,
-            "output_per_mtok": price.output,
-        }
-
-    def _meta_init(self, run: RunState, *, resume: bool = False) -> str:
-        meta: dict[str, Any] = {
-            "format": "json",
-            "user_query": run.user_query,
-            "agent_uuid": self.agent_uuid,
-            "model": self.model.name,
-            "run_id": run.run_id,
-        }
-        if resume:
-            meta["resume"] = {
-                "step": self.state.current_step + 1,
-                "response": run.responses - 1,
-                "tool_use_ids": [p.tool_use_id for p in self.state.pending_frontend],
-            }
-        if self.stream_history:
-            meta["message_history"] = self.state.messages
-        return json.dumps(meta, ensure_ascii=False)
-
     # ----------------------------------------------------------------- history
 
-    def _append_user(self, blocks: list[dict[str, Any]]) -> None:
-        """Append a user turn; merge into a trailing user turn so roles keep alternating."""
-        messages = self.state.messages
-        run = self.state.run
-        assert run is not None
-        if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
-            messages[-1]["content"].extend(blocks)
-        else:
-            messages.append({"role": "user", "content": list(blocks)})
-        run.history.append({"role": "user", "content": list(blocks)})
-
-    def _append_assistant(self, content: list[dict[str, Any]]) -> None:
-        run = self.state.run
-        assert run is not None
-        message = {"role": "assistant", "content": content}
-        self.state.messages.append(message)
-        run.history.append(message)
-
-    def _collect_files(self, content: list[dict[str, Any]]) -> None:
-        """Files produced by server tools (code execution): every ``file_id`` in their results (spec §5.6)."""
-        for block in content:
-            if str(block.get("type", "")).endswith("_tool_result"):
-                for file_id in _file_ids(block.get("content")):
-                    if all(f["file_id"] != file_id for f in self._files):
-                        # spec §5.6-b: the agent does not download files, so the Files API id is
-                        # the only name it knows, and the file stays where the API keeps it.
-                        self._files.append(
-                            {"file_id": file_id, "filename": file_id, "storage_location": files_api_path(file_id)}
-                        )
-
-
-def files_api_path(file_id: str) -> str:
-    """Where a file produced by a server tool lives: its download path in the Files API (spec §5.6-b)."""
-    return f"/v1/files/{file_id}/content"
-
-
-def _file_ids(value: object) -> list[str]:
-    found: list[str] = []
-    if isinstance(value, dict):
-        file_id = value.get("file_id")
-        if isinstance(file_id, str):
-            found.append(file_id)
-        for item in value.values():
-            found.extend(_file_ids(item))
-    elif isinstance(value, list):
-        for item in value:
-            found.extend(_file_ids(item))
-    return found
-
-
-def _field(obj: Any, name: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-def _track_tool_input(event: Any, starts: dict[int, tuple[str, str]], parts: dict[int, list[str]]) -> None:
-    """Remember each tool_use block's id, name and raw input text (for a call cut by max_tokens)."""
-    kind = _field(event, "type")
-    index = _field(event, "index")
-    if not isinstance(index, int):
-        return
-    if kind == "content_block_start":
-        block = _field(event, "content_block")
-        if _field(block, "type") == "tool_use":
-            starts[index] = (str(_field(block, "id") or ""), str(_field(block, "name") or ""))
-    elif kind == "content_block_delta" and index in starts:
-        partial = _field(_field(event, "delta"), "partial_json")
-        if isinstance(partial, str):
-            parts.setdefault(index, []).append(partial)
-
-
-def _bad_input_message(stop_reason: str) -> str:
-    if stop_reason == "max_tokens":
-        return "not run: the response reached max_tokens before this tool call was complete; call it again"
-    # spec §1.3-a: the model sees why, and can call again (the API's own advice for this case).
-    return "not run: the tool input was not valid JSON; call the tool again with a JSON object as its input"
-
-
-def _tool_uses(content: list[dict[str, Any]]) -> list[ToolCallRequest]:
-    return [
-        ToolCallRequest(id=str(b.get("id")), name=str(b.get("name")), input=dict(b.get("input") or {}))
-        for b in content
-        if b.get("type") == "tool_use"
-    ]
-
-
-def _last_text(history: list[dict[str, Any]]) -> str:
-    for message in reversed(history):
-        if message.get("role") == "assistant":
-            return "".join(
-                str(b.get("text", ""))
-                for b in message.get("content", [])
-                if isinstance(b, dict) and b.get("type") == "text"
-            )
-    return ""
+    # ----------------------------------------------------------------- the stages, bound as methods
+    # Each lives in the module named after its stage (seed 003/004's flow); they take the
+    # agent as ``self``.
+    _params = prepare.params
+    _meta_init = prepare.meta_init
+    _model_call = call_model.model_call
+    _track_usage_and_container = call_model.track_usage_and_container
+    _discard = call_model.discard
+    _close_open = call_model.close_open
+    _run_step_tools = tool_step.run_step_tools
+    _permit = tool_step.permit
+    _run_subagent = tool_step.run_subagent
+    _last_call = tool_step.last_call
+    _answer_unanswered = tool_step.answer_unanswered
+    _append_user = record.append_user
+    _append_assistant = record.append_assistant
+    _collect_files = record.collect_files
+    _pause = finish.pause
+    _finish = finish.finish
+    _cost = finish.cost
+    _end_aborted = finish.end_aborted
+    _close_quietly = finish.close_quietly
 
 
 def _parse_results(

@@ -38,6 +38,7 @@ from .models import DEFAULT_CLAUDE_MODEL, AnthropicModel, Model, ReplayModel
 from .replay import ReplayError
 from .scripted import ScriptedModel
 from .store import AgentSummary, SQLiteStore, Store
+from .subagents import AgentSpec
 
 __all__ = ["PrettyPrinter", "main"]
 
@@ -215,6 +216,8 @@ def _agent_config(args: argparse.Namespace) -> dict[str, Any]:
         config["max_tokens"] = max(args.max_tokens, args.thinking + 1024)
     else:
         config["max_tokens"] = args.max_tokens
+    # spec §13: the model may spawn researchers; the embedded model does for "... in parallel" prompts.
+    config["subagents"] = {"researcher": AgentSpec(description="researches one topic and reports findings")}
     return config
 
 

@@ -15,6 +15,9 @@ Does not own: the agent loop. What it answers (spec ``spec/agent-ref.md`` §8):
 * "cite"/"source" in the prompt: a text block with a citation;
 * "keep calculating": a calculator call every step until ``tool_choice`` is ``none``;
 * "long": a multi-kilobyte non-ASCII answer (exercises chunking);
+* "... in parallel" with a ``spawn_subagent`` tool: one ``spawn_subagent`` call per topic
+  ("Research X and Y in parallel": two); after the results, an answer joining them;
+  "research X" alone (a subagent's task): a few streamed sentences of findings on X;
 * anything else: a short streamed greeting.
 
 It honours ``max_tokens``: it counts a token per 4 characters of output and, at the
@@ -24,6 +27,7 @@ budget, cuts the current block (even inside a tool call's JSON) and stops with
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
@@ -54,6 +58,7 @@ _ERROR_TYPES: Final = {
     529: "overloaded_error",
 }
 _YES: Final = re.compile(r"\b(yes|y|true|ok|okay|confirm(ed)?|approve(d)?|sure)\b", re.IGNORECASE)
+_SPAWN: Final = "spawn_subagent"
 _SOURCE_DOC: Final = "The Moon orbits the Earth at an average distance of 384,400 kilometres."
 
 
@@ -91,6 +96,21 @@ class _CutStream(httpx2.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         yield self._data
         raise httpx2.ReadError("scripted fault: connection cut mid-stream")
+
+
+class _EventStream(httpx2.AsyncByteStream):
+    """A response body served one SSE event at a time, yielding to the event loop between them.
+
+    So concurrent calls (subagents of one step) interleave as they would over a network.
+    """
+
+    def __init__(self, events: Sequence[bytes]) -> None:
+        self._events = list(events)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for event in self._events:
+            await asyncio.sleep(0)
+            yield event
 
 
 class ScriptedModel(SDKModel):
@@ -136,7 +156,7 @@ class ScriptedModel(SDKModel):
         if fault is not None and fault.kind == "error_event":
             data = _sse(events[: fault.after]) + _sse([fault.api_error()])
             return httpx2.Response(200, headers=headers, content=data)
-        return httpx2.Response(200, headers=headers, content=_sse(events))
+        return httpx2.Response(200, headers=headers, stream=_EventStream([_sse([e]) for e in events]))
 
 
 def _sse(events: Sequence[dict[str, Any]]) -> bytes:
@@ -241,6 +261,8 @@ class _Script:
     def _decide(self) -> None:
         prompt = self.prompt
         lowered = prompt.lower()
+        if self._subagents(prompt):
+            return
         if "keep calculating" in lowered and "calculator" in self.tools:
             done = sum(1 for name, _, _ in self.results if name == "calculator")
             if self.tools_allowed:
@@ -271,9 +293,46 @@ class _Script:
         self._thinking("I have what I need; time to answer.")
         self._answer(prompt, expression)
 
+    def _subagents(self, prompt: str) -> bool:
+        """Parallel research: spawn one subagent per topic, then join their answers (spec R8.1-b)."""
+        topics = _parallel_topics(prompt)
+        spawned = [(text, is_error) for name, text, is_error in self.results if name == _SPAWN]
+        if not topics or _SPAWN not in self.tools:
+            return False
+        if spawned:
+            self._thinking("The subagents have reported; I will join their findings.")
+            parts = [f"({'failed' if is_error else 'ok'}) {text}" for text, is_error in spawned]
+            self._text("Here is what the subagents found: " + " | ".join(parts))
+            return True
+        if not self.tools_allowed:
+            return False
+        agent = self._spawn_names()[0] if self._spawn_names() else "researcher"
+        self._thinking(f"This asks for parallel work on {len(topics)} topics; one subagent each.")
+        self._text(f"I will start {len(topics)} subagents in parallel.")
+        for topic in topics:
+            self._tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}"})
+        self.stop_reason = "tool_use"
+        return True
+
+    def _spawn_names(self) -> list[str]:
+        for tool_def in self.request.get("tools") or []:
+            if isinstance(tool_def, dict) and tool_def.get("name") == _SPAWN:
+                enum = tool_def.get("input_schema", {}).get("properties", {}).get("agent", {}).get("enum")
+                if isinstance(enum, list):
+                    return [str(n) for n in enum]
+        return []
+
     def _answer(self, prompt: str, expression: str | None) -> None:
         lowered = prompt.lower()
         parts: list[str] = []
+        research = re.match(r"\s*research\s+(.+?)[.?!]*\s*$", prompt, re.IGNORECASE | re.DOTALL)
+        if research and "parallel" not in lowered:
+            topic = research.group(1).strip()[:200]
+            parts.append(
+                f"Findings on {topic}: the scripted model read three sources on {topic}. "
+                f"They agree on the basics of {topic} and differ on the details. "
+                f"In short, {topic} is worth a closer look."
+            )
         calc = self._result("calculator")
         if calc is not None and expression:
             text, is_error = calc
@@ -402,6 +461,15 @@ def _words(text: str) -> list[str]:
     """Split text into small deltas of about three words, as a model streams."""
     tokens = re.findall(r"\S+\s*|\s+", text)
     return ["".join(tokens[i : i + 3]) for i in range(0, len(tokens), 3)] or [text]
+
+
+def _parallel_topics(prompt: str) -> list[str]:
+    """The topics of "Research X and Y [and Z] in parallel" (empty when not such a prompt)."""
+    match = re.search(r"research\s+(.+?)\s+in\s+parallel", prompt, re.IGNORECASE | re.DOTALL)
+    if not match:
+        return []
+    parts = re.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", match.group(1))
+    return [p.strip()[:200] for p in parts if p.strip()][:8]
 
 
 def _question(prompt: str) -> str:

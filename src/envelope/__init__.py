@@ -21,6 +21,7 @@ from ._errors import (
 from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES
 from ._reconstruct import Block, Reconstructor, Transcript, reconstruct
 from ._sse import DONE, SSEEvent, SSEReader, frame
+from ._tree import AgentNode, AgentTree, tree
 from ._types import (
     ENVELOPE_TYPES,
     AwaitingFrontendTools,
@@ -53,6 +54,8 @@ __all__ = [
     "DONE",
     "DONE_DATA",
     "ENVELOPE_TYPES",
+    "AgentNode",
+    "AgentTree",
     "AwaitingFrontendTools",
     "Block",
     "BlockKey",
@@ -101,5 +104,6 @@ __all__ = [
     "frame",
     "migrate_xml",
     "reconstruct",
+    "tree",
     "validate",
 ]

@@ -38,6 +38,7 @@ from ._errors import EnvelopeError
 from ._limits import DEFAULT_MAX_BYTES
 from ._reconstruct import Reconstructor
 from ._sse import DONE, frame
+from ._tree import tree
 from ._validator import StreamValidator, Violation, explain
 from ._xml_migrate import DONE_LINE, MigrationWarning, XmlMigrator
 
@@ -288,7 +289,9 @@ def _reconstruct(args: argparse.Namespace) -> int:
         source.close()
     rebuilder.close()
     out = _Output(_stdout(), STDOUT_NAME)
-    out.write(msgspec.json.format(msgspec.json.encode(rebuilder.transcript().to_dict()), indent=2) + b"\n")
+    transcript = rebuilder.transcript()
+    data = tree(transcript).to_dict() if args.tree else transcript.to_dict()
+    out.write(msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n")
     out.flush()
     return EXIT_OK
 
@@ -527,6 +530,11 @@ def _parser() -> argparse.ArgumentParser:
         "  curl -sN https://example.test/stream | envelope reconstruct -",
     )
     rec.add_argument("file", metavar="FILE", help="the recording, or - for standard input")
+    rec.add_argument(
+        "--tree",
+        action="store_true",
+        help="nest each subagent under the tool_call that spawned it (spec §8.3.1; default: agents side by side)",
+    )
     _add_input_format(rec)
     rec.set_defaults(handler=_reconstruct)
     mig = commands.add_parser(

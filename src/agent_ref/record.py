@@ -1,0 +1,89 @@
+"""Stage 5, record the turn: the conversation history and the files server tools produced.
+
+Owns: appending turns with roles kept alternating (spec ``spec/agent-ref.md`` [R1.2-b]),
+the files list (§5.6), and reading calls and final text out of history. Does not own:
+saving (``store.py``). Functions take the ``Agent`` as ``self``: ``Agent`` binds them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from .tools import ToolCallRequest
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+log = logging.getLogger("agent_ref")
+
+
+def append_user(self: Agent, blocks: list[dict[str, Any]]) -> None:
+    """Append a user turn; merge into a trailing user turn so roles keep alternating."""
+    messages = self.state.messages
+    run = self.state.run
+    assert run is not None
+    if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
+        messages[-1]["content"].extend(blocks)
+    else:
+        messages.append({"role": "user", "content": list(blocks)})
+    run.history.append({"role": "user", "content": list(blocks)})
+
+
+def append_assistant(self: Agent, content: list[dict[str, Any]]) -> None:
+    run = self.state.run
+    assert run is not None
+    message = {"role": "assistant", "content": content}
+    self.state.messages.append(message)
+    run.history.append(message)
+
+
+def collect_files(self: Agent, content: list[dict[str, Any]]) -> None:
+    """Files produced by server tools (code execution): every ``file_id`` in their results (spec §5.6)."""
+    for block in content:
+        if str(block.get("type", "")).endswith("_tool_result"):
+            for file_id in _file_ids(block.get("content")):
+                if all(f["file_id"] != file_id for f in self._files):
+                    # spec §5.6-b: the agent does not download files, so the Files API id is
+                    # the only name it knows, and the file stays where the API keeps it.
+                    self._files.append(
+                        {"file_id": file_id, "filename": file_id, "storage_location": files_api_path(file_id)}
+                    )
+
+
+def files_api_path(file_id: str) -> str:
+    """Where a file produced by a server tool lives: its download path in the Files API (spec §5.6-b)."""
+    return f"/v1/files/{file_id}/content"
+
+
+def _file_ids(value: object) -> list[str]:
+    found: list[str] = []
+    if isinstance(value, dict):
+        file_id = value.get("file_id")
+        if isinstance(file_id, str):
+            found.append(file_id)
+        for item in value.values():
+            found.extend(_file_ids(item))
+    elif isinstance(value, list):
+        for item in value:
+            found.extend(_file_ids(item))
+    return found
+
+
+def _tool_uses(content: list[dict[str, Any]]) -> list[ToolCallRequest]:
+    return [
+        ToolCallRequest(id=str(b.get("id")), name=str(b.get("name")), input=dict(b.get("input") or {}))
+        for b in content
+        if b.get("type") == "tool_use"
+    ]
+
+
+def _last_text(history: list[dict[str, Any]]) -> str:
+    for message in reversed(history):
+        if message.get("role") == "assistant":
+            return "".join(
+                str(b.get("text", ""))
+                for b in message.get("content", [])
+                if isinstance(b, dict) and b.get("type") == "text"
+            )
+    return ""

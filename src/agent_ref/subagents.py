@@ -1,0 +1,104 @@
+"""Subagents: children an agent spawns by name, as a tool, onto its own response.
+
+Owns: ``AgentSpec`` (what a child is), the spawning tool's name and definition
+(``SUBAGENT_TOOL``, ``spawn_tool_definition``), and reading a spawning call's input
+(``parse_spawn``) (spec ``spec/agent-ref.md`` §13). Does not own: running the child
+(``Agent._run_subagent`` in ``agent.py``: a child is an ``Agent`` whose response is
+nested in its parent's) or the ``meta_init`` keys that name the parent (envelope spec
+§8.3.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from .models import Model
+    from .retry import RetryPolicy
+    from .store import Store
+    from .tools import Tool
+
+__all__ = ["SUBAGENT_TOOL", "AgentSpec", "check_specs", "parse_spawn", "spawn_tool_definition"]
+
+#: The tool the model calls to spawn a child ([R13.1-a]).
+SUBAGENT_TOOL: Final = "spawn_subagent"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """A child agent the parent may spawn; unset fields are inherited from the parent ([R13.2-a]).
+
+    Attributes:
+        description: what the child is for (the model reads it in the tool description).
+        system: the child's system prompt.
+        tools: the child's backend tools (frontend tools are refused in v1, [R13.5-a]).
+        model: overrides the parent's model.
+        server_tools: overrides the parent's server tools.
+        retry: overrides the parent's retry policy.
+        store: overrides the parent's store.
+        max_steps: overrides the parent's ``max_steps``.
+    """
+
+    description: str
+    system: str | None = None
+    tools: Sequence[Tool] = ()
+    model: Model | None = None
+    server_tools: Sequence[Mapping[str, Any]] | None = None
+    retry: RetryPolicy | None = None
+    store: Store | None = None
+    max_steps: int | None = None
+
+
+def check_specs(specs: Mapping[str, AgentSpec], tool_names: Sequence[str]) -> None:
+    """Refuse what v1 cannot run: frontend tools in a child, a name clash with the spawning tool.
+
+    Raises:
+        ConfigError: naming the child and the tool.
+    """
+    if specs and SUBAGENT_TOOL in tool_names:
+        raise ConfigError(f"a tool is named {SUBAGENT_TOOL!r}, the name of the subagent tool")
+    for name, spec in specs.items():
+        if not name:
+            raise ConfigError("a subagent needs a non-empty name")
+        for child_tool in spec.tools:
+            if child_tool.executor == "frontend":
+                raise ConfigError(
+                    f"subagent {name!r}: frontend tool {child_tool.name!r} is not allowed in a subagent "
+                    "(agent-ref v1, spec R13.5-a); give it to the parent agent"
+                )
+
+
+def spawn_tool_definition(specs: Mapping[str, AgentSpec]) -> dict[str, Any]:
+    """The API tool definition of ``SUBAGENT_TOOL`` for these children."""
+    listing = "; ".join(f"{name}: {spec.description}" for name, spec in specs.items())
+    return {
+        "name": SUBAGENT_TOOL,
+        "description": (
+            "Start a subagent on a task and get its final answer. Several calls in one turn run "
+            f"concurrently. Subagents: {listing}"
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "agent": {"type": "string", "enum": list(specs), "description": "the subagent's name"},
+                "task": {"type": "string", "description": "what the subagent should do"},
+            },
+            "required": ["agent", "task"],
+        },
+    }
+
+
+def parse_spawn(tool_input: Mapping[str, Any], specs: Mapping[str, AgentSpec]) -> tuple[str, AgentSpec, str] | str:
+    """The child's name, spec and task from a spawning call; or why the call cannot run."""
+    name = tool_input.get("agent")
+    task = tool_input.get("task")
+    if not isinstance(name, str) or name not in specs:
+        return f"unknown subagent {name!r}; known: {', '.join(specs) or 'none'}"
+    if not isinstance(task, str) or not task.strip():
+        return "the task must be a non-empty string"
+    return name, specs[name], task
