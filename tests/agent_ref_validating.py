@@ -49,7 +49,7 @@ class _Tee:
 @pytest.fixture(autouse=True)
 def validate_agent_responses(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Tee every agent response of the test; validate each strictly at teardown."""
-    responses: list[tuple[int, list[bytes]]] = []
+    responses: list[tuple[Any, list[bytes]]] = []
     original = agent_module._Response.__init__
     params = inspect.signature(original).parameters
     assert "sink" in params, "agent._Response no longer takes a sink: update the validating tee"
@@ -62,15 +62,17 @@ def validate_agent_responses(request: pytest.FixtureRequest, monkeypatch: pytest
             return
         seen: list[bytes] = []
         original(self, _Tee(sink, seen), *args, **kwargs)
-        responses.append((int(getattr(self, "max_bytes", 2048)), seen))
+        responses.append((self, seen))
 
     monkeypatch.setattr(agent_module._Response, "__init__", init)
     yield
     marker = request.node.get_closest_marker("agent_stream_codes")
     expected = list(marker.args) if marker is not None else []
     found = []
-    for max_bytes, lines in responses:
-        found.extend(violations(list(lines), max_bytes=max_bytes))
+    for response, lines in responses:
+        bound = int(getattr(response, "max_bytes", 2048))
+        seed = getattr(response, "profile", "default") == "seed"
+        found.extend(violations(list(lines), max_bytes=bound, profile="seed" if seed else "default"))
     assert [v.code for v in found] == expected, "an agent response fails the strict validator:\n" + "\n".join(
         str(v) for v in found
     )

@@ -20,26 +20,32 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from envelope import DEFAULT_MAX_BYTES, StreamValidator, Violation, validate
+from envelope import DEFAULT_MAX_BYTES, Profile, StreamValidator, Violation, validate
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
 
-def violations(stream: bytes | str | Iterable[bytes | str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Violation]:
+def violations(
+    stream: bytes | str | Iterable[bytes | str],
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    profile: Profile = "default",
+) -> list[Violation]:
     """Every violation the strict validator finds in ``stream``.
 
     Args:
         stream: envelope lines (``[DONE]`` included), or the raw bytes (or text) of a
             recording in SSE or JSON lines, the format detected as ``envelope validate`` does.
         max_bytes: the line bound the producer was given.
+        profile: the producer's profile (envelope-v1 §10).
     """
     if isinstance(stream, str):
         stream = stream.encode()
     if isinstance(stream, bytes):
-        checker = StreamValidator(max_bytes=max_bytes)
+        checker = StreamValidator(max_bytes=max_bytes, profile=profile)
         return [*checker.feed(stream), *checker.close()]
-    return list(validate(stream, max_bytes=max_bytes))
+    return list(validate(stream, max_bytes=max_bytes, profile=profile))
 
 
 def assert_valid(
@@ -47,6 +53,7 @@ def assert_valid(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     expect: Sequence[str] = (),
+    profile: Profile = "default",
 ) -> None:
     """Fail unless the strict validator finds exactly the codes ``expect`` (none by default).
 
@@ -55,8 +62,9 @@ def assert_valid(
         max_bytes: the line bound the producer was given.
         expect: the codes (``E1xx``/``W1xx``) a test that produces a bad stream on
             purpose expects, in order.
+        profile: the producer's profile (envelope-v1 §10).
     """
-    found = violations(stream, max_bytes=max_bytes)
+    found = violations(stream, max_bytes=max_bytes, profile=profile)
     codes = [v.code for v in found]
     assert codes == list(expect), "stream fails the strict validator:\n" + "\n".join(str(v) for v in found)
 

@@ -70,6 +70,8 @@ from .subagents import AgentSpec, check_specs
 from .tools import Tool, ToolCallRequest, error_outcome, result_block
 
 if TYPE_CHECKING:
+    from envelope import Profile
+
     from .models import Model
     from .permissions import CanUseTool
 
@@ -156,6 +158,7 @@ class Agent:
         max_budget_usd: float | None = None,
         retry: RetryPolicy | None = None,
         max_bytes: int = 2048,
+        profile: Profile = "default",
         max_tool_concurrency: int = 4,
         prices: Mapping[str, Price] = PRICES,
         stream_history: bool = False,
@@ -199,6 +202,8 @@ class Agent:
         self.max_budget_usd = max_budget_usd
         self.retry = retry if retry is not None else RetryPolicy()
         self.max_bytes = max_bytes
+        #: spec envelope-v1 §10: "seed" sends control envelopes whole, for clients written to the seed.
+        self.profile: Profile = profile
         self.max_tool_concurrency = max_tool_concurrency
         self.prices = prices
         self.stream_history = stream_history
@@ -213,7 +218,7 @@ class Agent:
         scrub.hold([getattr(client, "api_key", None), getattr(client, "auth_token", None), *secrets])
         scrub.install_log_filter()
         self.state = AgentState(agent_uuid=agent_uuid or str(uuid.uuid4()), model=model.name)
-        self._emitter = Emitter(self.state.agent_uuid, max_bytes)
+        self._emitter = Emitter(self.state.agent_uuid, max_bytes, profile=profile)
         self._abort = asyncio.Event()
         self._files: list[dict[str, Any]] = []
         #: Results of the current step's calls already decided, by tool_use id (spec §5.5-b).
@@ -307,7 +312,7 @@ class Agent:
             del state.messages[run.base_messages :]
             if run.base_tail >= 0 and state.messages:
                 state.messages[-1]["content"] = state.messages[-1]["content"][: run.base_tail]
-        response = _Response(_nowhere, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
+        response = _Response(_nowhere, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile)
         run.responses += 1
         response.gone = True  # nobody reads it: it only closes the run's log (spec §9.2-a)
         await response.send(self._emitter.buffered("meta_init", self._meta_init(run)))
@@ -354,7 +359,9 @@ class Agent:
             state.lease_owner = None
             raise
         run = state.run
-        response = _Response(sink or _nowhere, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
+        response = _Response(
+            sink or _nowhere, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile
+        )
         run.responses += 1
         text = "abandoned: " + scrub.public(reason)
         # Every line of this response is a closing line: staged, stored, then sent (spec §4.4).
@@ -411,10 +418,10 @@ class Agent:
         response: _Response
         if self._parent_response is not None:
             response = _NestedResponse(
-                self._parent_response, state.agent_uuid, run.run_id, run.responses, self.max_bytes
+                self._parent_response, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile
             )
         else:
-            response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
+            response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile)
         run.responses += 1
         self._prompt = query
         return await self._drive(response, 1, self._emitter.buffered("meta_init", self._meta_init(run)))
@@ -451,7 +458,7 @@ class Agent:
             state.lease_expires_at = 0.0
             raise
         run = state.run
-        response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes)
+        response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile)
         run.responses += 1
         opening = self._emitter.buffered("meta_init", self._meta_init(run, resume=True))
         by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}

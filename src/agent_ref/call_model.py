@@ -80,7 +80,7 @@ async def model_call(self: Agent, response: _Response, step: int, *, tool_choice
     attempt = 0
     while True:
         attempt += 1
-        translator = AnthropicTranslator(self.agent_uuid, self.max_bytes)
+        translator = AnthropicTranslator(self.agent_uuid, self.max_bytes, profile=self.profile)
         blocks_before = response.block_count()
         sent = 0
         tool_starts: dict[int, tuple[str, str]] = {}
@@ -220,7 +220,7 @@ async def close_open(self: Agent, response: _Response, *, every_agent: bool = Fa
     transcript = response.checker.transcript()
     agents = list(transcript.agents) if every_agent else [self.agent_uuid]
     for agent in agents:
-        emitter = self._emitter if agent == self.agent_uuid else Emitter(agent, self.max_bytes)
+        emitter = self._emitter if agent == self.agent_uuid else Emitter(agent, self.max_bytes, profile=self.profile)
         blocks = {(b.type, b.id): b for b in transcript.agents.get(agent, ()) if not b.complete}
         for kind, block_id in list(blocks):
             if kind in ("text", "thinking"):

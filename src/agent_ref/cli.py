@@ -209,6 +209,7 @@ def _model(args: argparse.Namespace) -> Model:
 
 def _agent_config(args: argparse.Namespace) -> dict[str, Any]:
     config: dict[str, Any] = {"tools": default_tools(), "max_steps": args.max_steps, "max_bytes": args.max_bytes}
+    config["profile"] = args.profile
     if args.max_budget_usd is not None:
         config["max_budget_usd"] = args.max_budget_usd
     if args.thinking:
@@ -531,6 +532,13 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--max-tokens", type=int, default=2048, help="max_tokens per call (default: 2048)")
         p.add_argument("--max-budget-usd", type=float, default=None, help="stop the run at this cost (default: none)")
         p.add_argument("--max-bytes", type=int, default=2048, help="bound on each envelope line (default: 2048)")
+        p.add_argument(
+            "--profile",
+            choices=("default", "seed"),
+            default="default",
+            help="seed: send control envelopes whole, for clients written to the seed (envelope-v1 §10; "
+            "default: default)",
+        )
         p.add_argument(
             "--thinking", type=int, default=0, metavar="TOKENS", help="extended thinking budget (default: off)"
         )

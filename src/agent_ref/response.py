@@ -10,9 +10,12 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from envelope import Reconstructor
+
+if TYPE_CHECKING:
+    from envelope import Profile
 
 from .store import LogBatch
 
@@ -40,13 +43,19 @@ def _nowhere(line: bytes) -> None:
 class _Response:
     """One streamed response: checks, logs, and sends lines; stages the closing ones."""
 
-    def __init__(self, sink: Sink, agent: str, run_id: str, index: int, max_bytes: int) -> None:
-        self._setup(sink, agent, run_id, index, max_bytes)
+    def __init__(
+        self, sink: Sink, agent: str, run_id: str, index: int, max_bytes: int, profile: Profile = "default"
+    ) -> None:
+        self._setup(sink, agent, run_id, index, max_bytes, profile)
 
-    def _setup(self, sink: Sink, agent: str, run_id: str, index: int, max_bytes: int) -> None:
+    def _setup(
+        self, sink: Sink, agent: str, run_id: str, index: int, max_bytes: int, profile: Profile = "default"
+    ) -> None:
         self.nested = False
         self.sink = sink
         self.max_bytes = max_bytes
+        #: The producer's profile (envelope-v1 §10): the bound rule its lines keep.
+        self.profile: Profile = profile
         self.agent = agent
         self.run_id = run_id
         self.index = index
@@ -106,6 +115,8 @@ class _NestedResponse(_Response):
     checked, logged and validated as a whole.
     """
 
-    def __init__(self, parent: _Response, agent: str, run_id: str, index: int, max_bytes: int) -> None:
-        self._setup(parent.send_one, agent, run_id, index, max_bytes)
+    def __init__(
+        self, parent: _Response, agent: str, run_id: str, index: int, max_bytes: int, profile: Profile = "default"
+    ) -> None:
+        self._setup(parent.send_one, agent, run_id, index, max_bytes, profile)
         self.nested = True

@@ -157,6 +157,7 @@ async def run_subagent(self: Agent, response: _Response, call: ToolCallRequest) 
         thinking_budget=self.thinking_budget,
         retry=spec.retry or self.retry,
         max_bytes=self.max_bytes,
+        profile=self.profile,
         max_tool_concurrency=self.max_tool_concurrency,
         prices=self.prices,
         tool_timeout=self.tool_timeout,

@@ -7,7 +7,7 @@ test compares the two.
 from __future__ import annotations
 
 from ._decoder import DONE_DATA, RawLine, StreamReader, decode
-from ._encoder import CitationData, Emitter, ImageRef, OversizeLine, chunk, encode
+from ._encoder import CitationData, Emitter, ImageRef, OversizeLine, Profile, chunk, encode
 from ._errors import (
     DecodeError,
     EncodeError,
@@ -78,6 +78,7 @@ __all__ = [
     "OversizeError",
     "OversizeLine",
     "Position",
+    "Profile",
     "RawLine",
     "Reconstructor",
     "SSEEvent",
