@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from envelope import DEFAULT_MAX_BYTES
+from pg_support import fresh_schema, server
 from validating import ValidatedSink
 
 if TYPE_CHECKING:
@@ -59,3 +60,15 @@ def validated_sink() -> Iterator[Callable[..., ValidatedSink]]:
     yield make
     for sink in made:
         sink.check()
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """One PostgreSQL server for the whole session, shared by the store and scale-out suites (see ``pg_support``)."""
+    yield from server()
+
+
+@pytest.fixture
+def pg_schema_url(pg_url: str) -> Iterator[str]:
+    """A URL whose tables live in a fresh schema."""
+    yield from fresh_schema(pg_url)

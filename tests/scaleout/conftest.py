@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pg_support import fresh_schema, root_conftest, server
+from pg_support import root_conftest
 from scaleout_support import Process
 
 if TYPE_CHECKING:
@@ -19,18 +19,6 @@ _root = root_conftest()
 def __getattr__(name: str) -> Any:
     """``from conftest import X`` elsewhere in the suite: the root conftest's ``X`` (see ``root_conftest``)."""
     return getattr(_root, name)
-
-
-@pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    """A PostgreSQL server for the session (see ``pg_support``)."""
-    yield from server()
-
-
-@pytest.fixture
-def pg_schema_url(pg_url: str) -> Iterator[str]:
-    """A URL whose tables live in a fresh schema."""
-    yield from fresh_schema(pg_url)
 
 
 @pytest.fixture

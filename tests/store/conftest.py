@@ -8,10 +8,10 @@ import pytest
 
 from agent_ref import SQLiteStore
 from agent_ref.store_pg import PostgresStore
-from pg_support import fresh_schema, root_conftest, server
+from pg_support import root_conftest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from pathlib import Path
 
     from agent_ref.store import Store
@@ -23,18 +23,6 @@ _root = root_conftest()
 def __getattr__(name: str) -> Any:
     """``from conftest import X`` elsewhere in the suite: the root conftest's ``X`` (see ``root_conftest``)."""
     return getattr(_root, name)
-
-
-@pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    """A PostgreSQL server for the session (see ``pg_support``)."""
-    yield from server()
-
-
-@pytest.fixture
-def pg_schema_url(pg_url: str) -> Iterator[str]:
-    """A URL whose tables live in a fresh schema."""
-    yield from fresh_schema(pg_url)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
