@@ -456,6 +456,13 @@ def create_app(
         except _Refused as refused:
             return refused.response()
 
+    async def load(agent_uuid: str) -> Agent:
+        """A stored agent, or a 404 that names it (both endpoints that continue an agent)."""
+        try:
+            return await Agent.load(agent_uuid, store, model_factory(), tools=toolset, **settings)
+        except StateError as exc:
+            raise _Refused(404, "unknown_agent", str(exc)) from None
+
     async def run(request: Request) -> Response:
         body = await _read_json(request, cfg.max_body_bytes)
         _unknown_keys(body, ("prompt", "agent_uuid"))
@@ -465,10 +472,7 @@ def create_app(
         if agent_uuid is None:
             agent = Agent(model_factory(), store=store, tools=toolset, **settings)
         else:
-            try:
-                agent = await Agent.load(agent_uuid, store, model_factory(), tools=toolset, **settings)
-            except StateError as exc:
-                raise _Refused(404, "unknown_agent", str(exc)) from None
+            agent = await load(agent_uuid)
         try:
             stream = await manager.start(agent, lambda sink: agent.run(prompt, sink))
         except Exception as exc:
@@ -481,10 +485,7 @@ def create_app(
         agent_uuid = _agent_uuid(body, required=True)
         assert agent_uuid is not None
         results = _tool_results(body, cfg.max_tool_results)
-        try:
-            agent = await Agent.load(agent_uuid, store, model_factory(), tools=toolset, **settings)
-        except StateError as exc:
-            raise _Refused(404, "unknown_agent", str(exc)) from None
+        agent = await load(agent_uuid)
         try:
             stream = await manager.start(agent, lambda sink: agent.continue_with_tool_results(results, sink))
         except Exception as exc:
