@@ -145,11 +145,11 @@ def parse_path(path: object, field: str = "path") -> tuple[str, ...]:
         raise MemoryToolError(f"{where}: contains a backslash; separate names with '/' (paths start with /memories)")
     if path != MEMORY_ROOT and not path.startswith(MEMORY_ROOT + "/"):
         raise MemoryToolError(f"{where}: is outside the memory directory; every path starts with {MEMORY_ROOT}/")
+    if path in (MEMORY_ROOT, MEMORY_ROOT + "/"):
+        return ()
     rest = path[len(MEMORY_ROOT) + 1 :]
     if rest.endswith("/"):
-        rest = rest[:-1]  # one trailing slash names the same directory
-    if not rest:
-        return ()
+        rest = rest[:-1]  # one trailing slash names the same directory ("/memories//" keeps an empty name)
     names = tuple(rest.split("/"))
     if len(names) > MAX_DEPTH:
         raise MemoryToolError(f"{where}: is {len(names)} names deep; the limit is {MAX_DEPTH}")

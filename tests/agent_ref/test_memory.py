@@ -60,7 +60,7 @@ def refused(files: MemoryFiles, match: str, **arguments: Any) -> str:
 
 
 def test_spec_18_1_create_view_edit_insert_rename_delete(files: MemoryFiles) -> None:
-    """[18.1-a] The six commands, with the shapes of seed 001 §1.6 / Anthropic's memory tool."""
+    """[R18.1-a] The six commands, with the shapes of seed 001 §1.6 / Anthropic's memory tool."""
     assert files(command="view", path="/memories") == "/memories is empty."
     assert files(command="create", path="/memories/work/notes.md", file_text="# Notes\n- a\n") == (
         "Created /memories/work/notes.md (12 bytes)."
@@ -86,7 +86,7 @@ def test_spec_18_1_create_view_edit_insert_rename_delete(files: MemoryFiles) -> 
 
 
 def test_spec_18_1_insert_after_a_last_line_without_newline(files: MemoryFiles) -> None:
-    """[18.1-a] Inserting after a last line that has no newline keeps both lines whole."""
+    """[R18.1-a] Inserting after a last line that has no newline keeps both lines whole."""
     files(command="create", path="/memories/a.txt", file_text="one")
     files(command="insert", path="/memories/a.txt", insert_line=1, insert_text="two")
     assert (Path(files.root) / "a.txt").read_text() == "one\ntwo\n"
@@ -111,14 +111,14 @@ def test_spec_18_1_insert_after_a_last_line_without_newline(files: MemoryFiles) 
     ],
 )
 def test_spec_18_3_bad_arguments_are_clear_refusals(files: MemoryFiles, arguments: dict[str, Any], match: str) -> None:
-    """[18.3-a] A wrong command or argument is a refusal naming it; nothing the model sent is dropped."""
+    """[R18.3-a] A wrong command or argument is a refusal naming it; nothing the model sent is dropped."""
     files(command="create", path="/memories/a", file_text="x\n")
     refused(files, match, **arguments)
     assert snapshot(Path(files.root)) == {"a": b"x\n"}
 
 
 def test_spec_18_3_edits_that_cannot_apply_change_nothing(files: MemoryFiles) -> None:
-    """[18.3-a] Ambiguous or missing old_str, a line out of range, an existing target: refused, file unchanged."""
+    """[R18.3-a] Ambiguous or missing old_str, a line out of range, an existing target: refused, file unchanged."""
     files(command="create", path="/memories/n.md", file_text="x\ny\nx\n")
     refused(files, r"old_str occurs 2 times \(lines 1, 3\); make it unique", command="str_replace",
             path="/memories/n.md", old_str="x", new_str="z")  # fmt: skip
@@ -162,6 +162,7 @@ HOSTILE: list[tuple[str, str]] = [
     ("//memories/a", "outside the memory directory"),
     ("/memories//a", r"empty name \('//'\)"),
     ("/memories/a//", r"empty name \('//'\)"),
+    ("/memories//", r"empty name \('//'\)"),  # was taken for the root: found by the property test
     ("/memories/a\x00b", "NUL byte at character 11"),
     ("/memories/\x00", "NUL byte"),
     ("/memories/a\nb", "control character U\\+000A"),
@@ -183,7 +184,7 @@ HOSTILE: list[tuple[str, str]] = [
 def test_spec_18_2_hostile_paths_are_refused_by_every_command(
     files: MemoryFiles, outside: Path, command: str, path: str, match: str
 ) -> None:
-    """[18.2-a] `..`, absolute paths, NUL, control characters, Windows separators, long names: refused."""
+    """[R18.2-a] `..`, absolute paths, NUL, control characters, Windows separators, long names: refused."""
     files(command="create", path="/memories/a", file_text="a\n")
     table: dict[str, dict[str, Any]] = {
         "view": {"path": path},
@@ -203,7 +204,7 @@ def test_spec_18_2_hostile_paths_are_refused_by_every_command(
 
 
 def test_spec_18_2_a_long_path_is_shown_shortened() -> None:
-    """[18.2-a] The message names the path, cut to a readable length, control characters escaped."""
+    """[R18.2-a] The message names the path, cut to a readable length, control characters escaped."""
     with pytest.raises(MemoryToolError) as caught:
         parse_path("/memories/" + "x" * 5000)
     assert str(caught.value).startswith("path '/memories/xxxx")
@@ -214,7 +215,7 @@ def test_spec_18_2_a_long_path_is_shown_shortened() -> None:
 
 
 def test_spec_18_2_unicode_names_and_one_trailing_slash_are_fine(files: MemoryFiles) -> None:
-    """[18.2-a] Non-ASCII names up to 255 bytes work; '/memories/x/' is the directory x."""
+    """[R18.2-a] Non-ASCII names up to 255 bytes work; '/memories/x/' is the directory x."""
     name = "é" * 127  # 254 bytes
     files(command="create", path=f"/memories/d/{name}", file_text="ok")
     assert f"/memories/d/{name}" in files(command="view", path="/memories/d/")
@@ -252,7 +253,7 @@ def link_out(files: MemoryFiles, outside: Path) -> None:
 def test_spec_18_2_links_inside_the_root_are_never_followed(
     files: MemoryFiles, outside: Path, arguments: dict[str, Any], match: str
 ) -> None:
-    """[18.2-b] A symbolic link in the root pointing out is refused wherever it is on the path."""
+    """[R18.2-b] A symbolic link in the root pointing out is refused wherever it is on the path."""
     link_out(files, outside)
     before = snapshot(outside)
     refused(files, match, **arguments)
@@ -260,7 +261,7 @@ def test_spec_18_2_links_inside_the_root_are_never_followed(
 
 
 def test_spec_18_2_deleting_a_link_removes_the_link_not_its_target(files: MemoryFiles, outside: Path) -> None:
-    """[18.2-b] delete acts on the link itself (unlinkat); a directory's delete never follows one inside it."""
+    """[R18.2-b] delete acts on the link itself (unlinkat); a directory's delete never follows one inside it."""
     link_out(files, outside)
     before = snapshot(outside)
     files(command="delete", path="/memories/to_dir")
@@ -272,13 +273,13 @@ def test_spec_18_2_deleting_a_link_removes_the_link_not_its_target(files: Memory
 
 
 def test_spec_18_2_a_fifo_is_refused_without_blocking(files: MemoryFiles) -> None:
-    """[18.2-b] A special file (a FIFO nobody writes to) is refused, not opened and waited on."""
+    """[R18.2-b] A special file (a FIFO nobody writes to) is refused, not opened and waited on."""
     os.mkfifo(Path(files.root) / "pipe")
     refused(files, "pipe: is a special file, not a file", command="view", path="/memories/pipe")
 
 
 def test_spec_18_2_a_symlink_swapped_in_during_calls_never_leads_outside(files: MemoryFiles, outside: Path) -> None:
-    """[18.2-b] The race: another thread keeps swapping a directory of the root for a link out.
+    """[R18.2-b] The race: another thread keeps swapping a directory of the root for a link out.
 
     Every call either works inside the root or is refused; nothing appears outside it and
     the secret there is never read. Bounded: 300 rounds, no timing.
@@ -328,7 +329,7 @@ def test_spec_18_2_a_symlink_swapped_in_during_calls_never_leads_outside(files: 
 
 
 def test_spec_18_2_a_root_that_is_a_file_is_a_config_error(tmp_path: Path) -> None:
-    """[18.2-c] The caller's root must be a directory; one is made when missing."""
+    """[R18.2-c] The caller's root must be a directory; one is made when missing."""
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match="is not a directory"):
         memory_tool(tmp_path / "file")
@@ -341,7 +342,7 @@ def test_spec_18_2_a_root_that_is_a_file_is_a_config_error(tmp_path: Path) -> No
 
 
 def test_spec_18_4_file_size_is_bounded(files: MemoryFiles) -> None:
-    """[18.4-a] A file over MAX_FILE_BYTES cannot be made, grown, or read."""
+    """[R18.4-a] A file over MAX_FILE_BYTES cannot be made, grown, or read."""
     big = "x" * (mem.MAX_FILE_BYTES + 1)
     refused(files, r"file_text is 100,001 bytes; the limit is 100,000", command="create", path="/memories/a",
             file_text=big)  # fmt: skip
@@ -354,7 +355,7 @@ def test_spec_18_4_file_size_is_bounded(files: MemoryFiles) -> None:
 
 
 def test_spec_18_4_entries_and_total_bytes_are_bounded(files: MemoryFiles, monkeypatch: pytest.MonkeyPatch) -> None:
-    """[18.4-a] The number of files and directories, and their total bytes, are bounded."""
+    """[R18.4-a] The number of files and directories, and their total bytes, are bounded."""
     monkeypatch.setattr(mem, "MAX_ENTRIES", 3)
     monkeypatch.setattr(mem, "MAX_TOTAL_BYTES", 10)
     files(command="create", path="/memories/a", file_text="12345")
@@ -371,7 +372,7 @@ def test_spec_18_4_entries_and_total_bytes_are_bounded(files: MemoryFiles, monke
 
 
 def test_spec_18_4_view_output_is_bounded_and_says_so(files: MemoryFiles) -> None:
-    """[18.4-a] A view longer than MAX_VIEW_CHARS is cut at a line, with a note on how to see the rest."""
+    """[R18.4-a] A view longer than MAX_VIEW_CHARS is cut at a line, with a note on how to see the rest."""
     text = "".join(f"line {i:05} " + "w" * 60 + "\n" for i in range(1200))
     files(command="create", path="/memories/long.md", file_text=text)
     shown = files(command="view", path="/memories/long.md")
@@ -388,7 +389,7 @@ def test_spec_18_4_view_output_is_bounded_and_says_so(files: MemoryFiles) -> Non
 
 
 def test_spec_18_4_a_huge_directory_is_listed_in_part(files: MemoryFiles, monkeypatch: pytest.MonkeyPatch) -> None:
-    """[18.4-a] A directory with more entries than MAX_ENTRIES (made by someone else) is listed in part."""
+    """[R18.4-a] A directory with more entries than MAX_ENTRIES (made by someone else) is listed in part."""
     monkeypatch.setattr(mem, "MAX_ENTRIES", 5)
     for i in range(9):
         (Path(files.root) / f"f{i}").write_text("x")
@@ -403,7 +404,7 @@ def test_spec_18_4_a_huge_directory_is_listed_in_part(files: MemoryFiles, monkey
 def test_spec_18_3_errors_are_tool_results_not_crashes(
     tmp_path: Path, outside: Path, validated_sink: Callable[..., ValidatedSink]
 ) -> None:
-    """[18.3-a] Through the agent, a refused call is an is_error result and the run goes on."""
+    """[R18.3-a] Through the agent, a refused call is an is_error result and the run goes on."""
     tool = memory_tool(tmp_path / "root")
     assert tool.fn is not None
     sink = validated_sink()
