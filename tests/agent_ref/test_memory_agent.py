@@ -32,7 +32,7 @@ def calls(lines: list[bytes]) -> list[dict[str, Any]]:
 
 
 def final_text(lines: list[bytes]) -> str:
-    return [b for b in blocks(lines) if b["type"] == "text"][-1]["content"]
+    return str([b for b in blocks(lines) if b["type"] == "text"][-1]["content"])
 
 
 def test_spec_R18_5_a_the_scripted_model_remembers_and_recalls(
