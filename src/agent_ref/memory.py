@@ -249,7 +249,6 @@ class MemoryFiles:
                 except FileNotFoundError:
                     if not make:
                         raise MemoryToolError(f"{_display(names[: depth + 1])}: no such directory") from None
-                    self._check_room(new_entries=1, new_bytes=0, where=_display(names[: depth + 1]))
                     os.mkdir(name, 0o700, dir_fd=fd)
                     child = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
@@ -267,6 +266,21 @@ class MemoryFiles:
             yield fd
         finally:
             os.close(fd)
+
+    def _plan(self, names: tuple[str, ...]) -> tuple[int, str | None]:
+        """Before making anything: how many of ``names``' directories are missing, and what the last name is.
+
+        So a command refused for room or for an existing target has made no directory
+        (spec §18.3-a: a refused command changes nothing). Links are refused as in ``_directory``.
+        """
+        parents = names[:-1]
+        for depth in range(len(parents) + 1):
+            with self._directory(parents[:depth]) as fd:
+                if depth == len(parents):
+                    return 0, _kind(fd, names[-1])
+                if _kind(fd, parents[depth]) is None:
+                    return len(parents) - depth, None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _read(self, parent: int, names: tuple[str, ...]) -> str:
         """The text of the file ``names[-1]`` in ``parent``: a regular file, UTF-8, within the bound."""
@@ -445,14 +459,13 @@ class MemoryFiles:
         where = _display(names)
         if size > MAX_FILE_BYTES:
             raise MemoryToolError(f"{where}: file_text is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
+        missing, kind = self._plan(names)
+        if kind is not None:
+            raise MemoryToolError(
+                f"{where}: already exists ({_KIND_TEXT[kind]}); edit it with str_replace or insert, or delete it first"
+            )
+        self._check_room(new_entries=missing + 1, new_bytes=size, where=where)
         with self._directory(names[:-1], make=True) as parent:
-            kind = _kind(parent, names[-1])
-            if kind is not None:
-                raise MemoryToolError(
-                    f"{where}: already exists ({_KIND_TEXT[kind]}); edit it with str_replace or insert, "
-                    "or delete it first"
-                )
-            self._check_room(new_entries=1, new_bytes=size, where=where)
             try:
                 self._write_new(parent, names[-1], text)
             except FileExistsError:
@@ -547,15 +560,19 @@ class MemoryFiles:
         new = parse_path(new_path, "new_path")
         if not old or not new:
             raise MemoryToolError(f"{MEMORY_ROOT}: is the memory directory itself; it cannot be renamed or replaced")
+        if new == old:
+            raise MemoryToolError(f"{_display(new)}: old_path and new_path are the same; nothing to do")
         if new[: len(old)] == old:
             raise MemoryToolError(f"{_display(new)}: is inside {_display(old)}; a directory cannot move into itself")
         with self._directory(old[:-1]) as source:
-            kind = _kind(source, old[-1])
-            if kind is None:
+            if _kind(source, old[-1]) is None:
                 raise MemoryToolError(f"{_display(old)}: no such file or directory")
+            missing, kind = self._plan(new)
+            if kind is not None:
+                raise MemoryToolError(f"{_display(new)}: already exists ({_KIND_TEXT[kind]}); delete it first")
+            if missing:
+                self._check_room(new_entries=missing, new_bytes=0, where=_display(new))
             with self._directory(new[:-1], make=True) as target:
-                if _kind(target, new[-1]) is not None:
-                    raise MemoryToolError(f"{_display(new)}: already exists; delete it first")
                 os.rename(old[-1], new[-1], src_dir_fd=source, dst_dir_fd=target)
         return f"Renamed {_display(old)} to {_display(new)}."
 

@@ -136,11 +136,12 @@ def test_spec_18_3_edits_that_cannot_apply_change_nothing(files: MemoryFiles) ->
     refused(files, "no such directory", command="view", path="/memories/none/a.md")
     refused(files, "no such file or directory", command="delete", path="/memories/none.md")
     files(command="create", path="/memories/m.md", file_text="m")
-    refused(files, "already exists; delete it first", command="rename", old_path="/memories/m.md",
+    refused(files, r"already exists \(a file\); delete it first", command="rename", old_path="/memories/m.md",
             new_path="/memories/n.md")  # fmt: skip
     files(command="create", path="/memories/d/f", file_text="f")
     refused(files, "a directory cannot move into itself", command="rename", old_path="/memories/d",
             new_path="/memories/d/e")  # fmt: skip
+    refused(files, "are the same", command="rename", old_path="/memories/d", new_path="/memories/d/")
     refused(files, "is not a directory", command="create", path="/memories/n.md/x", file_text="x")
     assert snapshot(Path(files.root)) == {"n.md": b"x\ny\nx\n", "m.md": b"m", "d": None, "d/f": b"f"}
 
@@ -367,6 +368,10 @@ def test_spec_18_4_entries_and_total_bytes_are_bounded(files: MemoryFiles, monke
             file_text="")  # fmt: skip
     refused(files, "full", command="create", path="/memories/e/f", file_text="")  # the directory counts too
     files(command="delete", path="/memories/c")
+    refused(files, "full", command="create", path="/memories/x/y/z", file_text="x")
+    assert sorted(os.listdir(files.root)) == ["a", "b"]  # a refused create made no directory
+    refused(files, "full", command="rename", old_path="/memories/a", new_path="/memories/x/y/a")
+    assert sorted(os.listdir(files.root)) == ["a", "b"]  # nor a refused rename
     files(command="create", path="/memories/d", file_text="")
     assert sorted(os.listdir(files.root)) == ["a", "b", "d"]
 
