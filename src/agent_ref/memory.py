@@ -213,9 +213,9 @@ class MemoryFiles:
         """
         given = {k: v for k, v in arguments.items() if v is not None}
         command = given.pop("command", None)
-        if command not in COMMANDS:
+        if not isinstance(command, str) or command not in COMMANDS:
             known = ", ".join(COMMANDS)
-            got = "no command" if command is None else f"command {show(str(command))!r}"
+            got = "no command" if command is None else f"command '{show(str(command))}'"
             raise MemoryToolError(f"{got}: the memory tool's commands are {known}")
         required, optional = COMMANDS[command]
         missing = sorted(required - given.keys())

@@ -97,6 +97,9 @@ def test_spec_18_1_insert_after_a_last_line_without_newline(files: MemoryFiles) 
     [
         ({"command": "fly", "path": "/memories"}, "command 'fly': the memory tool's commands are view, create"),
         ({"path": "/memories"}, "no command"),
+        ({"command": ["view"], "path": "/memories"}, r"command '\['view'\]': the memory tool's commands"),
+        ({"command": "create", "path": "/memories/b", "file_text": "\ud800"}, "file_text is not valid Unicode"),
+        ({"command": "view", "path": "/memories/d", "view_range": [1, 2]}, "d: is a directory; view_range"),
         ({"command": "create", "path": "/memories/a"}, "create: missing file_text"),
         ({"command": "view", "path": "/memories", "file_text": "x"}, "view: does not take file_text"),
         ({"command": "rename", "old_path": "/memories/a"}, "rename: missing new_path"),
@@ -113,8 +116,24 @@ def test_spec_18_1_insert_after_a_last_line_without_newline(files: MemoryFiles) 
 def test_spec_18_3_bad_arguments_are_clear_refusals(files: MemoryFiles, arguments: dict[str, Any], match: str) -> None:
     """[R18.3-a] A wrong command or argument is a refusal naming it; nothing the model sent is dropped."""
     files(command="create", path="/memories/a", file_text="x\n")
+    (Path(files.root) / "d").mkdir()
     refused(files, match, **arguments)
-    assert snapshot(Path(files.root)) == {"a": b"x\n"}
+    assert snapshot(Path(files.root)) == {"a": b"x\n", "d": None}
+
+
+def test_spec_18_3_a_file_system_error_is_a_result_and_leaves_no_temporary_file(
+    files: MemoryFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[R18.3-a] An OSError (here a full disk at the atomic replace) is a refusal naming the command and path."""
+    files(command="create", path="/memories/a", file_text="x\n")
+
+    def full(*_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)  # the module calls os.replace
+    refused(files, "^insert /memories/a: No space left on device$", command="insert", path="/memories/a",
+            insert_line=0, insert_text="y")  # fmt: skip
+    assert snapshot(Path(files.root)) == {"a": b"x\n"}  # the file as it was, the temporary file gone
 
 
 def test_spec_18_3_edits_that_cannot_apply_change_nothing(files: MemoryFiles) -> None:

@@ -73,8 +73,17 @@ def test_spec_R18_5_a_recall_with_no_memories_and_a_failed_save(
     assert "/memories/notes.md: no such file" in final_text(sink)
     (root / "notes.md").write_text("no heading here\n")
     sink = validated_sink()
-    result = run(Agent(ScriptedModel(), tools=tools).run("Remember that the sky is blue.", sink.append))
+    model = ScriptedModel()
+    result = run(Agent(model, tools=tools).run("Remember that the sky is blue.", sink.append))
     assert result.stop_reason == "end_turn"
+    answered = [
+        block
+        for message in model.requests[-1]["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert [b.get("is_error", False) for b in answered] == [False, True]  # the model is told it failed
     results = [b for b in blocks(sink) if b["type"] == "tool_result"]
     assert results[-1]["content"].startswith("MemoryToolError: /memories/notes.md: old_str does not occur")
     assert final_text(sink).startswith("I could not save that: ")
