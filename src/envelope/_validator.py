@@ -1,11 +1,20 @@
 """Judging a recorded stream against the protocol: coded violations, never an exception.
 
-Owns: ``Violation`` and the code table (``CODES``), ``Validator`` (envelope lines in,
-violations out, incremental), ``StreamValidator`` (the bytes of a recording in, with
-recovery after unreadable input), and ``validate``. The meaning of every code, its
-severity and the reason for each judgement call are in ``spec/validation.md``; each
-check below cites the rule it enforces (``[V…]`` ids are that file's, ``§`` numbers
-are ``spec/envelope-v1.md``'s).
+Owns: ``Violation``, the code table (``CODES``: severity, spec section and meaning of
+each code, which ``explain`` and ``spec/validation.md`` §4 read), the rules (``RULES``:
+the one function that reports each code), ``Validator`` (envelope lines in, violations
+out, incremental), ``StreamValidator`` (the bytes of a recording in, with recovery after
+unreadable input), and ``validate``. The reason for each judgement call is in
+``spec/validation.md`` §5; each rule cites the rule id it enforces (``[V…]`` ids are
+that file's, ``§`` numbers are ``spec/envelope-v1.md``'s).
+
+How a line meets the rules: ``Validator`` reads it (``_parse``), checks its fields and
+bound, dispatches the type's line rules from ``_LINE_RULES``, and routes it to its block
+(``_route``), where opening, continuing and closing meet the block and stream rules; a
+closing JSON block's payload meets ``_SHAPES`` (E141) and ``_PAYLOAD_RULES``.
+``StreamValidator`` only reads: it finds lines, SSE field lines and positions, and hands
+them to the ``Validator``, which judges all of them (the SSE line rules W112, W113, W118
+included).
 
 Does not own: rebuilding content (``_reconstruct``; the validator keeps no text, only
 the payloads it must parse), splitting bytes into lines (``StreamReader`` does; this
@@ -20,7 +29,8 @@ position and, for the types whose payload is JSON, the deltas so far (at most
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 import msgspec
 
@@ -31,9 +41,9 @@ from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES, MAX_CODE_POINT_B
 from ._types import ENVELOPE_TYPES, STREAMED_TYPES
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-__all__ = ["CODES", "Profile", "Severity", "StreamValidator", "Validator", "Violation", "explain", "validate"]
+__all__ = ["CODES", "RULES", "Profile", "Severity", "StreamValidator", "Validator", "Violation", "explain", "validate"]
 
 #: ``"error"``: the stream breaks a MUST. ``"warning"``: suspicious, or a SHOULD.
 Severity = Literal["error", "warning"]
@@ -315,6 +325,300 @@ def _violation(
     )
 
 
+# -- the rules: one function per code ---------------------------------------------------
+#
+# Every code of ``CODES`` is reported by exactly one function, registered here under its
+# code with ``@_rule``; nothing else calls ``_violation`` (a test reads this module's
+# source to hold that). The checks that only look at one line or one payload are
+# dispatched by type from ``_LINE_RULES`` and ``_PAYLOAD_RULES`` below; the rest are
+# called where the line's flow through the stream meets them (a block opening or
+# closing, the end of the stream), and most of those are ``Validator`` methods because
+# they read or update per-stream state.
+
+_F = TypeVar("_F", bound="Callable[..., None]")
+
+#: code -> the one function that reports it. Filled by ``@_rule``; the severity, section
+#: and meaning of each code are in ``CODES``.
+RULES: Final[dict[str, Callable[..., None]]] = {}
+
+
+def _rule(code: str) -> Callable[[_F], _F]:
+    """Register the function that reports ``code`` (one per code)."""
+    if code not in CODES or code in RULES:
+        raise AssertionError(f"{code}: not in CODES, or registered twice")
+
+    def register(check: _F) -> _F:
+        RULES[code] = check
+        return check
+
+    return register
+
+
+@_rule("E100")
+def _e100_not_utf8(message: str, lno: int, off: int, out: list[Violation], column: int = 1) -> None:
+    # [V2.3-a] bytes that are not UTF-8, or a str line no UTF-8 can encode
+    out.append(_violation("E100", message, lno, off, column=column))
+
+
+@_rule("E101")
+def _e101_not_json(text: str, exc: msgspec.MsgspecError, lno: int, off: int, out: list[Violation]) -> None:
+    # [V2.1-a] every data line is one JSON object (spec §2.1)
+    hint = ""
+    if text.lstrip().startswith("<"):
+        hint = " (this looks like the legacy XML tag format; migrate it to envelopes first)"
+    out.append(_violation("E101", f"not JSON: {_reason(exc)}{hint}", lno, off))
+
+
+@_rule("E102")
+def _e102_not_object(value: object, lno: int, off: int, out: list[Violation]) -> None:
+    # [V2.1-a] ... an object
+    out.append(_violation("E102", f"the line is {_json_name(value)} in JSON, not an object", lno, off))
+
+
+@_rule("E103")
+def _e103_base_fields(
+    obj: dict[str, Any], lno: int, off: int, agent: str | None, kind: str | None, out: list[Violation]
+) -> None:
+    """[V3.1-a] base fields present, never null, of their JSON type (spec §3.1, §3.3)."""
+    for name, want in _BASE:
+        value = obj.get(name, msgspec.UNSET)
+        if type(value) is want:
+            continue
+        if value is msgspec.UNSET:
+            msg = f"missing base field `{name}`"
+        elif value is None:
+            msg = f"base field `{name}` is null; a field is absent or has its type, never null"
+        else:
+            msg = f"base field `{name}` must be {_JSON_NAMES[want]}, got {_json_name(value)}"
+        out.append(_violation("E103", msg, lno, off, agent, kind))
+
+
+@_rule("E104")
+def _e104_unknown_type(kind: str, lno: int, off: int, agent: str | None, out: list[Violation]) -> None:
+    # [V4.1-a] the 14 types, nothing else
+    out.append(_violation("E104", f"unknown envelope type {kind!r}", lno, off, agent, None))
+
+
+@_rule("E105")
+def _e105_unknown_fields(
+    obj: dict[str, Any], kind: str, lno: int, off: int, agent: str | None, out: list[Violation]
+) -> None:
+    """[V3.4-a] only the type's own extras (spec §3.4, §4.x)."""
+    extras = _EXTRAS[kind]
+    section = _SECTION[kind]
+    for name in obj:
+        if name in _BASE_NAMES or name in extras:
+            continue
+        message = f"field `{name}` is not allowed on a {kind} envelope (§{section})"
+        out.append(_violation("E105", message, lno, off, agent, kind))
+
+
+@_rule("E106")
+def _e106_extras(
+    obj: dict[str, Any],
+    kind: str,
+    extras: dict[str, tuple[type, bool]],
+    lno: int,
+    off: int,
+    agent: str | None,
+    out: list[Violation],
+) -> None:
+    """The type's own fields, required ones present, each of its JSON type (spec §4.x)."""
+    section = _SECTION[kind]
+    for field, (want_extra, required) in extras.items():
+        value = obj.get(field, msgspec.UNSET)
+        if value is msgspec.UNSET:
+            if required:
+                message = f"missing field `{field}`, required on a {kind} envelope (§{section})"
+                out.append(_violation("E106", message, lno, off, agent, kind))
+            continue
+        if type(value) is want_extra:
+            continue
+        if value is None:
+            msg = f"field `{field}` is null; leave it out instead (§3.3)"
+        else:
+            msg = f"field `{field}` must be {_JSON_NAMES[want_extra]}, got {_json_name(value)} (§{section})"
+        out.append(_violation("E106", msg, lno, off, agent, kind))
+
+
+@_rule("E107")
+def _e107_over_bound(
+    kind: str, size: int, fixed: int, bound: int, lno: int, off: int, agent: str | None, out: list[Violation]
+) -> None:
+    # [V6.1-a] every line that could be split is within the bound
+    message = (
+        f"line of {size} bytes is over the bound of {bound} (its fixed part is "
+        f"{fixed} bytes, so the delta could have been split)"
+    )
+    out.append(_violation("E107", message, lno, off, agent, kind))
+
+
+@_rule("W108")
+def _w108_unavoidable(
+    kind: str, size: int, fixed: int | None, bound: int, lno: int, off: int, agent: str | None, out: list[Violation]
+) -> None:
+    """[V6.5-a] [V6.6-a] over the bound unavoidably: an atomic type (``fixed`` None), or no room past the fixed part."""
+    if fixed is None:
+        message = (
+            f"{kind} line of {size} bytes is over the bound of {bound}; "
+            "this type is never split, so the bound could not be kept"
+        )
+    else:
+        message = (
+            f"line of {size} bytes is over the bound of {bound}, but its fixed part "
+            f"({fixed} bytes) leaves no room for a code point, so no split could help"
+        )
+    out.append(_violation("W108", message, lno, off, agent, kind))
+
+
+@_rule("E111")
+def _e111_data_lines(data: str, lno: int, off: int, out: list[Violation]) -> None:
+    # [V2.1-b] one envelope is one data line; a browser joins several with LF
+    message = f"the SSE event has {data.count(chr(10)) + 1} data lines; an envelope is exactly one"
+    out.append(_violation("E111", message, lno, off))
+
+
+@_rule("E116")
+def _e116_too_deep(
+    message: str,
+    lno: int,
+    off: int,
+    out: list[Violation],
+    agent: str | None = None,
+    kind: str | None = None,
+    column: int = 1,
+) -> None:
+    # spec §6.7-a: nothing nests deeper than the limit (a recursive parser would overflow)
+    out.append(_violation("E116", message, lno, off, agent, kind, column=column))
+
+
+@_rule("E117")
+def _e117_lone_surrogate(text: str, lone: tuple[int, str], lno: int, off: int, out: list[Violation]) -> None:
+    # [V6.4-a] an escaped lone surrogate is no character: the line cannot be read faithfully
+    at = len(text[: lone[0]].encode("utf-8"))
+    message = (
+        f"escaped lone surrogate {lone[1]} at byte {at} of the line: it encodes no "
+        "character (a UTF-16 half with no pair)"
+    )
+    out.append(_violation("E117", message, lno, off, column=at + 1))
+
+
+#: The checks of one line of a known type (routing aside): ``(obj, kind, final, delta, lno, off, agent, out)``.
+_LineRule = Callable[[dict[str, Any], str, object, str, int, int, "str | None", list[Violation]], None]
+
+
+@_rule("W114")
+def _w114_citation_type(
+    obj: dict[str, Any],
+    kind: str,
+    _final: object,
+    _delta: str,
+    lno: int,
+    off: int,
+    agent: str | None,
+    out: list[Violation],
+) -> None:
+    ctype = obj.get("citation_type")
+    if isinstance(ctype, str) and ctype not in _CITATION_TYPES:
+        # [V4.5-a] SHOULD be one of the seed's three citation types or the API's two more
+        message = f"citation_type {ctype!r} is not one of {', '.join(sorted(_CITATION_TYPES))}"
+        out.append(_violation("W114", message, lno, off, agent, kind))
+
+
+@_rule("W115")
+def _w115_result_name(
+    obj: dict[str, Any],
+    kind: str,
+    _final: object,
+    _delta: str,
+    lno: int,
+    off: int,
+    agent: str | None,
+    out: list[Violation],
+) -> None:
+    rname = obj.get("name")
+    if isinstance(rname, str) and not rname.endswith("_tool_result"):
+        # [V4.10-a] name is the API's result block type, e.g. web_search_tool_result
+        message = (
+            f"server_tool_result name {rname!r} is not an API result block type "
+            "(those end in `_tool_result`, e.g. web_search_tool_result)"
+        )
+        out.append(_violation("W115", message, lno, off, agent, kind))
+
+
+@_rule("E121")
+def _e121_marker_delta(
+    _obj: dict[str, Any],
+    kind: str,
+    final: object,
+    delta: str,
+    lno: int,
+    off: int,
+    agent: str | None,
+    out: list[Violation],
+) -> None:
+    if final is True and delta:
+        # [V5.1-a] a streamed block's final marker carries an empty delta
+        message = f"final marker of a {kind} block has a non-empty delta ({len(delta)} characters)"
+        out.append(_violation("E121", message, lno, off, agent, kind))
+
+
+@_rule("E124")
+def _e124_image_final(
+    _obj: dict[str, Any],
+    kind: str,
+    final: object,
+    _delta: str,
+    lno: int,
+    off: int,
+    agent: str | None,
+    out: list[Violation],
+) -> None:
+    if final is True:
+        # [V4.9-a] an image never closes anything; the tool_result marker does
+        message = "tool_result_image has final: true; images always carry false"
+        out.append(_violation("E124", message, lno, off, agent, kind))
+
+
+@_rule("E125")
+def _e125_image_delta(
+    _obj: dict[str, Any],
+    kind: str,
+    _final: object,
+    delta: str,
+    lno: int,
+    off: int,
+    agent: str | None,
+    out: list[Violation],
+) -> None:
+    if delta:
+        # [V4.9-a] ... and carries no text
+        out.append(_violation("E125", "tool_result_image has a non-empty delta", lno, off, agent, kind))
+
+
+#: Per type, the line rules beyond the base fields, extras and bound, in the order they
+#: report: ``_LINE_RULES[final is True][type]``. Split by ``final`` so that the bulk of a
+#: stream (text and thinking deltas, ``final: false``) meets no call: E121 and E124 can only
+#: speak on a final line.
+#: Every known type has an entry (most an empty one), so the lookup is a subscript, not a call.
+_LINE_RULES: Final[tuple[dict[str, tuple[_LineRule, ...]], dict[str, tuple[_LineRule, ...]]]] = (
+    {
+        **dict.fromkeys(ENVELOPE_TYPES, ()),
+        "citation": (_w114_citation_type,),
+        "server_tool_result": (_w115_result_name,),
+        "tool_result_image": (_e125_image_delta,),
+    },
+    {
+        **dict.fromkeys(ENVELOPE_TYPES, ()),
+        "citation": (_w114_citation_type,),
+        "server_tool_result": (_w115_result_name,),
+        "tool_result_image": (_e124_image_final, _e125_image_delta),
+        "text": (_e121_marker_delta,),
+        "thinking": (_e121_marker_delta,),
+    },
+)
+
+
 class _Block:
     """An open block: where it started and, for JSON payloads, its deltas so far."""
 
@@ -380,11 +684,15 @@ class Validator:
         "_count",
         "_done",
         "_done_reported",
+        "_id_reported",
         "_last",
+        "_last_id",
         "_next_offset",
         "_open_count",
         "_plain",
         "_refused",
+        "_unknown_seen",
+        "_unreadable_seen",
         "_whole_types",
         "max_bytes",
         "max_payload_bytes",
@@ -428,6 +736,11 @@ class Validator:
         self._done_reported = False
         self._closed = False
         self._open_count = 0
+        # What the SSE line rules and the end of a recording need (fed by StreamValidator):
+        self._unknown_seen = False  # a W112 was reported
+        self._last_id: str | None = None  # the last SSE id seen (spec §2.1-d)
+        self._id_reported = False  # a W118 was reported
+        self._unreadable_seen = False  # an E100 or E109 from the reader was reported
 
     # -- introspection -------------------------------------------------------------
 
@@ -528,15 +841,8 @@ class Validator:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            out.append(
-                _violation(
-                    "E100",
-                    f"invalid UTF-8 at byte {exc.start} of the line ({exc.reason})",
-                    lno,
-                    off,
-                    column=exc.start + 1,
-                )
-            )
+            message = f"invalid UTF-8 at byte {exc.start} of the line ({exc.reason})"
+            _e100_not_utf8(message, lno, off, out, exc.start + 1)
             return
         self._line(text, len(data), lno, off, out)
 
@@ -691,21 +997,15 @@ class Validator:
             try:
                 size = len(text.encode("utf-8"))
             except UnicodeEncodeError as exc:
-                out.append(
-                    _violation(
-                        "E100",
-                        f"lone surrogate U+{ord(text[exc.start]):04X} at character {exc.start} cannot be UTF-8",
-                        lno,
-                        off,
-                    )
-                )
+                message = f"lone surrogate U+{ord(text[exc.start]):04X} at character {exc.start} cannot be UTF-8"
+                _e100_not_utf8(message, lno, off, out)
                 return
         self._line(text, size, lno, off, out)
 
     def _line(self, text: str, size: int, lno: int, off: int, out: list[Violation]) -> None:
         if text == DONE_DATA:
             if self._done:
-                self._after_done(lno, off, out)
+                self._e160_after_done(lno, off, out)
             self._done = True
             return
         if self._done:
@@ -713,7 +1013,7 @@ class Validator:
                 # spec §8.5-a: in a recording, a meta_init after [DONE] starts the next response
                 self._next_response(out)
             else:
-                self._after_done(lno, off, out)
+                self._e160_after_done(lno, off, out)
         obj = self._parse(text, lno, off, out)
         if obj is None:
             return
@@ -734,15 +1034,13 @@ class Validator:
         ):
             extras = _EXTRAS[kind]
             if extras:
-                self._extras(obj, kind, extras, lno, off, agent, out)
+                _e106_extras(obj, kind, extras, lno, off, agent, out)
             if kind in self._refused:
-                self._unknown_to_profile(kind, lno, off, agent, out)
+                self._e119_unknown_to_profile(kind, lno, off, agent, out)
             if size > self.max_bytes and kind not in self._whole_types:  # spec §10.2-b: exempt
                 self._oversize(obj, kind, size, lno, off, agent, out)
-            if kind in _CHECKED:
-                self._type_checks(obj, kind, final, raw_delta, lno, off, agent, out)
-            elif final and raw_delta and kind in STREAMED_TYPES:
-                self._nonempty_marker(kind, raw_delta, lno, off, agent, out)
+            for rule in _LINE_RULES[final][kind]:
+                rule(obj, kind, final, raw_delta, lno, off, agent, out)
             self._route(obj, agent, kind, final, raw_delta, lno, off, out)
             return
         self._irregular(obj, kind, agent, final, raw_delta, size, lno, off, out)
@@ -751,45 +1049,24 @@ class Validator:
         """The line's JSON object, or None with the violation that says why there is none."""
         deep = too_deep(text, MAX_NESTING_DEPTH)
         if deep is not None:
-            # spec §6.7-a: no line nests deeper than the limit (a recursive parser would overflow)
             at = len(text[:deep].encode("utf-8"))
-            out.append(
-                _violation(
-                    "E116",
-                    f"the line nests arrays and objects deeper than {MAX_NESTING_DEPTH} levels "
-                    f"(byte {at}); it is not parsed (spec/limits.md)",
-                    lno,
-                    off,
-                    column=at + 1,
-                )
+            message = (
+                f"the line nests arrays and objects deeper than {MAX_NESTING_DEPTH} levels "
+                f"(byte {at}); it is not parsed (spec/limits.md)"
             )
+            _e116_too_deep(message, lno, off, out, column=at + 1)
             return None
         try:
             obj = _decode_json(text)
         except msgspec.MsgspecError as exc:
             lone = _lone_surrogate(text)
             if lone is not None:
-                # [V6.4-a] an escaped lone surrogate is no character: the line cannot be read faithfully
-                at = len(text[: lone[0]].encode("utf-8"))
-                out.append(
-                    _violation(
-                        "E117",
-                        f"escaped lone surrogate {lone[1]} at byte {at} of the line: it encodes no "
-                        "character (a UTF-16 half with no pair)",
-                        lno,
-                        off,
-                        column=at + 1,
-                    )
-                )
-                return None
-            # [V2.1-a] every data line is one JSON object (spec §2.1)
-            hint = ""
-            if text.lstrip().startswith("<"):
-                hint = " (this looks like the legacy XML tag format; migrate it to envelopes first)"
-            out.append(_violation("E101", f"not JSON: {_reason(exc)}{hint}", lno, off))
+                _e117_lone_surrogate(text, lone, lno, off, out)
+            else:
+                _e101_not_json(text, exc, lno, off, out)
             return None
         if type(obj) is not dict:  # msgspec decodes a JSON object to exactly dict
-            out.append(_violation("E102", f"the line is {_json_name(obj)} in JSON, not an object", lno, off))
+            _e102_not_object(obj, lno, off, out)
             return None
         return cast("dict[str, Any]", obj)
 
@@ -808,251 +1085,73 @@ class Validator:
         """A JSON object that is not the common case: each base or extra field fault, then routing if it can."""
         v_type = kind if isinstance(kind, str) else None
         v_agent = agent if isinstance(agent, str) else None
-        # [V3.1-a] base fields present, never null, of their JSON type (spec §3.1, §3.3)
-        for name, want in _BASE:
-            value = obj.get(name, msgspec.UNSET)
-            if type(value) is want:
-                continue
-            if value is msgspec.UNSET:
-                msg = f"missing base field `{name}`"
-            elif value is None:
-                msg = f"base field `{name}` is null; a field is absent or has its type, never null"
-            else:
-                msg = f"base field `{name}` must be {_JSON_NAMES[want]}, got {_json_name(value)}"
-            out.append(_violation("E103", msg, lno, off, v_agent, v_type))
+        _e103_base_fields(obj, lno, off, v_agent, v_type, out)
         if v_type is None:
             return
-        if kind not in _KNOWN_TYPES:
-            # [V4.1-a] the 13 types of the seed, nothing else
-            out.append(_violation("E104", f"unknown envelope type {kind!r}", lno, off, v_agent, None))
+        if v_type not in _KNOWN_TYPES:
+            _e104_unknown_type(v_type, lno, off, v_agent, out)
             return
-        extras = _EXTRAS[v_type]
-        section = _SECTION[v_type]
-        for name in obj:
-            if name in _BASE_NAMES or name in extras:
-                continue
-            # [V3.4-a] only the type's own extras (spec §3.4, §4.x)
-            out.append(
-                _violation(
-                    "E105",
-                    f"field `{name}` is not allowed on a {kind} envelope (§{section})",
-                    lno,
-                    off,
-                    v_agent,
-                    v_type,
-                )
-            )
-        self._extras(obj, v_type, extras, lno, off, v_agent, out)
+        _e105_unknown_fields(obj, v_type, lno, off, v_agent, out)
+        _e106_extras(obj, v_type, _EXTRAS[v_type], lno, off, v_agent, out)
         if v_type in self._refused:
-            self._unknown_to_profile(v_type, lno, off, v_agent, out)
+            self._e119_unknown_to_profile(v_type, lno, off, v_agent, out)
         if size > self.max_bytes and v_type not in self._whole_types:  # spec §10.2-b: exempt
             self._oversize(obj, v_type, size, lno, off, v_agent, out)
         delta = raw_delta if isinstance(raw_delta, str) else ""
-        if v_type in _CHECKED:
-            self._type_checks(obj, v_type, final, delta, lno, off, v_agent, out)
-        elif final is True and delta and v_type in STREAMED_TYPES:
-            self._nonempty_marker(v_type, delta, lno, off, v_agent, out)
+        for rule in _LINE_RULES[final is True][v_type]:
+            rule(obj, v_type, final, delta, lno, off, v_agent, out)
         if v_agent is None or type(final) is not bool:
             return  # no block to route the line to; the line-level violations say why
         self._route(obj, v_agent, v_type, final, delta, lno, off, out)
 
-    def _extras(
-        self,
-        obj: dict[str, Any],
-        kind: str,
-        extras: dict[str, tuple[type, bool]],
-        lno: int,
-        off: int,
-        agent: str | None,
-        out: list[Violation],
-    ) -> None:
-        """E106: the type's own fields, required ones present, each of its JSON type (spec §4.x)."""
-        section = _SECTION[kind]
-        for field, (want_extra, required) in extras.items():
-            value = obj.get(field, msgspec.UNSET)
-            if value is msgspec.UNSET:
-                if required:
-                    out.append(
-                        _violation(
-                            "E106",
-                            f"missing field `{field}`, required on a {kind} envelope (§{section})",
-                            lno,
-                            off,
-                            agent,
-                            kind,
-                        )
-                    )
-                continue
-            if type(value) is want_extra:
-                continue
-            if value is None:
-                msg = f"field `{field}` is null; leave it out instead (§3.3)"
-            else:
-                msg = f"field `{field}` must be {_JSON_NAMES[want_extra]}, got {_json_name(value)} (§{section})"
-            out.append(_violation("E106", msg, lno, off, agent, kind))
-
-    def _type_checks(
-        self,
-        obj: dict[str, Any],
-        kind: str,
-        final: object,
-        delta: str,
-        lno: int,
-        off: int,
-        agent: str | None,
-        out: list[Violation],
-    ) -> None:
-        """The checks of one line that only some types have (citation, server result, image)."""
-        if kind == "citation":
-            ctype = obj.get("citation_type")
-            if isinstance(ctype, str) and ctype not in _CITATION_TYPES:
-                # [V4.5-a] SHOULD be one of the seed's three citation types or the API's two more
-                out.append(
-                    _violation(
-                        "W114",
-                        f"citation_type {ctype!r} is not one of {', '.join(sorted(_CITATION_TYPES))}",
-                        lno,
-                        off,
-                        agent,
-                        kind,
-                    )
-                )
-        elif kind == "server_tool_result":
-            rname = obj.get("name")
-            if isinstance(rname, str) and not rname.endswith("_tool_result"):
-                # [V4.10-a] name is the API's result block type, e.g. web_search_tool_result
-                out.append(
-                    _violation(
-                        "W115",
-                        f"server_tool_result name {rname!r} is not an API result block type "
-                        "(those end in `_tool_result`, e.g. web_search_tool_result)",
-                        lno,
-                        off,
-                        agent,
-                        kind,
-                    )
-                )
-        else:  # tool_result_image
-            if final is True:
-                # [V4.9-a] an image never closes anything; the tool_result marker does
-                out.append(
-                    _violation(
-                        "E124",
-                        "tool_result_image has final: true; images always carry false",
-                        lno,
-                        off,
-                        agent,
-                        kind,
-                    )
-                )
-            if delta:
-                out.append(_violation("E125", "tool_result_image has a non-empty delta", lno, off, agent, kind))
-
-    def _unknown_to_profile(self, kind: str, lno: int, off: int, agent: str | None, out: list[Violation]) -> None:
+    @_rule("E119")
+    def _e119_unknown_to_profile(self, kind: str, lno: int, off: int, agent: str | None, out: list[Violation]) -> None:
         # spec §10.2-d: the seed profile's clients know only the seed's 13 types
-        out.append(
-            _violation(
-                "E119",
-                f"{kind} under the {self.profile} profile, whose clients know only the seed's 13 types; "
-                "a seed-profile producer puts compactions in meta_final's `compactions`",
-                lno,
-                off,
-                agent,
-                kind,
-            )
+        message = (
+            f"{kind} under the {self.profile} profile, whose clients know only the seed's 13 types; "
+            "a seed-profile producer puts compactions in meta_final's `compactions`"
         )
-
-    def _nonempty_marker(
-        self, kind: str, delta: str, lno: int, off: int, agent: str | None, out: list[Violation]
-    ) -> None:
-        # [V5.1-a] a streamed block's final marker carries an empty delta
-        out.append(
-            _violation(
-                "E121",
-                f"final marker of a {kind} block has a non-empty delta ({len(delta)} characters)",
-                lno,
-                off,
-                agent,
-                kind,
-            )
-        )
+        out.append(_violation("E119", message, lno, off, agent, kind))
 
     def _next_response(self, out: list[Violation]) -> None:
         """A recording's next response starts: end this one (E120 per open block), start afresh."""
-        self._unclosed(out)
+        self._e120_unclosed(out)
         self._agents.clear()  # in place: the batch loop (_run) holds this dict
         self._open_count = 0
         self._done = False
         self._done_reported = False
 
-    def _unclosed(self, out: list[Violation]) -> None:
+    @_rule("E120")
+    def _e120_unclosed(self, out: list[Violation]) -> None:
         for agent, st in self._agents.items():
             for kind, block in st.open.items():
                 # [V7.2-b] every block is closed by a final line before its response ends
-                out.append(
-                    _violation(
-                        "E120",
-                        f"{kind} block opened here is never closed (no line with final: true follows)",
-                        block.line,
-                        block.offset,
-                        agent,
-                        kind,
-                    )
-                )
+                message = f"{kind} block opened here is never closed (no line with final: true follows)"
+                out.append(_violation("E120", message, block.line, block.offset, agent, kind))
 
-    def _after_done(self, lno: int, off: int, out: list[Violation]) -> None:
+    @_rule("E160")
+    def _e160_after_done(self, lno: int, off: int, out: list[Violation]) -> None:
         if not self._done_reported:
             self._done_reported = True
             # [V8.2-a] nothing follows [DONE]
-            out.append(
-                _violation("E160", "content after [DONE] (later lines are checked but not reported again)", lno, off)
-            )
+            message = "content after [DONE] (later lines are checked but not reported again)"
+            out.append(_violation("E160", message, lno, off))
 
     def _oversize(
         self, obj: dict[str, Any], kind: str, size: int, lno: int, off: int, agent: str | None, out: list[Violation]
     ) -> None:
+        """A line over the bound: W108 when no writer could have kept it, else E107."""
         if kind in _ATOMIC:
             # [V6.5-a] citation and image lines are never split: over the bound is unavoidable
-            out.append(
-                _violation(
-                    "W108",
-                    f"{kind} line of {size} bytes is over the bound of {self.max_bytes}; "
-                    "this type is never split, so the bound could not be kept",
-                    lno,
-                    off,
-                    agent,
-                    kind,
-                )
-            )
+            _w108_unavoidable(kind, size, None, self.max_bytes, lno, off, agent, out)
             return
         # [V6.6-a] the fixed part is the line re-encoded with an empty delta, measured
         # with final: false (the longer form, which every non-last chunk has)
         fixed = len(_encode_json({**obj, "delta": "", "final": False}))
         if fixed + MAX_CODE_POINT_BYTES > self.max_bytes:
-            out.append(
-                _violation(
-                    "W108",
-                    f"line of {size} bytes is over the bound of {self.max_bytes}, but its fixed part "
-                    f"({fixed} bytes) leaves no room for a code point, so no split could help",
-                    lno,
-                    off,
-                    agent,
-                    kind,
-                )
-            )
+            _w108_unavoidable(kind, size, fixed, self.max_bytes, lno, off, agent, out)
         else:
-            # [V6.1-a] every line that could be split is within the bound
-            out.append(
-                _violation(
-                    "E107",
-                    f"line of {size} bytes is over the bound of {self.max_bytes} (its fixed part is "
-                    f"{fixed} bytes, so the delta could have been split)",
-                    lno,
-                    off,
-                    agent,
-                    kind,
-                )
-            )
+            _e107_over_bound(kind, size, fixed, self.max_bytes, lno, off, agent, out)
 
     # -- blocks and the stream --------------------------------------------------------
 
@@ -1067,6 +1166,7 @@ class Validator:
         off: int,
         out: list[Violation],
     ) -> None:
+        """The line's move in its key's block (spec §7.2): open, continue or close, with the rules each move meets."""
         st, first = self._agent(agent, kind, lno, off, out)
         if kind in _ATOMIC:
             if kind == "citation":
@@ -1077,33 +1177,19 @@ class Validator:
         block = st.open.get(kind)
         if block is None:
             if st.open:
-                self._compaction_order(st, agent, kind, lno, off, out)
+                _e130_compaction_order(st, agent, kind, lno, off, out)
             wid = obj.get("id")
             self._announce(st, agent, kind, wid, first, lno, off, out)
             if final:
                 self._closed_block(st, agent, kind, delta, lno, off, out)
                 return
             if kind in self._whole_types:
-                self._split_control(agent, kind, lno, off, out)
+                _w129_split_control(agent, kind, lno, off, out)
             block = _Block(lno, off, wid, obj.get("name"), kind in _JSON_TYPES)
             st.open[kind] = block
             self._open_count += 1
         elif kind in _ID_TYPES:
-            wid = obj.get("id")
-            wname = obj.get("name")
-            if wid != block.id or wname != block.name:
-                # [V7.2-a] a buffered block keeps its id and name on every line
-                field, was, now = ("id", block.id, wid) if wid != block.id else ("name", block.name, wname)
-                out.append(
-                    _violation(
-                        "E127",
-                        f"{field} {now!r} differs from {was!r} of the open {kind} block (opened on line {block.line})",
-                        lno,
-                        off,
-                        agent,
-                        kind,
-                    )
-                )
+            _e127_id_changes(block, obj.get("id"), obj.get("name"), agent, kind, lno, off, out)
         if block.parts is not None and delta:
             self._collect(block, block.parts, agent, kind, delta, out)
         if final:
@@ -1118,110 +1204,30 @@ class Validator:
         first = st is None
         if st is None:
             st = self._agents[agent] = _Agent()
-            if kind != "meta_init":
-                # [V8.1-b] SHOULD: an agent's stream starts with meta_init
-                out.append(
-                    _violation(
-                        "W163",
-                        f"the agent's first message is {kind}, not meta_init",
-                        lno,
-                        off,
-                        agent,
-                        kind,
-                    )
-                )
-        if st.final_done and not st.after_final_reported:
-            st.after_final_reported = True
-            # [V8.1-c] meta_final is an agent's last message
-            out.append(
-                _violation(
-                    "E164",
-                    "message from an agent after its meta_final (later ones are not reported again)",
-                    lno,
-                    off,
-                    agent,
-                    kind,
-                )
-            )
+            _w163_first_message(agent, kind, lno, off, out)
+        if st.final_done:
+            _e164_after_final(st, agent, kind, lno, off, out)
         return st, first
-
-    @staticmethod
-    def _compaction_order(st: _Agent, agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> None:
-        """A block of ``kind`` opens while others of its agent are open: E130 if a compaction is involved."""
-        if kind == "meta_compaction":
-            # spec §8.1-b: a compaction falls between the agent's blocks, never inside one
-            other, open_block = next(iter(st.open.items()))
-            why = f"while the agent's {other} block (line {open_block.line}) is open"
-        elif (compaction := st.open.get("meta_compaction")) is not None:
-            why = f"{kind} opens while the agent's meta_compaction (line {compaction.line}) is open"
-        else:
-            return
-        out.append(
-            _violation(
-                "E130",
-                f"{'meta_compaction ' if kind == 'meta_compaction' else ''}{why}; "
-                "a compaction falls between the agent's blocks, never inside one",
-                lno,
-                off,
-                agent,
-                kind,
-            )
-        )
-
-    @staticmethod
-    def _split_control(agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> None:
-        # spec §10.2-c: under the seed profile a control envelope is one line
-        out.append(
-            _violation(
-                "W129",
-                f"{kind} sent in more than one line; the seed profile sends it whole "
-                "(clients written to the seed do not reassemble it)",
-                lno,
-                off,
-                agent,
-                kind,
-            )
-        )
 
     def _announce(
         self, st: _Agent, agent: str, kind: str, wid: object, first: bool, lno: int, off: int, out: list[Violation]
     ) -> None:
         """A block opens: what it says about the agent's order and its calls (spec §8.1)."""
         if kind == "meta_init":
-            if not first:
-                # [V8.1-a] meta_init opens an agent's stream, once
-                why = "a second meta_init" if st.meta_init else "meta_init after other messages of its agent"
-                out.append(_violation("E162", f"{why}; meta_init is an agent's first message", lno, off, agent, kind))
+            _e162_meta_init_order(st, first, agent, lno, off, out)
             st.meta_init = True
-        elif kind == "tool_call" and isinstance(wid, str):
+        elif not isinstance(wid, str):
+            return
+        elif kind == "tool_call":
             _remember(st.calls, wid)
-        elif kind == "server_tool_call" and isinstance(wid, str):
+        elif kind == "server_tool_call":
             _remember(st.server_calls, wid)
-        elif kind == "tool_result" and isinstance(wid, str):
-            if st.calls.pop(wid, 0) is not None:
-                # [V8.1-d] SHOULD: a result answers an earlier call (a resumed stream may lack it)
-                out.append(
-                    _violation(
-                        "W165",
-                        f"tool_result id {wid!r}: no earlier tool_call of this agent announced it",
-                        lno,
-                        off,
-                        agent,
-                        kind,
-                    )
-                )
-        elif kind == "server_tool_result" and isinstance(wid, str) and st.server_calls.pop(wid, 0) is not None:
-            out.append(
-                _violation(
-                    "W166",
-                    f"server_tool_result id {wid!r}: no earlier server_tool_call of this agent",
-                    lno,
-                    off,
-                    agent,
-                    kind,
-                )
-            )
+        elif kind == "tool_result":
+            _w165_unannounced_result(st, wid, agent, lno, off, out)
+        elif kind == "server_tool_result":
+            _w166_unannounced_server_result(st, wid, agent, lno, off, out)
 
+    @_rule("W149")
     def _collect(
         self, block: _Block, parts: list[str], agent: str, kind: str, delta: str, out: list[Violation]
     ) -> None:
@@ -1229,18 +1235,11 @@ class Validator:
         ``max_payload_bytes`` (W149 past it)."""
         block.size += len(delta)
         if block.size > self.max_payload_bytes:
+            # spec §7.5 (validation.md §5.3, §6): a payload this large is not held, so memory stays bounded
             block.parts = None
             block.unchecked = True
-            out.append(
-                _violation(
-                    "W149",
-                    f"{kind} payload over {self.max_payload_bytes} characters; its JSON is not checked",
-                    block.line,
-                    block.offset,
-                    agent,
-                    kind,
-                )
-            )
+            message = f"{kind} payload over {self.max_payload_bytes} characters; its JSON is not checked"
+            out.append(_violation("W149", message, block.line, block.offset, agent, kind))
         else:
             parts.append(delta)
 
@@ -1255,7 +1254,7 @@ class Validator:
         out: list[Violation],
         last: int | None = None,
     ) -> None:
-        """A block has just closed: update the agent's flags and check its payload."""
+        """A block has just closed: update the agent's flags and check its payload (spec §7.5)."""
         if kind == "text":
             st.has_text = True
             st.citations_closed = False
@@ -1264,166 +1263,44 @@ class Validator:
         if payload is None or kind not in _JSON_TYPES:
             return
         where = f"line {lno}" if last is None or last == lno else f"lines {lno}-{last}"
-        if self._too_deep_payload(payload, kind, where, lno, off, agent, out):
+        deep = too_deep(payload, MAX_NESTING_DEPTH)
+        if deep is not None:
+            # spec §6.7-a: a payload nested deeper than the limit is not parsed (given raw, §7.5)
+            message = (
+                f"{kind} payload ({where}) nests arrays and objects deeper than {MAX_NESTING_DEPTH} "
+                f"levels (character {deep}); it is not parsed (spec/limits.md)"
+            )
+            _e116_too_deep(message, lno, off, out, agent, kind)
             return
         try:
             value = _decode_json(payload)
         except msgspec.MsgspecError as exc:
-            # [V7.5-a] the reassembled payload of these types is JSON
-            lone = _lone_surrogate(payload)
-            why = (
-                _reason(exc)
-                if lone is None
-                else f"it holds an escaped lone surrogate {lone[1]} at character {lone[0]} (spec §6.4)"
-            )
-            out.append(_violation("E140", f"{kind} payload ({where}) is not JSON: {why}", lno, off, agent, kind))
+            _e140_payload_not_json(payload, exc, kind, where, agent, lno, off, out)
             return
-        for problem in _shape(kind, value):
-            # [V7.5-b] ... of the shape the seed gives each type
-            out.append(_violation("E141", f"{kind} payload ({where}): {problem}", lno, off, agent, kind))
+        _e141_payload_shape(value, kind, where, agent, lno, off, out)
         if kind == "meta_init" and isinstance(value, dict):
-            self._meta_init_checks(st, agent, value, lno, off, out)
-        elif kind == "error" and isinstance(value, dict) and not _error_shape(value):
-            out.append(
-                _violation(
-                    "W143",
-                    f"error payload ({where}) has neither string `type` and `message` (the seed's shape) "
-                    "nor an `error` object with them (the API's)",
-                    lno,
-                    off,
-                    agent,
-                    kind,
-                )
-            )
-
-    @staticmethod
-    def _too_deep_payload(
-        payload: str, kind: str, where: str, lno: int, off: int, agent: str, out: list[Violation]
-    ) -> bool:
-        deep = too_deep(payload, MAX_NESTING_DEPTH)
-        if deep is None:
-            return False
-        # spec §6.7-a: a payload nested deeper than the limit is not parsed (given raw, §7.5)
-        out.append(
-            _violation(
-                "E116",
-                f"{kind} payload ({where}) nests arrays and objects deeper than {MAX_NESTING_DEPTH} "
-                f"levels (character {deep}); it is not parsed (spec/limits.md)",
-                lno,
-                off,
-                agent,
-                kind,
-            )
-        )
-        return True
-
-    def _meta_init_checks(
-        self, st: _Agent, agent: str, value: dict[str, Any], lno: int, off: int, out: list[Violation]
-    ) -> None:
-        """The checks of a parsed meta_init payload beyond its shape (spec §4.2, §8.4)."""
-        kind = "meta_init"
-        resume = value.get("resume")
-        if isinstance(resume, dict) and isinstance(resume.get("tool_use_ids"), list):
-            # spec envelope-v1 §8.4-a: a resumed response announces the calls it answers
-            for announced in resume["tool_use_ids"]:
-                if isinstance(announced, str):
-                    _remember(st.calls, announced)
-        fmt = value.get("format")
-        if isinstance(fmt, str) and fmt != "json":
-            # spec §4.2-a: the stream is JSON envelopes; clients pick their parser from `format`
-            origin = value.get("migrated_from")
-            hint = (
-                f" (the origin {origin!r} belongs in migrated_from, as it is)"
-                if isinstance(origin, str)
-                else '; a migrated stream keeps its origin in "migrated_from"'
-            )
-            out.append(
-                _violation(
-                    "W144",
-                    f'meta_init format {fmt!r} contradicts the stream, which is JSON envelopes: say "json"'
-                    f"{hint}; clients that pick their parser from format show nothing",
-                    lno,
-                    off,
-                    agent,
-                    kind,
-                )
-            )
-        uuid = value.get("agent_uuid")
-        if isinstance(uuid, str) and uuid != agent:
-            # [V4.2-a] meta_init describes the agent that sends it
-            out.append(
-                _violation(
-                    "E142",
-                    f"meta_init agent_uuid {uuid!r} differs from the envelope's agent {agent!r}",
-                    lno,
-                    off,
-                    agent,
-                    kind,
-                )
-            )
+            _announce_resumed(st, value)
+        for rule in _PAYLOAD_RULES.get(kind, ()):
+            rule(value, kind, where, agent, lno, off, out)
 
     def _image(self, obj: dict[str, Any], st: _Agent, agent: str, lno: int, off: int, out: list[Violation]) -> None:
+        """An image joins the open tool_result of its agent (spec §7.3): E122, E123."""
         block = st.open.get("tool_result")
         if block is None:
-            # [V7.3-a] an image joins the open tool_result of its agent
-            out.append(
-                _violation(
-                    "E122",
-                    "tool_result_image with no open tool_result of its agent",
-                    lno,
-                    off,
-                    agent,
-                    "tool_result_image",
-                )
-            )
+            _e122_image_outside(agent, lno, off, out)
             return
-        for field in ("id", "name"):
-            value = obj.get(field)
-            expected = block.id if field == "id" else block.name
-            if isinstance(value, str) and value != expected:
-                # [V7.3-b] ... with the same id and name
-                out.append(
-                    _violation(
-                        "E123",
-                        f"tool_result_image {field} {value!r} differs from {expected!r} of the open tool_result "
-                        f"(line {block.line})",
-                        lno,
-                        off,
-                        agent,
-                        "tool_result_image",
-                    )
-                )
+        _e123_image_id(obj, block, agent, lno, off, out)
 
     def _citation(self, st: _Agent, agent: str, final: bool, lno: int, off: int, out: list[Violation]) -> None:
+        """A citation joins its agent's last completed text block (spec §7.4): E126, W128, E130."""
         block = st.open.get("citation")
         if block is None:
             if st.open:
-                self._compaction_order(st, agent, "citation", lno, off, out)
+                _e130_compaction_order(st, agent, "citation", lno, off, out)
             if not st.has_text:
-                # [V7.4-a] a citation attaches to its agent's last completed text block
-                out.append(
-                    _violation(
-                        "E126",
-                        "citation with no completed text block of its agent before it",
-                        lno,
-                        off,
-                        agent,
-                        "citation",
-                    )
-                )
+                _e126_citation_without_text(agent, lno, off, out)
             elif st.citations_closed:
-                # [V5.4-a] SHOULD: one citation block per text block; final only on the last
-                out.append(
-                    _violation(
-                        "W128",
-                        "another citation block for a text block whose citations already ended with final: true; "
-                        "only the last citation of a text block carries final: true",
-                        lno,
-                        off,
-                        agent,
-                        "citation",
-                    )
-                )
+                _w128_split_citations(agent, lno, off, out)
             if not final:
                 st.open["citation"] = _Block(lno, off, None, None, False)
                 self._open_count += 1
@@ -1432,6 +1309,89 @@ class Validator:
             self._open_count -= 1
         if final and st.has_text:
             st.citations_closed = True
+
+    # -- what the stream wrapper feeds: SSE field lines, refused lines, the end --------------
+
+    def _event(self, data: str, lno: int, off: int, out: list[Violation]) -> None:
+        """One SSE event's data: the envelope line, then E111 when the event had several data lines."""
+        self._text(data, lno, off, out)
+        if "\n" in data:
+            _e111_data_lines(data, lno, off, out)
+
+    def _sse_field(self, name: bytes, value: bytes, lno: int, off: int, out: list[Violation]) -> None:
+        """An SSE field line other than ``data`` (the wrapper reads it; these rules judge it)."""
+        if name == b"event":
+            _w113_named_event(value.removeprefix(b" "), lno, off, out)
+        elif name == b"id":
+            self._w118_id_order(value.removeprefix(b" "), lno, off, out)
+        elif name not in _SSE_FIELDS:
+            self._w112_unknown_field(name, lno, off, out)
+
+    def _sse_quiet(self, name: bytes, value: bytes) -> bool:
+        """Whether ``_sse_field`` would say nothing on this line now; ids aside (``_ids_quiet`` judges a span's)."""
+        if name == b"event":
+            return value.removeprefix(b" ") in (b"", b"message")
+        return name == b"id" or name in _SSE_FIELDS or self._unknown_seen
+
+    def _ids_quiet(self, ids: list[bytes], done_in_span: bool) -> bool:
+        """Whether a span's ids need no W118 and no reset; if so, take its last id (as ``_w118_id_order`` would).
+
+        Otherwise the span goes line by line, where ``_w118_id_order`` reports and resets in
+        place: a [DONE] in the span, or one before it, may start a new sequence (spec §8.5).
+        """
+        if self._done or done_in_span:
+            return False
+        last = self._last_id
+        for value in ids:
+            if not value or b"\x00" in value:
+                continue
+            text = value.decode("utf-8", "replace")
+            if last is not None and not self._id_reported and not _id_key(last) < _id_key(text):
+                return False
+            last = text
+        self._last_id = last
+        return True
+
+    @_rule("W112")
+    def _w112_unknown_field(self, name: bytes, lno: int, off: int, out: list[Violation]) -> None:
+        if self._unknown_seen:
+            return
+        self._unknown_seen = True
+        # [V2.1-a] WHATWG ignores other fields; in a recording they mean a broken capture
+        shown = name[:40].decode("utf-8", "replace")
+        message = (
+            f"SSE line with field {shown!r} is ignored (not data, event, id or retry); "
+            "later such lines are not reported"
+        )
+        out.append(_violation("W112", message, lno, off))
+
+    @_rule("W118")
+    def _w118_id_order(self, value: bytes, lno: int, off: int, out: list[Violation]) -> None:
+        """spec §2.1-d: ids, when sent, strictly increase within a response (W118, once)."""
+        if not value or b"\x00" in value:
+            return  # an empty id resets the last event id; one with NUL is ignored (WHATWG)
+        if self._done:
+            self._last_id = None  # after [DONE] only a new response may follow (spec §8.5)
+        text = value.decode("utf-8", "replace")
+        last = self._last_id
+        self._last_id = text
+        if last is None or self._id_reported or _id_key(last) < _id_key(text):
+            return
+        self._id_reported = True
+        message = (
+            f"SSE id {text[:40]!r} does not increase on the id before it ({last[:40]!r}); a client "
+            "resuming with Last-Event-ID could miss or repeat events (later ones are not reported)"
+        )
+        out.append(_violation("W118", message, lno, off))
+
+    def _unreadable(self, message: str, lno: int, off: int, column: int, out: list[Violation]) -> None:
+        """A line the reader refused, where the wrapper found it: E100 (not UTF-8) or E109 (over its cap)."""
+        self._unreadable_seen = True
+        message += "; skipped to the next line"
+        if "UTF-8" in message:  # the reader has no codes of its own; its two refusals differ so
+            _e100_not_utf8(message, lno, off, out, column)
+        else:
+            _e109_line_over_cap(message, lno, off, column, out)
 
     def close(self) -> list[Violation]:
         """Signal the end of the stream; report blocks left open and a missing ``[DONE]``.
@@ -1442,18 +1402,267 @@ class Validator:
         Raises:
             DecodeError: ``close()`` twice.
         """
+        return self._end()
+
+    def _end(self, read: int = 0, fmt: str | None = None) -> list[Violation]:
+        """``close()``; ``read`` and ``fmt`` describe the bytes the wrapper read, for E167's message."""
         if self._closed:
             raise DecodeError("close() called twice")
         self._closed = True
         out: list[Violation] = []
-        self._unclosed(out)
+        self._e120_unclosed(out)
         if self._count == 0:
-            out.append(_violation("E167", "the input holds no envelope and no [DONE]", 1, 0))
+            if not self._unreadable_seen:  # the input held lines; E100/E109 said why none could be read
+                _e167_no_envelope(read, fmt, out)
         elif not self._done:
-            # [V8.2-b] SHOULD: a complete stream ends with [DONE]
-            line, offset = self._last
-            out.append(_violation("W161", "the stream ends without [DONE] (after this line)", line, offset))
+            _w161_no_done(*self._last, out)
         return out
+
+
+# -- the rules met by a block opening or closing, and at the end ----------------------------
+
+
+@_rule("E110")
+def _e110_truncated(message: str, lno: int, off: int, out: list[Violation]) -> None:
+    # [V2.3-a] a capture ends after a complete event
+    out.append(_violation("E110", message + "; its data is lost", lno, off))
+
+
+@_rule("E109")
+def _e109_line_over_cap(message: str, lno: int, off: int, column: int, out: list[Violation]) -> None:
+    # [V2.3-a] a physical line over the reader's cap is refused, and checking resumes after it
+    out.append(_violation("E109", message, lno, off, column=column))
+
+
+@_rule("W113")
+def _w113_named_event(name: bytes, lno: int, off: int, out: list[Violation]) -> None:
+    if name not in (b"", b"message"):
+        # [V2.1-a] EventSource.onmessage sees only unnamed and `message` events
+        shown = name.decode("utf-8", "replace")
+        message = (
+            f"SSE event named {shown!r}: EventSource delivers it to onmessage only when it is unnamed or `message`"
+        )
+        out.append(_violation("W113", message, lno, off))
+
+
+@_rule("E127")
+def _e127_id_changes(
+    block: _Block, wid: object, wname: object, agent: str, kind: str, lno: int, off: int, out: list[Violation]
+) -> None:
+    if wid != block.id or wname != block.name:
+        # [V7.2-a] a buffered block keeps its id and name on every line
+        field, was, now = ("id", block.id, wid) if wid != block.id else ("name", block.name, wname)
+        message = f"{field} {now!r} differs from {was!r} of the open {kind} block (opened on line {block.line})"
+        out.append(_violation("E127", message, lno, off, agent, kind))
+
+
+@_rule("W163")
+def _w163_first_message(agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> None:
+    if kind != "meta_init":
+        # [V8.1-b] SHOULD: an agent's stream starts with meta_init
+        out.append(_violation("W163", f"the agent's first message is {kind}, not meta_init", lno, off, agent, kind))
+
+
+@_rule("E164")
+def _e164_after_final(st: _Agent, agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> None:
+    if not st.after_final_reported:
+        st.after_final_reported = True
+        # [V8.1-c] meta_final is an agent's last message
+        message = "message from an agent after its meta_final (later ones are not reported again)"
+        out.append(_violation("E164", message, lno, off, agent, kind))
+
+
+@_rule("E130")
+def _e130_compaction_order(st: _Agent, agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> None:
+    """A block of ``kind`` opens while others of its agent are open: E130 if a compaction is involved."""
+    if kind == "meta_compaction":
+        # spec §8.1-b: a compaction falls between the agent's blocks, never inside one
+        other, open_block = next(iter(st.open.items()))
+        why = f"meta_compaction while the agent's {other} block (line {open_block.line}) is open"
+    elif (compaction := st.open.get("meta_compaction")) is not None:
+        why = f"{kind} opens while the agent's meta_compaction (line {compaction.line}) is open"
+    else:
+        return
+    message = f"{why}; a compaction falls between the agent's blocks, never inside one"
+    out.append(_violation("E130", message, lno, off, agent, kind))
+
+
+@_rule("W129")
+def _w129_split_control(agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> None:
+    # spec §10.2-c: under the seed profile a control envelope is one line
+    message = (
+        f"{kind} sent in more than one line; the seed profile sends it whole "
+        "(clients written to the seed do not reassemble it)"
+    )
+    out.append(_violation("W129", message, lno, off, agent, kind))
+
+
+@_rule("E162")
+def _e162_meta_init_order(st: _Agent, first: bool, agent: str, lno: int, off: int, out: list[Violation]) -> None:
+    if not first:
+        # [V8.1-a] meta_init opens an agent's stream, once
+        why = "a second meta_init" if st.meta_init else "meta_init after other messages of its agent"
+        out.append(_violation("E162", f"{why}; meta_init is an agent's first message", lno, off, agent, "meta_init"))
+
+
+@_rule("W165")
+def _w165_unannounced_result(st: _Agent, wid: str, agent: str, lno: int, off: int, out: list[Violation]) -> None:
+    if st.calls.pop(wid, 0) is not None:
+        # [V8.1-d] SHOULD: a result answers an earlier call (a resumed stream may lack it)
+        message = f"tool_result id {wid!r}: no earlier tool_call of this agent announced it"
+        out.append(_violation("W165", message, lno, off, agent, "tool_result"))
+
+
+@_rule("W166")
+def _w166_unannounced_server_result(st: _Agent, wid: str, agent: str, lno: int, off: int, out: list[Violation]) -> None:
+    if st.server_calls.pop(wid, 0) is not None:
+        # [V8.1-d] ... and a server result an earlier server call
+        message = f"server_tool_result id {wid!r}: no earlier server_tool_call of this agent"
+        out.append(_violation("W166", message, lno, off, agent, "server_tool_result"))
+
+
+@_rule("E122")
+def _e122_image_outside(agent: str, lno: int, off: int, out: list[Violation]) -> None:
+    # [V7.3-a] an image joins the open tool_result of its agent
+    message = "tool_result_image with no open tool_result of its agent"
+    out.append(_violation("E122", message, lno, off, agent, "tool_result_image"))
+
+
+@_rule("E123")
+def _e123_image_id(obj: dict[str, Any], block: _Block, agent: str, lno: int, off: int, out: list[Violation]) -> None:
+    for field in ("id", "name"):
+        value = obj.get(field)
+        expected = block.id if field == "id" else block.name
+        if isinstance(value, str) and value != expected:
+            # [V7.3-b] ... with the same id and name
+            message = (
+                f"tool_result_image {field} {value!r} differs from {expected!r} of the open tool_result "
+                f"(line {block.line})"
+            )
+            out.append(_violation("E123", message, lno, off, agent, "tool_result_image"))
+
+
+@_rule("E126")
+def _e126_citation_without_text(agent: str, lno: int, off: int, out: list[Violation]) -> None:
+    # [V7.4-a] a citation attaches to its agent's last completed text block
+    message = "citation with no completed text block of its agent before it"
+    out.append(_violation("E126", message, lno, off, agent, "citation"))
+
+
+@_rule("W128")
+def _w128_split_citations(agent: str, lno: int, off: int, out: list[Violation]) -> None:
+    # [V5.4-a] SHOULD: one citation block per text block; final only on the last
+    message = (
+        "another citation block for a text block whose citations already ended with final: true; "
+        "only the last citation of a text block carries final: true"
+    )
+    out.append(_violation("W128", message, lno, off, agent, "citation"))
+
+
+@_rule("W161")
+def _w161_no_done(lno: int, off: int, out: list[Violation]) -> None:
+    # [V8.2-b] SHOULD: a complete stream ends with [DONE]
+    out.append(_violation("W161", "the stream ends without [DONE] (after this line)", lno, off))
+
+
+@_rule("E167")
+def _e167_no_envelope(read: int, fmt: str | None, out: list[Violation]) -> None:
+    # there is nothing that could be valid
+    message = "the input holds no envelope and no [DONE]"
+    if read:
+        shown = fmt or "unknown"
+        message = f"the input ({read} bytes, read as {shown}) holds no envelope and no [DONE]"
+        if shown == "sse":
+            message += "; no SSE `data:` field was found"
+    out.append(_violation("E167", message, 1, 0))
+
+
+# -- the payload rules: checked when a JSON block closes -------------------------------------
+
+
+@_rule("E140")
+def _e140_payload_not_json(
+    payload: str, exc: msgspec.MsgspecError, kind: str, where: str, agent: str, lno: int, off: int, out: list[Violation]
+) -> None:
+    # [V7.5-a] the reassembled payload of these types is JSON
+    lone = _lone_surrogate(payload)
+    why = (
+        _reason(exc)
+        if lone is None
+        else f"it holds an escaped lone surrogate {lone[1]} at character {lone[0]} (spec §6.4)"
+    )
+    out.append(_violation("E140", f"{kind} payload ({where}) is not JSON: {why}", lno, off, agent, kind))
+
+
+@_rule("E141")
+def _e141_payload_shape(
+    value: object, kind: str, where: str, agent: str, lno: int, off: int, out: list[Violation]
+) -> None:
+    for problem in _SHAPES[kind](value):
+        # [V7.5-b] ... of the shape the seed gives each type
+        out.append(_violation("E141", f"{kind} payload ({where}): {problem}", lno, off, agent, kind))
+
+
+def _announce_resumed(st: _Agent, value: dict[str, Any]) -> None:
+    """spec envelope-v1 §8.4-a: a resumed response's meta_init announces the calls it answers."""
+    resume = value.get("resume")
+    if isinstance(resume, dict) and isinstance(resume.get("tool_use_ids"), list):
+        for announced in resume["tool_use_ids"]:
+            if isinstance(announced, str):
+                _remember(st.calls, announced)
+
+
+#: A check of a parsed payload: ``(value, kind, where, agent, lno, off, out)``.
+_PayloadRule = Callable[[object, str, str, str, int, int, list[Violation]], None]
+
+
+@_rule("W144")
+def _w144_format(value: object, kind: str, _where: str, agent: str, lno: int, off: int, out: list[Violation]) -> None:
+    fmt = value.get("format") if isinstance(value, dict) else None
+    if isinstance(fmt, str) and fmt != "json":
+        # spec §4.2-a: the stream is JSON envelopes; clients pick their parser from `format`
+        origin = cast("dict[str, Any]", value).get("migrated_from")
+        hint = (
+            f" (the origin {origin!r} belongs in migrated_from, as it is)"
+            if isinstance(origin, str)
+            else '; a migrated stream keeps its origin in "migrated_from"'
+        )
+        message = (
+            f'meta_init format {fmt!r} contradicts the stream, which is JSON envelopes: say "json"'
+            f"{hint}; clients that pick their parser from format show nothing"
+        )
+        out.append(_violation("W144", message, lno, off, agent, kind))
+
+
+@_rule("E142")
+def _e142_agent_uuid(
+    value: object, kind: str, _where: str, agent: str, lno: int, off: int, out: list[Violation]
+) -> None:
+    uuid = value.get("agent_uuid") if isinstance(value, dict) else None
+    if isinstance(uuid, str) and uuid != agent:
+        # [V4.2-a] meta_init describes the agent that sends it
+        message = f"meta_init agent_uuid {uuid!r} differs from the envelope's agent {agent!r}"
+        out.append(_violation("E142", message, lno, off, agent, kind))
+
+
+@_rule("W143")
+def _w143_error_shape(
+    value: object, kind: str, where: str, agent: str, lno: int, off: int, out: list[Violation]
+) -> None:
+    if isinstance(value, dict) and not _error_shape(value):
+        # [V4.13-a] SHOULD: the seed's flat shape or the API's nested one
+        message = (
+            f"error payload ({where}) has neither string `type` and `message` (the seed's shape) "
+            "nor an `error` object with them (the API's)"
+        )
+        out.append(_violation("W143", message, lno, off, agent, kind))
+
+
+#: Per type, the payload rules beyond its shape (E141), in the order they report.
+_PAYLOAD_RULES: Final[dict[str, tuple[_PayloadRule, ...]]] = {
+    "meta_init": (_w144_format, _e142_agent_uuid),
+    "error": (_w143_error_shape,),
+}
 
 
 class _TypeOnly(msgspec.Struct, gc=False):
@@ -1551,38 +1760,55 @@ _FILE: Final = {"file_id": (_S, True), "filename": (_S, True), "storage_location
 _PENDING: Final = {"tool_use_id": (_S, True), "name": (_S, True), "input": ((dict,), True)}
 
 
-def _shape(kind: str, value: object) -> list[str]:
-    """Problems of a parsed payload against its type's shape (spec §4.x)."""
-    if kind == "meta_init":
-        return _keys(value, _META_INIT, "the object")
-    if kind == "meta_final":
-        problems = _keys(value, _META_FINAL, "the object")
-        compactions = value.get("compactions") if isinstance(value, dict) else None
-        if isinstance(compactions, list):
-            # spec §4.14: under the seed profile the compactions travel here (§10.2-d)
-            for i, item in enumerate(compactions):
-                problems += _compaction_shape(item, f"compactions[{i}]")
+def _meta_final_shape(value: object) -> list[str]:
+    problems = _keys(value, _META_FINAL, "the object")
+    compactions = value.get("compactions") if isinstance(value, dict) else None
+    if isinstance(compactions, list):
+        # spec §4.14: under the seed profile the compactions travel here (§10.2-d)
+        for i, item in enumerate(compactions):
+            problems += _compaction_shape(item, f"compactions[{i}]")
+    return problems
+
+
+def _meta_files_shape(value: object) -> list[str]:
+    problems = _keys(value, {"files": ((list,), True)}, "the object")
+    if problems or not isinstance(value, dict):
         return problems
-    if kind == "meta_compaction":
-        return _compaction_shape(value, "the object")
-    if kind == "meta_files":
-        problems = _keys(value, {"files": ((list,), True)}, "the object")
-        if problems or not isinstance(value, dict):
-            return problems
-        for i, item in enumerate(value["files"]):
-            problems += _keys(item, _FILE, f"files[{i}]")
-        return problems
-    if kind == "awaiting_frontend_tools":
-        if not isinstance(value, list):
-            return [f"the payload must be a JSON array of pending tools, got {_json_name(value)}"]
-        problems = []
-        for i, item in enumerate(value):
-            problems += _keys(item, _PENDING, f"[{i}]")
-        return problems
-    if kind == "error":
-        return [] if isinstance(value, dict) else [f"the payload must be a JSON object, got {_json_name(value)}"]
-    # tool_call, server_tool_call: the arguments object
+    for i, item in enumerate(value["files"]):
+        problems += _keys(item, _FILE, f"files[{i}]")
+    return problems
+
+
+def _pending_shape(value: object) -> list[str]:
+    if not isinstance(value, list):
+        return [f"the payload must be a JSON array of pending tools, got {_json_name(value)}"]
+    problems = []
+    for i, item in enumerate(value):
+        problems += _keys(item, _PENDING, f"[{i}]")
+    return problems
+
+
+def _object_shape(value: object) -> list[str]:
+    """``error``: any object. (``tool_call``, ``server_tool_call``: ``_arguments_shape``.)"""
+    return [] if isinstance(value, dict) else [f"the payload must be a JSON object, got {_json_name(value)}"]
+
+
+def _arguments_shape(value: object) -> list[str]:
     return [] if isinstance(value, dict) else [f"the arguments must be a JSON object, got {_json_name(value)}"]
+
+
+#: Per JSON type, the problems of its parsed payload against its shape (spec §4.x; validation.md §5.3).
+_SHAPES: Final[dict[str, Callable[[object], list[str]]]] = {
+    "meta_init": lambda value: _keys(value, _META_INIT, "the object"),
+    "meta_final": _meta_final_shape,
+    "meta_compaction": lambda value: _compaction_shape(value, "the object"),
+    "meta_files": _meta_files_shape,
+    "awaiting_frontend_tools": _pending_shape,
+    "error": _object_shape,
+    "tool_call": _arguments_shape,
+    "server_tool_call": _arguments_shape,
+}
+assert frozenset(_SHAPES) == _JSON_TYPES
 
 
 def validate(
@@ -1632,18 +1858,27 @@ def _id_key(value: str) -> tuple[str, int, int, str]:
     return (prefix, 1, 0, rest)
 
 
-def _reader_code(error: DecodeError) -> str:
-    """Classify an error of ``StreamReader`` (which has no codes of its own)."""
-    return "E100" if "UTF-8" in error.message else "E109"
+def _sse_field_of(head: bytes) -> tuple[bytes, bytes] | None:
+    """The field name and value of an SSE line from its first bytes, or None for a comment or blank line.
+
+    Only the first line of ``head`` is known to start a line (the bytes may run on past a CR).
+    """
+    for raw in head.splitlines():
+        if not raw or raw[0] == 0x3A:
+            continue
+        name, _, value = raw.partition(b":")
+        return name, value
+    return None
 
 
 class StreamValidator:
     """Checks the bytes of a recording (SSE capture or JSON lines): ``feed(bytes)``, ``close()``.
 
-    Splits the input with ``StreamReader`` and hands each envelope line to a
-    ``Validator``. Input the reader cannot read (invalid UTF-8, a line over
-    ``max_line_bytes``) becomes a violation at its line, and checking resumes after the
-    next LF byte with a fresh reader whose positions are shifted to the whole input.
+    Splits the input with ``StreamReader`` and hands each envelope line, each SSE field
+    line and each refusal of the reader, with its position, to a ``Validator``, which
+    judges them; this class names no code. Input the reader cannot read (invalid UTF-8, a
+    line over ``max_line_bytes``) is reported at its line, and checking resumes after the
+    line's end with a fresh reader whose positions are shifted to the whole input.
 
     Speed: recovery needs the reader fed one physical line at a time, which costs as
     much as the checks themselves. So the complete lines of a chunk go to the reader in
@@ -1670,10 +1905,8 @@ class StreamValidator:
         "_head",
         "_held",
         "_held_size",
-        "_id_reported",
         "_jl_line",
         "_jl_start",
-        "_last_id",
         "_line_no",
         "_line_start",
         "_max_line",
@@ -1682,8 +1915,6 @@ class StreamValidator:
         "_quiet",
         "_reader",
         "_skipping",
-        "_unknown_seen",
-        "_unreadable_seen",
         "format",
         "validator",
     )
@@ -1729,10 +1960,6 @@ class StreamValidator:
         self._cr_end = False  # the last line ended in CR: an LF next is the rest of a CRLF
         self._drop_lf = False  # ... and the reader restarted after it: drop that LF here
         self._clean = True  # the reader was fed nothing, or only one LF (see _absorb)
-        self._unknown_seen = False
-        self._last_id: str | None = None  # the last SSE id seen (spec §2.1-d)
-        self._id_reported = False
-        self._unreadable_seen = False  # an E100 or E109 was reported
         self._pending_line = 0  # the unreadable line being skipped
         self._quiet = 0  # an input offset where the reader held no event (see _whole_ok)
         self._closed = False
@@ -1809,39 +2036,22 @@ class StreamValidator:
                 return False
         if sse:
             # Lines other than `data:`, comments and blank ones: check them as _feed_by_line would.
+            quiet = self.validator._sse_quiet
             search = _OTHER_SSE_LINE.search
             at = start - 1  # chunk[start - 1] is the LF that ends the line before
             end = stop - 1
             ids: list[bytes] = []
             while (found := search(chunk, at)) is not None and (at := found.start()) < end:
                 line_end = chunk.find(b"\n", at + 1)
-                problem = self._sse_problem(chunk[at + 1 : min(line_end + 1, at + 257)])
-                if problem is not None:
-                    if problem[0] != "id":
+                field = _sse_field_of(chunk[at + 1 : min(line_end + 1, at + 257)])
+                if field is not None:
+                    if field[0] == b"id":
+                        ids.append(field[1].removeprefix(b" "))
+                    elif not quiet(*field):
                         return False
-                    ids.append(problem[1])
                 at += 1
-            if ids and not self._ids_in_order(ids, chunk, start, stop):
+            if ids and not self.validator._ids_quiet(ids, chunk.find(b"[DONE]", start, stop) >= 0):
                 return False
-        return True
-
-    def _ids_in_order(self, ids: list[bytes], chunk: bytes, start: int, stop: int) -> bool:
-        """Whether a span's ids need no W118 and no reset; if so, take its last id (as _check_id would).
-
-        Otherwise the span goes line by line, where _check_id reports and resets in place:
-        a [DONE] in the span, or one before it, may start a new sequence (spec §8.5).
-        """
-        if self.validator._done or chunk.find(b"[DONE]", start, stop) >= 0:
-            return False
-        last = self._last_id
-        for value in ids:
-            if not value or b"\x00" in value:
-                continue
-            text = value.decode("utf-8", "replace")
-            if last is not None and not self._id_reported and not _id_key(last) < _id_key(text):
-                return False
-            last = text
-        self._last_id = last
         return True
 
     def _whole(self, lines_bytes: bytes, out: list[Violation]) -> None:
@@ -1861,13 +2071,9 @@ class StreamValidator:
         data = batch.data
         if data and type(data[0]) is str and any("\n" in x for x in data):
             # An SSE event of several data lines (E111): its violation follows the line's own.
-            check = self.validator._text
+            event = self.validator._event
             for raw in batch:
-                line = raw.line + base_line
-                offset = raw.offset + base_offset
-                check(raw.data, line, offset, out)
-                if "\n" in raw.data:
-                    out.append(self._multi_data(raw.data, line, offset))
+                event(raw.data, raw.line + base_line, raw.offset + base_offset, out)
         elif data:
             position = batch.position
 
@@ -1973,14 +2179,9 @@ class StreamValidator:
 
     def _check_lines(self, lines: list[RawLine], out: list[Violation]) -> None:
         """The reader's lines, at their positions in the whole input, to the line validator."""
-        check = self.validator._text
+        event = self.validator._event
         for raw in lines:
-            data = raw.data
-            line = raw.line + self._base_line
-            offset = raw.offset + self._base_offset
-            check(data, line, offset, out)
-            if "\n" in data:
-                out.append(self._multi_data(data, line, offset))
+            event(raw.data, raw.line + self._base_line, raw.offset + self._base_offset, out)
 
     def _take(self, segment: bytes, at: int) -> tuple[bytes, int] | None:
         """The bytes to feed the reader now and the offset they start at, or None while held.
@@ -2027,99 +2228,19 @@ class StreamValidator:
         self._quiet = self._offset
         self._head = b""
 
-    @staticmethod
-    def _multi_data(data: str, line: int, offset: int) -> Violation:
-        # [V2.1-b] one envelope is one data line; a browser joins several with LF
-        return _violation(
-            "E111",
-            f"the SSE event has {data.count(chr(10)) + 1} data lines; an envelope is exactly one",
-            line,
-            offset,
-        )
-
-    def _sse_problem(self, head: bytes) -> tuple[str, bytes] | None:
-        """The SSE line check of a line's first bytes: ``(code, name or value)``, or ``None``."""
-        for raw in head.splitlines():
-            if not raw or raw[0] == 0x3A:
-                continue
-            name, _, value = raw.partition(b":")
-            if name == b"event":
-                value = value.removeprefix(b" ")
-                if value not in (b"", b"message"):
-                    return "W113", value
-            elif name == b"id":
-                # ids are checked in order (W118): on the line-by-line path by _check_id, and
-                # a whole span only when _ids_in_order finds nothing to report
-                return "id", value.removeprefix(b" ")
-            elif name not in _SSE_FIELDS and not self._unknown_seen:
-                return "W112", name
-            return None  # only the first line of the piece is known to start a line
-        return None
-
     def _check_sse_line(self, out: list[Violation]) -> None:
-        """SSE lines the reader ignores without a word: unknown fields, named events."""
+        """The field line just ended, to the validator's SSE line rules (W112, W113, W118)."""
         head = self._head.removeprefix(b"\xef\xbb\xbf") if self._line_start == 0 else self._head
-        problem = self._sse_problem(head)
-        if problem is None:
-            return
-        code, what = problem
-        if code == "id":
-            self._check_id(what, out)
-        elif code == "W113":
-            shown = what.decode("utf-8", "replace")
-            out.append(
-                _violation(
-                    "W113",
-                    f"SSE event named {shown!r}: EventSource delivers it to onmessage only "
-                    "when it is unnamed or `message`",
-                    self._line_no,
-                    self._line_start,
-                )
-            )
-        else:
-            self._unknown_seen = True
-            shown = what[:40].decode("utf-8", "replace")
-            out.append(
-                _violation(
-                    "W112",
-                    f"SSE line with field {shown!r} is ignored (not data, event, id or retry); "
-                    "later such lines are not reported",
-                    self._line_no,
-                    self._line_start,
-                )
-            )
-
-    def _check_id(self, value: bytes, out: list[Violation]) -> None:
-        """spec §2.1-d: ids, when sent, strictly increase within a response (W118, once)."""
-        if not value or b"\x00" in value:
-            return  # an empty id resets the last event id; one with NUL is ignored (WHATWG)
-        if self.validator._done:
-            self._last_id = None  # after [DONE] only a new response may follow (spec §8.5)
-        text = value.decode("utf-8", "replace")
-        last = self._last_id
-        self._last_id = text
-        if last is None or self._id_reported or _id_key(last) < _id_key(text):
-            return
-        self._id_reported = True
-        out.append(
-            _violation(
-                "W118",
-                f"SSE id {text[:40]!r} does not increase on the id before it ({last[:40]!r}); a client "
-                "resuming with Last-Event-ID could miss or repeat events (later ones are not reported)",
-                self._line_no,
-                self._line_start,
-            )
-        )
+        field = _sse_field_of(head)
+        if field is not None:
+            self.validator._sse_field(field[0], field[1], self._line_no, self._line_start, out)
 
     def _unreadable(self, exc: DecodeError, segment: bytes, at: int, out: list[Violation]) -> None:
-        code = _reader_code(exc)
         where = exc.position
         line = self._line_no if where.line is None else where.line + self._base_line
         err_at = at if where.offset is None else where.offset + self._base_offset
         line_start = self._line_start if line == self._line_no else err_at
-        column = max(1, err_at - line_start + 1)
-        self._unreadable_seen = True
-        out.append(_violation(code, exc.message + "; skipped to the next line", line, line_start, column=column))
+        self.validator._unreadable(exc.message, line, line_start, max(1, err_at - line_start + 1), out)
         # [V2.3-a] resume after the end of the unreadable line (the reader's line end: CR
         # counts in SSE) with a fresh reader; the event it was part of is lost with it.
         self._pending_line = line
@@ -2166,8 +2287,7 @@ class StreamValidator:
                 where = exc.position
                 line = self._line_no if where.line is None else where.line + self._base_line
                 offset = self._line_start if where.offset is None else where.offset + self._base_offset
-                # [V2.3-a] a capture ends after a complete event
-                out.append(_violation("E110", exc.message + "; its data is lost", line, offset))
+                _e110_truncated(exc.message, line, offset, out)
                 lines = []
             for raw in lines:
                 out += self.validator.feed(
@@ -2175,15 +2295,5 @@ class StreamValidator:
                 )
             if self._head and self.format == "sse":
                 self._check_sse_line(out)
-        for violation in self.validator.close():
-            if violation.code == "E167" and self._unreadable_seen:
-                continue  # the input held lines; E100/E109 said why none could be read
-            if violation.code == "E167" and self._offset:
-                fmt = self.format or "unknown"
-                violation = msgspec.structs.replace(
-                    violation,
-                    message=f"the input ({self._offset} bytes, read as {fmt}) holds no envelope and no [DONE]"
-                    + ("; no SSE `data:` field was found" if fmt == "sse" else ""),
-                )
-            out.append(violation)
+        out += self.validator._end(self._offset, self.format)
         return out
