@@ -436,3 +436,32 @@ def test_spec_15_1_b_no_compaction_under_the_threshold() -> None:
     result = run(agent.run(LONG, drop))
     assert result.compactions == []
     assert not any(_asks_summary(b) for b in model.requests)
+
+
+def test_spec_15_1_b_pause_turn_continuation_is_not_compacted() -> None:
+    """A context ending with an assistant turn (a ``pause_turn`` sent back) is left alone [R15.1-b]."""
+    from agent_ref import compaction
+    from agent_ref.state import RunState
+
+    model = ScriptedModel()
+    agent = Agent(model, compactor=SummarizingCompactor(threshold=1))
+    agent.compact()
+    agent.state.run = RunState(run_id="r", user_query="q", started_at=0.0)
+    context: Messages = [{"role": "user", "content": [_text("q")]}, {"role": "assistant", "content": [_text("…")]}]
+    agent.state.messages = copy.deepcopy(context)
+    asyncio.run(compaction.compact_before_call(agent, None))  # type: ignore[arg-type]  # never reaches the response
+    assert agent.state.messages == context
+    assert model.requests == []
+    # Ending with a user turn, the same agent compacts (so the check above can fail).
+    agent.state.messages.append({"role": "user", "content": [_text("go on")]})
+    agent._manual_compaction = None
+
+    sent: list[bytes] = []
+
+    class Sink:
+        async def send(self, lines: list[bytes]) -> None:
+            sent.extend(lines)
+
+    asyncio.run(compaction.compact_before_call(agent, Sink()))  # type: ignore[arg-type]  # only send is used
+    assert len(model.requests) == 1
+    assert len(agent.state.messages) == 1

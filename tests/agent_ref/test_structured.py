@@ -194,3 +194,14 @@ def test_property_checking_never_raises(value: Any) -> None:
         and -90 <= value["temperature_c"] <= 60
         and value.get("conditions", "sunny") in ("sunny", "cloudy", "rain")
     )
+
+
+def test_spec_17_2_b_only_end_turn_is_checked() -> None:
+    """A run that ends ``max_steps`` is not checked: no correction, no value [R17.2-b]."""
+    agent, model = _agent(SCHEMA, max_steps=2)
+    lines: list[bytes] = []
+    result = run(agent.run("Please keep calculating.", lines.append))
+    assert result.stop_reason == "max_steps"
+    assert result.structured_output is None
+    assert _invalid(lines) == []
+    assert len(model.requests) == 3
