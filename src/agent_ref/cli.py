@@ -33,7 +33,8 @@ from envelope import EnvelopeError, Reconstructor, frame
 from . import __version__
 from .agent import DONE_LINE, Agent, AgentResult
 from .demo_tools import default_tools
-from .errors import AgentRefError, ConflictError
+from .errors import AgentRefError, ConfigError, ConflictError
+from .memory import memory_tool
 from .models import DEFAULT_CLAUDE_MODEL, AnthropicModel, Model, ReplayModel
 from .replay import ReplayError
 from .scripted import ScriptedModel
@@ -209,6 +210,13 @@ def _model(args: argparse.Namespace) -> Model:
 
 def _agent_config(args: argparse.Namespace) -> dict[str, Any]:
     config: dict[str, Any] = {"tools": default_tools(), "max_steps": args.max_steps, "max_bytes": args.max_bytes}
+    if args.memory is not None:
+        # spec RC7-a: the memory tool over the directory given (made when missing).
+        try:
+            config["tools"].append(memory_tool(args.memory))
+        except ConfigError as exc:
+            what = str(exc).removeprefix(f"{args.memory}: ")
+            raise CliError(str(args.memory), what, "pass --memory a directory (it is made when missing)") from None
     config["profile"] = args.profile
     if args.max_budget_usd is not None:
         config["max_budget_usd"] = args.max_budget_usd
@@ -247,6 +255,8 @@ def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
         parts += ["--model", args.model]
     if args.replay:
         parts += ["--replay", str(args.replay)]
+    if args.memory is not None:
+        parts += ["--memory", str(args.memory)]
     if args.pretty:
         parts.append("--pretty")
     parts += ["--results", "-"]
@@ -542,6 +552,13 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--thinking", type=int, default=0, metavar="TOKENS", help="extended thinking budget (default: off)"
         )
+        p.add_argument(
+            "--memory",
+            type=Path,
+            default=None,
+            metavar="DIR",
+            help="give the model a memory tool over DIR, seen as /memories (made when missing; default: none)",
+        )
 
     run = sub.add_parser(
         "run",
@@ -552,6 +569,7 @@ def _parser() -> argparse.ArgumentParser:
             "examples:\n"
             '  agent-ref run "What is 5 + (10 * 2)?"\n'
             '  agent-ref run --pretty "Please confirm, then tell me what is 6 * 7"   # pauses for a frontend tool\n'
+            '  agent-ref run --memory ./memories "Remember that I prefer tea."   # a memory tool over ./memories\n'
             '  agent-ref run --model claude-opus-4-5 "Hello"'
         ),
     )

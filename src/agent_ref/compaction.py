@@ -23,9 +23,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, cast, runtime_checkable
-
-from envelope import ENVELOPE_TYPES
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
 
 from . import scrub
 from .hooks import HookInput, run_hooks
@@ -34,8 +32,6 @@ from .retry import classify
 from .state import flat_usage
 
 if TYPE_CHECKING:
-    from envelope import BufferedType
-
     from .agent import Agent
     from .response import _Response
 
@@ -230,7 +226,7 @@ class SummarizingCompactor:
 
     threshold: int = DEFAULT_COMPACTION_THRESHOLD
     summary_prompt: str = SUMMARY_PROMPT
-    strategy: str = "summary"
+    strategy: str = "summarise"
 
     async def compact(self, request: CompactionRequest) -> Messages | None:
         """See ``Compactor.compact``."""
@@ -386,13 +382,12 @@ async def compact_before_call(self: Agent, response: _Response) -> None:
         "messages_after": len(new),
     }
     self._compactions.append(boundary)
-    if self.profile != "seed" and BOUNDARY_TYPE in ENVELOPE_TYPES:
+    if self.profile != "seed":
         # [R15.2-c]: the boundary on the stream, between blocks (no block is open here).
-        kind = cast("BufferedType", BOUNDARY_TYPE)
-        await response.send(self._emitter.buffered(kind, json.dumps(boundary, ensure_ascii=False)))
+        await response.send(self._emitter.buffered(BOUNDARY_TYPE, json.dumps(boundary, ensure_ascii=False)))
 
 
-#: The envelope type of the boundary (envelope spec §4, ``meta_compaction``).
+#: The envelope type of the boundary (envelope spec §4.15).
 BOUNDARY_TYPE: Final = "meta_compaction"
 
 

@@ -16,9 +16,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from envelope import ENVELOPE_TYPES
-
-from .compaction import BOUNDARY_TYPE
 from .pricing import price_for
 from .record import _last_text
 from .response import DONE_LINE, _Response
@@ -130,8 +127,8 @@ async def finish(
         meta["structured_output"] = msgspec.to_builtins(structured[0])  # spec §17.2-a
     compactions, self._compactions = self._compactions, []
     self._loop_detected = False
-    if compactions and (self.profile == "seed" or BOUNDARY_TYPE not in ENVELOPE_TYPES):
-        meta["compactions"] = compactions  # spec §15.2-c: no boundary envelope under the seed profile
+    if compactions and self.profile == "seed":
+        meta["compactions"] = compactions  # spec §15.2-c, envelope spec §10.2-d: no boundary envelope under seed
     response.stage(self._emitter.buffered("meta_final", json.dumps(meta, ensure_ascii=False)))
     if not response.nested:
         response.stage([DONE_LINE])  # spec §13.3-b: one [DONE] per response, the parent's

@@ -25,6 +25,9 @@ Does not own: the agent loop. What it answers (spec ``spec/agent-ref.md`` §8):
   a result is an error (the loop guard's, spec §16); then it says why it stopped;
 * "as JSON": a weather report as a JSON object (spec §17); first a prose answer that is
   not JSON, the correct object once told what was wrong ("stubbornly": prose every time);
+* "remember that X" with a ``memory`` tool: a ``view`` of ``/memories``, then a ``create``
+  of ``/memories/notes.md`` (or a ``str_replace`` adding X under its heading); "what do you
+  remember": a ``view`` of that file, then an answer listing its facts (spec §18.5-a);
 * anything else: a short streamed greeting.
 
 It honours ``max_tokens``: it counts a token per 4 characters of output and, at the
@@ -66,6 +69,11 @@ _ERROR_TYPES: Final = {
 }
 _YES: Final = re.compile(r"\b(yes|y|true|ok|okay|confirm(ed)?|approve(d)?|sure)\b", re.IGNORECASE)
 _SPAWN: Final = "spawn_subagent"
+_MEMORY: Final = "memory"
+_NOTES: Final = "/memories/notes.md"
+_NOTES_HEAD: Final = "# Notes\n"
+_REMEMBER: Final = re.compile(r"\bremember\s+that\s+(.+?)[.!]*\s*$", re.IGNORECASE | re.DOTALL)
+_RECALL: Final = re.compile(r"\bwhat\s+do\s+you\s+(?:remember|know\s+about\s+me)\b", re.IGNORECASE)
 _SOURCE_DOC: Final = "The Moon orbits the Earth at an average distance of 384,400 kilometres."
 
 
@@ -277,6 +285,8 @@ class _Script:
         lowered = prompt.lower()
         if self._subagents(prompt):
             return
+        if self._memory(prompt):
+            return
         if "keep calculating" in lowered and "calculator" in self.tools:
             done = sum(1 for name, _, _ in self.results if name == "calculator")
             if self.tools_allowed:
@@ -400,6 +410,53 @@ class _Script:
         for topic in topics:
             self._tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}"})
         self.stop_reason = "tool_use"
+        return True
+
+    def _memory(self, prompt: str) -> bool:
+        """Memory (spec §18.5-a): "remember that X" saves X in the notes file; "what do you remember" reads it."""
+        if _MEMORY not in self.tools:
+            return False
+        done = [(text, is_error) for name, text, is_error in self.results if name == _MEMORY]
+        fact_match = _REMEMBER.search(prompt)
+        if fact_match:
+            fact = " ".join(fact_match.group(1).split())[:500]
+            if not done or (len(done) == 1 and not done[0][1]):
+                if not self.tools_allowed:
+                    return False
+                if not done:  # look before writing, as the memory tool's users are told to
+                    self._thinking("The user wants me to remember something; first I look at my memory directory.")
+                    self._tool_use(_MEMORY, {"command": "view", "path": "/memories"})
+                elif re.search(rf"\t{re.escape(_NOTES)}$", done[0][0], re.MULTILINE):
+                    self._text("I will add it to my notes.")
+                    edit = {"old_str": _NOTES_HEAD, "new_str": f"{_NOTES_HEAD}- {fact}\n"}
+                    self._tool_use(_MEMORY, {"command": "str_replace", "path": _NOTES, **edit})
+                else:
+                    self._text("I will start a notes file.")
+                    self._tool_use(
+                        _MEMORY, {"command": "create", "path": _NOTES, "file_text": f"{_NOTES_HEAD}- {fact}\n"}
+                    )
+                self.stop_reason = "tool_use"
+                return True
+            text, is_error = done[-1]
+            self._text(f"I could not save that: {text}" if is_error else f"Noted. I will remember that {fact}.")
+            return True
+        if not _RECALL.search(prompt):
+            return False
+        if not done:
+            if not self.tools_allowed:
+                return False
+            self._thinking("The user asks what I remember; I read my notes.")
+            self._tool_use(_MEMORY, {"command": "view", "path": _NOTES})
+            self.stop_reason = "tool_use"
+            return True
+        text, is_error = done[-1]
+        facts = [m.group(1) for m in re.finditer(r"^\s*\d+\t- (.*)$", text, re.MULTILINE)]
+        if is_error:
+            self._text(f"I do not remember anything yet ({text}).")
+        elif not facts:
+            self._text("My notes are empty, so I do not remember anything yet.")
+        else:
+            self._text("Here is what I remember: " + "; ".join(facts) + ".")
         return True
 
     def _spawn_names(self) -> list[str]:

@@ -276,7 +276,7 @@ def test_spec_15_3_a_long_run_compacts_and_continues() -> None:
     assert _calls(lines) == [f"{i} + {i}" for i in range(1, 11)]
     (boundary,) = result.compactions
     assert boundary["trigger"] == "auto"
-    assert boundary["strategy"] == "summary"
+    assert boundary["strategy"] == "summarise"
     assert boundary["pre_tokens"] >= 600
     assert boundary["messages_after"] == 1
     assert boundary["messages_before"] > 10
@@ -297,6 +297,24 @@ def test_spec_15_3_a_long_run_compacts_and_continues() -> None:
     assert len(agent.state.messages) < len(result.conversation_history)
     final = meta(lines, "meta_final")
     assert final["total_steps"] == 11  # the summary call is not a step [R15.2-d]
+
+
+def test_spec_15_2_c_boundary_envelope_between_blocks() -> None:
+    """Default profile: one ``meta_compaction`` where it happened, between blocks; not in meta_final [R15.2-c]."""
+    agent = Agent(ScriptedModel(), tools=default_tools(), max_steps=10, compactor=SummarizingCompactor(threshold=600))
+    lines: list[bytes] = []
+    result = run(agent.run(LONG, lines.append))
+    kinds = [b["type"] for b in blocks(lines)]
+    assert kinds.count("meta_compaction") == 1
+    where = kinds.index("meta_compaction")
+    assert kinds[0] == "meta_init"
+    assert kinds[-1] == "meta_final"
+    assert kinds[where - 1] == "tool_result"  # after the 8th result, before the next call's output
+    assert kinds[:where].count("tool_result") == 8
+    (boundary,) = [b["data"] for b in blocks(lines) if b["type"] == "meta_compaction"]
+    assert boundary == result.compactions[0]
+    assert set(boundary) == {"trigger", "pre_tokens", "strategy", "messages_before", "messages_after"}
+    assert "compactions" not in meta(lines, "meta_final")
 
 
 def _asks_summary(body: dict[str, Any]) -> bool:
@@ -379,7 +397,7 @@ def test_spec_15_3_a_manual_compaction_before_the_next_run() -> None:
     second = run(agent.run("Hello again", lines.append))
     (boundary,) = second.compactions
     assert boundary["trigger"] == "manual"
-    assert boundary["strategy"] == "summary"
+    assert boundary["strategy"] == "summarise"
     assert boundary["messages_before"] == 5
     assert boundary["messages_after"] == 1
     # The new prompt is kept after the summary; the model answers it.

@@ -3,54 +3,26 @@
 Serves ``create_app`` on 127.0.0.1 port 0 with a SQLite store and a file journal beside
 it, exactly as ``agent-ref serve`` does, and prints its URL on stdout. With ``--gate``,
 the ``calculator`` tool waits until FILE exists (at most 60 s), so the test can kill the
-process while a run is in the middle of a step.
+process while a run is in the middle of a step. The rest is shared with
+``tests/scaleout/serve_pg.py`` in ``tests/serve_launcher.py``.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from pathlib import Path
 
-from agent_ref import ScriptedModel, SQLiteStore, tool
-from agent_ref.demo_tools import confirm, evaluate
-from agent_ref.server import create_app, serve
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for serve_launcher
+
+from agent_ref import SQLiteStore
 from agent_ref.server_streams import FileJournal
+from serve_launcher import launch, parser
 
 
 def main() -> None:
     """Parse the arguments and serve until killed."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("db")
-    parser.add_argument("--gate", default=None)
-    args = parser.parse_args()
-    gate = Path(args.gate) if args.gate else None
-
-    @tool(name="calculator")
-    def calculator(expression: str) -> str:
-        """Evaluate an arithmetic expression.
-
-        Args:
-            expression: The expression.
-        """
-        deadline = time.monotonic() + 60
-        while gate is not None and not gate.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        return str(evaluate(expression))
-
-    app = create_app(
-        store=SQLiteStore(args.db),
-        model_factory=ScriptedModel,
-        tools=[calculator, confirm],
-        journal=FileJournal(f"{args.db}.streams"),
-    )
-
-    def ready(url: str) -> None:
-        sys.stdout.write(url + "\n")
-        sys.stdout.flush()
-
-    serve(app, "127.0.0.1", 0, ready=ready)
+    args = parser("db", "serve the scripted agent on SQLite").parse_args()
+    launch(store=SQLiteStore(args.db), journal=FileJournal(f"{args.db}.streams"), gate=args.gate)
 
 
 if __name__ == "__main__":
