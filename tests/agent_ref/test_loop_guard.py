@@ -8,11 +8,12 @@ Every response these tests make is validated strictly by the autouse tee
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
-from agent_ref import Agent, ScriptedModel, default_tools
+from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools, tool
 from agent_ref.errors import ConfigError
 from agent_ref.loop_guard import DEFAULT_LOOP_LIMIT, STOP_LOOP_DETECTED, streak
 from agent_ref.permissions import PermissionAllow, PermissionDeny, PermissionResult, ToolPermissionContext
@@ -119,3 +120,31 @@ def test_spec_16_1_b_stop_does_not_leak_into_the_next_run() -> None:
     again = run(agent.run("What is 2 + 2?", drop))
     assert again.stop_reason == "end_turn"
     assert "4" in again.final_text
+
+
+def test_spec_16_1_b_streak_survives_pause_and_resume_in_a_new_agent() -> None:
+    """A frontend ``calculator`` repeated across pauses: each resume is a fresh ``Agent.load``;
+    the third identical call still stops the run, read from the stored run history [R16.1-b]."""
+
+    @tool(name="calculator", executor="frontend")
+    def calculator(expression: str) -> str:
+        """The browser computes it.
+
+        Args:
+            expression: what to compute.
+        """
+        return expression
+
+    async def scenario() -> list[str]:
+        store = MemoryStore()
+        agent = Agent(ScriptedModel(), tools=[calculator], store=store)
+        result = await agent.run(REPEAT, drop)
+        reasons = [result.stop_reason]
+        while result.stop_reason == "awaiting_frontend_tools":
+            agent = await Agent.load(agent.agent_uuid, store, ScriptedModel(), tools=[calculator])
+            answers = [{"tool_use_id": p.tool_use_id, "content": "2"} for p in result.pending_frontend_tools]
+            result = await agent.continue_with_tool_results(answers, drop)
+            reasons.append(result.stop_reason)
+        return reasons
+
+    assert asyncio.run(scenario()) == ["awaiting_frontend_tools", "awaiting_frontend_tools", STOP_LOOP_DETECTED]
