@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from envelope import Emitter, ImageRef
 
-from . import call_model, finish, prepare, record, response, scrub, tool_step
+from . import call_model, compaction, finish, loop_guard, prepare, record, response, scrub, structured, tool_step
 from .call_model import _RunFailed
 from .errors import ConfigError, StateError, ToolResultsError
 from .finish import (
@@ -72,8 +72,10 @@ from .tools import Tool, ToolCallRequest, error_outcome, result_block
 if TYPE_CHECKING:
     from envelope import Profile
 
+    from .compaction import Compactor
     from .models import Model
     from .permissions import CanUseTool
+    from .structured import OutputSchema
 
 __all__ = ["DONE_LINE", "Agent", "AgentResult", "Sink"]
 
@@ -137,6 +139,15 @@ class Agent:
         can_use_tool: asked before every tool call, after the PreToolUse hooks (spec §12.4).
         subagents: children the model may spawn by name with the ``spawn_subagent`` tool;
             they stream into this agent's response (spec §13).
+        compactor: compacts the API context before a model call once it reaches the
+            compactor's threshold (``SummarizingCompactor``, ``ToolResultTrimmer``; spec §15).
+        loop_limit: the same tool with the same input this many times in a row goes to
+            ``can_use_tool`` with a reason, or stops the run (``loop_detected``); ``None``:
+            off (spec §16).
+        output_schema: the final answer must be JSON matching this (a msgspec type or a
+            JSON Schema dict in the subset of ``structured.py``); spec §17.
+        max_structured_output_retries: corrections the model gets before the run ends
+            ``error_max_structured_output_retries``.
 
     Raises:
         ConfigError: duplicate tool names, or a budget with an unpriced model, an unknown
@@ -169,6 +180,10 @@ class Agent:
         hooks: Mapping[str, Sequence[Hook]] | None = None,
         can_use_tool: CanUseTool | None = None,
         subagents: Mapping[str, AgentSpec] | None = None,
+        compactor: Compactor | None = None,
+        loop_limit: int | None = loop_guard.DEFAULT_LOOP_LIMIT,
+        output_schema: OutputSchema | None = None,
+        max_structured_output_retries: int = structured.DEFAULT_STRUCTURED_RETRIES,
     ) -> None:
         """See the class docstring."""
         names = [t.name for t in tools] + [str(t.get("name")) for t in server_tools]
@@ -232,6 +247,20 @@ class Agent:
         self._hook_failures: list[HookFailure] = []
         self._prompt: str | None = None
         self._interrupted: str | None = None
+        # Guards (compaction.py, loop_guard.py, structured.py; spec §15-§17).
+        if loop_limit is not None and loop_limit < 2:
+            raise ConfigError("loop_limit must be at least 2 (or None to turn loop detection off)")
+        if max_structured_output_retries < 0:
+            raise ConfigError("max_structured_output_retries must be 0 or more")
+        self.compactor = compactor
+        self.loop_limit = loop_limit
+        self.max_structured_output_retries = max_structured_output_retries
+        self._output = structured.StructuredOutput(output_schema) if output_schema is not None else None
+        self._manual_compaction: Compactor | None = None
+        self._context_tokens: int | None = None
+        self._compactions: list[dict[str, Any]] = []
+        self._loop_detected = False
+        self._structured: tuple[Any] | None = None
 
     @property
     def agent_uuid(self) -> str:
@@ -594,8 +623,14 @@ class Agent:
                 continue
             calls = _tool_uses(outcome.content)
             if not calls or outcome.stop_reason not in ("tool_use", "max_tokens"):
-                return outcome.stop_reason
+                end = await self._structured_end(response, outcome.stop_reason)  # spec §17 (structured.py)
+                if end is None:
+                    step += 1
+                    continue
+                return end
             frontend = await self._run_step_tools(response, calls, outcome.bad_inputs)
+            if self._interrupted is not None and self._loop_detected:
+                return loop_guard.stopped(self)  # spec §16: a repeat with no can_use_tool (loop_guard.py)
             if self._interrupted is not None:
                 return STOP_INTERRUPTED
             if frontend:
@@ -677,6 +712,9 @@ class Agent:
     _cost = finish.cost
     _end_aborted = finish.end_aborted
     _close_quietly = finish.close_quietly
+    # Guards (spec §15-§17).
+    compact = compaction.compact
+    _structured_end = structured.structured_end
 
 
 def _parse_results(

@@ -1,6 +1,7 @@
 """Stage 2, call the model: one API call with retries, streamed as envelopes (spec ``spec/agent-ref.md`` §6).
 
-Owns: ``model_call`` (translating events, cut tool input [R1.3], usage and container),
+Owns: ``model_call`` (compaction first, §15; translating events, cut tool input [R1.3],
+usage and container),
 the discarded-attempt signal (§6.4) and closing blocks left open. Does not own: what the
 turn means for the loop (``tool_step``, ``finish``). Functions take the ``Agent`` as
 ``self``: ``Agent`` binds them as its methods.
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from envelope import DecodeError, Emitter
 from envelope.anthropic import AnthropicTranslator
 
+from .compaction import compact_before_call, record_call_tokens
 from .pricing import cost_usd
 from .response import _ClientGone, _Response
 from .retry import ApiFailure, IncompleteStreamError, classify
@@ -76,6 +78,7 @@ async def model_call(self: Agent, response: _Response, step: int, *, tool_choice
     """One API call with retries; streams its envelopes (spec §6)."""
     run = self.state.run
     assert run is not None
+    await compact_before_call(self, response)  # spec §15: before each call, never inside a block
     params = self._params(tool_choice_none)
     attempt = 0
     while True:
@@ -138,6 +141,7 @@ async def model_call(self: Agent, response: _Response, step: int, *, tool_choice
             continue
         # spec §11.2-a: the nested counters too; running totals, the later value wins.
         usage = {**call_usage, **translator.usage}
+        record_call_tokens(self, usage)  # spec §15.1-a: the next threshold check
         run.usage.add(usage)
         self.state.usage.add(usage)
         run.cost_usd = cost_usd(self.model.name, run.usage, self.prices)

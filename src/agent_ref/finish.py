@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
 from .pricing import price_for
 from .record import _last_text
 from .response import DONE_LINE, _Response
@@ -51,6 +53,10 @@ class AgentResult:
         pending_frontend_tools: the calls to answer, when paused.
         conversation_history: the messages of this run.
         error: the public error message when ``stop_reason`` is ``error``.
+        structured_output: the validated final answer when the agent has an
+            ``output_schema`` and the run ended with a valid one (a msgspec type's instance,
+            or the JSON value), else ``None`` (spec §17).
+        compactions: the compaction boundaries of the run, in order (spec §15).
     """
 
     agent_uuid: str
@@ -63,6 +69,8 @@ class AgentResult:
     pending_frontend_tools: list[PendingCall] = field(default_factory=list)
     conversation_history: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    structured_output: Any = None
+    compactions: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def pause(self: Agent, response: _Response) -> AgentResult:
@@ -114,6 +122,13 @@ async def finish(
     }
     if self.stream_history:
         meta["conversation_history"] = run.history
+    structured, self._structured = self._structured, None
+    if structured is not None:
+        meta["structured_output"] = msgspec.to_builtins(structured[0])  # spec §17.2-a
+    compactions, self._compactions = self._compactions, []
+    self._loop_detected = False
+    if compactions and self.profile == "seed":
+        meta["compactions"] = compactions  # spec §15.2-c, envelope spec §10.2-d: no boundary envelope under seed
     response.stage(self._emitter.buffered("meta_final", json.dumps(meta, ensure_ascii=False)))
     if not response.nested:
         response.stage([DONE_LINE])  # spec §13.3-b: one [DONE] per response, the parent's
@@ -148,6 +163,8 @@ async def finish(
         cost_usd=run.cost_usd,
         conversation_history=list(run.history),
         error=error_payload["message"] if error_payload and stop_reason == STOP_ERROR else None,
+        structured_output=structured[0] if structured is not None else None,
+        compactions=compactions,
     )
 
 

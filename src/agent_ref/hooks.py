@@ -8,12 +8,14 @@ order they were given and turns a hook that raises into a reported failure (spec
 on the stream (the agent sends it as an ``error`` envelope, [R12.3-a]).
 
 A hook is a plain callable, sync or async: ``hook(HookInput) -> HookDecision | None``.
-``None`` means "continue". Only ``PreToolUse`` reads ``modify`` and ``block``; other
-events fire for observation and their decision is ignored ([R12.2-a]).
+``None`` means "continue". Only ``PreToolUse`` reads ``modify`` and ``block``, and
+``PreCompact`` reads ``block`` (skip this compaction, [R15.2-b]); other events fire for
+observation and their decision is ignored ([R12.2-a]).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -56,6 +58,8 @@ class HookInput:
         tool_input: the call's input as it will run (tool events).
         result: the result text (``PostToolUse``, ``PostToolUseFailure``, ``SubagentStop``).
         stop_reason: how the run ended (``Stop``, ``SessionEnd``, ``SubagentStop``).
+        trigger: ``auto`` or ``manual`` (``PreCompact``).
+        pre_tokens: the context's size in tokens before compacting (``PreCompact``).
     """
 
     event: HookEvent
@@ -67,6 +71,8 @@ class HookInput:
     tool_input: Mapping[str, Any] = field(default_factory=dict)
     result: str | None = None
     stop_reason: str | None = None
+    trigger: str | None = None
+    pre_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +82,8 @@ class HookDecision:
     Attributes:
         action: ``"continue"``; ``"modify"`` (``PreToolUse``: run the call with
             ``updated_input``); ``"block"`` (``PreToolUse``: do not run it; the model
-            gets an ``is_error`` result with ``message``).
+            gets an ``is_error`` result with ``message``; ``PreCompact``: skip this
+            compaction).
         updated_input: the input to run with, for ``"modify"``.
         message: why, for ``"block"``.
     """
@@ -85,6 +92,9 @@ class HookDecision:
     updated_input: Mapping[str, Any] | None = None
     message: str = ""
 
+
+#: The events whose hooks may answer ``block`` (PreToolUse: [R12.2-b]; PreCompact: [R15.2-b]).
+_DECIDING: Final = ("PreToolUse", "PreCompact")
 
 #: A hook: sync or async, given the event's input.
 Hook = Callable[[HookInput], HookDecision | Awaitable[HookDecision | None] | None]
@@ -127,17 +137,7 @@ async def run_hooks(
     current: Mapping[str, Any] = data.tool_input
     modified = False
     for index, hook in enumerate(hooks):
-        told = HookInput(
-            event=data.event,
-            agent_uuid=data.agent_uuid,
-            run_id=data.run_id,
-            prompt=data.prompt,
-            tool_name=data.tool_name,
-            tool_use_id=data.tool_use_id,
-            tool_input=dict(current),
-            result=data.result,
-            stop_reason=data.stop_reason,
-        )
+        told = dataclasses.replace(data, tool_input=dict(current))
         try:
             answer = hook(told)
             if inspect.isawaitable(answer):
@@ -151,10 +151,12 @@ async def run_hooks(
             if data.event == "PreToolUse":
                 return HookDecision(action="block", message=f"blocked: a PreToolUse hook failed ({message})"), current
             continue
-        if answer is None or data.event != "PreToolUse":
+        if answer is None or data.event not in _DECIDING:
             continue
         if answer.action == "block":
             return answer, current
+        if data.event != "PreToolUse":
+            continue
         if answer.action == "modify" and answer.updated_input is not None:
             current = dict(answer.updated_input)
             modified = True

@@ -30,11 +30,14 @@ class ToolPermissionContext:
         agent_uuid: the agent asking.
         run_id: the run.
         tool_use_id: the call.
+        reason: why the callback is asked besides the usual check: ``"repeat: ..."`` when
+            the call repeats the same tool and input (loop detection, spec [R16.1-a]).
     """
 
     agent_uuid: str
     run_id: str
     tool_use_id: str
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,8 +31,12 @@ def params(self: Agent, tool_choice_none: bool) -> dict[str, Any]:
         "max_tokens": self.max_tokens,
         "messages": self.state.messages,
     }
-    if self.system:
-        params["system"] = self.system
+    system = self.system
+    if self._output is not None:
+        # spec §17.1-a: the schema is in the system prompt.
+        system = (system + "\n\n" if system else "") + self._output.instruction()
+    if system:
+        params["system"] = system
     tools = [t.definition() for t in self.tools.values()] + self.server_tools
     if self.subagents:
         tools.append(spawn_tool_definition(self.subagents))

@@ -18,6 +18,13 @@ Does not own: the agent loop. What it answers (spec ``spec/agent-ref.md`` §8):
 * "... in parallel" with a ``spawn_subagent`` tool: one ``spawn_subagent`` call per topic
   ("Research X and Y in parallel": two); after the results, an answer joining them;
   "research X" alone (a subagent's task): a few streamed sentences of findings on X;
+* a summary request (seed 001's summary prompt, spec §15): a ``<summary>`` naming the
+  task and how many calculator results there were; a context that is only such a
+  summary continues the task it names ("keep calculating" goes on counting);
+* "keep repeating" with a ``calculator`` tool: the same call (``1 + 1``) every step, until
+  a result is an error (the loop guard's, spec §16); then it says why it stopped;
+* "as JSON": a weather report as a JSON object (spec §17); first a prose answer that is
+  not JSON, the correct object once told what was wrong ("stubbornly": prose every time);
 * "remember that X" with a ``memory`` tool: a ``view`` of ``/memories``, then a ``create``
   of ``/memories/notes.md`` (or a ``str_replace`` adding X under its heading); "what do you
   remember": a ``view`` of that file, then an answer listing its facts (spec §18.5-a);
@@ -267,6 +274,13 @@ class _Script:
         yield {"type": "message_stop"}
 
     def _decide(self) -> None:
+        if self._compaction_summary():
+            return
+        self._resume_from_summary()
+        if self._repeat():
+            return
+        if self._structured():
+            return
         prompt = self.prompt
         lowered = prompt.lower()
         if self._subagents(prompt):
@@ -302,6 +316,80 @@ class _Script:
             return
         self._thinking("I have what I need; time to answer.")
         self._answer(prompt, expression)
+
+    def _compaction_summary(self) -> bool:
+        """Answer seed 001's summary request: the task and the calculator results so far (spec §15)."""
+        last = self.messages[-1] if self.messages else {}
+        asked = [b for b in _content(last) if b.get("type") == "text" and _SUMMARY_ASK in str(b.get("text", ""))]
+        if last.get("role") != "user" or not asked:
+            return False
+        names: dict[str, str] = {}
+        task, count, last_result = "", 0, ""
+        for message in self.messages:
+            for block in _content(message):
+                kind = block.get("type")
+                if kind == "tool_use":
+                    names[str(block.get("id"))] = str(block.get("name"))
+                elif kind == "tool_result" and names.get(str(block.get("tool_use_id"))) == "calculator":
+                    count += 1
+                    last_result = _result_text(block)
+                elif kind == "text" and message.get("role") == "user" and _SUMMARY_ASK not in str(block.get("text")):
+                    text = str(block.get("text", ""))
+                    previous = _summary_fields(text)
+                    if previous is not None:
+                        task, count = previous[0], count + previous[1]
+                    elif not task:
+                        task = text.strip()
+        self._text(
+            f"<summary>\nTASK OVERVIEW: {task}\nCURRENT STATE: {count} calculator results so far"
+            f"{'; the last was ' + last_result if last_result else ''}.\n"
+            "NEXT STEPS: carry on with the task from where it stopped.\n</summary>"
+        )
+        return True
+
+    def _resume_from_summary(self) -> None:
+        """A context that is only a summary: go on with the task it names, counting its results (spec §15)."""
+        said = [
+            [str(b.get("text", "")) for b in _content(m) if b.get("type") == "text"]
+            for m in self.messages
+            if m.get("role") == "user"
+        ]
+        said = [texts for texts in said if texts]
+        texts = said[-1] if said else []
+        fields = _summary_fields(texts[0]) if texts else None
+        if fields is None:
+            return
+        if len(texts) > 1:  # a new prompt after the summary: the summary is only context
+            self.prompt = " ".join(texts[1:])
+            return
+        self.prompt = fields[0]
+        self.results = [("calculator", "(in the summary)", False)] * fields[1] + self.results
+
+    def _repeat(self) -> bool:
+        """ "keep repeating": the same calculator call each step, until a result is an error (spec §16)."""
+        if "keep repeating" not in self.prompt.lower() or "calculator" not in self.tools:
+            return False
+        errors = [text for name, text, is_error in self.results if name == "calculator" and is_error]
+        if errors or not self.tools_allowed:
+            self._text(f"I stopped repeating the calculation: {errors[-1] if errors else 'no more tool calls'}.")
+            return True
+        self._text("Let me check that once more.")
+        self._tool_use("calculator", {"expression": "1 + 1"})
+        self.stop_reason = "tool_use"
+        return True
+
+    def _structured(self) -> bool:
+        """ "as JSON": prose first, the JSON object once corrected; "stubbornly": prose always (spec §17)."""
+        users = [str(b.get("text", "")) for m in self.messages if m.get("role") == "user" for b in _content(m)]
+        users = [t for t in users if t]
+        if not users or "as json" not in users[0].lower():
+            return False
+        corrected = "did not match the output schema" in users[-1]
+        if corrected and "stubborn" not in users[0].lower():
+            self._text(json.dumps({"city": "Paris", "temperature_c": 21, "conditions": "sunny"}))
+        else:
+            self._text("The weather in Paris is sunny, about 21 degrees.")
+        return True
 
     def _subagents(self, prompt: str) -> bool:
         """Parallel research: spawn one subagent per topic, then join their answers (spec R8.1-b)."""
@@ -512,6 +600,35 @@ class _Script:
         index = self.index
         self.index += 1
         return index
+
+
+#: A phrase of seed 001's summary prompt, by which a summary request is recognised.
+_SUMMARY_ASK: Final = "Write a continuation summary"
+_SUMMARY: Final = re.compile(
+    r"^<summary>\nTASK OVERVIEW: (?P<task>.*)\nCURRENT STATE: (?P<count>\d+) calculator results", re.DOTALL
+)
+
+
+def _content(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content or [] if isinstance(b, dict)]
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    inner = block.get("content")
+    if isinstance(inner, list):
+        return " ".join(str(b.get("text", "")) for b in inner if isinstance(b, dict))
+    return str(inner or "")
+
+
+def _summary_fields(text: str) -> tuple[str, int] | None:
+    """The task and the calculator count of a summary this model wrote, or ``None``."""
+    match = _SUMMARY.match(text)
+    if match is None:
+        return None
+    return match.group("task"), int(match.group("count"))
 
 
 def _words(text: str) -> list[str]:

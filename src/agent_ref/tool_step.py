@@ -14,7 +14,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from . import scrub
+from . import loop_guard, scrub
 from .finish import STOP_ABORTED, STOP_ERROR, STOP_INTERRUPTED, STOP_MAX_STEPS
 from .hooks import HookFailure, HookInput, run_hooks
 from .permissions import PermissionDeny, ToolPermissionContext, ask
@@ -110,6 +110,10 @@ async def permit(self: Agent, call: ToolCallRequest) -> ToolCallRequest | str:
     """PreToolUse hooks, then ``can_use_tool``: the call to run, or why it is not run (spec §12)."""
     run = self.state.run
     assert run is not None
+    # spec §16: the same call N times in a row goes to can_use_tool with a reason, or stops the run.
+    repeat = loop_guard.check(self, call)
+    if repeat is not None and self.can_use_tool is None:
+        return repeat
     tool_input: Mapping[str, Any] = call.input
     hooks = self.hooks.get("PreToolUse", [])
     if hooks:
@@ -125,7 +129,9 @@ async def permit(self: Agent, call: ToolCallRequest) -> ToolCallRequest | str:
         if decision.action == "block":
             return decision.message or "blocked by a PreToolUse hook"
     if self.can_use_tool is not None:
-        context = ToolPermissionContext(agent_uuid=self.agent_uuid, run_id=run.run_id, tool_use_id=call.id)
+        context = ToolPermissionContext(
+            agent_uuid=self.agent_uuid, run_id=run.run_id, tool_use_id=call.id, reason=repeat
+        )
         answer, failed = await ask(self.can_use_tool, call.name, tool_input, context)
         if failed is not None:
             self._hook_failures.append(HookFailure(event="can_use_tool", index=0, message=failed))

@@ -1,0 +1,86 @@
+"""Loop detection (seed 003's doom loop): the same tool with the same input N times in a row.
+
+Owns: counting a call's streak (``streak``) from the run's history, and what a repeat
+does (spec ``spec/agent-ref.md`` §16): with a ``can_use_tool`` callback, the callback is
+asked with a ``reason`` saying it is a repeat; without one, the call is not run and the
+run stops with ``loop_detected``. Does not own: the permission callback itself
+(``permissions.py``) or routing the calls (``tool_step.py``, which calls ``check``).
+
+The streak is read from ``RunState.history`` (the run's own turns, never compacted), so
+it survives a pause and a resume in another process, and needs no state of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from .agent import Agent
+    from .tools import ToolCallRequest
+
+__all__ = ["DEFAULT_LOOP_LIMIT", "STOP_LOOP_DETECTED", "check", "streak"]
+
+#: Seed 003 does not give N; the issue's default. ``Agent(loop_limit=None)`` turns the guard off.
+DEFAULT_LOOP_LIMIT: Final = 3
+#: The stop reason of a run the guard stopped (spec [R5.1-a], [R16.1-b]).
+STOP_LOOP_DETECTED: Final = "loop_detected"
+
+
+def _key(name: object, tool_input: object) -> tuple[str, str]:
+    """A call's identity: its tool and its input as canonical JSON (key order does not matter)."""
+    return str(name), json.dumps(tool_input, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def streak(history: Sequence[Mapping[str, Any]], call_id: str) -> int:
+    """How many calls in a row, ending with ``call_id``, had its tool and input (1: no repeat).
+
+    The calls are every ``tool_use`` of the history's assistant turns, in order; a call
+    with another tool or input breaks the streak ([R16.1-a]). 0 when ``call_id`` is not there.
+    """
+    calls = [
+        (str(block.get("id")), _key(block.get("name"), block.get("input")))
+        for message in history
+        if message.get("role") == "assistant" and isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_use"
+    ]
+    ids = [c[0] for c in calls]
+    if call_id not in ids:
+        return 0
+    end = ids.index(call_id)
+    count = 1
+    while end - count >= 0 and calls[end - count][1] == calls[end][1]:
+        count += 1
+    return count
+
+
+def check(self: Agent, call: ToolCallRequest) -> str | None:
+    """Before a call is routed: the reason it is a repeat, or ``None`` (spec [R16.1-a]).
+
+    Without a ``can_use_tool`` callback a repeat also marks the run to stop: the caller
+    answers the call with the reason and the run ends ``loop_detected`` ([R16.1-b]).
+    """
+    run = self.state.run
+    if self.loop_limit is None or run is None:
+        return None
+    count = streak(run.history, call.id)
+    if count < self.loop_limit:
+        return None
+    reason = (
+        f"repeat: {call.name} was called with the same input {count} times in a row "
+        f"(loop detection, limit {self.loop_limit})"
+    )
+    if self.can_use_tool is None:
+        self._interrupted = reason
+        self._loop_detected = True
+        return "not run: " + reason + "; the run stops here"
+    return reason
+
+
+def stopped(self: Agent) -> str:
+    """The stop reason of a run the guard stopped; the mark is cleared for the next run."""
+    self._loop_detected = False
+    return STOP_LOOP_DETECTED

@@ -1,0 +1,207 @@
+"""Structured output: seed 004's ``error_max_structured_output_retries`` (spec/agent-ref.md §17).
+
+Every response these tests make is validated strictly by the autouse tee
+(tests/agent_ref_validating.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent_ref import Agent, ScriptedModel, default_tools
+from agent_ref.errors import ConfigError
+from agent_ref.structured import DEFAULT_STRUCTURED_RETRIES, STOP_STRUCTURED_RETRIES, StructuredOutput
+from agent_ref_support import blocks, drop, fast_retry, meta, run
+
+WEATHER = "Describe the weather in Paris as JSON."
+STUBBORN = "Stubbornly describe the weather in Paris as JSON."
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["city", "temperature_c"],
+    "properties": {
+        "city": {"type": "string", "minLength": 1},
+        "temperature_c": {"type": "integer", "minimum": -90, "maximum": 60},
+        "conditions": {"enum": ["sunny", "cloudy", "rain"]},
+    },
+    "additionalProperties": False,
+}
+
+
+class Weather(msgspec.Struct):
+    """The scripted model's weather report, as a msgspec type."""
+
+    city: str
+    temperature_c: int
+    conditions: str
+
+
+def _agent(schema: Any, **kw: Any) -> tuple[Agent, ScriptedModel]:
+    model = ScriptedModel()
+    return Agent(model, tools=default_tools(), retry=fast_retry(), output_schema=schema, **kw), model
+
+
+def _invalid(lines: list[bytes]) -> list[dict[str, Any]]:
+    return [
+        b["data"] for b in blocks(lines) if b["type"] == "error" and b["data"]["type"] == "structured_output_invalid"
+    ]
+
+
+@pytest.mark.parametrize("schema", [SCHEMA, Weather], ids=["json-schema", "msgspec"])
+def test_spec_17_2_a_bad_answer_is_corrected_then_valid(schema: Any) -> None:
+    """Prose first: the model is told why and answers again; the value is on the result [R17.2-a]."""
+    agent, model = _agent(schema)
+    lines: list[bytes] = []
+    result = run(agent.run(WEATHER, lines.append))
+    assert result.stop_reason == "end_turn"
+    expected = {"city": "Paris", "temperature_c": 21, "conditions": "sunny"}
+    if schema is Weather:
+        assert result.structured_output == Weather(city="Paris", temperature_c=21, conditions="sunny")
+    else:
+        assert result.structured_output == expected
+    assert meta(lines, "meta_final")["structured_output"] == expected
+    (invalid,) = _invalid(lines)
+    assert invalid["attempt"] == 1
+    assert invalid["retrying"] is True
+    assert invalid["errors"][0].startswith("not JSON")
+    # The correction the model got: a user turn naming the errors and the schema.
+    correction = model.requests[1]["messages"][-1]["content"][0]["text"]
+    assert correction.startswith("Your final answer did not match the output schema: not JSON")
+    assert '"temperature_c"' in correction
+    # The schema is in the system prompt of every call [R17.1-a].
+    assert all('"temperature_c"' in body["system"] for body in model.requests)
+    assert result.steps == 2
+
+
+def test_spec_17_2_a_retries_run_out() -> None:
+    """Always prose: 1 + 3 answers, then ``error_max_structured_output_retries`` [R17.2-a]."""
+    assert DEFAULT_STRUCTURED_RETRIES == 3
+    agent, model = _agent(SCHEMA)
+    lines: list[bytes] = []
+    result = run(agent.run(STUBBORN, lines.append))
+    assert result.stop_reason == STOP_STRUCTURED_RETRIES == "error_max_structured_output_retries"
+    assert meta(lines, "meta_final")["stop_reason"] == STOP_STRUCTURED_RETRIES
+    assert "structured_output" not in meta(lines, "meta_final")
+    assert result.structured_output is None
+    assert [e["retrying"] for e in _invalid(lines)] == [True, True, True, False]
+    assert len(model.requests) == 4
+
+
+def test_spec_17_2_a_retry_limit_is_configurable() -> None:
+    """``max_structured_output_retries=0``: the first bad answer ends the run."""
+    agent, model = _agent(SCHEMA, max_structured_output_retries=0)
+    result = run(agent.run(WEATHER, drop))
+    assert result.stop_reason == STOP_STRUCTURED_RETRIES
+    assert len(model.requests) == 1
+    with pytest.raises(ConfigError, match="max_structured_output_retries"):
+        _agent(SCHEMA, max_structured_output_retries=-1)
+
+
+def test_spec_17_2_a_wrong_shape_is_named() -> None:
+    """A JSON answer of the wrong shape: the errors name the path, and the run gives up after the retries."""
+    strict = {**SCHEMA, "required": ["city", "humidity"]}
+    agent, _ = _agent(strict, max_structured_output_retries=1)
+    lines: list[bytes] = []
+    result = run(agent.run(WEATHER, lines.append))
+    assert result.stop_reason == STOP_STRUCTURED_RETRIES
+    errors = _invalid(lines)[-1]["errors"]
+    assert "$: missing required key 'humidity'" in errors
+    assert "$: unexpected key 'conditions'" not in errors  # conditions is declared
+
+
+def test_spec_17_2_b_no_schema_no_check() -> None:
+    """Without ``output_schema`` nothing changes: prose ends the run, no value."""
+    result = run(Agent(ScriptedModel(), tools=default_tools()).run(WEATHER, drop))
+    assert result.stop_reason == "end_turn"
+    assert result.structured_output is None
+
+
+def test_spec_17_1_c_fenced_json_is_accepted_and_nothing_else_is_cut() -> None:
+    """One ```json fence that is the whole answer is read; text around JSON is an error [R17.1-c]."""
+    out = StructuredOutput(SCHEMA)
+    good = '{"city": "Oslo", "temperature_c": -3}'
+    assert out.check(good) == ({"city": "Oslo", "temperature_c": -3}, [])
+    assert out.check(f"```json\n{good}\n```\n") == ({"city": "Oslo", "temperature_c": -3}, [])
+    assert out.check(f"Here it is: {good}")[1][0].startswith("not JSON")
+    assert StructuredOutput(Weather).check('{"city": 1}')[1] == ["Expected `str`, got `int` - at `$.city`"]
+
+
+def test_spec_17_1_b_keywords_outside_the_subset_are_refused() -> None:
+    """``$ref``, ``pattern``... are refused at construction, never ignored [R17.1-b]."""
+    with pytest.raises(ConfigError, match="'pattern' is outside the supported subset"):
+        StructuredOutput({"type": "string", "pattern": "^a"})
+    with pytest.raises(ConfigError, match=r"\$\.properties\.x: keyword '\$ref'"):
+        StructuredOutput({"type": "object", "properties": {"x": {"$ref": "#/$defs/X"}}})
+    with pytest.raises(ConfigError, match="unknown type 'str'"):
+        StructuredOutput({"type": "str"})
+    with pytest.raises(ConfigError, match="msgspec cannot use"):
+        StructuredOutput(object)
+
+
+@pytest.mark.parametrize(
+    ("schema", "value", "errors"),
+    [
+        ({"type": "integer"}, 3.0, []),
+        ({"type": "integer"}, 3.5, ["$: expected integer, got number"]),
+        ({"type": "integer"}, True, ["$: expected integer, got boolean"]),
+        ({"type": ["string", "null"]}, None, []),
+        ({"const": 1}, 2, ["$: must be 1"]),
+        ({"exclusiveMinimum": 0}, 0, ["$: 0 breaks exclusiveMinimum 0"]),
+        ({"maxLength": 2}, "abc", ["$: longer than 2 characters"]),
+        ({"items": {"type": "string"}, "minItems": 2}, ["a"], ["$: fewer than 2 items"]),
+        (
+            {"items": {"type": "string"}, "maxItems": 1},
+            ["a", 2],
+            ["$: more than 1 items", "$[1]: expected string, got integer"],
+        ),
+        ({"additionalProperties": {"type": "integer"}}, {"a": "x"}, ["$.a: expected integer, got string"]),
+        ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, [], ["$: matches none of anyOf"]),
+    ],
+)
+def test_spec_17_1_b_subset_checks(schema: dict[str, Any], value: Any, errors: list[str]) -> None:
+    """Each keyword of the subset does what JSON Schema says."""
+    import json
+
+    assert StructuredOutput(schema).check(json.dumps(value))[1] == errors
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(_JSON)
+def test_property_checking_never_raises(value: Any) -> None:
+    """Any JSON value against the test schema: a list of errors, never an exception."""
+    import json
+
+    _, errors = StructuredOutput(SCHEMA).check(json.dumps(value))
+    assert isinstance(errors, list)
+    assert (errors == []) == (
+        isinstance(value, dict)
+        and set(value) <= {"city", "temperature_c", "conditions"}
+        and isinstance(value.get("city"), str)
+        and len(value["city"]) >= 1
+        and type(value.get("temperature_c")) in (int, float)
+        and not isinstance(value.get("temperature_c"), bool)
+        and float(value["temperature_c"]).is_integer()
+        and -90 <= value["temperature_c"] <= 60
+        and value.get("conditions", "sunny") in ("sunny", "cloudy", "rain")
+    )
+
+
+def test_spec_17_2_b_only_end_turn_is_checked() -> None:
+    """A run that ends ``max_steps`` is not checked: no correction, no value [R17.2-b]."""
+    agent, model = _agent(SCHEMA, max_steps=2)
+    lines: list[bytes] = []
+    result = run(agent.run("Please keep calculating.", lines.append))
+    assert result.stop_reason == "max_steps"
+    assert result.structured_output is None
+    assert _invalid(lines) == []
+    assert len(model.requests) == 3
