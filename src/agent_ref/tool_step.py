@@ -141,7 +141,14 @@ async def permit(self: Agent, call: ToolCallRequest) -> ToolCallRequest | str:
 
 
 async def run_subagent(self: Agent, response: _Response, call: ToolCallRequest) -> ToolOutcome:
-    """Spawn one child into this response; its final answer is the call's result (spec §13)."""
+    """Spawn one child into this response; its final answer is the call's result, sent when it ends (spec §13.3-a)."""
+    done = await _spawn(self, response, call)
+    self._answered[call.id] = done.block
+    await response.send(done.lines)
+    return done
+
+
+async def _spawn(self: Agent, response: _Response, call: ToolCallRequest) -> ToolOutcome:
     parsed = parse_spawn(call.input, self.subagents)
     if isinstance(parsed, str):
         return error_outcome(self._emitter, call, parsed)
