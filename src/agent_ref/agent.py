@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from envelope import Emitter, ImageRef
 
-from . import call_model, finish, prepare, record, response, scrub, tool_step
+from . import call_model, finish, prepare, record, response, scrub, subagent_run, tool_step
 from .call_model import _RunFailed
 from .errors import ConfigError, StateError, ToolResultsError
 from .finish import (
@@ -64,7 +64,7 @@ from .pricing import PRICES, Price, price_for
 from .record import _tool_uses
 from .response import DONE_LINE, Sink, _ClientGone, _NestedResponse
 from .retry import RetryPolicy
-from .state import AgentState, PendingCall, RunState
+from .state import AgentState, PendingCall, PendingChild, RunState
 from .store import MemoryStore, Store
 from .subagents import AgentSpec, check_specs
 from .tools import Tool, ToolCallRequest, error_outcome, result_block
@@ -232,6 +232,8 @@ class Agent:
         self._hook_failures: list[HookFailure] = []
         self._prompt: str | None = None
         self._interrupted: str | None = None
+        #: Paused children to continue at the start of a resumed response (spec §13.5-c).
+        self._resuming: tuple[list[tuple[PendingChild, Agent]], list[Mapping[str, Any]], dict[str, Any]] | None = None
 
     @property
     def agent_uuid(self) -> str:
@@ -365,14 +367,25 @@ class Agent:
         run.responses += 1
         text = "abandoned: " + scrub.public(reason)
         # Every line of this response is a closing line: staged, stored, then sent (spec §4.4).
-        response.stage(self._emitter.buffered("meta_init", self._meta_init(run, resume=True)))
+        answers = [p.tool_use_id for p in state.pending_frontend if p.agent is None]
+        answers += [c.tool_use_id for c in state.pending_children]
+        response.stage(self._emitter.buffered("meta_init", self._resume_meta(run, answers)))
         by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
         for pending in state.pending_frontend:
+            if pending.agent is not None:
+                continue  # a paused child's call: the child is abandoned below (spec §13.5-d)
             call = ToolCallRequest(id=pending.tool_use_id, name=pending.name, input=pending.input)
             done = error_outcome(self._emitter, call, text)
             response.stage(done.lines)
             by_id[call.id] = done.block
+        for tool_use_id, child_text in (await subagent_run.abandon_children(self, scrub.public(reason))).items():
+            done = error_outcome(
+                self._emitter, ToolCallRequest(id=tool_use_id, name="spawn_subagent", input={}), child_text
+            )
+            response.stage(done.lines)
+            by_id[tool_use_id] = done.block
         self._append_user([by_id[i] for i in state.pending_order if i in by_id])
+        state.pending_children = []
         state.pending_frontend = []
         state.pending_backend_results = []
         state.pending_order = []
@@ -449,6 +462,7 @@ class Agent:
                 f"agent {state.agent_uuid} is not waiting for frontend tool results (status {state.status})"
             )
         parsed = _parse_results(results, state.pending_frontend)
+        children = await subagent_run.load_paused_children(self)  # spec §13.5-c: checked before the claim
         self._claim()
         try:
             await self.store.save(state)  # claim: exactly one resume wins (spec §4.3)
@@ -458,21 +472,65 @@ class Agent:
             state.lease_expires_at = 0.0
             raise
         run = state.run
-        response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile)
+        response: _Response
+        if self._parent_response is not None:  # a paused child, resumed by its parent (spec §13.5-c)
+            response = _NestedResponse(
+                self._parent_response, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile
+            )
+        else:
+            response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile)
         run.responses += 1
-        opening = self._emitter.buffered("meta_init", self._meta_init(run, resume=True))
+        own = [p for p in state.pending_frontend if p.agent is None]
+        # spec §13.5-c: this response answers the agent's own calls and the paused children's spawning calls.
+        answers = [p.tool_use_id for p in own] + [c.tool_use_id for c in state.pending_children]
+        opening = self._emitter.buffered("meta_init", self._resume_meta(run, answers))
         by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
-        names = {p.tool_use_id: p.name for p in state.pending_frontend}
-        for tool_use_id, (text, images, is_error) in parsed.items():
-            call = ToolCallRequest(id=tool_use_id, name=names[tool_use_id], input={})
-            opening += self._emitter.tool_result(call.id, call.name, text, images)
-            by_id[tool_use_id] = result_block(tool_use_id, text, images, is_error=is_error)
-        self._append_user([by_id[i] for i in state.pending_order if i in by_id])
+        for pending in own:
+            text, images, is_error = parsed[pending.tool_use_id]
+            opening += self._emitter.tool_result(pending.tool_use_id, pending.name, text, images)
+            by_id[pending.tool_use_id] = result_block(pending.tool_use_id, text, images, is_error=is_error)
         step = state.current_step + 1
+        if children:
+            # The user turn is recorded when the children have ended (``_resume_children``).
+            self._resuming = (children, list(results), by_id)
+            self._answered = dict(by_id)
+            return await self._drive(response, step, opening)
+        self._append_user([by_id[i] for i in state.pending_order if i in by_id])
         state.pending_frontend = []
         state.pending_backend_results = []
         state.pending_order = []
         return await self._drive(response, step, opening)
+
+    def _resume_meta(self, run: RunState, answers: list[str]) -> str:
+        """The ``meta_init`` of a resumed response, announcing the calls it answers (envelope spec §8.4-a)."""
+        meta = json.loads(self._meta_init(run, resume=True))
+        meta["resume"]["tool_use_ids"] = answers
+        return json.dumps(meta, ensure_ascii=False)
+
+    async def _resume_children(self, response: _Response) -> bool:
+        """Continue the paused children, then record the step's results; ``True`` if one paused again (§13.5-c)."""
+        assert self._resuming is not None
+        children, results, by_id = self._resuming
+        self._resuming = None
+        state = self.state
+        owners = {p.tool_use_id: p.agent for p in state.pending_frontend}
+        order = state.pending_order
+        # In memory the pause is consumed (an abort now answers the calls, §5.5-b); the store
+        # keeps it until the response ends, so a resume that dies is put back (§10.2-b).
+        state.pending_frontend, state.pending_children, state.pending_backend_results = [], [], []
+        state.pending_order = []
+        outcomes, paused = await subagent_run.resume_children(self, response, children, results, owners)
+        await self._report_hook_failures(response)
+        for tool_use_id, done in outcomes.items():
+            by_id[tool_use_id] = done.block
+        if paused:
+            state.pending_frontend = [p for child in paused for p in child.calls]
+            state.pending_children = [child.child for child in paused]
+            state.pending_backend_results = list(by_id.values())
+            state.pending_order = order
+            return True
+        self._append_user([by_id[i] for i in order if i in by_id])
+        return False
 
     # ----------------------------------------------------------------- the loop
 
@@ -533,6 +591,8 @@ class Agent:
             }
             return await self._finish(response, STOP_ERROR, error_payload=payload)
         if stop == STOP_AWAITING:
+            if response.nested:
+                return await subagent_run.pause_nested(self, response)  # spec §13.5-a: the root announces it
             return await self._pause(response)
         return await self._finish(response, stop)
 
@@ -567,6 +627,8 @@ class Agent:
         run = self.state.run
         assert run is not None
         await response.send(opening)
+        if self._resuming is not None and await self._resume_children(response):
+            return STOP_AWAITING  # spec §13.5-c: a child paused again; so does the run
         if self._prompt is not None:
             prompt, self._prompt = self._prompt, None
             await self._fire("SessionStart", prompt=prompt)

@@ -15,6 +15,9 @@ Does not own: the agent loop. What it answers (spec ``spec/agent-ref.md`` §8):
 * "cite"/"source" in the prompt: a text block with a citation;
 * "keep calculating": a calculator call every step until ``tool_choice`` is ``none``;
 * "long": a multi-kilobyte non-ASCII answer (exercises chunking);
+* "... in parallel, then confirm" with ``spawn_subagent`` and ``confirm``: the spawning
+  calls and a ``confirm`` call in one step; a child whose task says "confirm" and that
+  has a ``confirm`` tool calls it (a child that pauses the run);
 * "... in parallel" with a ``spawn_subagent`` tool: one ``spawn_subagent`` call per topic
   ("Research X and Y in parallel": two); after the results, an answer joining them;
   "research X" alone (a subagent's task): a few streamed sentences of findings on X;
@@ -261,6 +264,8 @@ class _Script:
     def _decide(self) -> None:
         prompt = self.prompt
         lowered = prompt.lower()
+        if self._subagents_and_confirm(prompt):
+            return
         if self._subagents(prompt):
             return
         if "keep calculating" in lowered and "calculator" in self.tools:
@@ -311,6 +316,37 @@ class _Script:
         self._text(f"I will start {len(topics)} subagents in parallel.")
         for topic in topics:
             self._tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}"})
+        self.stop_reason = "tool_use"
+        return True
+
+    def _subagents_and_confirm(self, prompt: str) -> bool:
+        """Parallel research *and* a confirmation asked after "in parallel": spawns and ``confirm`` in one step.
+
+        (spec R13.8-a) "Research X and Y in parallel, then confirm" gives the parent's own
+        frontend call beside the spawning calls, so a step can pause on both at once.
+        """
+        tail = re.split(r"\bin\s+parallel\b", prompt, maxsplit=1, flags=re.IGNORECASE)
+        topics = _parallel_topics(prompt)
+        if len(tail) < 2 or "confirm" not in tail[1].lower() or not topics:
+            return False
+        if _SPAWN not in self.tools or "confirm" not in self.tools:
+            return False
+        spawned = [(text, is_error) for name, text, is_error in self.results if name == _SPAWN]
+        confirmation = self._result("confirm")
+        if spawned or confirmation is not None:
+            parts = [f"({'failed' if is_error else 'ok'}) {text}" for text, is_error in spawned]
+            agreed = confirmation is not None and not confirmation[1] and _YES.search(confirmation[0])
+            said = "You confirmed." if agreed else "You did not confirm."
+            self._text(f"{said} Here is what the subagents found: " + " | ".join(parts))
+            return True
+        if not self.tools_allowed:
+            return False
+        agent = (self._spawn_names() or ["researcher"])[0]
+        self._thinking(f"Parallel work on {len(topics)} topics, and the user wants to confirm.")
+        self._text(f"I will start {len(topics)} subagents and ask you to confirm.")
+        for topic in topics:
+            self._tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}"})
+        self._tool_use("confirm", {"question": _question(prompt)})
         self.stop_reason = "tool_use"
         return True
 

@@ -36,7 +36,7 @@ class AgentSpec:
     Attributes:
         description: what the child is for (the model reads it in the tool description).
         system: the child's system prompt.
-        tools: the child's backend tools (frontend tools are refused in v1, [R13.5-a]).
+        tools: the child's tools; a frontend one pauses the whole run ([R13.5-a]).
         model: overrides the parent's model.
         server_tools: overrides the parent's server tools.
         retry: overrides the parent's retry policy.
@@ -55,22 +55,16 @@ class AgentSpec:
 
 
 def check_specs(specs: Mapping[str, AgentSpec], tool_names: Sequence[str]) -> None:
-    """Refuse what v1 cannot run: frontend tools in a child, a name clash with the spawning tool.
+    """Refuse a name clash with the spawning tool and an empty child name.
 
     Raises:
         ConfigError: naming the child and the tool.
     """
     if specs and SUBAGENT_TOOL in tool_names:
         raise ConfigError(f"a tool is named {SUBAGENT_TOOL!r}, the name of the subagent tool")
-    for name, spec in specs.items():
+    for name in specs:
         if not name:
             raise ConfigError("a subagent needs a non-empty name")
-        for child_tool in spec.tools:
-            if child_tool.executor == "frontend":
-                raise ConfigError(
-                    f"subagent {name!r}: frontend tool {child_tool.name!r} is not allowed in a subagent "
-                    "(agent-ref v1, spec R13.5-a); give it to the parent agent"
-                )
 
 
 def spawn_tool_definition(specs: Mapping[str, AgentSpec]) -> dict[str, Any]:
