@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .store import Store
     from .tools import Tool
 
-__all__ = ["SUBAGENT_TOOL", "AgentSpec", "check_specs", "parse_spawn", "spawn_tool_definition"]
+__all__ = ["SUBAGENT_TOOL", "AgentSpec", "check_specs", "demo_subagents", "parse_spawn", "spawn_tool_definition"]
 
 #: The tool the model calls to spawn a child ([R13.1-a]).
 SUBAGENT_TOOL: Final = "spawn_subagent"
@@ -96,3 +96,15 @@ def parse_spawn(tool_input: Mapping[str, Any], specs: Mapping[str, AgentSpec]) -
     if not isinstance(task, str) or not task.strip():
         return "the task must be a non-empty string"
     return name, specs[name], task
+
+
+def demo_subagents() -> dict[str, AgentSpec]:
+    """The children ``agent-ref run``/``resume`` and the README register: a researcher with ``confirm``.
+
+    The frontend ``confirm`` lets a child pause the whole run (spec §13.5-a): the embedded
+    model's child calls it when its task says "confirm". ``run`` and ``resume`` must
+    register the same children, so both take them from here.
+    """
+    from .demo_tools import confirm  # the demo tools import nothing from here; kept local all the same
+
+    return {"researcher": AgentSpec(description="researches one topic and reports findings", tools=[confirm])}
