@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from envelope import Emitter, ImageRef
 
-from . import call_model, finish, prepare, record, response, scrub, subagent_run, tool_step
+from . import background, call_model, finish, prepare, record, response, scrub, subagent_run, tool_step
 from .call_model import _RunFailed
 from .errors import ConfigError, StateError, ToolResultsError
 from .finish import (
@@ -226,6 +226,10 @@ class Agent:
         self.hooks: dict[str, list[Hook]] = {k: list(v) for k, v in (hooks or {}).items()}
         self.can_use_tool = can_use_tool
         self.subagents: dict[str, AgentSpec] = dict(subagents or {})
+        #: Live background tasks of the run in progress, by task id (spec §14).
+        self._tasks: dict[str, asyncio.Future[None]] = {}
+        if self.subagents:
+            self.tools[background.TASK_STATUS_TOOL] = background.status_tool(self)  # spec §14.3-a
         #: (parent agent, spawning tool_use id) when this agent runs as a subagent (spec §13.3).
         self._parent: tuple[str, str] | None = None
         self._parent_response: _Response | None = None
@@ -425,6 +429,8 @@ class Agent:
         if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
             run.base_tail = len(messages[-1]["content"])
         state.run = run
+        state.tasks = []  # spec §14.2: tasks belong to one run
+        self._tasks = {}
         self._claim()
         self._append_user(blocks)
         await self.store.save(state)  # claim the agent (spec §4.3, §10.2-a)
@@ -555,6 +561,7 @@ class Agent:
             loop_task.cancel()
             abort_task.cancel()
             await asyncio.gather(loop_task, return_exceptions=True)
+            await background.kill_all(self, response)  # spec §14.6
             # spec §5.5-c: the caller is gone. Close the run in the store (log included); send nothing.
             response.gone = True
             await asyncio.shield(self._close_quietly(response, "the run was cancelled: the client went away"))
@@ -563,7 +570,9 @@ class Agent:
         if loop_task not in done:
             loop_task.cancel()
             await asyncio.gather(loop_task, return_exceptions=True)
+            await background.kill_all(self, response)  # spec §14.6: killing the run kills its tasks
             return await self._end_aborted(response, "the run was aborted by the caller")
+        await background.kill_all(self, response)  # spec §14.6: tasks left when the run ends otherwise
         try:
             stop = loop_task.result()
         except _RunFailed as exc:
@@ -645,6 +654,7 @@ class Agent:
         run = self.state.run
         assert run is not None
         while True:
+            background.deliver(self)  # spec §14.4: ended tasks are notified before the next call
             if step > self.max_steps:
                 return await self._last_call(response, step)
             if self.max_budget_usd is not None and (run.cost_usd or 0.0) >= self.max_budget_usd:
@@ -656,11 +666,15 @@ class Agent:
                 continue
             calls = _tool_uses(outcome.content)
             if not calls or outcome.stop_reason not in ("tool_use", "max_tokens"):
+                if await background.wait_unseen(self):
+                    step += 1  # spec §14.4: one more step to see the tasks' results
+                    continue
                 return outcome.stop_reason
             frontend = await self._run_step_tools(response, calls, outcome.bad_inputs)
             if self._interrupted is not None:
                 return STOP_INTERRUPTED
             if frontend:
+                await background.wait_running(self)  # spec §14.5: a pause leaves no task running
                 self.state.current_step = step
                 return STOP_AWAITING
             step += 1

@@ -15,6 +15,9 @@ Does not own: the agent loop. What it answers (spec ``spec/agent-ref.md`` §8):
 * "cite"/"source" in the prompt: a text block with a citation;
 * "keep calculating": a calculator call every step until ``tool_choice`` is ``none``;
 * "long": a multi-kilobyte non-ASCII answer (exercises chunking);
+* "Research X in the background [and check on it | and confirm]" with ``spawn_subagent``:
+  a background spawn, with "confirm" a ``confirm`` call, with "check" a ``task_status`` poll, then an end of turn; after a task
+  notification, an answer carrying the task's result;
 * "... in parallel, then confirm" with ``spawn_subagent`` and ``confirm``: the spawning
   calls and a ``confirm`` call in one step; a child whose task says "confirm" and that
   has a ``confirm`` tool calls it (a child that pauses the run);
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import httpx2
 from anthropic import AsyncAnthropic
 
+from .background import NOTIFICATION_TAG
 from .demo_tools import evaluate
 from .models import SDKModel
 
@@ -209,6 +213,7 @@ class _Script:
                         names[str(block.get("id"))] = str(block.get("name"))
                 continue
             texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+            texts = [t for t in texts if not str(t).startswith(NOTIFICATION_TAG)]  # a task's news is no prompt
             # Results first: a new prompt merged into a turn of results (after an abort) starts afresh.
             for block in content:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
@@ -264,6 +269,8 @@ class _Script:
     def _decide(self) -> None:
         prompt = self.prompt
         lowered = prompt.lower()
+        if self._background(prompt):
+            return
         if self._subagents_and_confirm(prompt):
             return
         if self._subagents(prompt):
@@ -318,6 +325,70 @@ class _Script:
             self._tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}"})
         self.stop_reason = "tool_use"
         return True
+
+    def _background(self, prompt: str) -> bool:
+        """ "Research X in the background [and check on it]": a background spawn, then news (spec R14.7-a).
+
+        The first step starts the task; with "check" a second polls ``task_status``; then
+        the model ends its turn, and once a task notification is in the history it answers
+        with the task's result.
+        """
+        match = re.search(r"research\s+(.+?)\s+in\s+the\s+background", prompt, re.IGNORECASE | re.DOTALL)
+        if not match or _SPAWN not in self.tools:
+            return False
+        topic = match.group(1).strip()[:200]
+        notes = self._notifications()
+        if notes:
+            self._text("The background task reported back: " + " | ".join(notes))
+            return True
+        spawned = self._result(_SPAWN)
+        if spawned is None:
+            if not self.tools_allowed:
+                return False
+            agent = (self._spawn_names() or ["researcher"])[0]
+            self._text(f"I will research {topic} in the background.")
+            self._tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}", "background": True})
+            self.stop_reason = "tool_use"
+            return True
+        lowered = prompt.lower()
+        if "confirm" in lowered and "confirm" in self.tools and self._result("confirm") is None and self.tools_allowed:
+            self._text("While it runs, please confirm.")
+            self._tool_use("confirm", {"question": _question(prompt)})
+            self.stop_reason = "tool_use"
+            return True
+        polled = self._result("task_status")
+        if "check" in lowered and "task_status" in self.tools and polled is None and self.tools_allowed:
+            task_id = str(json.loads(spawned[0]).get("task_id", "")) if spawned[0].startswith("{") else ""
+            self._text("Let me check on the task.")
+            self._tool_use("task_status", {"task_id": task_id})
+            self.stop_reason = "tool_use"
+            return True
+        if polled is not None and polled[0].startswith("{"):
+            status = json.loads(polled[0])
+            if status.get("status") in ("completed", "failed", "killed"):
+                self._text(f"The task is {status['status']}: {status.get('result', '')}")
+                return True
+            self._text(f"The task is {status.get('status')}; I will report when it ends.")
+            return True
+        self._text(f"The research on {topic} runs in the background; I will report when it ends.")
+        return True
+
+    def _notifications(self) -> list[str]:
+        """The task notifications given since the last prompt (spec R14.4-a)."""
+        notes: list[str] = []
+        for message in self.messages:
+            content = message.get("content")
+            if message.get("role") != "user" or not isinstance(content, list):
+                continue
+            for block in content:
+                if not isinstance(block, dict) or block.get("type") != "text":
+                    continue
+                text = str(block.get("text", ""))
+                if text.startswith(NOTIFICATION_TAG):
+                    notes.append(" ".join(text.split("\n")[1:-1]).strip())
+                else:
+                    notes = []
+        return notes
 
     def _subagents_and_confirm(self, prompt: str) -> bool:
         """Parallel research *and* a confirmation asked after "in parallel": spawns and ``confirm`` in one step.

@@ -18,11 +18,13 @@ import msgspec
 
 __all__ = [
     "AgentState",
+    "BackgroundTask",
     "PendingCall",
     "PendingChild",
     "RunRecord",
     "RunState",
     "Status",
+    "TaskStatus",
     "Usage",
     "flat_usage",
 ]
@@ -147,6 +149,34 @@ class RunState(msgspec.Struct, kw_only=True):
     base_tail: int = -1
 
 
+#: A background task's life (seed 004 Background Task Flow; spec §14.2).
+TaskStatus = Literal["pending", "running", "completed", "failed", "killed"]
+
+
+class BackgroundTask(msgspec.Struct, kw_only=True):
+    """A subagent started in the background by the run in progress (spec §14).
+
+    Attributes:
+        task_id: the id the spawning call's result gave the model.
+        tool_use_id: that spawning call.
+        name: the child's name in the parent's ``subagents``.
+        agent_uuid: the child's agent id.
+        task: what it was asked.
+        status: see ``TaskStatus``.
+        result: the final text (completed) or why it failed.
+        notified: the parent's model has been given the result (a notification or a poll).
+    """
+
+    task_id: str
+    tool_use_id: str
+    name: str
+    agent_uuid: str
+    task: str
+    status: TaskStatus = "pending"
+    result: str = ""
+    notified: bool = False
+
+
 class AgentState(msgspec.Struct, kw_only=True):
     """Everything needed to continue an agent in another process (spec §4.1).
 
@@ -179,6 +209,8 @@ class AgentState(msgspec.Struct, kw_only=True):
     pending_order: list[str] = msgspec.field(default_factory=list)
     #: Subagents paused inside the paused step, each with its calls in ``pending_frontend`` (spec §13.5-a).
     pending_children: list[PendingChild] = msgspec.field(default_factory=list)
+    #: The background tasks of the run in progress, or of the last run (spec §14).
+    tasks: list[BackgroundTask] = msgspec.field(default_factory=list)
     run: RunState | None = None
     usage: Usage = msgspec.field(default_factory=Usage)
     lease_owner: str | None = None

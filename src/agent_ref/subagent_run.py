@@ -47,11 +47,15 @@ class ChildPaused:
     calls: list[PendingCall]
 
 
-def make_child(self: Agent, spec: AgentSpec, *, agent_uuid: str | None = None) -> Agent:
-    """A child of ``self`` configured by ``spec``, the rest inherited (spec §13.2-a)."""
+def make_child(self: Agent, spec: AgentSpec, *, agent_uuid: str | None = None, background: bool = False) -> Agent:
+    """A child of ``self`` configured by ``spec``, the rest inherited (spec §13.2-a).
+
+    A background child gets no frontend tools: nobody waits for it, so it cannot pause (§14.5).
+    """
+    tools = [t for t in spec.tools if t.executor != "frontend"] if background else spec.tools
     return type(self)(
         spec.model or self.model,
-        tools=spec.tools,
+        tools=tools,
         server_tools=self.server_tools if spec.server_tools is None else spec.server_tools,
         store=spec.store or self.store,
         agent_uuid=agent_uuid,
@@ -71,7 +75,7 @@ def make_child(self: Agent, spec: AgentSpec, *, agent_uuid: str | None = None) -
     )
 
 
-def _nest(self: Agent, child: Agent, response: _Response, tool_use_id: str) -> None:
+def nest(self: Agent, child: Agent, response: _Response, tool_use_id: str) -> None:
     child._parent = (self.agent_uuid, tool_use_id)
     child._parent_response = response
 
@@ -82,8 +86,15 @@ async def spawn(self: Agent, response: _Response, call: ToolCallRequest) -> Tool
     if isinstance(parsed, str):
         return error_outcome(self._emitter, call, parsed)
     name, spec, task = parsed
+    background = call.input.get("background", False)
+    if not isinstance(background, bool):
+        return error_outcome(self._emitter, call, "background must be true or false")
+    if background:
+        from .background import start  # background builds on this module
+
+        return await start(self, response, call, name, spec, task)
     child = make_child(self, spec)
-    _nest(self, child, response, call.id)
+    nest(self, child, response, call.id)
     await self._fire("SubagentStart", tool_name=name, tool_use_id=call.id, tool_input=call.input)
     try:
         result = await child.run(task, response.send_one)
@@ -203,7 +214,7 @@ async def resume_children(
             by_child.setdefault(owner, []).append(item)
 
     async def one(pending: PendingChild, child: Agent) -> ToolOutcome | ChildPaused:
-        _nest(self, child, response, pending.tool_use_id)
+        nest(self, child, response, pending.tool_use_id)
         call = ToolCallRequest(id=pending.tool_use_id, name="spawn_subagent", input={})
         try:
             result = await child.continue_with_tool_results(by_child.get(pending.agent_uuid, []), response.send_one)

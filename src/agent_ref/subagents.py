@@ -60,8 +60,9 @@ def check_specs(specs: Mapping[str, AgentSpec], tool_names: Sequence[str]) -> No
     Raises:
         ConfigError: naming the child and the tool.
     """
-    if specs and SUBAGENT_TOOL in tool_names:
-        raise ConfigError(f"a tool is named {SUBAGENT_TOOL!r}, the name of the subagent tool")
+    for reserved in (SUBAGENT_TOOL, "task_status"):
+        if specs and reserved in tool_names:
+            raise ConfigError(f"a tool is named {reserved!r}, the name of a subagent tool (spec R13.1-a, R14.3-a)")
     for name in specs:
         if not name:
             raise ConfigError("a subagent needs a non-empty name")
@@ -81,6 +82,13 @@ def spawn_tool_definition(specs: Mapping[str, AgentSpec]) -> dict[str, Any]:
             "properties": {
                 "agent": {"type": "string", "enum": list(specs), "description": "the subagent's name"},
                 "task": {"type": "string", "description": "what the subagent should do"},
+                "background": {
+                    "type": "boolean",
+                    "description": (
+                        "run it in the background: the result is a task id at once; you are notified "
+                        "when it ends, or call task_status"
+                    ),
+                },
             },
             "required": ["agent", "task"],
         },
