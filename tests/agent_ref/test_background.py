@@ -238,3 +238,33 @@ def test_spec_14_5_b_a_background_child_gets_no_frontend_tools() -> None:
     run(_agent(spec=spec).run("Research tides (confirm) in the background", lambda _: None))
     (request,) = child_model.requests
     assert "tools" not in request or all(t["name"] != "confirm" for t in request["tools"])
+
+
+def test_spec_14_6_a_max_steps_kills_a_task_still_running() -> None:
+    """The run ends at max_steps with its task stuck in a tool: the task is killed, the stream stays valid [R14.6-a]."""
+    from agent_ref import tool
+
+    @tool(name="calculator")
+    async def stuck(expression: str) -> str:
+        """Never answers.
+
+        Args:
+            expression: ignored.
+        """
+        await asyncio.Event().wait()
+        return expression
+
+    store: Store = MemoryStore()
+    agent = _agent(spec=AgentSpec(description="d", tools=[stuck]), store=store, max_steps=1)
+    lines: list[bytes] = []
+    result = run(agent.run("Research 2 + 3 in the background", lines.append))
+    assert result.stop_reason == "max_steps"
+    (task,) = agent.state.tasks
+    assert task.status == "killed"
+    assert lines.count(b"[DONE]") == 1
+    child = [e for e in envelopes(lines) if e["agent"] == task.agent_uuid]
+    assert child
+    assert child[0]["type"] == "meta_init"
+    assert not [e for e in child if e["type"] == "meta_final"]  # killed: it sends nothing more
+    (record,) = asyncio.run(store.runs(task.agent_uuid))
+    assert record.stop_reason == "aborted"
