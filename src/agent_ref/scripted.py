@@ -16,8 +16,8 @@ Does not own: the agent loop. What it answers (spec ``spec/agent-ref.md`` §8):
 * "keep calculating": a calculator call every step until ``tool_choice`` is ``none``;
 * "long": a multi-kilobyte non-ASCII answer (exercises chunking);
 * "Research X in the background [and check on it | and confirm]" with ``spawn_subagent``:
-  a background spawn, with "confirm" a ``confirm`` call, with "check" a ``task_status`` poll, then an end of turn; after a task
-  notification, an answer carrying the task's result;
+  a background spawn, with "confirm" a ``confirm`` call, with "check" a ``task_status``
+  poll, then an end of turn; after a task notification, an answer with the task's result;
 * "... in parallel, then confirm" with ``spawn_subagent`` and ``confirm``: the spawning
   calls and a ``confirm`` call in one step; a child whose task says "confirm" and that
   has a ``confirm`` tool calls it (a child that pauses the run);
