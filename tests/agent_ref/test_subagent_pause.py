@@ -262,3 +262,51 @@ def test_spec_13_7_a_abort_while_the_resumed_child_streams(tmp_path: Path) -> No
 
 def run_sync(coro: Any) -> Any:
     return asyncio.run(coro)
+
+
+def test_spec_13_5_a_both_states_are_stored_before_the_pause_is_sent(tmp_path: Path) -> None:
+    """When the client sees awaiting_frontend_tools, parent and child are already stored paused [R13.5-a] [R4.4-a]."""
+    store = SQLiteStore(tmp_path / "agents.db")
+    agent = _agent(store)
+    seen: list[tuple[str, str]] = []
+    lines: list[bytes] = []
+
+    async def main() -> None:
+        async def checking_sink(line: bytes) -> None:
+            lines.append(line)
+            if line != b"[DONE]" and json.loads(line)["type"] == "awaiting_frontend_tools":
+                child = json.loads(json.loads(line)["delta"])[0]["agent"]
+                parent_state = await store.load(agent.agent_uuid)
+                child_state = await store.load(child)
+                assert parent_state is not None
+                assert child_state is not None
+                seen.append((parent_state.status, child_state.status))
+                assert [c.agent_uuid for c in parent_state.pending_children] == [child]
+
+        await agent.run(ONE_PAUSES, checking_sink)
+
+    asyncio.run(main())
+    assert seen == [("awaiting_frontend_tools", "awaiting_frontend_tools")]
+
+
+def test_spec_13_5_c_a_resume_that_died_is_recovered_with_its_children(tmp_path: Path) -> None:
+    """A resume whose process died (parent and child claimed, leases expired): recover, then resume again [R13.5-c]."""
+    store = SQLiteStore(tmp_path / "agents.db")
+    agent = _agent(store)
+    first: list[bytes] = []
+    run(agent.run(ONE_PAUSES, first.append))
+    _, pending = _awaiting(first)
+    child = pending[0]["agent"]
+    for uuid in (agent.agent_uuid, child):  # what a dead resume leaves: claimed, lease run out
+        state = run_sync(store.load(uuid))
+        state.status, state.lease_owner, state.lease_expires_at = "running", "host:1:dead", 1.0
+        run_sync(store.save(state))
+    fresh = run_sync(_fresh(agent.agent_uuid, store))
+    assert run_sync(fresh.recover()) is None  # put back to its pause
+    second: list[bytes] = []
+    result = run(
+        fresh.continue_with_tool_results([{"tool_use_id": pending[0]["tool_use_id"], "content": "yes"}], second.append)
+    )
+    assert result.stop_reason == "end_turn"
+    assert "You confirmed, so I went ahead" in result.final_text
+    assert run_sync(store.load(child)).status == "idle"
