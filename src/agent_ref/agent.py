@@ -7,7 +7,9 @@ discarded-attempt signal for retries after partial output (§6.4), the end of
 every response (``meta_final`` or ``awaiting_frontend_tools``, then ``[DONE]``, §7),
 what faults leave behind (an abort or a gone client answers unanswered calls and
 closes the run in the store, §5.5; the owner lease, recovery of a dead run and
-``abandon``, §10), and the request sent per call (``request_options``, §11).
+``abandon``, §10), the request sent per call (``request_options``, §11), and the
+seams where paused subagents resume (§13.5, ``subagent_run.py``) and background tasks are
+notified, awaited and killed (§14, ``background.py``).
 Does not own: translating API events (``envelope.anthropic.AnthropicTranslator``),
 the models (``models.py``, ``scripted.py``), tools (``tools.py``), storage
 (``store.py``).
@@ -136,11 +138,12 @@ class Agent:
         hooks: hooks by event (``hooks.HOOK_EVENTS``), each list run in order (spec §12).
         can_use_tool: asked before every tool call, after the PreToolUse hooks (spec §12.4).
         subagents: children the model may spawn by name with the ``spawn_subagent`` tool;
-            they stream into this agent's response (spec §13).
+            they stream into this agent's response (spec §13), in the foreground or as
+            background tasks the ``task_status`` tool reports on (spec §14).
 
     Raises:
         ConfigError: duplicate tool names, or a budget with an unpriced model, an unknown
-            hook event, or a subagent with a frontend tool.
+            hook event, or a tool named ``spawn_subagent`` or ``task_status`` beside subagents.
     """
 
     def __init__(
