@@ -7,7 +7,9 @@ discarded-attempt signal for retries after partial output (§6.4), the end of
 every response (``meta_final`` or ``awaiting_frontend_tools``, then ``[DONE]``, §7),
 what faults leave behind (an abort or a gone client answers unanswered calls and
 closes the run in the store, §5.5; the owner lease, recovery of a dead run and
-``abandon``, §10), and the request sent per call (``request_options``, §11).
+``abandon``, §10), the request sent per call (``request_options``, §11), and the
+seams where paused subagents resume (§13.5, ``subagent_run.py``) and background tasks are
+notified, awaited and killed (§14, ``background.py``).
 Does not own: translating API events (``envelope.anthropic.AnthropicTranslator``),
 the models (``models.py``, ``scripted.py``), tools (``tools.py``), storage
 (``store.py``).
@@ -47,7 +49,20 @@ from typing import TYPE_CHECKING, Any, Final
 
 from envelope import Emitter, ImageRef
 
-from . import call_model, compaction, finish, loop_guard, prepare, record, response, scrub, structured, tool_step
+from . import (
+    background,
+    call_model,
+    compaction,
+    finish,
+    loop_guard,
+    prepare,
+    record,
+    response,
+    scrub,
+    structured,
+    subagent_run,
+    tool_step,
+)
 from .call_model import _RunFailed
 from .errors import ConfigError, StateError, ToolResultsError
 from .finish import (
@@ -64,7 +79,7 @@ from .pricing import PRICES, Price, price_for
 from .record import _tool_uses
 from .response import DONE_LINE, Sink, _ClientGone, _NestedResponse
 from .retry import RetryPolicy
-from .state import AgentState, PendingCall, RunState
+from .state import AgentState, PendingCall, PendingChild, RunState
 from .store import MemoryStore, Store
 from .subagents import AgentSpec, check_specs
 from .tools import Tool, ToolCallRequest, error_outcome, result_block
@@ -138,7 +153,8 @@ class Agent:
         hooks: hooks by event (``hooks.HOOK_EVENTS``), each list run in order (spec §12).
         can_use_tool: asked before every tool call, after the PreToolUse hooks (spec §12.4).
         subagents: children the model may spawn by name with the ``spawn_subagent`` tool;
-            they stream into this agent's response (spec §13).
+            they stream into this agent's response (spec §13), in the foreground or as
+            background tasks the ``task_status`` tool reports on (spec §14).
         compactor: compacts the API context before a model call once it reaches the
             compactor's threshold (``SummarizingCompactor``, ``ToolResultTrimmer``; spec §15).
         loop_limit: the same tool with the same input this many times in a row goes to
@@ -151,7 +167,7 @@ class Agent:
 
     Raises:
         ConfigError: duplicate tool names, or a budget with an unpriced model, an unknown
-            hook event, or a subagent with a frontend tool.
+            hook event, or a tool named ``spawn_subagent`` or ``task_status`` beside subagents.
     """
 
     def __init__(
@@ -241,6 +257,10 @@ class Agent:
         self.hooks: dict[str, list[Hook]] = {k: list(v) for k, v in (hooks or {}).items()}
         self.can_use_tool = can_use_tool
         self.subagents: dict[str, AgentSpec] = dict(subagents or {})
+        #: Live background tasks of the run in progress, by task id (spec §14).
+        self._tasks: dict[str, asyncio.Future[None]] = {}
+        if self.subagents:
+            self.tools[background.TASK_STATUS_TOOL] = background.status_tool(self)  # spec §14.3-a
         #: (parent agent, spawning tool_use id) when this agent runs as a subagent (spec §13.3).
         self._parent: tuple[str, str] | None = None
         self._parent_response: _Response | None = None
@@ -261,6 +281,8 @@ class Agent:
         self._compactions: list[dict[str, Any]] = []
         self._loop_detected = False
         self._structured: tuple[Any] | None = None
+        #: Paused children to continue at the start of a resumed response (spec §13.5-c).
+        self._resuming: tuple[list[tuple[PendingChild, Agent]], list[Mapping[str, Any]], dict[str, Any]] | None = None
 
     @property
     def agent_uuid(self) -> str:
@@ -394,14 +416,25 @@ class Agent:
         run.responses += 1
         text = "abandoned: " + scrub.public(reason)
         # Every line of this response is a closing line: staged, stored, then sent (spec §4.4).
-        response.stage(self._emitter.buffered("meta_init", self._meta_init(run, resume=True)))
+        answers = [p.tool_use_id for p in state.pending_frontend if p.agent is None]
+        answers += [c.tool_use_id for c in state.pending_children]
+        response.stage(self._emitter.buffered("meta_init", self._resume_meta(run, answers)))
         by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
         for pending in state.pending_frontend:
+            if pending.agent is not None:
+                continue  # a paused child's call: the child is abandoned below (spec §13.5-d)
             call = ToolCallRequest(id=pending.tool_use_id, name=pending.name, input=pending.input)
             done = error_outcome(self._emitter, call, text)
             response.stage(done.lines)
             by_id[call.id] = done.block
+        for tool_use_id, child_text in (await subagent_run.abandon_children(self, scrub.public(reason))).items():
+            done = error_outcome(
+                self._emitter, ToolCallRequest(id=tool_use_id, name="spawn_subagent", input={}), child_text
+            )
+            response.stage(done.lines)
+            by_id[tool_use_id] = done.block
         self._append_user([by_id[i] for i in state.pending_order if i in by_id])
+        state.pending_children = []
         state.pending_frontend = []
         state.pending_backend_results = []
         state.pending_order = []
@@ -441,6 +474,8 @@ class Agent:
         if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
             run.base_tail = len(messages[-1]["content"])
         state.run = run
+        state.tasks = []  # spec §14.2: tasks belong to one run
+        self._tasks = {}
         self._claim()
         self._append_user(blocks)
         await self.store.save(state)  # claim the agent (spec §4.3, §10.2-a)
@@ -478,6 +513,7 @@ class Agent:
                 f"agent {state.agent_uuid} is not waiting for frontend tool results (status {state.status})"
             )
         parsed = _parse_results(results, state.pending_frontend)
+        children = await subagent_run.load_paused_children(self)  # spec §13.5-c: checked before the claim
         self._claim()
         try:
             await self.store.save(state)  # claim: exactly one resume wins (spec §4.3)
@@ -487,21 +523,65 @@ class Agent:
             state.lease_expires_at = 0.0
             raise
         run = state.run
-        response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile)
+        response: _Response
+        if self._parent_response is not None:  # a paused child, resumed by its parent (spec §13.5-c)
+            response = _NestedResponse(
+                self._parent_response, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile
+            )
+        else:
+            response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile)
         run.responses += 1
-        opening = self._emitter.buffered("meta_init", self._meta_init(run, resume=True))
+        own = [p for p in state.pending_frontend if p.agent is None]
+        # spec §13.5-c: this response answers the agent's own calls and the paused children's spawning calls.
+        answers = [p.tool_use_id for p in own] + [c.tool_use_id for c in state.pending_children]
+        opening = self._emitter.buffered("meta_init", self._resume_meta(run, answers))
         by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
-        names = {p.tool_use_id: p.name for p in state.pending_frontend}
-        for tool_use_id, (text, images, is_error) in parsed.items():
-            call = ToolCallRequest(id=tool_use_id, name=names[tool_use_id], input={})
-            opening += self._emitter.tool_result(call.id, call.name, text, images)
-            by_id[tool_use_id] = result_block(tool_use_id, text, images, is_error=is_error)
-        self._append_user([by_id[i] for i in state.pending_order if i in by_id])
+        for pending in own:
+            text, images, is_error = parsed[pending.tool_use_id]
+            opening += self._emitter.tool_result(pending.tool_use_id, pending.name, text, images)
+            by_id[pending.tool_use_id] = result_block(pending.tool_use_id, text, images, is_error=is_error)
         step = state.current_step + 1
+        if children:
+            # The user turn is recorded when the children have ended (``_resume_children``).
+            self._resuming = (children, list(results), by_id)
+            self._answered = dict(by_id)
+            return await self._drive(response, step, opening)
+        self._append_user([by_id[i] for i in state.pending_order if i in by_id])
         state.pending_frontend = []
         state.pending_backend_results = []
         state.pending_order = []
         return await self._drive(response, step, opening)
+
+    def _resume_meta(self, run: RunState, answers: list[str]) -> str:
+        """The ``meta_init`` of a resumed response, announcing the calls it answers (envelope spec §8.4-a)."""
+        meta = json.loads(self._meta_init(run, resume=True))
+        meta["resume"]["tool_use_ids"] = answers
+        return json.dumps(meta, ensure_ascii=False)
+
+    async def _resume_children(self, response: _Response) -> bool:
+        """Continue the paused children, then record the step's results; ``True`` if one paused again (§13.5-c)."""
+        assert self._resuming is not None
+        children, results, by_id = self._resuming
+        self._resuming = None
+        state = self.state
+        owners = {p.tool_use_id: p.agent for p in state.pending_frontend}
+        order = state.pending_order
+        # In memory the pause is consumed (an abort now answers the calls, §5.5-b); the store
+        # keeps it until the response ends, so a resume that dies is put back (§10.2-b).
+        state.pending_frontend, state.pending_children, state.pending_backend_results = [], [], []
+        state.pending_order = []
+        outcomes, paused = await subagent_run.resume_children(self, response, children, results, owners)
+        await self._report_hook_failures(response)
+        for tool_use_id, done in outcomes.items():
+            by_id[tool_use_id] = done.block
+        if paused:
+            state.pending_frontend = [p for child in paused for p in child.calls]
+            state.pending_children = [child.child for child in paused]
+            state.pending_backend_results = list(by_id.values())
+            state.pending_order = order
+            return True
+        self._append_user([by_id[i] for i in order if i in by_id])
+        return False
 
     # ----------------------------------------------------------------- the loop
 
@@ -526,6 +606,7 @@ class Agent:
             loop_task.cancel()
             abort_task.cancel()
             await asyncio.gather(loop_task, return_exceptions=True)
+            await background.kill_all(self, response)  # spec §14.6
             # spec §5.5-c: the caller is gone. Close the run in the store (log included); send nothing.
             response.gone = True
             await asyncio.shield(self._close_quietly(response, "the run was cancelled: the client went away"))
@@ -534,7 +615,9 @@ class Agent:
         if loop_task not in done:
             loop_task.cancel()
             await asyncio.gather(loop_task, return_exceptions=True)
+            await background.kill_all(self, response)  # spec §14.6: killing the run kills its tasks
             return await self._end_aborted(response, "the run was aborted by the caller")
+        await background.kill_all(self, response)  # spec §14.6: tasks left when the run ends otherwise
         try:
             stop = loop_task.result()
         except _RunFailed as exc:
@@ -562,6 +645,8 @@ class Agent:
             }
             return await self._finish(response, STOP_ERROR, error_payload=payload)
         if stop == STOP_AWAITING:
+            if response.nested:
+                return await subagent_run.pause_nested(self, response)  # spec §13.5-a: the root announces it
             return await self._pause(response)
         return await self._finish(response, stop)
 
@@ -596,6 +681,8 @@ class Agent:
         run = self.state.run
         assert run is not None
         await response.send(opening)
+        if self._resuming is not None and await self._resume_children(response):
+            return STOP_AWAITING  # spec §13.5-c: a child paused again; so does the run
         if self._prompt is not None:
             prompt, self._prompt = self._prompt, None
             await self._fire("SessionStart", prompt=prompt)
@@ -612,6 +699,7 @@ class Agent:
         run = self.state.run
         assert run is not None
         while True:
+            background.deliver(self)  # spec §14.4: ended tasks are notified before the next call
             if step > self.max_steps:
                 return await self._last_call(response, step)
             if self.max_budget_usd is not None and (run.cost_usd or 0.0) >= self.max_budget_usd:
@@ -623,6 +711,9 @@ class Agent:
                 continue
             calls = _tool_uses(outcome.content)
             if not calls or outcome.stop_reason not in ("tool_use", "max_tokens"):
+                if await background.wait_unseen(self):
+                    step += 1  # spec §14.4: one more step to see the tasks' results
+                    continue
                 end = await self._structured_end(response, outcome.stop_reason)  # spec §17 (structured.py)
                 if end is None:
                     step += 1
@@ -634,6 +725,7 @@ class Agent:
             if self._interrupted is not None:
                 return STOP_INTERRUPTED
             if frontend:
+                await background.wait_running(self)  # spec §14.5: a pause leaves no task running
                 self.state.current_step = step
                 return STOP_AWAITING
             step += 1

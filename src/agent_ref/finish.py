@@ -78,7 +78,7 @@ async def pause(self: Agent, response: _Response) -> AgentResult:
     state = self.state
     run = state.run
     assert run is not None
-    pending = [{"tool_use_id": p.tool_use_id, "name": p.name, "input": p.input} for p in state.pending_frontend]
+    pending = [p.element() for p in state.pending_frontend]  # a paused child's call names its agent (§13.5-b)
     response.stage(self._emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False)))
     response.stage([DONE_LINE])
     state.status = "awaiting_frontend_tools"

@@ -15,6 +15,12 @@ Does not own: the agent loop. What it answers (spec ``spec/agent-ref.md`` §8):
 * "cite"/"source" in the prompt: a text block with a citation;
 * "keep calculating": a calculator call every step until ``tool_choice`` is ``none``;
 * "long": a multi-kilobyte non-ASCII answer (exercises chunking);
+* "Research X in the background [and check on it | and confirm]" with ``spawn_subagent``:
+  a background spawn, with "confirm" a ``confirm`` call, with "check" a ``task_status``
+  poll, then an end of turn; after a task notification, an answer with the task's result;
+* "... in parallel, then confirm" with ``spawn_subagent`` and ``confirm``: the spawning
+  calls and a ``confirm`` call in one step; a child whose task says "confirm" and that
+  has a ``confirm`` tool calls it (a child that pauses the run);
 * "... in parallel" with a ``spawn_subagent`` tool: one ``spawn_subagent`` call per topic
   ("Research X and Y in parallel": two); after the results, an answer joining them;
   "research X" alone (a subagent's task): a few streamed sentences of findings on X;
@@ -48,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import httpx2
 from anthropic import AsyncAnthropic
 
+from .background import NOTIFICATION_TAG
 from .demo_tools import evaluate
 from .models import SDKModel
 
@@ -221,6 +228,7 @@ class _Script:
                         names[str(block.get("id"))] = str(block.get("name"))
                 continue
             texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+            texts = [t for t in texts if not str(t).startswith(NOTIFICATION_TAG)]  # a task's news is no prompt
             # Results first: a new prompt merged into a turn of results (after an abort) starts afresh.
             for block in content:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
@@ -283,6 +291,10 @@ class _Script:
             return
         prompt = self.prompt
         lowered = prompt.lower()
+        if self._background(prompt):
+            return
+        if self._subagents_and_confirm(prompt):
+            return
         if self._subagents(prompt):
             return
         if self._memory(prompt):
@@ -457,6 +469,101 @@ class _Script:
             self._text("My notes are empty, so I do not remember anything yet.")
         else:
             self._text("Here is what I remember: " + "; ".join(facts) + ".")
+        return True
+
+    def _background(self, prompt: str) -> bool:
+        """ "Research X in the background [and check on it]": a background spawn, then news (spec R14.7-a).
+
+        The first step starts the task; with "check" a second polls ``task_status``; then
+        the model ends its turn, and once a task notification is in the history it answers
+        with the task's result.
+        """
+        match = re.search(r"research\s+(.+?)\s+in\s+the\s+background", prompt, re.IGNORECASE | re.DOTALL)
+        if not match or _SPAWN not in self.tools:
+            return False
+        topic = match.group(1).strip()[:200]
+        notes = self._notifications()
+        if notes:
+            self._text("The background task reported back: " + " | ".join(notes))
+            return True
+        spawned = self._result(_SPAWN)
+        if spawned is None:
+            if not self.tools_allowed:
+                return False
+            agent = (self._spawn_names() or ["researcher"])[0]
+            self._text(f"I will research {topic} in the background.")
+            self._tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}", "background": True})
+            self.stop_reason = "tool_use"
+            return True
+        lowered = prompt.lower()
+        if "confirm" in lowered and "confirm" in self.tools and self._result("confirm") is None and self.tools_allowed:
+            self._text("While it runs, please confirm.")
+            self._tool_use("confirm", {"question": _question(prompt)})
+            self.stop_reason = "tool_use"
+            return True
+        polled = self._result("task_status")
+        if "check" in lowered and "task_status" in self.tools and polled is None and self.tools_allowed:
+            task_id = str(json.loads(spawned[0]).get("task_id", "")) if spawned[0].startswith("{") else ""
+            self._text("Let me check on the task.")
+            self._tool_use("task_status", {"task_id": task_id})
+            self.stop_reason = "tool_use"
+            return True
+        if polled is not None and polled[0].startswith("{"):
+            status = json.loads(polled[0])
+            if status.get("status") in ("completed", "failed", "killed"):
+                self._text(f"The task is {status['status']}: {status.get('result', '')}")
+                return True
+            self._text(f"The task is {status.get('status')}; I will report when it ends.")
+            return True
+        self._text(f"The research on {topic} runs in the background; I will report when it ends.")
+        return True
+
+    def _notifications(self) -> list[str]:
+        """The task notifications given since the last prompt (spec R14.4-a)."""
+        notes: list[str] = []
+        for message in self.messages:
+            content = message.get("content")
+            if message.get("role") != "user" or not isinstance(content, list):
+                continue
+            for block in content:
+                if not isinstance(block, dict) or block.get("type") != "text":
+                    continue
+                text = str(block.get("text", ""))
+                if text.startswith(NOTIFICATION_TAG):
+                    notes.append(" ".join(text.split("\n")[1:-1]).strip())
+                else:
+                    notes = []
+        return notes
+
+    def _subagents_and_confirm(self, prompt: str) -> bool:
+        """Parallel research *and* a confirmation asked after "in parallel": spawns and ``confirm`` in one step.
+
+        (spec R13.8-a) "Research X and Y in parallel, then confirm" gives the parent's own
+        frontend call beside the spawning calls, so a step can pause on both at once.
+        """
+        tail = re.split(r"\bin\s+parallel\b", prompt, maxsplit=1, flags=re.IGNORECASE)
+        topics = _parallel_topics(prompt)
+        if len(tail) < 2 or "confirm" not in tail[1].lower() or not topics:
+            return False
+        if _SPAWN not in self.tools or "confirm" not in self.tools:
+            return False
+        spawned = [(text, is_error) for name, text, is_error in self.results if name == _SPAWN]
+        confirmation = self._result("confirm")
+        if spawned or confirmation is not None:
+            parts = [f"({'failed' if is_error else 'ok'}) {text}" for text, is_error in spawned]
+            agreed = confirmation is not None and not confirmation[1] and _YES.search(confirmation[0])
+            said = "You confirmed." if agreed else "You did not confirm."
+            self._text(f"{said} Here is what the subagents found: " + " | ".join(parts))
+            return True
+        if not self.tools_allowed:
+            return False
+        agent = (self._spawn_names() or ["researcher"])[0]
+        self._thinking(f"Parallel work on {len(topics)} topics, and the user wants to confirm.")
+        self._text(f"I will start {len(topics)} subagents and ask you to confirm.")
+        for topic in topics:
+            self._tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}"})
+        self._tool_use("confirm", {"question": _question(prompt)})
+        self.stop_reason = "tool_use"
         return True
 
     def _spawn_names(self) -> list[str]:

@@ -18,10 +18,13 @@ import msgspec
 
 __all__ = [
     "AgentState",
+    "BackgroundTask",
     "PendingCall",
+    "PendingChild",
     "RunRecord",
     "RunState",
     "Status",
+    "TaskStatus",
     "Usage",
     "flat_usage",
 ]
@@ -90,6 +93,31 @@ class PendingCall(msgspec.Struct, kw_only=True):
     tool_use_id: str
     name: str
     input: dict[str, Any]
+    #: The agent whose call it is, when not the paused agent's own: a paused subagent's
+    #: (spec ``spec/agent-ref.md`` §13.5-b). ``None``: the agent's own call.
+    agent: str | None = None
+
+    def element(self) -> dict[str, Any]:
+        """The call as an ``awaiting_frontend_tools`` element (envelope spec §4.11; a child's names it, §13.5-b)."""
+        item: dict[str, Any] = {"tool_use_id": self.tool_use_id, "name": self.name, "input": self.input}
+        if self.agent is not None:
+            item["agent"] = self.agent
+        return item
+
+
+class PendingChild(msgspec.Struct, kw_only=True):
+    """A subagent paused for frontend tools inside its parent's paused step (spec §13.5-a).
+
+    Attributes:
+        tool_use_id: the parent's ``spawn_subagent`` call that started the child; its result
+            is the child's final answer, given when the child ends after a resume.
+        name: the child's name in the parent's ``subagents``.
+        agent_uuid: the child's agent id (its state is in the store under it).
+    """
+
+    tool_use_id: str
+    name: str
+    agent_uuid: str
 
 
 class RunState(msgspec.Struct, kw_only=True):
@@ -121,6 +149,34 @@ class RunState(msgspec.Struct, kw_only=True):
     base_tail: int = -1
 
 
+#: A background task's life (seed 004 Background Task Flow; spec §14.2).
+TaskStatus = Literal["pending", "running", "completed", "failed", "killed"]
+
+
+class BackgroundTask(msgspec.Struct, kw_only=True):
+    """A subagent started in the background by the run in progress (spec §14).
+
+    Attributes:
+        task_id: the id the spawning call's result gave the model.
+        tool_use_id: that spawning call.
+        name: the child's name in the parent's ``subagents``.
+        agent_uuid: the child's agent id.
+        task: what it was asked.
+        status: see ``TaskStatus``.
+        result: the final text (completed) or why it failed.
+        notified: the parent's model has been given the result (a notification or a poll).
+    """
+
+    task_id: str
+    tool_use_id: str
+    name: str
+    agent_uuid: str
+    task: str
+    status: TaskStatus = "pending"
+    result: str = ""
+    notified: bool = False
+
+
 class AgentState(msgspec.Struct, kw_only=True):
     """Everything needed to continue an agent in another process (spec §4.1).
 
@@ -133,6 +189,7 @@ class AgentState(msgspec.Struct, kw_only=True):
         pending_frontend: calls the browser must answer (the exact set, spec §3.3-a).
         pending_backend_results: ``tool_result`` blocks of the paused step's backend calls.
         pending_order: the ``tool_use`` ids of the paused step, in the model's order.
+        pending_children: subagents paused in that step (spec §13.5-a).
         run: the run in progress, or ``None`` when idle.
         usage: tokens over the agent's life.
         lease_owner: the process holding a ``running`` agent (spec §10.2-a), else ``None``.
@@ -150,6 +207,10 @@ class AgentState(msgspec.Struct, kw_only=True):
     pending_frontend: list[PendingCall] = msgspec.field(default_factory=list)
     pending_backend_results: list[dict[str, Any]] = msgspec.field(default_factory=list)
     pending_order: list[str] = msgspec.field(default_factory=list)
+    #: Subagents paused inside the paused step, each with its calls in ``pending_frontend`` (spec §13.5-a).
+    pending_children: list[PendingChild] = msgspec.field(default_factory=list)
+    #: The background tasks of the run in progress, or of the last run (spec §14).
+    tasks: list[BackgroundTask] = msgspec.field(default_factory=list)
     run: RunState | None = None
     usage: Usage = msgspec.field(default_factory=Usage)
     lease_owner: str | None = None

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .store import Store
     from .tools import Tool
 
-__all__ = ["SUBAGENT_TOOL", "AgentSpec", "check_specs", "parse_spawn", "spawn_tool_definition"]
+__all__ = ["SUBAGENT_TOOL", "AgentSpec", "check_specs", "demo_subagents", "parse_spawn", "spawn_tool_definition"]
 
 #: The tool the model calls to spawn a child ([R13.1-a]).
 SUBAGENT_TOOL: Final = "spawn_subagent"
@@ -36,7 +36,7 @@ class AgentSpec:
     Attributes:
         description: what the child is for (the model reads it in the tool description).
         system: the child's system prompt.
-        tools: the child's backend tools (frontend tools are refused in v1, [R13.5-a]).
+        tools: the child's tools; a frontend one pauses the whole run ([R13.5-a]).
         model: overrides the parent's model.
         server_tools: overrides the parent's server tools.
         retry: overrides the parent's retry policy.
@@ -55,22 +55,17 @@ class AgentSpec:
 
 
 def check_specs(specs: Mapping[str, AgentSpec], tool_names: Sequence[str]) -> None:
-    """Refuse what v1 cannot run: frontend tools in a child, a name clash with the spawning tool.
+    """Refuse a name clash with the spawning tool and an empty child name.
 
     Raises:
         ConfigError: naming the child and the tool.
     """
-    if specs and SUBAGENT_TOOL in tool_names:
-        raise ConfigError(f"a tool is named {SUBAGENT_TOOL!r}, the name of the subagent tool")
-    for name, spec in specs.items():
+    for reserved in (SUBAGENT_TOOL, "task_status"):
+        if specs and reserved in tool_names:
+            raise ConfigError(f"a tool is named {reserved!r}, the name of a subagent tool (spec R13.1-a, R14.3-a)")
+    for name in specs:
         if not name:
             raise ConfigError("a subagent needs a non-empty name")
-        for child_tool in spec.tools:
-            if child_tool.executor == "frontend":
-                raise ConfigError(
-                    f"subagent {name!r}: frontend tool {child_tool.name!r} is not allowed in a subagent "
-                    "(agent-ref v1, spec R13.5-a); give it to the parent agent"
-                )
 
 
 def spawn_tool_definition(specs: Mapping[str, AgentSpec]) -> dict[str, Any]:
@@ -87,6 +82,13 @@ def spawn_tool_definition(specs: Mapping[str, AgentSpec]) -> dict[str, Any]:
             "properties": {
                 "agent": {"type": "string", "enum": list(specs), "description": "the subagent's name"},
                 "task": {"type": "string", "description": "what the subagent should do"},
+                "background": {
+                    "type": "boolean",
+                    "description": (
+                        "run it in the background: the result is a task id at once; you are notified "
+                        "when it ends, or call task_status"
+                    ),
+                },
             },
             "required": ["agent", "task"],
         },
@@ -102,3 +104,15 @@ def parse_spawn(tool_input: Mapping[str, Any], specs: Mapping[str, AgentSpec]) -
     if not isinstance(task, str) or not task.strip():
         return "the task must be a non-empty string"
     return name, specs[name], task
+
+
+def demo_subagents() -> dict[str, AgentSpec]:
+    """The children ``agent-ref run``/``resume`` and the README register: a researcher with ``confirm``.
+
+    The frontend ``confirm`` lets a child pause the whole run (spec §13.5-a): the embedded
+    model's child calls it when its task says "confirm". ``run`` and ``resume`` must
+    register the same children, so both take them from here.
+    """
+    from .demo_tools import confirm  # the demo tools import nothing from here; kept local all the same
+
+    return {"researcher": AgentSpec(description="researches one topic and reports findings", tools=[confirm])}

@@ -3,8 +3,8 @@
 Owns: ``run_step_tools`` (PreToolUse hooks and ``can_use_tool`` per call, spec
 ``spec/agent-ref.md`` §12; frontend calls set aside for the pause, §3; backend tools and
 subagents run concurrently, §2.3, §13), ``run_subagent`` (§13), ``last_call`` (§5.2) and
-``answer_unanswered`` (§5.5-b). Does not own: the tools themselves (``tools.py``), the
-hook machinery (``hooks.py``), or the stream end. Functions take the ``Agent`` as
+``answer_unanswered`` (§5.5-b). Does not own: the tools themselves (``tools.py``), running
+a child (``subagent_run.py``), the hook machinery (``hooks.py``), or the stream end. Functions take the ``Agent`` as
 ``self``: ``Agent`` binds them as its methods.
 """
 
@@ -14,20 +14,21 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from . import loop_guard, scrub
-from .finish import STOP_ABORTED, STOP_ERROR, STOP_INTERRUPTED, STOP_MAX_STEPS
+from . import loop_guard, subagent_run
+from .finish import STOP_MAX_STEPS
 from .hooks import HookFailure, HookInput, run_hooks
 from .permissions import PermissionDeny, ToolPermissionContext, ask
 from .record import _tool_uses
-from .response import _ClientGone, _Response
 from .state import PendingCall
-from .subagents import SUBAGENT_TOOL, parse_spawn
-from .tools import ToolCallRequest, ToolOutcome, error_outcome, outcome, run_tools
+from .subagent_run import ChildPaused
+from .subagents import SUBAGENT_TOOL
+from .tools import ToolCallRequest, ToolOutcome, error_outcome, run_tools
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from .agent import Agent
+    from .response import _Response
 
 log = logging.getLogger("agent_ref")
 
@@ -91,17 +92,24 @@ async def run_step_tools(
         ),
         asyncio.gather(*(self._run_subagent(response, call) for call in spawns)),
     )
-    for call, done in zip([*backend, *spawns], [*ran, *spawned], strict=True):
-        outcomes[call.id] = done
-        event = "PostToolUseFailure" if done.is_error else "PostToolUse"
-        await self._fire(event, tool_name=call.name, tool_use_id=call.id, tool_input=call.input, result=done.text)
+    paused: list[ChildPaused] = []
+    finished: list[ToolOutcome | ChildPaused] = [*ran, *spawned]
+    for call, ended in zip([*backend, *spawns], finished, strict=True):
+        if isinstance(ended, ChildPaused):
+            paused.append(ended)  # spec §13.5-a: answered when the child ends, after the resume
+            continue
+        outcomes[call.id] = ended
+        event = "PostToolUseFailure" if ended.is_error else "PostToolUse"
+        await self._fire(event, tool_name=call.name, tool_use_id=call.id, tool_input=call.input, result=ended.text)
     await self._report_hook_failures(response)
-    if frontend:
+    if frontend or paused:
         state = self.state
         state.pending_frontend = [PendingCall(tool_use_id=c.id, name=c.name, input=c.input) for c in frontend]
+        state.pending_frontend += [p for child in paused for p in child.calls]
+        state.pending_children = [child.child for child in paused]
         state.pending_backend_results = [o.block for o in outcomes.values()]
         state.pending_order = [c.id for c in calls]
-        return frontend
+        return [*frontend, *(c for c in spawns if c.id in {p.child.tool_use_id for p in paused})]
     self._append_user([outcomes[c.id].block for c in calls])
     return []
 
@@ -146,52 +154,16 @@ async def permit(self: Agent, call: ToolCallRequest) -> ToolCallRequest | str:
     return ToolCallRequest(id=call.id, name=call.name, input=dict(tool_input))
 
 
-async def run_subagent(self: Agent, response: _Response, call: ToolCallRequest) -> ToolOutcome:
-    """Spawn one child into this response; its final answer is the call's result (spec §13)."""
-    parsed = parse_spawn(call.input, self.subagents)
-    if isinstance(parsed, str):
-        return error_outcome(self._emitter, call, parsed)
-    name, spec, task = parsed
-    child = type(self)(
-        spec.model or self.model,
-        tools=spec.tools,
-        server_tools=self.server_tools if spec.server_tools is None else spec.server_tools,
-        store=spec.store or self.store,
-        system=spec.system,
-        max_steps=spec.max_steps or self.max_steps,
-        max_tokens=self.max_tokens,
-        thinking_budget=self.thinking_budget,
-        retry=spec.retry or self.retry,
-        max_bytes=self.max_bytes,
-        profile=self.profile,
-        max_tool_concurrency=self.max_tool_concurrency,
-        prices=self.prices,
-        tool_timeout=self.tool_timeout,
-        request_options=self.request_options,
-        hooks=self.hooks,
-        can_use_tool=self.can_use_tool,
-    )
-    child._parent = (self.agent_uuid, call.id)
-    child._parent_response = response
-    await self._fire("SubagentStart", tool_name=name, tool_use_id=call.id, tool_input=call.input)
-    try:
-        result = await child.run(task, response.send_one)
-    except (asyncio.CancelledError, _ClientGone):
-        raise
-    except Exception as exc:  # spec §13.4-a: a child that cannot run is an is_error result
-        log.exception("subagent %s could not run", name)
-        return error_outcome(self._emitter, call, scrub.public(f"subagent {name} failed: {exc}")[:500])
-    await self._fire(
-        "SubagentStop",
-        tool_name=name,
-        tool_use_id=call.id,
-        result=result.final_text,
-        stop_reason=result.stop_reason,
-    )
-    if result.stop_reason in (STOP_ERROR, STOP_ABORTED, STOP_INTERRUPTED):
-        why = result.error or result.stop_reason
-        return error_outcome(self._emitter, call, f"subagent {name} ({child.agent_uuid}) failed: {why}")
-    return outcome(self._emitter, call, result.final_text)
+async def run_subagent(self: Agent, response: _Response, call: ToolCallRequest) -> ToolOutcome | ChildPaused:
+    """Spawn one child into this response; its final answer is the call's result, sent when it ends (spec §13.3-a).
+
+    A child that pauses for frontend tools is returned as ``ChildPaused``: the step pauses with it (§13.5-a).
+    """
+    done = await subagent_run.spawn(self, response, call)
+    if isinstance(done, ToolOutcome):
+        self._answered[call.id] = done.block
+        await response.send(done.lines)
+    return done
 
 
 async def last_call(self: Agent, response: _Response, step: int) -> str:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools, tool
-from agent_ref.errors import ConfigError
 from agent_ref.subagents import SUBAGENT_TOOL, AgentSpec
 from agent_ref_support import drop, fast_retry, run
 from envelope import AgentTree, ValidationError, reconstruct, tree
@@ -154,22 +153,6 @@ def test_spec_13_4_b_unknown_child_name_is_an_error_result() -> None:
     specs = {"researcher": AgentSpec(description="d")}
     assert parse_spawn({"agent": "nobody", "task": "x"}, specs) == "unknown subagent 'nobody'; known: researcher"
     assert parse_spawn({"agent": "researcher", "task": " "}, specs) == "the task must be a non-empty string"
-
-
-def test_spec_13_5_a_frontend_tool_in_a_child_is_refused() -> None:
-    """v1: a child may not have a frontend tool; the error names the child and the tool [R13.5-a]."""
-
-    @tool(executor="frontend")
-    def ask_user(question: str) -> str:
-        """Ask the user.
-
-        Args:
-            question: the question.
-        """
-        return question
-
-    with pytest.raises(ConfigError, match="subagent 'helper': frontend tool 'ask_user' is not allowed"):
-        _parent(subagents={"helper": AgentSpec(description="d", tools=[ask_user])})
 
 
 def test_spec_13_6_a_subagent_hooks_fire_around_each_child() -> None:

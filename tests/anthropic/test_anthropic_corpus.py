@@ -14,7 +14,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from anthropic.resources.messages.messages import DEPRECATED_MODELS
+from anthropic.resources.messages import messages as sdk_messages
 
 from agent_ref.replay import load_events, split_calls
 from anthropic_support import (
@@ -31,6 +31,7 @@ from envelope.anthropic import AnthropicTranslator
 from validating import assert_valid
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
 RECORDINGS = ["anthropic_events_0.json", "anthropic_events_1.json"]
@@ -108,7 +109,10 @@ def test_citations_fixture_exercises_what_the_corpus_lacks() -> None:
     assert {"citations_delta", "signature_delta", "input_json_delta", "text_delta", "thinking_delta"} <= deltas
     assert {"redacted_thinking", "web_search_tool_result", "server_tool_use", "tool_use"} <= blocks
     assert all(e["message"]["model"] == MODEL for e in events if e["type"] == "message_start")
-    assert MODEL not in DEPRECATED_MODELS  # the SDK warns (an error under our pytest config) on deprecated ones
+    # The SDK's own table, read where the Messages resource reads it (2.13 stopped
+    # re-exporting it there for type checkers; the runtime name is the one it checks).
+    deprecated: Mapping[str, str] = getattr(sdk_messages, "DEPRECATED_MODELS")  # noqa: B009
+    assert MODEL not in deprecated  # the SDK warns (an error under our pytest config) on deprecated ones
     run = stream_calls(split_calls(events))[0]
     citations = [c for line in run.lines if (c := json.loads(line))["type"] == "citation"]
     assert [c["final"] for c in citations] == [True, False, True]

@@ -1,0 +1,165 @@
+"""Background tasks: subagents that run while their parent goes on (seed 004 Background Task Flow).
+
+Owns: starting a child in the background (``start``: the spawning call is answered at once
+with a task id, spec ``spec/agent-ref.md`` §14.1), the task's lifecycle (pending → running →
+completed | failed | killed, §14.2), the ``task_status`` tool (``status_tool``, §14.3),
+telling the parent (``deliver``: a notification before its next model call; ``wait_unseen``:
+one more step when it would end with results it has not seen, §14.4), waiting before a
+pause (``wait_running``, §14.5) and killing the tasks when the run ends otherwise
+(``kill_all``, §14.6). Does not own: running a child (``subagent_run.py``) or the loop
+(``agent.py``). Functions take the parent ``Agent`` as ``self``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from typing import TYPE_CHECKING, Final
+
+from . import scrub
+from .finish import STOP_ABORTED, STOP_ERROR, STOP_INTERRUPTED
+from .state import BackgroundTask
+from .subagent_run import make_child, nest
+from .tools import Tool, ToolCallRequest, ToolOutcome, outcome, tool
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .response import _Response
+    from .subagents import AgentSpec
+
+log = logging.getLogger("agent_ref")
+
+#: The polling tool an agent with subagents gets (spec §14.3).
+TASK_STATUS_TOOL: Final = "task_status"
+#: How a notification text starts, in the user turn before the parent's next call (spec §14.4).
+NOTIFICATION_TAG: Final = "<task-notification"
+#: The end states of a task (spec §14.2).
+TERMINAL: Final = frozenset({"completed", "failed", "killed"})
+
+
+async def start(
+    self: Agent, response: _Response, call: ToolCallRequest, name: str, spec: AgentSpec, task: str
+) -> ToolOutcome:
+    """Start ``name`` on ``task`` in the background; the call's result is the task id, at once (spec §14.1)."""
+    child = make_child(self, spec, background=True)
+    nest(self, child, response, call.id)
+    record = BackgroundTask(
+        task_id="task_" + uuid.uuid4().hex[:16],
+        tool_use_id=call.id,
+        name=name,
+        agent_uuid=child.agent_uuid,
+        task=task,
+    )
+    self.state.tasks.append(record)
+    self._tasks[record.task_id] = asyncio.ensure_future(_run(self, child, record, response))
+    started = {"task_id": record.task_id, "status": record.status, "subagent": name, "agent": child.agent_uuid}
+    return outcome(self._emitter, call, json.dumps(started))
+
+
+async def _run(self: Agent, child: Agent, record: BackgroundTask, response: _Response) -> None:
+    record.status = "running"
+    await self._fire("SubagentStart", tool_name=record.name, tool_use_id=record.tool_use_id)
+    try:
+        result = await child.run(record.task, response.send_one)
+    except asyncio.CancelledError:
+        record.status = "killed"
+        raise
+    except Exception as exc:  # spec §14.2: a task that cannot run fails; the parent goes on
+        log.exception("background task %s (%s) failed", record.task_id, record.name)
+        record.status = "failed"
+        record.result = scrub.public(f"{type(exc).__name__}: {exc}")[:500]
+        return
+    if result.stop_reason in (STOP_ERROR, STOP_ABORTED, STOP_INTERRUPTED):
+        record.status = "failed"
+        record.result = result.error or result.stop_reason
+    else:
+        record.status = "completed"
+        record.result = result.final_text
+    await self._fire(
+        "SubagentStop",
+        tool_name=record.name,
+        tool_use_id=record.tool_use_id,
+        result=result.final_text,
+        stop_reason=result.stop_reason,
+    )
+
+
+def _report(record: BackgroundTask) -> dict[str, str]:
+    item = {"task_id": record.task_id, "subagent": record.name, "agent": record.agent_uuid, "status": record.status}
+    if record.status in TERMINAL:
+        item["result"] = record.result
+    return item
+
+
+def status_tool(self: Agent) -> Tool:
+    """The ``task_status`` tool of ``self``: the state of one background task, or of all (spec §14.3)."""
+
+    @tool(name=TASK_STATUS_TOOL)
+    async def task_status(task_id: str = "") -> str:
+        """Check on background tasks started with spawn_subagent(background=true).
+
+        Args:
+            task_id: the task to report on; empty for every task of this run.
+        """
+        records = [t for t in self.state.tasks if not task_id or t.task_id == task_id]
+        if task_id and not records:
+            known = ", ".join(t.task_id for t in self.state.tasks) or "none"
+            raise ValueError(f"unknown task {task_id!r}; tasks of this run: {known}")
+        for record in records:
+            if record.status in TERMINAL:
+                record.notified = True  # the model has seen the result: no notification too
+        reports = [_report(r) for r in records]
+        return json.dumps(reports[0] if task_id else {"tasks": reports})
+
+    return task_status
+
+
+def notification(record: BackgroundTask) -> str:
+    """The text the parent's model reads when a task has ended (spec §14.4)."""
+    return (
+        f'{NOTIFICATION_TAG} task_id="{record.task_id}" subagent="{record.name}" '
+        f'status="{record.status}">\n{record.result}\n</task-notification>'
+    )
+
+
+def deliver(self: Agent) -> None:
+    """Put a notification of each ended, unseen task into the history, before the next call (spec §14.4)."""
+    blocks = []
+    for record in self.state.tasks:
+        if record.status in TERMINAL and not record.notified:
+            record.notified = True
+            blocks.append({"type": "text", "text": notification(record)})
+    if blocks:
+        self._append_user(blocks)
+
+
+def _live(self: Agent) -> list[asyncio.Future[None]]:
+    return [t for t in self._tasks.values() if not t.done()]
+
+
+async def wait_running(self: Agent) -> None:
+    """Wait for every running task of the run (their output streams meanwhile) (spec §14.4, §14.5)."""
+    while live := _live(self):
+        await asyncio.wait(live)
+
+
+async def wait_unseen(self: Agent) -> bool:
+    """Before the run ends by the model's choice: wait for the tasks; ``True`` if it has results to see (§14.4)."""
+    await wait_running(self)
+    return any(r.status in TERMINAL and not r.notified for r in self.state.tasks)
+
+
+async def kill_all(self: Agent, response: _Response) -> None:
+    """Cancel the tasks still running: status ``killed``, their open blocks closed (spec §14.6)."""
+    live = _live(self)
+    if not live:
+        return
+    for task in live:
+        task.cancel()
+    await asyncio.gather(*live, return_exceptions=True)
+    for record in self.state.tasks:
+        if record.status not in TERMINAL:
+            record.status = "killed"
+    await self._close_open(response, every_agent=True)

@@ -1,0 +1,268 @@
+"""Running subagents: spawn a child into the parent's response, pause with it, resume it in any process.
+
+Owns: building a child ``Agent`` from its ``AgentSpec`` (``make_child``, spec
+``spec/agent-ref.md`` §13.2-a), running it to its end or its pause (``spawn``, §13.3,
+§13.4), the child's side of a pause (``pause_nested``: its state saved, nothing sent,
+§13.5-a), and the parent's side of a resume (``load_paused_children``,
+``resume_children``, §13.5-c) and of an abandon (``abandon_children``, §13.5-d).
+Does not own: the spawning tool's definition and input (``subagents.py``), routing a
+step's calls (``tool_step.py``), or the ends of the parent's response (``finish.py``).
+Functions take the parent ``Agent`` (or, for ``pause_nested``, the child) as ``self``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import scrub
+from .errors import StateError
+from .finish import STOP_ABORTED, STOP_AWAITING, STOP_ERROR, STOP_INTERRUPTED, AgentResult
+from .record import _last_text
+from .response import _ClientGone, _Response
+from .state import PendingCall, PendingChild
+from .subagents import AgentSpec, parse_spawn
+from .tools import ToolCallRequest, ToolOutcome, error_outcome, outcome
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from .agent import Agent
+
+log = logging.getLogger("agent_ref")
+
+
+@dataclass(frozen=True, slots=True)
+class ChildPaused:
+    """A child that stopped on frontend calls: the parent's step pauses with it (spec §13.5-a).
+
+    Attributes:
+        child: the record the parent keeps.
+        calls: the child's pending calls, each naming the child as its ``agent``.
+    """
+
+    child: PendingChild
+    calls: list[PendingCall]
+
+
+def make_child(self: Agent, spec: AgentSpec, *, agent_uuid: str | None = None, background: bool = False) -> Agent:
+    """A child of ``self`` configured by ``spec``, the rest inherited (spec §13.2-a).
+
+    A background child gets no frontend tools: nobody waits for it, so it cannot pause (§14.5).
+    """
+    tools = [t for t in spec.tools if t.executor != "frontend"] if background else spec.tools
+    return type(self)(
+        spec.model or self.model,
+        tools=tools,
+        server_tools=self.server_tools if spec.server_tools is None else spec.server_tools,
+        store=spec.store or self.store,
+        agent_uuid=agent_uuid,
+        system=spec.system,
+        max_steps=spec.max_steps or self.max_steps,
+        max_tokens=self.max_tokens,
+        thinking_budget=self.thinking_budget,
+        retry=spec.retry or self.retry,
+        max_bytes=self.max_bytes,
+        profile=self.profile,
+        max_tool_concurrency=self.max_tool_concurrency,
+        prices=self.prices,
+        tool_timeout=self.tool_timeout,
+        request_options=self.request_options,
+        hooks=self.hooks,
+        can_use_tool=self.can_use_tool,
+        compactor=self.compactor,
+        loop_limit=self.loop_limit,
+    )
+
+
+def nest(self: Agent, child: Agent, response: _Response, tool_use_id: str) -> None:
+    child._parent = (self.agent_uuid, tool_use_id)
+    child._parent_response = response
+
+
+async def spawn(self: Agent, response: _Response, call: ToolCallRequest) -> ToolOutcome | ChildPaused:
+    """Run one child into ``response``: its final answer as the call's outcome, or its pause (spec §13)."""
+    parsed = parse_spawn(call.input, self.subagents)
+    if isinstance(parsed, str):
+        return error_outcome(self._emitter, call, parsed)
+    name, spec, task = parsed
+    background = call.input.get("background", False)
+    if not isinstance(background, bool):
+        return error_outcome(self._emitter, call, "background must be true or false")
+    if background:
+        from .background import start  # background builds on this module
+
+        return await start(self, response, call, name, spec, task)
+    child = make_child(self, spec)
+    nest(self, child, response, call.id)
+    await self._fire("SubagentStart", tool_name=name, tool_use_id=call.id, tool_input=call.input)
+    try:
+        result = await child.run(task, response.send_one)
+    except (asyncio.CancelledError, _ClientGone):
+        raise
+    except Exception as exc:  # spec §13.4-a: a child that cannot run is an is_error result
+        log.exception("subagent %s could not run", name)
+        return error_outcome(self._emitter, call, scrub.public(f"subagent {name} failed: {exc}")[:500])
+    return await _ended(self, call, name, child, result)
+
+
+async def _ended(
+    self: Agent, call: ToolCallRequest, name: str, child: Agent, result: AgentResult
+) -> ToolOutcome | ChildPaused:
+    if result.stop_reason == STOP_AWAITING:
+        # spec §13.5-a: the child's state is saved; the parent's step pauses with it.
+        record = PendingChild(tool_use_id=call.id, name=name, agent_uuid=child.agent_uuid)
+        calls = [
+            PendingCall(tool_use_id=p.tool_use_id, name=p.name, input=p.input, agent=child.agent_uuid)
+            for p in result.pending_frontend_tools
+        ]
+        return ChildPaused(child=record, calls=calls)
+    await self._fire(
+        "SubagentStop",
+        tool_name=name,
+        tool_use_id=call.id,
+        result=result.final_text,
+        stop_reason=result.stop_reason,
+    )
+    if result.stop_reason in (STOP_ERROR, STOP_ABORTED, STOP_INTERRUPTED):
+        why = result.error or result.stop_reason
+        return error_outcome(self._emitter, call, f"subagent {name} ({child.agent_uuid}) failed: {why}")
+    return outcome(self._emitter, call, result.final_text)
+
+
+async def pause_nested(self: Agent, response: _Response) -> AgentResult:
+    """A child's pause: save its relay state and its lines, send nothing (spec §13.5-a).
+
+    The pause is announced once, by the root agent's ``awaiting_frontend_tools``, which
+    lists this child's calls with its ``agent`` (§13.5-b); the child's part of the
+    response ends at its last call.
+    """
+    state = self.state
+    run = state.run
+    assert run is not None
+    state.status = "awaiting_frontend_tools"
+    state.lease_owner = None
+    state.lease_expires_at = 0.0
+    await self.store.save(state, log=response.batch())
+    return AgentResult(
+        agent_uuid=state.agent_uuid,
+        run_id=run.run_id,
+        stop_reason=STOP_AWAITING,
+        final_text=_last_text(run.history),
+        steps=run.steps,
+        usage=run.usage.to_dict(),
+        cost_usd=run.cost_usd,
+        pending_frontend_tools=list(state.pending_frontend),
+        conversation_history=list(run.history),
+    )
+
+
+async def load_paused_children(self: Agent) -> list[tuple[PendingChild, Agent]]:
+    """The paused children of the paused step, from the store, checked before anything changes (§13.5-c).
+
+    A child whose resume died with its process (an expired lease) is put back to its pause
+    first (§10.2-b).
+
+    Raises:
+        StateError: a child's name is no longer registered, it is not in the store, or it is
+            no longer paused on the calls the parent recorded.
+    """
+    loaded: list[tuple[PendingChild, Agent]] = []
+    for pending in self.state.pending_children:
+        spec = self.subagents.get(pending.name)
+        if spec is None:
+            raise StateError(
+                f"agent {self.agent_uuid} paused with subagent {pending.name!r} ({pending.agent_uuid}), "
+                f"which this agent does not register; pass the same subagents as the run had"
+            )
+        child = make_child(self, spec, agent_uuid=pending.agent_uuid)
+        stored = await child.store.load(pending.agent_uuid)
+        if stored is None:
+            raise StateError(f"subagent {pending.name} ({pending.agent_uuid}) is not in the store")
+        child.state = stored
+        if stored.status == "running":
+            await child.recover()
+        expected = [p.tool_use_id for p in self.state.pending_frontend if p.agent == pending.agent_uuid]
+        have = [p.tool_use_id for p in stored.pending_frontend]
+        if stored.status != "awaiting_frontend_tools" or have != expected:
+            raise StateError(
+                f"subagent {pending.name} ({pending.agent_uuid}) is no longer paused on "
+                f"{', '.join(expected)} (status {stored.status}); nothing was changed"
+            )
+        loaded.append((pending, child))
+    return loaded
+
+
+async def resume_children(
+    self: Agent,
+    response: _Response,
+    children: Sequence[tuple[PendingChild, Agent]],
+    results: Sequence[Mapping[str, Any]],
+    owners: Mapping[str, str | None],
+) -> tuple[dict[str, ToolOutcome], list[ChildPaused]]:
+    """Continue each paused child in ``response`` with its results, concurrently (spec §13.5-c).
+
+    ``owners`` maps each pending call id to the agent whose call it is (``None``: the parent's).
+
+    Each child that ends gives its spawning call's outcome (sent after the child's
+    ``meta_final``); a child that pauses again is returned to pause the parent again.
+    """
+    by_child: dict[str, list[Mapping[str, Any]]] = {}
+    for item in results:
+        owner = owners.get(str(item.get("tool_use_id")))
+        if owner is not None:
+            by_child.setdefault(owner, []).append(item)
+
+    async def one(pending: PendingChild, child: Agent) -> ToolOutcome | ChildPaused:
+        nest(self, child, response, pending.tool_use_id)
+        call = ToolCallRequest(id=pending.tool_use_id, name="spawn_subagent", input={})
+        try:
+            result = await child.continue_with_tool_results(by_child.get(pending.agent_uuid, []), response.send_one)
+        except (asyncio.CancelledError, _ClientGone):
+            raise
+        except Exception as exc:  # spec §13.4-a
+            log.exception("subagent %s could not resume", pending.name)
+            return error_outcome(self._emitter, call, scrub.public(f"subagent {pending.name} failed: {exc}")[:500])
+        done = await _ended(self, call, pending.name, child, result)
+        if isinstance(done, ToolOutcome):
+            self._answered[call.id] = done.block
+            await response.send(done.lines)
+        return done
+
+    ended = await asyncio.gather(*(one(p, c) for p, c in children))
+    outcomes: dict[str, ToolOutcome] = {}
+    paused: list[ChildPaused] = []
+    for (pending, _), done in zip(children, ended, strict=True):
+        if isinstance(done, ChildPaused):
+            paused.append(done)
+        else:
+            outcomes[pending.tool_use_id] = done
+            event = "PostToolUseFailure" if done.is_error else "PostToolUse"
+            await self._fire(event, tool_name="spawn_subagent", tool_use_id=pending.tool_use_id, result=done.text)
+    return outcomes, paused
+
+
+async def abandon_children(self: Agent, reason: str) -> dict[str, str]:
+    """Abandon the paused children of an abandoned run (spec §13.5-d); the text for each spawning call.
+
+    Each child's run is closed ``abandoned`` in the store (its closing response goes to its
+    own log). A child that cannot be closed is logged; the parent's call is answered anyway.
+    """
+    texts: dict[str, str] = {}
+    for pending in self.state.pending_children:
+        spec = self.subagents.get(pending.name)
+        text = f"abandoned: subagent {pending.name} ({pending.agent_uuid}) was paused; {reason}"
+        texts[pending.tool_use_id] = text
+        if spec is None:
+            continue
+        try:
+            child = make_child(self, spec, agent_uuid=pending.agent_uuid)
+            stored = await child.store.load(pending.agent_uuid)
+            if stored is not None and stored.status != "idle":
+                child.state = stored
+                await child.abandon(reason=reason)
+        except Exception:
+            log.exception("could not abandon subagent %s (%s)", pending.name, pending.agent_uuid)
+    return texts
