@@ -206,17 +206,18 @@ def run_child(path: str, file: str) -> dict[str, Any]:
     """One point, in this (fresh) process: ``path`` over ``file`` in 64 KiB reads.
 
     Returns:
-        ``seconds`` (the loop, imports excluded), ``peak_rss`` (bytes, whole process),
+        ``seconds`` (wall time of the loop, imports excluded), ``cpu_seconds`` (this
+        process's CPU time over the same loop), ``peak_rss`` (bytes, whole process),
         ``result`` (events read, violations found or lines written: what the path returns).
     """
     run = _runner(path)
     gc.collect()
     with open(file, "rb", buffering=0) as f:
         pieces = iter(lambda: f.read(READ_SIZE), b"")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = run(pieces)
-        seconds = time.perf_counter() - start
-    return {"seconds": seconds, "peak_rss": _peak_rss(), "result": result}
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"seconds": seconds, "cpu_seconds": cpu, "peak_rss": _peak_rss(), "result": result}
 
 
 def _child_env() -> dict[str, str]:
@@ -254,6 +255,8 @@ class Point:
         target_bytes: the size asked for.
         input_bytes: the size of the input file.
         seconds: median wall time of the loop.
+        cpu_seconds: median CPU time of the loop (the figure the growth fit uses: on a
+            shared machine wall time also counts the time other jobs held the CPU).
         peak_rss: median peak RSS of the process, bytes.
         result: what the path returned (events, violations or lines), the same every time.
         repeats: the fresh processes run for this point.
@@ -266,6 +269,7 @@ class Point:
     target_bytes: int
     input_bytes: int
     seconds: float
+    cpu_seconds: float
     peak_rss: int
     result: int
     repeats: int
@@ -278,13 +282,13 @@ class Point:
 
     @property
     def mb_per_s(self) -> float:
-        """Input MB per second."""
-        return self.mb / self.seconds
+        """Input MB per second of CPU time."""
+        return self.mb / self.cpu_seconds
 
     @property
     def ms_per_mb(self) -> float:
-        """Milliseconds per input MB: flat when time grows linearly."""
-        return 1000 * self.seconds / self.mb
+        """CPU milliseconds per input MB: flat when cost grows linearly."""
+        return 1000 * self.cpu_seconds / self.mb
 
 
 def measure_point(sweep: str, path: str, file: Path, agents: int, target: int, repeat: int) -> Point:
@@ -302,6 +306,7 @@ def measure_point(sweep: str, path: str, file: Path, agents: int, target: int, r
         target_bytes=target,
         input_bytes=size,
         seconds=statistics.median(d["seconds"] for d in docs),
+        cpu_seconds=statistics.median(d["cpu_seconds"] for d in docs),
         peak_rss=int(statistics.median(d["peak_rss"] for d in docs)),
         result=results.pop(),
         repeats=times,
@@ -375,7 +380,7 @@ def fit(points: Sequence[Point]) -> dict[str, float | None]:
     """How time and memory grow with size over ``points`` (one path's size sweep).
 
     Returns:
-        ``time_exponent``: k in time ~ size^k (least squares on log-log; 1 is linear,
+        ``time_exponent``: k in CPU time ~ size^k (least squares on log-log; 1 is linear,
         ``None`` with fewer than two sizes); ``ms_per_mb_spread``: the largest over the
         smallest ms per MB among inputs of 10 MB and more (the 1 MB point carries fixed
         costs); ``rss_growth``: peak RSS at the largest input over the smallest.
@@ -383,7 +388,7 @@ def fit(points: Sequence[Point]) -> dict[str, float | None]:
     if len(points) < 2:
         return {"time_exponent": None, "ms_per_mb_spread": None, "rss_growth": None}
     xs = [math.log(p.input_bytes) for p in points]
-    ys = [math.log(p.seconds) for p in points]
+    ys = [math.log(p.cpu_seconds) for p in points]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else None
@@ -406,12 +411,15 @@ def parse_size(text: str) -> int:
     """
     units = {"GB": 10**9, "MB": 10**6, "KB": 10**3, "B": 1}
     raw = text.strip().upper().replace(" ", "")
-    for unit, factor in units.items():
+    factor = 1
+    for unit, scale in units.items():
         if raw.endswith(unit):
-            value = float(raw[: -len(unit)]) * factor
+            raw, factor = raw[: -len(unit)], scale
             break
-    else:
-        value = float(raw)
+    try:
+        value = float(raw) * factor
+    except ValueError:
+        raise ValueError(f"not a size: {text!r} (for example 10MB or 1GB)") from None
     if not value >= 1:
         raise ValueError(f"not a positive size: {text!r}")
     return int(value)
@@ -445,6 +453,7 @@ def _machine() -> dict[str, str]:
 def run(args: argparse.Namespace) -> Report:
     """The whole sweep for parsed options (see ``main``)."""
     report = Report(settings=_settings(args), machine=_machine())
+    report.settings["load"] = [_load()]
     capture = LEGACY_CAPTURE.read_bytes() if "migrate" in args.paths else b""
     with tempfile.TemporaryDirectory(prefix="scaling-") as tmp:
         folder = Path(tmp)
@@ -474,7 +483,16 @@ def run(args: argparse.Namespace) -> Report:
     for concurrency in args.server_concurrency:
         _progress(f"server, {concurrency} in flight")
         report.server.append(measure_server(args.server_runs, concurrency))
+    report.settings["load"].append(_load())
     return report
+
+
+def _load() -> float:
+    """The 1-minute load average (how busy the machine was), ``nan`` where unknown."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -500,8 +518,8 @@ def _mib(n: int) -> str:
 
 def _size_rows(report: Report) -> list[str]:
     rows = [
-        "| path | input | time s | MB/s | ms per MB | peak RSS MiB | over baseline MiB | result |",
-        "|---|---|---|---|---|---|---|---|",
+        "| path | input | wall s | CPU s | MB/s (CPU) | CPU ms per MB | peak RSS MiB | over baseline MiB | result |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     base = {p.target_bytes: p.peak_rss for p in report.of("size", "baseline")}
     for path in PATHS:
@@ -509,8 +527,8 @@ def _size_rows(report: Report) -> list[str]:
             floor = base.get(p.target_bytes)  # the baseline process on the SSE input of the same size
             over = "-" if floor is None or path == "baseline" else _mib(p.peak_rss - floor)
             rows.append(
-                f"| {PATHS[path][0]} | {size_label(p.input_bytes)} | {p.seconds:.3f} | {p.mb_per_s:.1f} | "
-                f"{p.ms_per_mb:.2f} | {_mib(p.peak_rss)} | {over} | {_result(p)} |"
+                f"| {PATHS[path][0]} | {size_label(p.input_bytes)} | {p.seconds:.3f} | {p.cpu_seconds:.3f} | "
+                f"{p.mb_per_s:.1f} | {p.ms_per_mb:.2f} | {_mib(p.peak_rss)} | {over} | {_result(p)} |"
             )
     return rows
 
@@ -528,8 +546,8 @@ def _result(p: Point) -> str:
 
 def _agent_rows(report: Report) -> list[str]:
     rows = [
-        "| path | agents | input | time s | ms per MB | peak RSS MiB | over baseline MiB | result |",
-        "|---|---|---|---|---|---|---|---|",
+        "| path | agents | input | wall s | CPU s | CPU ms per MB | peak RSS MiB | over baseline MiB | result |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     base = {p.agents: p.peak_rss for p in report.of("agents", "baseline")}
     for path in PATHS:
@@ -538,14 +556,15 @@ def _agent_rows(report: Report) -> list[str]:
             over = "-" if floor is None or path == "baseline" else _mib(p.peak_rss - floor)
             rows.append(
                 f"| {PATHS[path][0]} | {p.agents:,} | {size_label(p.input_bytes)} | {p.seconds:.3f} | "
-                f"{p.ms_per_mb:.2f} | {_mib(p.peak_rss)} | {over} | {_result(p)} |"
+                f"{p.cpu_seconds:.3f} | {p.ms_per_mb:.2f} | {_mib(p.peak_rss)} | {over} | {_result(p)} |"
             )
     return rows
 
 
 def _fit_rows(report: Report) -> list[str]:
     rows = [
-        "| path | time ~ size^k, k | ms per MB, largest / smallest (>= 10 MB) | peak RSS, largest / smallest input |",
+        "| path | CPU time ~ size^k, k | CPU ms per MB, largest / smallest (>= 10 MB) "
+        "| peak RSS, largest / smallest input |",
         "|---|---|---|---|",
     ]
     for path in PATHS:
@@ -580,7 +599,9 @@ def render_markdown(report: Report) -> str:
         f"Command: `{st['command']}`. Machine: {m['cpus']} CPUs, Python {m['python']}, msgspec {m['msgspec']}, "
         f"{m['platform']}.",
         f"Each point in a fresh process; median of {st['repeat']} processes (inputs over "
-        f"{size_label(st['once_above'])}: one). Time: the read loop, imports excluded. Peak RSS: the process's "
+        f"{size_label(st['once_above'])}: one). Time: the read loop, imports excluded; CPU time is the process's "
+        "own (wall time also counts other jobs on a shared machine), and the per-MB and growth figures use it. "
+        f"Load average (1 min) at start and end: {st['load'][0]:.1f}, {st['load'][1]:.1f}. Peak RSS: the process's "
         "`VmHWM`; *over baseline*: minus the baseline process on the same input (interpreter, imports, reads). "
         "MB = 10^6 bytes; MiB = 2^20.",
         "",
@@ -654,7 +675,7 @@ def render_png(report: Report, out: Path) -> None:
             if path == "baseline":
                 kw["linestyle"] = "--"
             x = [p.mb for p in pts]
-            t_ax.plot(x, [p.seconds for p in pts], **kw)
+            t_ax.plot(x, [p.cpu_seconds for p in pts], **kw)
             r_ax.plot(x, [p.ms_per_mb for p in pts], **kw)
             m_ax.plot(x, [p.peak_rss / 2**20 for p in pts], **kw)
         apts = report.of("agents", path)
@@ -669,14 +690,14 @@ def render_png(report: Report, out: Path) -> None:
     if sizes and read:  # a line of slope 1 through the read path's smallest point
         t_ax.plot(
             [sizes[0], sizes[-1]],
-            [read[0].seconds, read[0].seconds * sizes[-1] / sizes[0]],
+            [read[0].cpu_seconds, read[0].cpu_seconds * sizes[-1] / sizes[0]],
             color="black",
             linestyle=":",
             label="linear (slope 1)",
         )
     for ax, title, ylabel in (
-        (t_ax, "time vs input size", "seconds (log)"),
-        (r_ax, "time per MB vs input size", "ms per MB (log)"),
+        (t_ax, "CPU time vs input size", "CPU seconds (log)"),
+        (r_ax, "CPU time per MB vs input size", "CPU ms per MB (log)"),
         (m_ax, "peak RSS vs input size", "peak RSS, MiB (log)"),
     ):
         _log_axes(ax, ticker)
@@ -686,7 +707,7 @@ def render_png(report: Report, out: Path) -> None:
         ax.grid(True, which="both", alpha=0.3)
     agents_mb = size_label(report.settings["agents_size"])
     for ax, title, ylabel in (
-        (a_ax, f"time per MB vs agents ({agents_mb})", "ms per MB (log)"),
+        (a_ax, f"CPU time per MB vs agents ({agents_mb})", "CPU ms per MB (log)"),
         (am_ax, f"peak RSS vs agents ({agents_mb})", "peak RSS, MiB (log)"),
     ):
         _log_axes(ax, ticker)

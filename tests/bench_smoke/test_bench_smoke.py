@@ -36,6 +36,7 @@ BENCH_MODULES = (
     "benchmarks.compare",
     "benchmarks.load_server",
     "benchmarks.load_scaleout",
+    "benchmarks.scaling",
 )
 
 
