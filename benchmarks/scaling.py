@@ -518,17 +518,20 @@ def _mib(n: int) -> str:
 
 def _size_rows(report: Report) -> list[str]:
     rows = [
-        "| path | input | wall s | CPU s | MB/s (CPU) | CPU ms per MB | peak RSS MiB | over baseline MiB | result |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| path | input | wall s | CPU s | MB/s (CPU) | CPU ms per MB | peak RSS MiB | over baseline MiB "
+        "| over baseline KiB per MB | result |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     base = {p.target_bytes: p.peak_rss for p in report.of("size", "baseline")}
     for path in PATHS:
         for p in report.of("size", path):
             floor = base.get(p.target_bytes)  # the baseline process on the SSE input of the same size
-            over = "-" if floor is None or path == "baseline" else _mib(p.peak_rss - floor)
+            over = per_mb = "-"
+            if floor is not None and path != "baseline":
+                over, per_mb = _mib(p.peak_rss - floor), f"{(p.peak_rss - floor) / 1024 / p.mb:.0f}"
             rows.append(
                 f"| {PATHS[path][0]} | {size_label(p.input_bytes)} | {p.seconds:.3f} | {p.cpu_seconds:.3f} | "
-                f"{p.mb_per_s:.1f} | {p.ms_per_mb:.2f} | {_mib(p.peak_rss)} | {over} | {_result(p)} |"
+                f"{p.mb_per_s:.1f} | {p.ms_per_mb:.2f} | {_mib(p.peak_rss)} | {over} | {per_mb} | {_result(p)} |"
             )
     return rows
 
