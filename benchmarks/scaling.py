@@ -495,6 +495,20 @@ def _load() -> float:
         return float("nan")
 
 
+def _without_out(argv: list[str]) -> list[str]:
+    """``argv`` less ``--out DIR``: where the files went is no setting of the measurement."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            kept.append(arg)
+    return kept
+
+
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "sizes": args.sizes,
@@ -505,7 +519,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "once_above": ONCE_ABOVE,
         "server_runs": args.server_runs,
         "server_concurrency": args.server_concurrency,
-        "command": "python -m benchmarks.scaling " + " ".join(args.argv),
+        "command": " ".join(["python -m benchmarks.scaling", *_without_out(args.argv)]),
     }
 
 

@@ -37,6 +37,8 @@ BENCH_MODULES = (
     "benchmarks.load_server",
     "benchmarks.load_scaleout",
     "benchmarks.scaling",
+    "benchmarks.agreement",
+    "benchmarks.suite",
 )
 
 

@@ -97,6 +97,7 @@ def test_scaling_runs_end_to_end_at_tiny_sizes(tmp_path: Path) -> None:
     for heading in ("### Input size", "### How cost grows with size", "### Interleaved agents", "### Server"):
         assert heading in md
     assert md in proc.stdout
+    assert str(tmp_path) not in md  # the recorded command leaves out --out
     assert (tmp_path / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -205,3 +206,9 @@ def test_child_measures_one_point(tmp_path: Path) -> None:
     assert doc["result"] == data.count(b"\n\n")
     assert doc["peak_rss"] > 0
     assert scaling.run_child("validate", str(path))["result"] == 0
+
+
+def test_recorded_command_leaves_out_where_files_went() -> None:
+    """The report names the measuring options, never a machine's path (``--out``)."""
+    argv = ["--max-size", "1GB", "--out", "/somewhere/out", "--repeat", "2", "--out=/x"]
+    assert scaling._without_out(argv) == ["--max-size", "1GB", "--repeat", "2"]
