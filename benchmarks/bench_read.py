@@ -1,11 +1,13 @@
-"""Read benchmarks: SSE bytes in 64 KiB reads -> events -> reconstruct, on the 4-agent stream.
+"""Read benchmarks: the ``read`` stage of ``envelope bench``, one candidate per benchmark.
 
-The stream (100 MiB by default, ``--bench-size-mb``) is written to a file once and read
-back in 64 KiB reads by every candidate, so no candidate holds it whole. Candidates are
-the read functions of ``envelope._bench``: ours (``SSEReader`` -> ``Reconstructor``),
-ours without the transcript (``SSEReader`` -> ``decode_lenient``), the ``json.loads`` +
-dicts baseline, bare msgspec decoding of the same events, and a copy of each read.
-One group; a few rounds each (a pass over 100 MiB takes seconds).
+Run: ``python -m pytest benchmarks/bench_read.py --benchmark-only`` (``--bench-size-mb``,
+100 MiB by default; ``--bench-rounds``, 5). The input is the comparison run's: the
+4-agent SSE stream of ``benchmarks.inputs``, in memory, read in 64 KiB slices; the
+candidates are the stage's own (``benchmarks.engine``): ours (``StreamReader`` ->
+``Reconstructor``, transcript kept), ours streaming (``SSEReader`` -> decode), the
+``json.loads`` + dicts baseline, bare msgspec decoding and a copy of each read. Every
+benchmark builds the stream anew and runs the collector before each round
+(``benchmarks.suite``), so its figures do not depend on what ran before it.
 """
 
 from __future__ import annotations
@@ -14,36 +16,30 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from benchmarks.data import READ_SIZE
-from benchmarks.engine import read_copy, read_json_loads, read_msgspec, read_ours, read_ours_stream
+from benchmarks.suite import fresh_stage, time_candidate
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
-    from pathlib import Path
-
     from pytest_benchmark.fixture import BenchmarkFixture
 
-READERS: dict[str, Callable[[Iterable[bytes]], int]] = {
-    "ours": read_ours,
-    "ours_stream": read_ours_stream,
-    "json_loads": read_json_loads,
-    "msgspec": read_msgspec,
-    "copy": read_copy,
+    from benchmarks.engine import Sizes
+
+#: Test id -> the stage's candidate name (its start).
+CANDIDATES = {
+    "ours": "ours: StreamReader + Reconstructor",
+    "ours_stream": "ours: SSEReader + decode",
+    "json_loads": "json.loads + dicts",
+    "msgspec": "msgspec bare decode",
+    "copy": "bytes copy",
 }
 
 
-def _reads(path: Path) -> Iterator[bytes]:
-    with path.open("rb") as f:
-        while piece := f.read(READ_SIZE):
-            yield piece
-
-
-@pytest.mark.parametrize("candidate", list(READERS))
-def test_read(benchmark: BenchmarkFixture, sse_file: Path, candidate: str) -> None:
-    """One read candidate over the whole stream file."""
-    reader = READERS[candidate]
-    size = sse_file.stat().st_size
-    benchmark.group = f"read: {size / 2**20:.1f} MiB SSE, 4 agents, 64 KiB reads"
-    benchmark.extra_info["input_bytes"] = size
-    count = benchmark.pedantic(reader, setup=lambda: ((_reads(sse_file),), {}), rounds=3, iterations=1)  # type: ignore[no-untyped-call]  # pytest-benchmark leaves it unannotated
-    assert count > 0
+@pytest.mark.parametrize("candidate", list(CANDIDATES))
+def test_read(benchmark: BenchmarkFixture, sizes: Sizes, rounds: int, candidate: str) -> None:
+    """One read candidate over the whole stream."""
+    stage = fresh_stage("read", sizes)
+    out = time_candidate(benchmark, stage, CANDIDATES[candidate], rounds)
+    events = stage.measure(out).events
+    if candidate == "copy":
+        assert out == -(-stage.input_bytes // (64 * 1024))  # one per 64 KiB read
+    else:
+        assert out == events  # every candidate consumed every event of the stream

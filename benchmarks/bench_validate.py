@@ -1,47 +1,54 @@
-"""Validate vs reconstruct (pytest-benchmark).
+"""Validate benchmarks: the ``validate`` stage of ``envelope bench``, plus the validator on lines.
 
-Run: ``PYTHONPATH=src python -m pytest benchmarks/bench_validate.py --benchmark-only``.
-Groups:
+Run: ``python -m pytest benchmarks/bench_validate.py --benchmark-only`` (``--bench-size-mb``,
+100 MiB by default; ``--bench-rounds``, 5). Groups:
 
-* ``validate: ... MiB SSE, 4 agents, 64 KiB reads``: the read stream of ``bench_read``
-  (``--bench-size-mb``, 100 MiB by default) read back in 64 KiB reads by
-  ``StreamValidator`` and by the read path (``SSEReader`` -> ``Reconstructor``): the
-  ``validate`` stage of ``envelope bench``, whose target is 1.5x the read path's time.
-* ``validate-lines``: ``Validator`` and ``Reconstructor`` on the same list of envelope
-  lines of one corpus-shaped agent (``validate_data``), up to 4 MiB.
-* ``validate-bytes``: the same stream as SSE bytes, reading included.
+* ``validate: ... SSE (the read stream), 64 KiB reads``: the stage of ``envelope bench``
+  on its input (the 4-agent SSE stream of ``benchmarks.inputs``, in memory, 64 KiB
+  slices): ``StreamValidator`` and the read path it is measured against
+  (``StreamReader`` -> ``Reconstructor``); the target is 1.5x the read path's time.
+* ``validate-lines``: ``Validator`` and ``Reconstructor`` fed the envelope lines of
+  the same 4-agent stream (at most 4 MiB of them), no SSE.
+
+Every benchmark builds its input anew and runs the collector before each round
+(``benchmarks.suite``), so its figures do not depend on what ran before it.
 """
 
 from __future__ import annotations
 
+import gc
 from typing import TYPE_CHECKING
 
 import pytest
 
-from benchmarks.data import READ_SIZE
-from benchmarks.engine import read_ours, validate_ours
-from benchmarks.validate_data import sse_chunks, stream_lines
-from envelope import Reconstructor, StreamReader, StreamValidator, Validator
+from benchmarks.inputs import stream_lines
+from benchmarks.suite import collect, fresh_stage, time_candidate
+from envelope import Reconstructor, Validator
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
-    from pathlib import Path
-
     from pytest_benchmark.fixture import BenchmarkFixture
 
-    from benchmarks.data import Sizes
+    from benchmarks.engine import Sizes
 
-MAX_SIZE = 4 * 1024 * 1024  # at most 4 MB of envelope lines per round for the line groups
+MAX_LINES_BYTES = 4 * 1024 * 1024  # at most 4 MiB of envelope lines per round in validate-lines
 
-
-@pytest.fixture(scope="module")
-def lines(sizes: Sizes) -> list[bytes]:
-    return list(stream_lines(min(MAX_SIZE, sizes.read_bytes)))
+CANDIDATES = {"validate": "ours: StreamValidator", "read_reconstruct": "ours: StreamReader + Reconstructor"}
 
 
-@pytest.fixture(scope="module")
-def chunks(sizes: Sizes) -> list[bytes]:
-    return list(sse_chunks(min(MAX_SIZE, sizes.read_bytes)))
+@pytest.mark.parametrize("candidate", list(CANDIDATES))
+def test_validate_read_stream(benchmark: BenchmarkFixture, sizes: Sizes, rounds: int, candidate: str) -> None:
+    """The validator, and the read path it is measured against, over the read stream."""
+    stage = fresh_stage("validate", sizes)
+    out = time_candidate(benchmark, stage, CANDIDATES[candidate], rounds)
+    if candidate == "validate":
+        assert out == 0  # the generated stream is valid: no violation
+    else:
+        assert out == stage.measure(out).events
+
+
+def _lines(sizes: Sizes) -> list[bytes]:
+    gc.collect()
+    return [*stream_lines(min(MAX_LINES_BYTES, sizes.read_bytes)), b"[DONE]"]
 
 
 def _validate_lines(lines: list[bytes]) -> int:
@@ -59,68 +66,16 @@ def _reconstruct_lines(lines: list[bytes]) -> int:
     return len(rebuilder.close())
 
 
-def _validate_bytes(chunks: list[bytes]) -> int:
-    checker = StreamValidator()
-    count = 0
-    for chunk in chunks:
-        count += len(checker.feed(chunk))
-    return count + len(checker.close())
+LINE_CANDIDATES = {"validate": _validate_lines, "reconstruct": _reconstruct_lines}
 
 
-def _reconstruct_bytes(chunks: list[bytes]) -> int:
-    reader = StreamReader()
-    rebuilder = Reconstructor()
-    for chunk in chunks:
-        for raw in reader.feed(chunk):
-            rebuilder.feed(raw)
-    reader.close()
-    return len(rebuilder.close())
-
-
-@pytest.mark.benchmark(group="validate-lines")
-def test_validate_lines(benchmark: BenchmarkFixture, lines: list[bytes]) -> None:
-    assert benchmark(_validate_lines, lines) == 0
-
-
-@pytest.mark.benchmark(group="validate-lines")
-def test_reconstruct_lines(benchmark: BenchmarkFixture, lines: list[bytes]) -> None:
-    assert benchmark(_reconstruct_lines, lines) == 0
-
-
-@pytest.mark.benchmark(group="validate-bytes")
-def test_validate_sse_bytes(benchmark: BenchmarkFixture, chunks: list[bytes]) -> None:
-    assert benchmark(_validate_bytes, chunks) == 0
-
-
-@pytest.mark.benchmark(group="validate-bytes")
-def test_reconstruct_sse_bytes(benchmark: BenchmarkFixture, chunks: list[bytes]) -> None:
-    assert benchmark(_reconstruct_bytes, chunks) == 0
-
-
-def _reads(path: Path) -> Iterator[bytes]:
-    with path.open("rb") as f:
-        while piece := f.read(READ_SIZE):
-            yield piece
-
-
-READ_STREAM: dict[str, Callable[[Iterable[bytes]], int]] = {
-    "validate": validate_ours,
-    "read_reconstruct": read_ours,
-}
-
-
-@pytest.mark.parametrize("candidate", list(READ_STREAM))
-def test_validate_read_stream(benchmark: BenchmarkFixture, sse_file: Path, candidate: str) -> None:
-    """The validator, and the read path it is measured against, over the read stream file."""
-    run = READ_STREAM[candidate]
-    size = sse_file.stat().st_size
-    benchmark.group = f"validate: {size / 2**20:.1f} MiB SSE, 4 agents, 64 KiB reads"
-    benchmark.extra_info["input_bytes"] = size
-    count = benchmark.pedantic(run, setup=lambda: ((_reads(sse_file),), {}), rounds=3, iterations=1)  # type: ignore[no-untyped-call]  # pytest-benchmark leaves it unannotated
-    events = sum(piece.count(b"\n\n") for piece in _reads(sse_file))
-    if candidate == "validate":
-        # the violations found: a few (the generator writes some payloads that are not
-        # JSON: E140/E141), never one per event
-        assert count < events // 10
-    else:
-        assert count > 0
+@pytest.mark.parametrize("candidate", list(LINE_CANDIDATES))
+def test_validate_lines(benchmark: BenchmarkFixture, sizes: Sizes, rounds: int, candidate: str) -> None:
+    """``Validator`` or ``Reconstructor`` over the same envelope lines, one line per ``feed``."""
+    lines = _lines(sizes)
+    benchmark.group = "validate-lines"
+    benchmark.extra_info.update(stage="validate-lines", candidate=candidate, lines=len(lines))
+    out = benchmark.pedantic(  # type: ignore[no-untyped-call]  # pytest-benchmark leaves it unannotated
+        LINE_CANDIDATES[candidate], args=(lines,), setup=collect, rounds=rounds, iterations=1
+    )
+    assert out == 0  # no violation; no block left open

@@ -36,6 +36,9 @@ BENCH_MODULES = (
     "benchmarks.compare",
     "benchmarks.load_server",
     "benchmarks.load_scaleout",
+    "benchmarks.scaling",
+    "benchmarks.agreement",
+    "benchmarks.suite",
 )
 
 
