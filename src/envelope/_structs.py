@@ -2,8 +2,8 @@
 
 Owns: ``SSEEvent`` (what ``SSEReader`` dispatches), ``RawLine`` (an envelope line of a
 recorded stream with its position), ``_Wire`` (the reconstructor's lenient form of a
-line) and ``_LineBatch`` (a batch of lines, positions built on demand). ``_sse`` and
-``_decoder`` re-export them.
+line), ``_LineBatch`` (a batch of lines, positions built on demand) and
+``MigrationWarning``. ``_sse``, ``_decoder`` and ``_xml_scan`` re-export them.
 Does not own: reading or decoding (``_sse``, ``_decoder``); the envelope types (``_types``).
 
 Why a module of their own: ``setup.py`` compiles the hot modules with mypyc, and a
@@ -14,11 +14,14 @@ module mypyc leaves alone (a test checks every Struct's annotations on both path
 ``_LineBatch`` (the lines ``StreamReader.feed_batch`` returns) is here for a like reason:
 a compiled subclass of ``collections.abc.Sequence`` shares the ABC's instance cache, so
 after ``isinstance([], _LineBatch)`` said no, ``isinstance([], Sequence)`` said no too.
+And the frozen dataclasses a user may keep (``MigrationWarning``): compiled, they could
+not be pickled or copied (``FrozenInstanceError`` on the way back).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Final, overload
 
@@ -27,7 +30,7 @@ from msgspec import UNSET, UnsetType
 
 from ._errors import Position
 
-__all__ = ["RawLine", "SSEEvent"]
+__all__ = ["MigrationWarning", "RawLine", "SSEEvent"]
 
 
 class SSEEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -156,3 +159,26 @@ class _LineBatch(Sequence[RawLine]):
         where = self.position(index)
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         return RawLine(text, where.line or 0, where.offset or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationWarning:
+    """Something the migrator did that the user should know about; the content was kept.
+
+    Attributes:
+        message: what happened, one sentence.
+        position: where in the input.
+        section: the ``spec/legacy-xml.md`` section (``"M4.2"``).
+    """
+
+    message: str
+    position: Position
+    section: str | None = None
+    #: An error that ``lenient`` turned into a warning (the input was broken); ``False``
+    #: for notes about a faithful conversion (an older label mapped, an era guessed).
+    recovered: bool = False
+
+    def __str__(self) -> str:
+        where = str(self.position)
+        text = f"{where}: {self.message}" if where else self.message
+        return f"{text} (spec §{self.section})" if self.section else text
