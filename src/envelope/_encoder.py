@@ -32,6 +32,7 @@ from ._types import (
     Citation,
     Envelope,
     Error,
+    MetaCompaction,
     MetaFiles,
     MetaFinal,
     MetaInit,
@@ -68,7 +69,9 @@ _TYPES_WITH_ID: Final = frozenset({"tool_call", "server_tool_call", "tool_result
 Profile = Literal["default", "seed"]
 #: Control types the ``seed`` profile sends as one line whatever its length (spec §10.2):
 #: clients written to the seed parse these on their own line and do not join chunks.
-SEED_WHOLE_TYPES: Final = frozenset({"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final"})
+SEED_WHOLE_TYPES: Final = frozenset(
+    {"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final", "meta_compaction"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +287,7 @@ _BUFFERED: Final[dict[str, type[Envelope]]] = {
     "meta_init": MetaInit,
     "meta_final": MetaFinal,
     "meta_files": MetaFiles,
+    "meta_compaction": MetaCompaction,
     "error": Error,
     "awaiting_frontend_tools": AwaitingFrontendTools,
     "tool_call": ToolCall,
@@ -327,9 +331,11 @@ class Emitter:
             max_bytes: the bound on each line; 2048 by default, as in the seed.
             strict: see the class attributes.
             profile: ``"default"`` (every line within ``max_bytes``) or ``"seed"``
-                (``meta_init``, ``meta_files``, ``error``, ``awaiting_frontend_tools`` and
-                ``meta_final`` sent whole, one ``final: true`` line each, whatever their
-                length; every other type keeps the bound). Spec §10.2.
+                (``meta_init``, ``meta_files``, ``error``, ``awaiting_frontend_tools``,
+                ``meta_final`` and ``meta_compaction`` sent whole, one ``final: true`` line
+                each, whatever their length; every other type keeps the bound). Spec §10.2.
+                A seed-profile producer puts compactions in ``meta_final``'s
+                ``compactions`` instead of sending ``meta_compaction`` (spec §10.2-d).
 
         Raises:
             EncodeError: ``max_bytes`` is not a positive int, ``agent`` is not a str,
@@ -416,7 +422,8 @@ class Emitter:
 
         An empty payload gives one line. In the ``seed`` profile a control type
         (``meta_init``, ``meta_files``, ``error``, ``awaiting_frontend_tools``,
-        ``meta_final``) is always one line, whatever its length (spec §10.2).
+        ``meta_final``, ``meta_compaction``) is always one line, whatever its length
+        (spec §10.2).
 
         Args:
             type: a buffered type (every type but text, thinking, citation, tool_result_image).

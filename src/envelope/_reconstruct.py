@@ -140,7 +140,11 @@ _KNOWN_TYPES: Final = frozenset(ENVELOPE_TYPES)
 #: Types feed_many routes inline. Citations and images attach elsewhere, and an error may
 #: carry a discarded-attempt signal (spec §7.7): those lines go through ``feed``.
 _ROUTED_TYPES: Final = _KNOWN_TYPES - {"citation", "tool_result_image", "error"}
-_JSON_TYPES: Final = frozenset({"meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools"})
+#: Types whose block ``data`` is the JSON of the joined deltas (spec §7.5); ``meta_compaction``
+#: is a control block like ``meta_files`` (spec §4.15).
+_JSON_TYPES: Final = frozenset(
+    {"meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools", "meta_compaction"}
+)
 _CALL_TYPES: Final = frozenset({"tool_call", "server_tool_call"})
 _json_decode = msgspec.json.decode
 
@@ -236,6 +240,21 @@ class Transcript:
             "done": self.done,
             "agents": {agent: {"blocks": [b.to_dict() for b in blocks]} for agent, blocks in self.agents.items()},
         }
+
+    def compactions(self, agent: str) -> list[tuple[int, Block]]:
+        """The agent's ``meta_compaction`` blocks in order, each with its place (spec §4.15).
+
+        The place is the number of the agent's blocks that opened before the compaction
+        (its index in ``agents[agent]``, ``meta_init`` included): where in the agent's
+        transcript the model's context was compacted.
+
+        Args:
+            agent: the agent; an agent not in the stream has none.
+
+        Returns:
+            ``(place, block)`` pairs in stream order.
+        """
+        return [(at, b) for at, b in enumerate(self.agents.get(agent, ())) if b.type == "meta_compaction"]
 
 
 class _Open:

@@ -33,6 +33,7 @@ __all__ = [
     "Envelope",
     "EnvelopeType",
     "Error",
+    "MetaCompaction",
     "MetaFiles",
     "MetaFinal",
     "MetaInit",
@@ -46,7 +47,7 @@ __all__ = [
     "ToolResultImage",
 ]
 
-#: The 13 wire types (spec §4.1).
+#: The 14 wire types (spec §4.1): the seed's 13, then ``meta_compaction`` (spec §4.15).
 EnvelopeType = Literal[
     "meta_init",
     "thinking",
@@ -61,6 +62,7 @@ EnvelopeType = Literal[
     "meta_files",
     "error",
     "meta_final",
+    "meta_compaction",
 ]
 #: Types whose deltas are forwarded as they arrive; ``final`` comes as a separate marker.
 StreamedType = Literal["text", "thinking"]
@@ -75,6 +77,7 @@ BufferedType = Literal[
     "meta_files",
     "error",
     "meta_final",
+    "meta_compaction",
 ]
 
 ENVELOPE_TYPES: Final[tuple[EnvelopeType, ...]] = (
@@ -91,6 +94,7 @@ ENVELOPE_TYPES: Final[tuple[EnvelopeType, ...]] = (
     "meta_files",
     "error",
     "meta_final",
+    "meta_compaction",
 )
 STREAMED_TYPES: Final[frozenset[str]] = frozenset({"text", "thinking"})
 BUFFERED_TYPES: Final[frozenset[str]] = frozenset(
@@ -104,6 +108,7 @@ BUFFERED_TYPES: Final[frozenset[str]] = frozenset(
         "meta_files",
         "error",
         "meta_final",
+        "meta_compaction",
     }
 )
 
@@ -217,6 +222,16 @@ class MetaFiles(_Base, frozen=True, kw_only=True, tag="meta_files"):
     delta: str
 
 
+class MetaCompaction(_Base, frozen=True, kw_only=True, tag="meta_compaction"):
+    """The agent's context was compacted; ``delta`` is a JSON object (``trigger``, ``pre_tokens``, ...).
+
+    A control envelope, not content: it marks where in the agent's stream the model's
+    context was summarised or trimmed (spec §4.15).
+    """
+
+    delta: str
+
+
 class Error(_Base, frozen=True, kw_only=True, tag="error"):
     """An error; ``delta`` is a JSON error payload."""
 
@@ -244,4 +259,5 @@ Envelope = (
     | MetaFiles
     | Error
     | MetaFinal
+    | MetaCompaction
 )

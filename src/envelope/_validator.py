@@ -62,6 +62,7 @@ CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "E116": ("error", "6.7", "line or payload nested deeper than MAX_NESTING_DEPTH (256)"),
     "E117": ("error", "6.4", "line holds an escaped lone surrogate (\\ud800 with no pair)"),
     "W118": ("warning", "2.1", "SSE id that does not increase on the id before it (reported once)"),
+    "E119": ("error", "10.2", "meta_compaction under the seed profile, whose clients know only the seed's 13 types"),
     # Block level (120-139)
     "E120": ("error", "7.2", "block left open at the end of the stream"),
     "E121": ("error", "5.1", "final marker of a streamed block with a non-empty delta"),
@@ -73,6 +74,7 @@ CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "E127": ("error", "7.2", "buffered block whose id or name changes between its lines"),
     "W128": ("warning", "5.4", "citations of one text block split over several citation blocks"),
     "W129": ("warning", "10.2", "control envelope sent in more than one line (seed profile only)"),
+    "E130": ("error", "8.1", "meta_compaction while another block of its agent is open, or a block opening inside it"),
     # Payload level (140-159)
     "E140": ("error", "7.5", "reassembled payload is not JSON"),
     "E141": ("error", "7.5", "payload JSON of the wrong shape (a required key missing, a key of the wrong type)"),
@@ -109,7 +111,11 @@ def explain(code: str) -> str:
 #: type; ``"seed"`` sends the control types whole (one line, whatever its length).
 Profile = Literal["default", "seed"]
 #: The control types the seed profile sends whole (spec §10.2-a).
-SEED_WHOLE_TYPES: Final = frozenset({"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final"})
+SEED_WHOLE_TYPES: Final = frozenset(
+    {"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final", "meta_compaction"}
+)
+#: Types the seed profile's clients do not know: the types added after the seed (spec §10.2-d).
+SEED_UNKNOWN_TYPES: Final = frozenset({"meta_compaction"})
 
 #: Ids of calls still waiting for a result, per agent and kind. A stream with more
 #: outstanding calls than this loses the oldest, which can only cause a false W165/W166.
@@ -144,6 +150,7 @@ _EXTRAS: Final[dict[str, dict[str, tuple[type, bool]]]] = {
     "meta_files": {},
     "error": {},
     "meta_final": {},
+    "meta_compaction": {},
 }
 _SECTION: Final[dict[str, str]] = {t: f"4.{i + 2}" for i, t in enumerate(ENVELOPE_TYPES)}
 #: The seed's three citation types and the two more the API sends (`content_block_location`,
@@ -153,7 +160,16 @@ _CITATION_TYPES: Final = frozenset(
 )
 #: Types whose reassembled delta is JSON the validator parses (spec §7.5).
 _JSON_TYPES: Final = frozenset(
-    {"meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools", "tool_call", "server_tool_call"}
+    {
+        "meta_init",
+        "meta_final",
+        "meta_files",
+        "error",
+        "awaiting_frontend_tools",
+        "tool_call",
+        "server_tool_call",
+        "meta_compaction",
+    }
 )
 _ATOMIC: Final = frozenset({"citation", "tool_result_image"})
 #: Per type: every field it may carry (the base ones and its extras), for the common case.
@@ -162,8 +178,9 @@ _ALLOWED: Final[dict[str, frozenset[str]]] = {t: _BASE_NAMES | frozenset(x) for 
 _ID_TYPES: Final = frozenset(t for t, extras in _EXTRAS.items() if "id" in extras)
 #: Types with line checks of their own (``Validator._type_checks``).
 _CHECKED: Final = frozenset({"citation", "server_tool_result", "tool_result_image"})
-#: Types whose lines ``Validator._run`` may check inline (the rest always take ``feed``'s path).
-_INLINE_TYPES: Final = _KNOWN_TYPES - _CHECKED
+#: Types whose lines ``Validator._run`` may check inline (the rest always take ``feed``'s path;
+#: ``meta_compaction`` is rare and has its order rule, spec §8.1-b).
+_INLINE_TYPES: Final = _KNOWN_TYPES - _CHECKED - {"meta_compaction"}
 _JSON_NAMES: Final[dict[type, str]] = {
     str: "a string",
     bool: "a boolean",
@@ -367,6 +384,7 @@ class Validator:
         "_next_offset",
         "_open_count",
         "_plain",
+        "_refused",
         "_whole_types",
         "max_bytes",
         "max_payload_bytes",
@@ -399,6 +417,8 @@ class Validator:
         self.profile: Final = profile
         #: Types whose lines are exempt from the bound and must be one line (spec §10.2).
         self._whole_types: frozenset[str] = SEED_WHOLE_TYPES if profile == "seed" else frozenset()
+        #: Types the profile's clients do not know (spec §10.2-d): E119.
+        self._refused: frozenset[str] = SEED_UNKNOWN_TYPES if profile == "seed" else frozenset()
         self._agents: dict[str, _Agent] = {}
         self._count = 0  # lines fed, [DONE] included
         self._plain = 0  # plain (not RawLine) lines fed, blank ones included
@@ -606,6 +626,7 @@ class Validator:
             if block is None:
                 if (
                     kind == "meta_init"  # E162 or the agent's first
+                    or "meta_compaction" in st.open  # E130
                     or (kind == "tool_result" and wid not in st.calls)  # W165
                     or (not final and kind in whole_types)  # W129
                     or (not final and kind in json_types and len(delta) > max_payload)  # W149
@@ -714,6 +735,8 @@ class Validator:
             extras = _EXTRAS[kind]
             if extras:
                 self._extras(obj, kind, extras, lno, off, agent, out)
+            if kind in self._refused:
+                self._unknown_to_profile(kind, lno, off, agent, out)
             if size > self.max_bytes and kind not in self._whole_types:  # spec §10.2-b: exempt
                 self._oversize(obj, kind, size, lno, off, agent, out)
             if kind in _CHECKED:
@@ -820,6 +843,8 @@ class Validator:
                 )
             )
         self._extras(obj, v_type, extras, lno, off, v_agent, out)
+        if v_type in self._refused:
+            self._unknown_to_profile(v_type, lno, off, v_agent, out)
         if size > self.max_bytes and v_type not in self._whole_types:  # spec §10.2-b: exempt
             self._oversize(obj, v_type, size, lno, off, v_agent, out)
         delta = raw_delta if isinstance(raw_delta, str) else ""
@@ -922,6 +947,20 @@ class Validator:
                 )
             if delta:
                 out.append(_violation("E125", "tool_result_image has a non-empty delta", lno, off, agent, kind))
+
+    def _unknown_to_profile(self, kind: str, lno: int, off: int, agent: str | None, out: list[Violation]) -> None:
+        # spec §10.2-d: the seed profile's clients know only the seed's 13 types
+        out.append(
+            _violation(
+                "E119",
+                f"{kind} under the {self.profile} profile, whose clients know only the seed's 13 types; "
+                "a seed-profile producer puts compactions in meta_final's `compactions`",
+                lno,
+                off,
+                agent,
+                kind,
+            )
+        )
 
     def _nonempty_marker(
         self, kind: str, delta: str, lno: int, off: int, agent: str | None, out: list[Violation]
@@ -1037,6 +1076,8 @@ class Validator:
             return
         block = st.open.get(kind)
         if block is None:
+            if st.open:
+                self._compaction_order(st, agent, kind, lno, off, out)
             wid = obj.get("id")
             self._announce(st, agent, kind, wid, first, lno, off, out)
             if final:
@@ -1103,6 +1144,29 @@ class Validator:
                 )
             )
         return st, first
+
+    @staticmethod
+    def _compaction_order(st: _Agent, agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> None:
+        """A block of ``kind`` opens while others of its agent are open: E130 if a compaction is involved."""
+        if kind == "meta_compaction":
+            # spec §8.1-b: a compaction falls between the agent's blocks, never inside one
+            other, open_block = next(iter(st.open.items()))
+            why = f"while the agent's {other} block (line {open_block.line}) is open"
+        elif (compaction := st.open.get("meta_compaction")) is not None:
+            why = f"{kind} opens while the agent's meta_compaction (line {compaction.line}) is open"
+        else:
+            return
+        out.append(
+            _violation(
+                "E130",
+                f"{'meta_compaction ' if kind == 'meta_compaction' else ''}{why}; "
+                "a compaction falls between the agent's blocks, never inside one",
+                lno,
+                off,
+                agent,
+                kind,
+            )
+        )
 
     @staticmethod
     def _split_control(agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> None:
@@ -1333,6 +1397,8 @@ class Validator:
     def _citation(self, st: _Agent, agent: str, final: bool, lno: int, off: int, out: list[Violation]) -> None:
         block = st.open.get("citation")
         if block is None:
+            if st.open:
+                self._compaction_order(st, agent, "citation", lno, off, out)
             if not st.has_text:
                 # [V7.4-a] a citation attaches to its agent's last completed text block
                 out.append(
@@ -1451,7 +1517,36 @@ _META_FINAL: Final = {
     "generated_files": ((list, _NONE), False),
     "cost": ((dict, _NONE), False),
     "cumulative_usage": ((dict,), False),
+    "compactions": ((list,), False),
 }
+#: spec §4.15: the compaction object (a meta_compaction payload, an item of meta_final's compactions).
+_COMPACTION: Final = {
+    "trigger": (_S, True),
+    "pre_tokens": ((int,), True),
+    "post_tokens": ((int,), False),
+    "strategy": (_S, False),
+    "messages_before": ((int,), False),
+    "messages_after": ((int,), False),
+}
+_TRIGGERS: Final = ("auto", "manual")
+_COUNTS: Final = ("pre_tokens", "post_tokens", "messages_before", "messages_after")
+
+
+def _compaction_shape(value: object, what: str) -> list[str]:
+    """Problems of one compaction object (spec §4.15): the key types, ``trigger``'s value, counts >= 0."""
+    problems = _keys(value, _COMPACTION, what)
+    if not isinstance(value, dict):
+        return problems
+    trigger = value.get("trigger")
+    if isinstance(trigger, str) and trigger not in _TRIGGERS:
+        problems.append(f'{what} key `trigger` must be "auto" or "manual", got {trigger!r}')
+    for key in _COUNTS:
+        count = value.get(key)
+        if type(count) is int and count < 0:
+            problems.append(f"{what} key `{key}` must be an integer >= 0, got {count}")
+    return problems
+
+
 _FILE: Final = {"file_id": (_S, True), "filename": (_S, True), "storage_location": (_S, True)}
 _PENDING: Final = {"tool_use_id": (_S, True), "name": (_S, True), "input": ((dict,), True)}
 
@@ -1461,7 +1556,15 @@ def _shape(kind: str, value: object) -> list[str]:
     if kind == "meta_init":
         return _keys(value, _META_INIT, "the object")
     if kind == "meta_final":
-        return _keys(value, _META_FINAL, "the object")
+        problems = _keys(value, _META_FINAL, "the object")
+        compactions = value.get("compactions") if isinstance(value, dict) else None
+        if isinstance(compactions, list):
+            # spec §4.14: under the seed profile the compactions travel here (§10.2-d)
+            for i, item in enumerate(compactions):
+                problems += _compaction_shape(item, f"compactions[{i}]")
+        return problems
+    if kind == "meta_compaction":
+        return _compaction_shape(value, "the object")
     if kind == "meta_files":
         problems = _keys(value, {"files": ((list,), True)}, "the object")
         if problems or not isinstance(value, dict):

@@ -115,3 +115,17 @@ test("[S7.2-a] limits: a payload nested past 256 is given raw; a line with an es
   assert.throws(() => new Reconstructor().feed(lone), /lone surrogate.*§6\.4/);
   assert.doesNotThrow(() => new Reconstructor().feed('{"type":"text","agent":"a","final":false,"delta":"\\ud83d\\ude00"}'));
 });
+
+test("[S7.1-a] meta_compaction, the 14th type (spec §4.15): a control block with its JSON as data, chunked or not", () => {
+  const payload = JSON.stringify({ trigger: "auto", pre_tokens: 160000, post_tokens: 12000 });
+  const rebuilt = new Reconstructor();
+  rebuilt.feed(line({ type: "text", delta: "hi" }));
+  rebuilt.feed(line({ type: "text", final: true }));
+  rebuilt.feed(line({ type: "meta_compaction", delta: payload.slice(0, 10) }));
+  rebuilt.feed(line({ type: "meta_compaction", final: true, delta: payload.slice(10) }));
+  rebuilt.feed(line({ type: "meta_compaction", final: true, delta: '{"trigger":"manual","pre_tokens":0}' }));
+  const blocks = rebuilt.transcript().agents.a.blocks;
+  assert.deepEqual(blocks.map((b) => b.type), ["text", "meta_compaction", "meta_compaction"]);
+  assert.deepEqual(blocks[1], { type: "meta_compaction", complete: true, data: JSON.parse(payload) });
+  assert.deepEqual(blocks[2].data, { trigger: "manual", pre_tokens: 0 });
+});

@@ -78,6 +78,15 @@ CASES: dict[str, tuple[bytes, int]] = {
         3,
     ),
     "E126": (jsonl(meta_init(), env("citation", True, "x", citation_type="char_location")), 2),
+    "E130": (
+        jsonl(
+            meta_init(),
+            env("text", False, "half"),
+            env("meta_compaction", True, '{"trigger":"auto","pre_tokens":9}'),
+            env("text", True, ""),
+        ),
+        3,
+    ),
     "E127": (
         jsonl(
             meta_init(), env("tool_call", False, "{", id="t", name="f"), env("tool_call", True, "}", id="t", name="g")
@@ -205,8 +214,9 @@ def test_fixed_part_is_measured_with_final_false() -> None:
 
 
 def test_every_documented_code_has_a_minimal_stream() -> None:
-    # E109, W149 have their own tests above; W129 needs the seed profile (test_validator_profile.py)
-    covered = set(CASES) | {"E109", "W149", "W129"}
+    # E109, W149 have their own tests above; W129 and E119 need the seed profile
+    # (test_validator_profile.py, tests/unit/test_spec_04_15_compaction.py)
+    covered = set(CASES) | {"E109", "W149", "W129", "E119"}
     assert covered == set(CODES)
 
 

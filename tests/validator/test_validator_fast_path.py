@@ -244,6 +244,10 @@ LINE_SPLICES = st.sampled_from(
         env("meta_files", True, "}", "b2"),
         env("error", True, '{"type": "x", "message": "y"}', "a1"),
         env("error", False, "[", "a1"),
+        # spec §4.15: a compaction, one-line or chunked (a block opening while it is open: E130)
+        env("meta_compaction", True, '{"trigger":"auto","pre_tokens":5}', "a1"),
+        env("meta_compaction", False, '{"trigger":"manual",', "b2"),
+        env("meta_compaction", True, '"pre_tokens":-1}', "b2"),  # E141 when joined
         env("text", False, "extra field", "a1", extra=1),  # E105
         env("nope", False, "", "a1"),  # E104
         '{"type":"text","agent":null,"final":false,"delta":""}',  # E103

@@ -39,10 +39,11 @@ def test_spec_10_2_b_oversize_control_lines_are_exempt_in_the_seed_profile() -> 
 
 
 def test_spec_10_2_a_other_types_keep_the_bound_in_the_seed_profile() -> None:
-    """[10.2-a] only the five control types are sent whole; text over the bound stays E107."""
+    """[10.2-a] only the control types are sent whole; text over the bound stays E107."""
     lines = complete(env("text", False, "y" * 2100), env("text", True, ""))
     assert pairs(lines, "seed") == [("E107", 2)]
-    assert {"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final"} == SEED_WHOLE_TYPES
+    control = {"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final", "meta_compaction"}
+    assert control == SEED_WHOLE_TYPES
 
 
 def test_spec_10_2_c_chunked_control_envelope_is_w129_once_per_block() -> None:
@@ -59,9 +60,13 @@ def test_each_control_type_split_is_w129(kind: str) -> None:
         payload = json.dumps({"files": []})
     if kind == "meta_final":
         payload = json.dumps({"stop_reason": "end_turn", "total_steps": 1})
+    if kind == "meta_compaction":
+        payload = json.dumps({"trigger": "auto", "pre_tokens": 1})
     split = [env(kind, False, payload[:3]), env(kind, True, payload[3:])]
     body = [meta_init(), *split] + ([] if kind == "meta_final" else [meta_final()])
-    assert pairs([*body, "[DONE]"], "seed") == [("W129", 2)]
+    # meta_compaction is no seed type at all: E119 on each of its lines besides (spec §10.2-d)
+    unknown = [("E119", 2), ("W129", 2), ("E119", 3)] if kind == "meta_compaction" else [("W129", 2)]
+    assert pairs([*body, "[DONE]"], "seed") == unknown
 
 
 def test_sse_batches_give_w129_too() -> None:

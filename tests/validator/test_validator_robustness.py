@@ -45,7 +45,7 @@ def valid_lines(draw: st.DrawFn) -> list[bytes]:
         meta = {"format": "json", "user_query": draw(small_text), "agent_uuid": agent, "model": "m"}
         lines = em.buffered("meta_init", json.dumps(meta))
         for i in range(draw(st.integers(0, 4))):
-            kind = draw(st.sampled_from(["text", "thinking", "tool", "image", "server"]))
+            kind = draw(st.sampled_from(["text", "thinking", "tool", "image", "server", "compaction"]))
             if kind in ("text", "thinking"):
                 for part in draw(st.lists(small_text, max_size=3)):
                     lines += em.streamed(kind, part)  # type: ignore[arg-type]  # kind is text/thinking here
@@ -58,6 +58,9 @@ def valid_lines(draw: st.DrawFn) -> list[bytes]:
                 lines += em.tool_result(
                     f"t{i}", "shot", "", [ImageRef(src="data:image/png;base64,AA==", media_type="image/png")]
                 )
+            elif kind == "compaction":  # spec §4.15: between the agent's blocks
+                payload = {"trigger": "auto", "pre_tokens": i, "strategy": draw(small_text)}
+                lines += em.buffered("meta_compaction", json.dumps(payload))
             else:
                 lines += em.buffered("server_tool_call", "{}", id=f"s{i}", name="web_search")
                 lines += em.buffered("server_tool_result", draw(small_text), id=f"s{i}", name="web_search_tool_result")

@@ -284,6 +284,14 @@ class Turn {
         const files = (block.data && block.data.files) || [];
         return h("div", { class: "block files" }, "Files: ", files.map((f) => h("code", { text: ` ${f.filename} ` })));
       }
+      case "meta_compaction": {
+        // spec envelope-v1 §4.15: a marker between the agent's blocks, never content or an error
+        const d = block.data && typeof block.data === "object" ? block.data : {};
+        const tokens = Number.isInteger(d.pre_tokens) ? d.pre_tokens : "?";
+        const after = Number.isInteger(d.post_tokens) ? ` → ${d.post_tokens}` : "";
+        return h("div", { class: "block compaction", "data-trigger": String(d.trigger || ""),
+          text: `context compacted (${tokens} tokens${after})` });
+      }
       case "meta_final": {
         const d = block.data && typeof block.data === "object" ? block.data : {};
         const usage = d.cumulative_usage || {};
