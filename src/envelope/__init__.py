@@ -6,6 +6,8 @@ test compares the two.
 
 from __future__ import annotations
 
+# First: picks the compiled or the pure-Python hot modules before any is imported (ENVELOPE_PURE=1: pure).
+from . import _speedups  # noqa: F401
 from ._decoder import DONE_DATA, RawLine, StreamReader, decode
 from ._encoder import CitationData, Emitter, ImageRef, OversizeLine, Profile, chunk, encode
 from ._errors import (

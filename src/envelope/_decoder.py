@@ -11,18 +11,21 @@ Does not own: what sequences of envelopes mean (``_reconstruct``, the validator)
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from itertools import accumulate
-from typing import Any, Final, Literal, overload
+from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
-from msgspec import UNSET, UnsetType
 
 from ._depth import too_deep
 from ._errors import DecodeError, EnvelopeError, Position, ValidationError
 from ._limits import DEFAULT_MAX_LINE_BYTES, MAX_NESTING_DEPTH
 from ._sse import SSEReader
+from ._structs import RawLine
+from ._structs import _LineBatch as _LineBatch  # re-exported: the validator reads it from here
+from ._structs import _Wire as _Wire  # re-exported: _reconstruct reads it from here
 from ._types import Envelope
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["DONE_DATA", "RawLine", "StreamReader", "decode"]
 
@@ -36,32 +39,6 @@ _PATH = re.compile(r" - at `(\$[^`]*)`$")
 _BYTE = re.compile(r"\(byte (\d+)\)")
 _MISSING = re.compile(r"missing required field `([^`]+)`")
 _UNKNOWN = re.compile(r"unknown field `([^`]+)`")
-
-
-class _Wire(msgspec.Struct, gc=False):
-    """The lenient form: base fields checked, known extras typed loosely, others ignored.
-
-    Recorded streams from other implementations put numbers in strings, mark images
-    final and so on; the reconstructor still rebuilds them (the validator judges them).
-    """
-
-    type: str
-    agent: str
-    final: bool
-    delta: str
-    id: str | UnsetType = UNSET
-    name: str | UnsetType = UNSET
-    src: str | UnsetType = UNSET
-    media_type: str | UnsetType = UNSET
-    citation_type: Any = UNSET
-    document_index: Any = UNSET
-    document_title: Any = UNSET
-    start_char_index: Any = UNSET
-    end_char_index: Any = UNSET
-    start_page_number: Any = UNSET
-    end_page_number: Any = UNSET
-    url: Any = UNSET
-    title: Any = UNSET
 
 
 _lenient = msgspec.json.Decoder(_Wire)
@@ -254,90 +231,6 @@ def decode_lenient(line: bytes | str, position: Position | None = None) -> _Wire
     except RecursionError:
         error = _too_deep(line)
     raise error.at(position) if position is not None else error
-
-
-class RawLine(msgspec.Struct, frozen=True):
-    """One envelope line of a recorded stream, not yet decoded.
-
-    Attributes:
-        data: the line's text (the SSE event's data, or the JSON line), or ``"[DONE]"``.
-        line: 1-based physical line where it starts in the input.
-        offset: byte offset where it starts in the input.
-    """
-
-    data: str
-    line: int
-    offset: int
-
-    @property
-    def position(self) -> Position:
-        """The position as an error would carry it."""
-        return Position(line=self.line, offset=self.offset)
-
-
-class _LineBatch(Sequence[RawLine]):
-    """The envelope lines one chunk completed, as ``StreamReader.feed_batch`` returns them.
-
-    A sequence of ``RawLine`` built on demand: ``Reconstructor.feed_many`` reads
-    ``data`` and asks ``position`` only for a line it reports an error on, so the hot
-    path builds no ``RawLine`` and no ``Position`` per line. Two shapes: explicit line
-    numbers and offsets, or (the SSE fast path) a run of ``data: <line>`` events each
-    followed by a blank line, whose positions follow from the first one and the lengths.
-    """
-
-    __slots__ = ("_first_line", "_first_offset", "_lines", "_offsets", "data")
-
-    def __init__(
-        self,
-        data: list[bytes] | list[str],
-        *,
-        lines: list[int] | None = None,
-        offsets: list[int] | None = None,
-        first_line: int = 0,
-        first_offset: int = 0,
-    ) -> None:
-        #: The lines' text: bytes (valid UTF-8) on the SSE fast path, else str.
-        self.data: Final = data
-        self._lines = lines
-        self._offsets = offsets
-        self._first_line = first_line
-        self._first_offset = first_offset
-
-    @classmethod
-    def of(cls, raws: list[RawLine]) -> _LineBatch:
-        """A batch of lines already read, with their own positions."""
-        return cls([r.data for r in raws], lines=[r.line for r in raws], offsets=[r.offset for r in raws])
-
-    def position(self, index: int) -> Position:
-        """Where line ``index`` of the batch starts (line and byte offset)."""
-        if self._lines is None or self._offsets is None:
-            # The SSE fast path: event k is "data: " + data[k] + "\n\n", two lines, and
-            # data[k] is bytes, so its length is its size in the input (spec §2.1).
-            first, count = self._first_line, len(self.data)
-            self._lines = list(range(first, first + 2 * count, 2))
-            self._offsets = list(accumulate([len(d) + 8 for d in self.data[:-1]], initial=self._first_offset))
-        return Position(line=self._lines[index], offset=self._offsets[index])
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    @overload
-    def __getitem__(self, index: int) -> RawLine: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[RawLine]: ...
-
-    def __getitem__(self, index: int | slice) -> RawLine | list[RawLine]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self.data)))]
-        if index < 0:
-            index += len(self.data)
-        if not 0 <= index < len(self.data):
-            raise IndexError("line index out of range")
-        data = self.data[index]
-        where = self.position(index)
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
-        return RawLine(text, where.line or 0, where.offset or 0)
 
 
 class StreamReader:

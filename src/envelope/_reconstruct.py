@@ -1,7 +1,8 @@
 """Rebuilding blocks from an interleaved envelope stream, routed by ``(agent, type)``.
 
-Owns: the block state machine (spec §7), the ``Block`` and ``Transcript`` values and
-their dict form (what ``envelope reconstruct`` prints).
+Owns: the block state machine (spec §7), and building the ``Block`` and ``Transcript``
+values (defined, with their dict form, in ``_blocks``: this module is compiled by mypyc
+where a compiler works, and they must stay plain dataclasses, see there).
 Does not own: judging a stream (the validator is strict; this is lenient about what
 does not affect the rebuilt content: extra fields, numbers sent as strings, an image
 marked final), or reading bytes (``StreamReader`` gives lines, ``decode_lenient`` fields).
@@ -42,12 +43,12 @@ for ``feed_many`` (the reason is written above it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from ._blocks import Block, Transcript, _parse
 from ._decoder import (
     CITATION_FIELDS,
     DONE_DATA,
@@ -64,7 +65,7 @@ from ._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_OPEN_BLOCKS, MAX_NESTI
 from ._types import ENVELOPE_TYPES, BlockKey
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
 __all__ = ["Block", "Reconstructor", "Transcript", "reconstruct"]
 
@@ -145,23 +146,6 @@ _ROUTED_TYPES: Final = _KNOWN_TYPES - {"citation", "tool_result_image", "error"}
 _JSON_TYPES: Final = frozenset(
     {"meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools", "meta_compaction"}
 )
-_CALL_TYPES: Final = frozenset({"tool_call", "server_tool_call"})
-_json_decode = msgspec.json.decode
-
-
-def _parse(text: str) -> Any:
-    """The JSON value of ``text``, or ``text`` itself when it is not JSON this library reads (spec §7.5).
-
-    A payload nested deeper than ``MAX_NESTING_DEPTH`` is given raw too, before any
-    parser recurses into it (spec/limits.md L2-b): the reconstructor shows what it cannot
-    represent faithfully as the text it received, and never raises from a transcript.
-    """
-    if too_deep(text, MAX_NESTING_DEPTH) is not None:
-        return text
-    try:
-        return _json_decode(text)
-    except msgspec.DecodeError:
-        return text
 
 
 def _after_done(where: Position) -> SequenceError:
@@ -170,91 +154,6 @@ def _after_done(where: Position) -> SequenceError:
         position=where,
         section="8.2-a",
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    """One rebuilt block, as it stood when the transcript was taken.
-
-    Attributes:
-        type: the wire type (never ``citation`` or ``tool_result_image``: those attach).
-        agent: the agent.
-        complete: a final line has closed the block.
-        content: the deltas joined.
-        id: tool blocks only.
-        name: tool blocks only.
-        citations: text blocks only: ``{"cited_text", "citation_type", ...}`` per citation.
-        images: tool_result only: ``{"src", "media_type"}`` per image.
-    """
-
-    type: str
-    agent: str
-    complete: bool
-    content: str
-    id: str | None = None
-    name: str | None = None
-    citations: tuple[dict[str, Any], ...] = ()
-    images: tuple[dict[str, str], ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The block as ``envelope reconstruct`` prints it (spec §7.6)."""
-        out: dict[str, Any] = {"type": self.type, "complete": self.complete}
-        kind = self.type
-        if kind in ("text", "thinking"):
-            out["content"] = self.content
-            if kind == "text":
-                out["citations"] = [dict(c) for c in self.citations]
-        elif kind in _CALL_TYPES:
-            out["id"] = self.id
-            out["name"] = self.name
-            out["input"] = _parse(self.content)
-        elif kind == "tool_result":
-            out["id"] = self.id
-            out["name"] = self.name
-            out["content"] = self.content
-            out["images"] = [dict(i) for i in self.images]
-        elif kind == "server_tool_result":
-            out["id"] = self.id
-            out["name"] = self.name
-            out["content"] = self.content
-        else:
-            out["data"] = _parse(self.content)
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class Transcript:
-    """The rebuilt stream at one moment.
-
-    Attributes:
-        done: ``[DONE]`` was seen.
-        agents: each agent's blocks, in the order they opened; agents in order of first line.
-    """
-
-    done: bool
-    agents: Mapping[str, tuple[Block, ...]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"done": bool, "agents": {agent: {"blocks": [...]}}}`` (spec §7.6)."""
-        return {
-            "done": self.done,
-            "agents": {agent: {"blocks": [b.to_dict() for b in blocks]} for agent, blocks in self.agents.items()},
-        }
-
-    def compactions(self, agent: str) -> list[tuple[int, Block]]:
-        """The agent's ``meta_compaction`` blocks in order, each with its place (spec §4.15).
-
-        The place is the number of the agent's blocks that opened before the compaction
-        (its index in ``agents[agent]``, ``meta_init`` included): where in the agent's
-        transcript the model's context was compacted.
-
-        Args:
-            agent: the agent; an agent not in the stream has none.
-
-        Returns:
-            ``(place, block)`` pairs in stream order.
-        """
-        return [(at, b) for at, b in enumerate(self.agents.get(agent, ())) if b.type == "meta_compaction"]
 
 
 class _Open:

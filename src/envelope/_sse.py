@@ -26,10 +26,9 @@ from __future__ import annotations
 
 from typing import Final
 
-import msgspec
-
 from ._errors import DecodeError, EncodeError, Position
 from ._limits import DEFAULT_MAX_LINE_BYTES
+from ._structs import SSEEvent
 
 __all__ = ["DONE", "SSEEvent", "SSEReader", "frame"]
 
@@ -67,24 +66,6 @@ def _is_utf8(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
-
-
-class SSEEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """One dispatched event.
-
-    Attributes:
-        data: the data lines joined with LF, without the trailing LF.
-        event: the event type; ``"message"`` when the stream named none.
-        id: the last event id in force when the event was dispatched (``""`` if none).
-        line: 1-based line of the input where the event's first field starts.
-        offset: byte offset of that line in the whole input.
-    """
-
-    data: str
-    event: str = "message"
-    id: str = ""
-    line: int = 0
-    offset: int = 0
 
 
 class SSEReader:

@@ -40,12 +40,12 @@ from __future__ import annotations
 
 import codecs
 import re
-from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Final, Literal
 
 from ._errors import MigrationError, Position
 from ._limits import MAX_LEGACY_ATTRIBUTES, MAX_LEGACY_NAME_CHARS
+from ._structs import MigrationWarning
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -90,29 +90,6 @@ _FAST_TAG: Final = re.compile(
 #: A whole tag: `<`, then text and quoted values with no `<` outside quotes, then `>`; the
 #: same end as the `_TAG_SCAN` loop, in one call. Possessive, so a failed match is linear.
 _WHOLE_TAG: Final = re.compile(r"""<(?:[^<>"']++|"[^"]*+"|'[^']*+')*+>""")
-
-
-@dataclass(frozen=True, slots=True)
-class MigrationWarning:
-    """Something the migrator did that the user should know about; the content was kept.
-
-    Attributes:
-        message: what happened, one sentence.
-        position: where in the input.
-        section: the ``spec/legacy-xml.md`` section (``"M4.2"``).
-    """
-
-    message: str
-    position: Position
-    section: str | None = None
-    #: An error that ``lenient`` turned into a warning (the input was broken); ``False``
-    #: for notes about a faithful conversion (an older label mapped, an era guessed).
-    recovered: bool = False
-
-    def __str__(self) -> str:
-        where = str(self.position)
-        text = f"{where}: {self.message}" if where else self.message
-        return f"{text} (spec §{self.section})" if self.section else text
 
 
 class _S(Enum):

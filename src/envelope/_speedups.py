@@ -1,0 +1,109 @@
+"""Which build of the hot modules ``import envelope`` loads: compiled (mypyc) or pure Python.
+
+Owns: the choice, made once, before ``envelope/__init__.py`` imports any hot module
+(``HOT``): the compiled ``.so`` files that ``setup.py`` builds with mypyc when a C
+compiler works, or their ``.py`` sources. The ``.py`` sources are the reference; the
+compiled modules are the same code, faster (issue 17 §3).
+Does not own: building (``setup.py``), or anything the modules do.
+
+The pure path is taken, for every hot module at once, when:
+
+* ``ENVELOPE_PURE=1`` is in the environment (CI runs the codec tests so as well);
+* no compiled module is installed (no compiler at build time, or a pure wheel);
+* the compiled modules are stale: a ``.py`` source differs from the one they were built
+  from (``_speedups.json``, the SHA-256 of each source, written by ``setup.py``). An
+  editable install keeps the ``.so`` beside the ``.py`` and Python's importer would load
+  the old ``.so``; this check turns that into a warning (``EnvelopeSpeedupsWarning``)
+  and the edited source runs. Rebuild with ``pip install -e .`` (``scripts/test`` does).
+
+All or none: the compiled modules call each other natively (``XmlMigrator`` derives
+from the compiled ``_Translator``), so a mix of compiled and pure is never loaded. The
+check reads the six sources once per process (about 150 KB, hashed in about a
+millisecond), only when compiled modules are there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Literal
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+
+__all__ = ["HOT", "EnvelopeSpeedupsWarning", "loaded"]
+
+#: The modules ``setup.py`` compiles (its ``HOT``; a test compares the two).
+HOT: Final = ("_sse", "_decoder", "_reconstruct", "_xml_scan", "_xml_translate", "_xml_migrate")
+_HERE: Final = Path(__file__).resolve().parent
+_MANIFEST: Final = _HERE / "_speedups.json"
+
+Mode = Literal["compiled", "pure"]
+
+
+class EnvelopeSpeedupsWarning(UserWarning):
+    """The compiled modules are there but were built from other sources: pure Python runs."""
+
+
+class _PureFinder:
+    """Finds each hot module as its ``.py`` source, ahead of the ``.so`` beside it."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        """The source file's spec for a hot module of this package; ``None`` for any other."""
+        del path, target
+        package, _, name = fullname.rpartition(".")
+        if package != __package__ or name not in HOT:
+            return None
+        source = _HERE / f"{name}.py"
+        loader = importlib.machinery.SourceFileLoader(fullname, str(source))
+        return importlib.util.spec_from_file_location(fullname, source, loader=loader)
+
+
+def _compiled_present() -> bool:
+    """Whether a compiled module of each hot module sits in the package."""
+    suffixes = importlib.machinery.EXTENSION_SUFFIXES
+    return all(any((_HERE / f"{name}{suffix}").exists() for suffix in suffixes) for name in HOT)
+
+
+def _stale() -> list[str]:
+    """The hot modules whose source is not the one the compiled modules were built from."""
+    try:
+        built = json.loads(_MANIFEST.read_text(encoding="ascii"))
+    except (OSError, ValueError):
+        return list(HOT)
+    return [name for name in HOT if built.get(name) != hashlib.sha256((_HERE / f"{name}.py").read_bytes()).hexdigest()]
+
+
+def _choose() -> Mode:
+    if os.environ.get("ENVELOPE_PURE") == "1" or not _compiled_present():
+        return "pure"
+    stale = _stale()
+    if not stale:
+        return "compiled"
+    warnings.warn(
+        f"envelope: the compiled modules are stale ({', '.join(stale)} changed since they were built);"
+        " running the pure-Python sources. Rebuild with `pip install -e .`, or set ENVELOPE_PURE=1.",
+        EnvelopeSpeedupsWarning,
+        stacklevel=2,
+    )
+    return "pure"
+
+
+_MODE: Final[Mode] = _choose()
+if _MODE == "pure" and not any(isinstance(f, _PureFinder) for f in sys.meta_path):
+    sys.meta_path.insert(0, _PureFinder())
+
+
+def loaded() -> Mode:
+    """``"compiled"`` when the hot modules run compiled by mypyc, else ``"pure"`` (their sources)."""
+    return _MODE
