@@ -52,7 +52,7 @@ from starlette.routing import Route
 from .agent import Agent
 from .demo_tools import default_tools
 from .errors import ConflictError, StateError, ToolResultsError
-from .models import AnthropicModel, Model, ReplayModel
+from .models import DEFAULT_CLAUDE_MODEL, AnthropicModel, Model, ReplayModel
 from .scripted import ScriptedModel
 from .server_streams import (
     DONE_LINE,
@@ -656,7 +656,9 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--token", default=None, help=f"require this bearer token on /agent/... (default: ${TOKEN_ENV} if set)"
     )
-    p.add_argument("--model", nargs="?", const="claude-sonnet-4-5", default=None, help="use Claude (ANTHROPIC_API_KEY)")
+    p.add_argument(
+        "--model", nargs="?", const=DEFAULT_CLAUDE_MODEL, default=None, help="use Claude (ANTHROPIC_API_KEY)"
+    )
     p.add_argument("--replay", default=None, metavar="FILE", help="serve recorded API calls from FILE")
     p.add_argument("--max-steps", type=int, default=8, help="model calls with tools per run (default 8)")
     p.add_argument("--max-bytes", type=int, default=2048, help="bound on each envelope line (default 2048)")

@@ -27,7 +27,7 @@ DEFAULT_MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 #: A tool input or result of this size is already far beyond any API limit.
 DEFAULT_MAX_BLOCK_BYTES: Final = 256 * 1024 * 1024
 
-#: Most blocks open at once across all agents in a reconstructor (13 types a agent,
+#: Most blocks open at once across all agents in a reconstructor (14 types an agent,
 #: so this allows thousands of live subagents while stopping a key-flooding input).
 DEFAULT_MAX_OPEN_BLOCKS: Final = 65_536
 
