@@ -81,11 +81,20 @@ async def pause(self: Agent, response: _Response) -> AgentResult:
     pending = [p.element() for p in state.pending_frontend]  # a paused child's call names its agent (§13.5-b)
     response.stage(self._emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False)))
     response.stage([DONE_LINE])
+    result = await save_paused(self, response)  # spec §3.1-a: saved before it is sent
+    await response.flush()
+    return result
+
+
+async def save_paused(self: Agent, response: _Response) -> AgentResult:
+    """Store the agent as paused with the response's lines so far; the result of a pause (spec §3.1-a)."""
+    state = self.state
+    run = state.run
+    assert run is not None
     state.status = "awaiting_frontend_tools"
     state.lease_owner = None
     state.lease_expires_at = 0.0
-    await self.store.save(state, log=response.batch())  # spec §3.1-a: saved before it is sent
-    await response.flush()
+    await self.store.save(state, log=response.batch())
     return AgentResult(
         agent_uuid=state.agent_uuid,
         run_id=run.run_id,

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import scrub
 from .errors import StateError
-from .finish import STOP_ABORTED, STOP_AWAITING, STOP_ERROR, STOP_INTERRUPTED, AgentResult
-from .record import _last_text
+from .finish import STOP_ABORTED, STOP_AWAITING, STOP_ERROR, STOP_INTERRUPTED, AgentResult, save_paused
 from .response import _ClientGone, _Response
 from .state import PendingCall, PendingChild
 from .subagents import AgentSpec, parse_spawn
@@ -139,24 +138,7 @@ async def pause_nested(self: Agent, response: _Response) -> AgentResult:
     lists this child's calls with its ``agent`` (§13.5-b); the child's part of the
     response ends at its last call.
     """
-    state = self.state
-    run = state.run
-    assert run is not None
-    state.status = "awaiting_frontend_tools"
-    state.lease_owner = None
-    state.lease_expires_at = 0.0
-    await self.store.save(state, log=response.batch())
-    return AgentResult(
-        agent_uuid=state.agent_uuid,
-        run_id=run.run_id,
-        stop_reason=STOP_AWAITING,
-        final_text=_last_text(run.history),
-        steps=run.steps,
-        usage=run.usage.to_dict(),
-        cost_usd=run.cost_usd,
-        pending_frontend_tools=list(state.pending_frontend),
-        conversation_history=list(run.history),
-    )
+    return await save_paused(self, response)
 
 
 async def load_paused_children(self: Agent) -> list[tuple[PendingChild, Agent]]:
