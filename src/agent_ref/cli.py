@@ -32,8 +32,8 @@ from envelope import EnvelopeError, Reconstructor, frame
 
 from . import __version__
 from .agent import DONE_LINE, Agent, AgentResult
-from .demo_tools import default_tools
 from .compaction import SummarizingCompactor
+from .demo_tools import default_tools
 from .errors import AgentRefError, ConfigError, ConflictError
 from .loop_guard import DEFAULT_LOOP_LIMIT
 from .memory import memory_tool

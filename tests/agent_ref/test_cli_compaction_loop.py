@@ -47,9 +47,7 @@ def test_spec_RC8_a_compact_threshold_compacts_a_long_run(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     types = _types(done.stdout)
     assert "meta_compaction" in types
-    compaction = next(
-        json.loads(line[6:]) for line in done.stdout.splitlines() if '"type":"meta_compaction"' in line
-    )
+    compaction = next(json.loads(line[6:]) for line in done.stdout.splitlines() if '"type":"meta_compaction"' in line)
     assert json.loads(compaction["delta"])["strategy"] == "summarise"
     _strict(done.stdout, tmp_path)
 
@@ -98,7 +96,12 @@ def test_spec_RC8_help_names_both_flags_and_defaults(command: str, tmp_path: Pat
 def test_spec_RC8_d_the_printed_resume_command_repeats_the_flags(tmp_path: Path) -> None:
     """[RC8-d] The resume command printed at a pause repeats both flags when given."""
     done = _cli(
-        "run", "--compact-threshold", "5000", "--loop-limit", "4", "Please confirm, then tell me what is 6 * 7",
+        "run",
+        "--compact-threshold",
+        "5000",
+        "--loop-limit",
+        "4",
+        "Please confirm, then tell me what is 6 * 7",
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
