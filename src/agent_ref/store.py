@@ -271,16 +271,38 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise StateError(f"cannot open the agent database {self.path}: {exc}") from None
         if not self._ready:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
-            # A database made before leases existed (spec §10.2-a): add their columns.
-            columns = {row[1] for row in conn.execute("PRAGMA table_info(agents)")}
-            if "lease_owner" not in columns:
-                conn.execute("ALTER TABLE agents ADD COLUMN lease_owner TEXT")
-            if "lease_expires_at" not in columns:
-                conn.execute("ALTER TABLE agents ADD COLUMN lease_expires_at REAL NOT NULL DEFAULT 0")
+            self._prepare(conn)
             self._ready = True
         return conn
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        """WAL and the schema, once per store; retried while another connection holds the lock.
+
+        Switching to WAL needs the database to itself and SQLite answers "database is
+        locked" at once, without the busy timeout, when another store is preparing the
+        same new file (two processes starting together): that is waited out, up to
+        ``timeout``, not raised as a foreign error.
+        """
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(_SCHEMA)
+                # A database made before leases existed (spec §10.2-a): add their columns.
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(agents)")}
+                if "lease_owner" not in columns:
+                    conn.execute("ALTER TABLE agents ADD COLUMN lease_owner TEXT")
+                if "lease_expires_at" not in columns:
+                    conn.execute("ALTER TABLE agents ADD COLUMN lease_expires_at REAL NOT NULL DEFAULT 0")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    conn.close()
+                    raise StateError(f"cannot prepare the agent database {self.path}: {exc}") from None
+                if time.monotonic() >= deadline:
+                    conn.close()
+                    raise StateError(f"the agent database {self.path} stayed locked for {self.timeout} s") from None
+                time.sleep(0.01)
 
     async def load(self, agent_uuid: str) -> AgentState | None:
         """See ``Store.load``."""

@@ -108,7 +108,12 @@ class StructuredOutput:
             value = json.loads(body)
         except ValueError as exc:
             return None, [f"not JSON: {exc}"]
-        return value, [_line(error) for error in self._validator.iter_errors(value)]
+        except RecursionError:
+            return None, ["not JSON: nested too deeply to read"]
+        try:
+            return value, [_line(error) for error in self._validator.iter_errors(value)]
+        except RecursionError:  # a deep answer under a recursive schema: an error, never a crash
+            return value, ["$: nested too deeply to check against the schema"]
 
 
 def _plain(schema: Mapping[str, Any]) -> dict[str, Any]:

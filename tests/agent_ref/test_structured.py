@@ -218,6 +218,14 @@ def test_spec_17_1_b_jsonschema_checks(schema: dict[str, Any], value: Any, error
     assert StructuredOutput(schema).check(json.dumps(value))[1] == errors
 
 
+def test_spec_17_1_b_a_very_deep_answer_is_an_error_not_a_crash() -> None:
+    """An answer nested deeper than Python's recursion limit is reported, never a RecursionError."""
+    out = StructuredOutput({"items": {"$ref": "#"}})
+    assert out.check("[" * 900 + "]" * 900)[1] == ["$: nested too deeply to check against the schema"]
+    assert out.check("[" * 100_000 + "]" * 100_000) == (None, ["not JSON: nested too deeply to read"])
+    assert out.check("[" * 50 + "]" * 50)[1] == []
+
+
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
