@@ -41,7 +41,7 @@ from .models import DEFAULT_CLAUDE_MODEL, AnthropicModel, Model, ReplayModel
 from .replay import ReplayError
 from .scripted import ScriptedModel
 from .store import AgentSummary, SQLiteStore, Store
-from .subagents import AgentSpec
+from .subagents import demo_subagents
 
 __all__ = ["PrettyPrinter", "main"]
 
@@ -237,7 +237,8 @@ def _agent_config(args: argparse.Namespace) -> dict[str, Any]:
     else:
         config["max_tokens"] = args.max_tokens
     # spec §13: the model may spawn researchers; the embedded model does for "... in parallel" prompts.
-    config["subagents"] = {"researcher": AgentSpec(description="researches one topic and reports findings")}
+    # spec §13.5-c: run and resume register the same children, a researcher with confirm.
+    config["subagents"] = demo_subagents()
     return config
 
 
