@@ -7,9 +7,11 @@ Owns: the public names of the reference agent. Does not own: the codec (``envelo
 from __future__ import annotations
 
 from .agent import DONE_LINE, Agent, AgentResult, Sink
+from .compaction import Compactor, SummarizingCompactor, ToolResultTrimmer
 from .demo_tools import default_tools
 from .errors import AgentRefError, ConfigError, ConflictError, StateError, ToolDefinitionError, ToolResultsError
 from .hooks import HOOK_EVENTS, Hook, HookDecision, HookInput
+from .memory import MemoryToolError, memory_tool
 from .models import AnthropicModel, Model, ReplayModel, SDKModel
 from .permissions import CanUseTool, PermissionAllow, PermissionDeny, ToolPermissionContext
 from .pricing import PRICES, Price, cost_usd
@@ -17,6 +19,7 @@ from .retry import RetryPolicy
 from .scripted import Fault, ScriptedModel
 from .state import AgentState, PendingCall, RunRecord
 from .store import MemoryStore, SQLiteStore, Store
+from .structured import OutputSchema
 from .subagents import SUBAGENT_TOOL, AgentSpec
 from .tools import Tool, ToolOutput, tool
 
@@ -34,6 +37,7 @@ __all__ = [
     "AgentState",
     "AnthropicModel",
     "CanUseTool",
+    "Compactor",
     "ConfigError",
     "ConflictError",
     "Fault",
@@ -41,7 +45,9 @@ __all__ = [
     "HookDecision",
     "HookInput",
     "MemoryStore",
+    "MemoryToolError",
     "Model",
+    "OutputSchema",
     "PendingCall",
     "PermissionAllow",
     "PermissionDeny",
@@ -55,12 +61,15 @@ __all__ = [
     "Sink",
     "StateError",
     "Store",
+    "SummarizingCompactor",
     "Tool",
     "ToolDefinitionError",
     "ToolOutput",
     "ToolPermissionContext",
+    "ToolResultTrimmer",
     "ToolResultsError",
     "cost_usd",
     "default_tools",
+    "memory_tool",
     "tool",
 ]

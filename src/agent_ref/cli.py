@@ -32,14 +32,16 @@ from envelope import EnvelopeError, Reconstructor, frame
 
 from . import __version__
 from .agent import DONE_LINE, Agent, AgentResult
+from .compaction import SummarizingCompactor
 from .demo_tools import default_tools
 from .errors import AgentRefError, ConfigError, ConflictError
+from .loop_guard import DEFAULT_LOOP_LIMIT
 from .memory import memory_tool
 from .models import DEFAULT_CLAUDE_MODEL, AnthropicModel, Model, ReplayModel
 from .replay import ReplayError
 from .scripted import ScriptedModel
 from .store import AgentSummary, SQLiteStore, Store
-from .subagents import AgentSpec
+from .subagents import demo_subagents
 
 __all__ = ["PrettyPrinter", "main"]
 
@@ -218,6 +220,15 @@ def _agent_config(args: argparse.Namespace) -> dict[str, Any]:
             what = str(exc).removeprefix(f"{args.memory}: ")
             raise CliError(str(args.memory), what, "pass --memory a directory (it is made when missing)") from None
     config["profile"] = args.profile
+    if args.compact_threshold is not None:
+        # spec RC8-a: seed 001's summarising compactor once the context reaches N tokens.
+        if args.compact_threshold < 1:
+            raise CliError("--compact-threshold", f"{args.compact_threshold} is not a token count", "pass N >= 1")
+        config["compactor"] = SummarizingCompactor(threshold=args.compact_threshold)
+    # spec RC8-b: the loop guard's limit; 0 turns it off.
+    if args.loop_limit == 1 or args.loop_limit < 0:
+        raise CliError("--loop-limit", f"{args.loop_limit} is not a limit", "pass N >= 2, or 0 to turn it off")
+    config["loop_limit"] = args.loop_limit or None
     if args.max_budget_usd is not None:
         config["max_budget_usd"] = args.max_budget_usd
     if args.thinking:
@@ -226,7 +237,8 @@ def _agent_config(args: argparse.Namespace) -> dict[str, Any]:
     else:
         config["max_tokens"] = args.max_tokens
     # spec §13: the model may spawn researchers; the embedded model does for "... in parallel" prompts.
-    config["subagents"] = {"researcher": AgentSpec(description="researches one topic and reports findings")}
+    # spec §13.5-c: run and resume register the same children, a researcher with confirm.
+    config["subagents"] = demo_subagents()
     return config
 
 
@@ -257,6 +269,10 @@ def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
         parts += ["--replay", str(args.replay)]
     if args.memory is not None:
         parts += ["--memory", str(args.memory)]
+    if args.compact_threshold is not None:
+        parts += ["--compact-threshold", str(args.compact_threshold)]
+    if args.loop_limit != DEFAULT_LOOP_LIMIT:
+        parts += ["--loop-limit", str(args.loop_limit)]
     if args.pretty:
         parts.append("--pretty")
     parts += ["--results", "-"]
@@ -558,6 +574,20 @@ def _parser() -> argparse.ArgumentParser:
             default=None,
             metavar="DIR",
             help="give the model a memory tool over DIR, seen as /memories (made when missing; default: none)",
+        )
+        p.add_argument(
+            "--compact-threshold",
+            type=int,
+            default=None,
+            metavar="N",
+            help="summarise the context once it reaches N tokens (seed 001's compactor; default: off)",
+        )
+        p.add_argument(
+            "--loop-limit",
+            type=int,
+            default=DEFAULT_LOOP_LIMIT,
+            metavar="N",
+            help=f"refuse the same tool call N times in a row; 0 turns it off (default: {DEFAULT_LOOP_LIMIT})",
         )
 
     run = sub.add_parser(

@@ -1,30 +1,28 @@
 """Structured output (seed 004's termination table): the final answer must match a schema.
 
-Owns: ``OutputSchema`` (a msgspec type, or a JSON Schema dict in a documented subset),
+Owns: ``OutputSchema`` (a msgspec type, or a JSON Schema dict checked by ``jsonschema``),
 checking a final answer against it, telling the model what was wrong, and the stop
 reason ``error_max_structured_output_retries`` (spec ``spec/agent-ref.md`` §17). Does
 not own: the loop (``Agent._steps`` calls ``structured_end`` where a run would end).
 
-JSON Schema: a **subset** is checked here, on purpose small and exact: ``type`` (one or
-a list), ``properties``, ``required``, ``additionalProperties`` (bool or schema),
-``items`` (one schema), ``enum``, ``const``, ``minimum``, ``maximum``,
-``exclusiveMinimum``, ``exclusiveMaximum``, ``minLength``, ``maxLength``, ``minItems``,
-``maxItems``, ``anyOf``; the annotations ``title``, ``description``, ``default``,
-``examples``, ``$schema`` are ignored. Any other keyword (``$ref``, ``pattern``,
-``format``, ``oneOf``...) is refused when the agent is built ([R17.1-b]), never ignored
-while checking. Richer schemas: give a msgspec type (checked by msgspec).
+JSON Schema: checked by the ``jsonschema`` library, under the draft the schema declares
+in ``$schema`` (2020-12 when it declares none), ``format`` asserted; the schema itself is
+checked when the agent is built, and only ``$ref``s inside it resolve (nothing is
+fetched). Each validation error becomes one line, ``$.json.path: what failed``, which
+the model reads ([R17.1-b]). msgspec types are checked by msgspec.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+import jsonschema  # type: ignore[import-untyped]
 import msgspec
+from referencing import Registry
+from referencing.exceptions import Unresolvable
 
 from .errors import ConfigError
 from .record import _last_text
@@ -50,36 +48,10 @@ CORRECTION: Final = "Your final answer did not match the output schema"
 #: A msgspec type (a ``Struct``, ``dict[str, int]``...) or a JSON Schema object.
 OutputSchema = type | Mapping[str, Any]
 
-_KEYWORDS: Final = frozenset(
-    {
-        "type",
-        "properties",
-        "required",
-        "additionalProperties",
-        "items",
-        "enum",
-        "const",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "minLength",
-        "maxLength",
-        "minItems",
-        "maxItems",
-        "anyOf",
-    }
-)
-_ANNOTATIONS: Final = frozenset({"title", "description", "default", "examples", "$schema"})
-_TYPES: Final = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-    "null": (type(None),),
-}
+#: The draft of a schema that declares none in ``$schema`` ([R17.1-b]).
+DEFAULT_DRAFT: Final = "https://json-schema.org/draft/2020-12/schema"
+#: How long one error line may be (a message may quote a large part of the answer).
+_MAX_ERROR_CHARS: Final = 300
 _FENCE: Final = re.compile(r"\A\s*```(?:json)?[ \t]*\n(?P<body>.*?)\n```\s*\Z", re.DOTALL)
 
 
@@ -87,20 +59,21 @@ class StructuredOutput:
     """A checked output schema.
 
     Args:
-        schema: a msgspec type, or a JSON Schema dict in the subset above.
+        schema: a msgspec type, or a JSON Schema dict (any draft ``jsonschema`` knows).
 
     Raises:
-        ConfigError: a schema msgspec cannot use, or a JSON Schema keyword outside the subset.
+        ConfigError: a schema msgspec cannot use; a JSON Schema that is invalid under its
+            draft, declares an unknown draft, or has a ``$ref`` that does not resolve
+            inside it; each naming the place (``$.path``) and the problem.
     """
 
     def __init__(self, schema: OutputSchema) -> None:
         """See the class docstring."""
         self.type: Any = None
+        self._validator: Any = None
         if isinstance(schema, Mapping):
-            problems = _schema_problems(schema, "$")
-            if problems:
-                raise ConfigError("output_schema: " + "; ".join(problems))
-            self.json_schema: dict[str, Any] = json.loads(json.dumps(schema))
+            self.json_schema: dict[str, Any] = _plain(schema)
+            self._validator = _json_validator(self.json_schema)
         else:
             try:
                 self.json_schema = msgspec.json.schema(schema)
@@ -120,6 +93,7 @@ class StructuredOutput:
 
         ``text`` is the whole final text, or one fenced code block that is all of it
         (a ```json fence, as models often write); nothing else is cut away ([R17.1-c]).
+        Each error names the JSON path and what failed ([R17.1-b]).
         """
         fenced = _FENCE.match(text)
         body = fenced.group("body") if fenced else text
@@ -134,98 +108,64 @@ class StructuredOutput:
             value = json.loads(body)
         except ValueError as exc:
             return None, [f"not JSON: {exc}"]
-        return value, _errors(value, self.json_schema, "$")
+        except RecursionError:
+            return None, ["not JSON: nested too deeply to read"]
+        try:
+            return value, [_line(error) for error in self._validator.iter_errors(value)]
+        except RecursionError:  # a deep answer under a recursive schema: an error, never a crash
+            return value, ["$: nested too deeply to check against the schema"]
 
 
-def _schema_problems(schema: object, path: str) -> list[str]:
-    if not isinstance(schema, Mapping):
-        return [f"{path} must be a JSON Schema object"]
-    problems = [
-        f"{path}: keyword {key!r} is outside the supported subset (give a msgspec type for richer schemas)"
-        for key in schema
-        if key not in _KEYWORDS and key not in _ANNOTATIONS
-    ]
-    kinds = schema.get("type")
-    for kind in kinds if isinstance(kinds, list) else [kinds] if kinds is not None else []:
-        if kind not in _TYPES:
-            problems.append(f"{path}: unknown type {kind!r}")
-    for name, sub in (schema.get("properties") or {}).items():
-        problems += _schema_problems(sub, f"{path}.properties.{name}")
-    if isinstance(schema.get("additionalProperties"), Mapping):
-        problems += _schema_problems(schema["additionalProperties"], f"{path}.additionalProperties")
-    if "items" in schema:
-        problems += _schema_problems(schema["items"], f"{path}.items")
-    for i, sub in enumerate(schema.get("anyOf") or []):
-        problems += _schema_problems(sub, f"{path}.anyOf[{i}]")
-    return problems
+def _plain(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema as plain JSON (a copy the caller cannot change later)."""
+    try:
+        plain: dict[str, Any] = json.loads(json.dumps(schema, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"output_schema: $: not JSON: {exc}") from None
+    return plain
 
 
-def _is(value: object, kind: str) -> bool:
-    if isinstance(value, bool) and kind in ("integer", "number"):
-        return False
-    if kind == "integer" and isinstance(value, float):
-        return math.isfinite(value) and value.is_integer()
-    return isinstance(value, _TYPES[kind])
+def _json_validator(schema: dict[str, Any]) -> Any:
+    """The validator of ``schema``'s draft, after checking the schema ([R17.1-b])."""
+    cls = jsonschema.validators.validator_for(schema, default=None)
+    if cls is None:
+        cls = jsonschema.validators.validator_for({"$schema": DEFAULT_DRAFT})
+        if "$schema" in schema:
+            raise ConfigError(f"output_schema: $.$schema: unknown JSON Schema draft {schema['$schema']!r}")
+    error = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(schema))
+    if error is not None:
+        raise ConfigError(f"output_schema: {_line(error)} (under {cls.__name__})")
+    # An empty registry: a $ref resolves inside the schema or not at all; nothing is fetched.
+    validator = cls(schema, registry=Registry(), format_checker=cls.FORMAT_CHECKER)
+    resolver = validator._resolver
+    for path, ref in _refs(schema, "$"):
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            raise ConfigError(
+                f"output_schema: {path}.$ref: {ref!r} does not resolve inside the schema "
+                "(nothing is fetched; put the definition under $defs)"
+            ) from None
+    return validator
 
 
-def _errors(value: object, schema: Mapping[str, Any], path: str) -> list[str]:
-    """What is wrong with ``value`` under ``schema`` (the subset), each with its ``$.path``."""
-    kinds = schema.get("type")
-    if kinds is not None:
-        wanted = kinds if isinstance(kinds, list) else [kinds]
-        if not any(_is(value, k) for k in wanted):
-            return [f"{path}: expected {' or '.join(wanted)}, got {_name(value)}"]
-    errors: list[str] = []
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{path}: must be {json.dumps(schema['const'])}")
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{path}: must be one of {json.dumps(schema['enum'])}")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        for key, bad in (
-            ("minimum", operator.lt),
-            ("maximum", operator.gt),
-            ("exclusiveMinimum", operator.le),
-            ("exclusiveMaximum", operator.ge),
-        ):
-            if key in schema and bad(value, schema[key]):
-                errors.append(f"{path}: {value} breaks {key} {schema[key]}")
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(f"{path}: shorter than {schema['minLength']} characters")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(f"{path}: longer than {schema['maxLength']} characters")
-    if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            errors.append(f"{path}: fewer than {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(f"{path}: more than {schema['maxItems']} items")
-        if isinstance(schema.get("items"), Mapping):
-            for i, item in enumerate(value):
-                errors += _errors(item, schema["items"], f"{path}[{i}]")
-    if isinstance(value, dict):
-        properties = schema.get("properties") or {}
-        for name in schema.get("required") or []:
-            if name not in value:
-                errors.append(f"{path}: missing required key {name!r}")
-        extra = schema.get("additionalProperties", True)
-        for name, item in value.items():
-            if name in properties:
-                errors += _errors(item, properties[name], f"{path}.{name}")
-            elif extra is False:
-                errors.append(f"{path}: unexpected key {name!r}")
-            elif isinstance(extra, Mapping):
-                errors += _errors(item, extra, f"{path}.{name}")
-    if "anyOf" in schema and not any(not _errors(value, sub, path) for sub in schema["anyOf"]):
-        errors.append(f"{path}: matches none of anyOf")
-    return errors
+def _refs(node: object, path: str) -> Iterator[tuple[str, str]]:
+    """Every ``$ref`` string in the schema with its ``$.path``."""
+    if isinstance(node, dict):
+        for key, sub in node.items():
+            if key == "$ref" and isinstance(sub, str):
+                yield path, sub
+            elif key not in ("const", "enum", "default", "examples"):
+                yield from _refs(sub, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, sub in enumerate(node):
+            yield from _refs(sub, f"{path}[{i}]")
 
 
-def _name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    return {str: "string", int: "integer", float: "number", dict: "object", list: "array"}.get(type(value), "value")
+def _line(error: Any) -> str:
+    """One ``jsonschema`` error as the model reads it: ``$.path: what failed``."""
+    text = f"{error.json_path}: {error.message}"
+    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
 
 
 async def structured_end(self: Agent, response: _Response, stop_reason: str) -> str | None:
