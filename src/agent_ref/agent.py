@@ -161,7 +161,7 @@ class Agent:
             ``can_use_tool`` with a reason, or stops the run (``loop_detected``); ``None``:
             off (spec §16).
         output_schema: the final answer must be JSON matching this (a msgspec type or a
-            JSON Schema dict in the subset of ``structured.py``); spec §17.
+            JSON Schema dict, checked by ``jsonschema``); spec §17.
         max_structured_output_retries: corrections the model gets before the run ends
             ``error_max_structured_output_retries``.
 
