@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from envelope import StreamedType
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
     from typing import BinaryIO
 
 __all__ = [
@@ -216,8 +216,8 @@ class _Agent:
         yield from self.em.buffered("meta_final", '{"stop_reason": "end_turn", "total_steps": ' + str(self.turn) + "}")
 
 
-def stream_lines(total_bytes: int, *, seed: int = SEED) -> Iterator[bytes]:
-    """Envelope lines of four interleaved agents, until about ``total_bytes`` of SSE.
+def stream_lines(total_bytes: int, *, seed: int = SEED, agent_ids: Sequence[str] = AGENTS) -> Iterator[bytes]:
+    """Envelope lines of interleaved agents (four by default), until about ``total_bytes`` of SSE.
 
     Each agent runs meta_init, then turns of thinking, text (sometimes citations), a
     tool call and its result, then meta_final; the agents' lines are interleaved at
@@ -228,6 +228,7 @@ def stream_lines(total_bytes: int, *, seed: int = SEED) -> Iterator[bytes]:
     Args:
         total_bytes: the SSE size to stop at (the framed bytes, ``[DONE]`` excluded).
         seed: the random seed.
+        agent_ids: the agents' ids (the scaling sweep passes 1 to 1,000 of them).
 
     Yields:
         Unframed envelope lines (pass each to ``frame``).
@@ -235,7 +236,7 @@ def stream_lines(total_bytes: int, *, seed: int = SEED) -> Iterator[bytes]:
     rng = random.Random(seed)
     text = ascii_payload(512 * 1024, seed=seed)
     heavy = escape_payload(64 * 1024, seed=seed)
-    agents = [_Agent(a, random.Random(seed + i), text, heavy) for i, a in enumerate(AGENTS)]
+    agents = [_Agent(a, random.Random(seed + i), text, heavy) for i, a in enumerate(agent_ids)]
     sources = [a.lines() for a in agents]
     size = 0
     while size < total_bytes:

@@ -108,26 +108,9 @@ def agents_lines(agents: int, total_bytes: int, *, seed: int = 20_240_611) -> It
     Yields:
         Unframed envelope lines (pass each to ``envelope.frame``).
     """
-    from benchmarks.inputs import _Agent, ascii_payload, escape_payload  # the comparison stream's lifecycle
+    from benchmarks.inputs import stream_lines  # the comparison stream's lifecycle and interleaving
 
-    rng = random.Random(seed)
-    text = ascii_payload(512 * 1024, seed=seed)
-    heavy = escape_payload(64 * 1024, seed=seed)
-    runners = [_Agent(a, random.Random(seed + i), text, heavy) for i, a in enumerate(agent_ids(agents, seed=seed))]
-    sources = [r.lines() for r in runners]
-    size = 0
-    while size < total_bytes:
-        source = sources[rng.randrange(len(sources))]
-        for _ in range(rng.randint(1, 8)):  # a run of one agent's lines, as a server flushes them
-            line = next(source)
-            size += len(line) + 8
-            yield line
-    for runner, source in zip(runners, sources, strict=True):
-        for line in source:
-            yield line
-            if line.startswith((b'{"type":"tool_result","agent"', b'{"type":"text"')) and b'"final":true' in line:
-                break
-        yield from runner.finish()
+    return stream_lines(total_bytes, seed=seed, agent_ids=agent_ids(agents, seed=seed))
 
 
 def write_agents_sse(out: BinaryIO, agents: int, total_bytes: int, *, seed: int = 20_240_611) -> int:
