@@ -16,7 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     from .agent import Agent
     from .tools import ToolCallRequest
@@ -39,22 +39,29 @@ def streak(history: Sequence[Mapping[str, Any]], call_id: str) -> int:
 
     The calls are every ``tool_use`` of the history's assistant turns, in order; a call
     with another tool or input breaks the streak ([R16.1-a]). 0 when ``call_id`` is not there.
+    Read backwards from the newest turn and stopped at the first different call, so a
+    check costs the streak's length, not the run's.
     """
-    calls = [
-        (str(block.get("id")), _key(block.get("name"), block.get("input")))
-        for message in history
-        if message.get("role") == "assistant" and isinstance(message.get("content"), list)
-        for block in message["content"]
-        if isinstance(block, dict) and block.get("type") == "tool_use"
-    ]
-    ids = [c[0] for c in calls]
-    if call_id not in ids:
-        return 0
-    end = ids.index(call_id)
-    count = 1
-    while end - count >= 0 and calls[end - count][1] == calls[end][1]:
-        count += 1
+    key: tuple[str, str] | None = None
+    count = 0
+    for block in _calls_newest_first(history):
+        if key is None:
+            if str(block.get("id")) == call_id:
+                key, count = _key(block.get("name"), block.get("input")), 1
+        elif _key(block.get("name"), block.get("input")) == key:
+            count += 1
+        else:
+            break
     return count
+
+
+def _calls_newest_first(history: Sequence[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    for message in reversed(history):
+        content = message.get("content")
+        if message.get("role") == "assistant" and isinstance(content, list):
+            for block in reversed(content):
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    yield block
 
 
 def check(self: Agent, call: ToolCallRequest) -> str | None:

@@ -12,6 +12,8 @@ import asyncio
 from typing import Any
 
 import pytest
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools, tool
 from agent_ref.errors import ConfigError
@@ -148,3 +150,64 @@ def test_spec_16_1_b_streak_survives_pause_and_resume_in_a_new_agent() -> None:
         return reasons
 
     assert asyncio.run(scenario()) == ["awaiting_frontend_tools", "awaiting_frontend_tools", STOP_LOOP_DETECTED]
+
+
+def _streak_by_definition(history: list[dict[str, Any]], call_id: str) -> int:
+    """[R16.1-a] read literally: list every call in order, count back from ``call_id``."""
+    calls = [
+        (b["id"], b["name"], repr(sorted(b["input"].items())))
+        for m in history
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
+    ids = [c[0] for c in calls]
+    if call_id not in ids:
+        return 0
+    end = ids.index(call_id)
+    count = 1
+    while end - count >= 0 and calls[end - count][1:] == calls[end][1:]:
+        count += 1
+    return count
+
+
+_CALLS = st.lists(
+    st.lists(st.tuples(st.sampled_from(["calc", "search"]), st.integers(0, 2)), min_size=0, max_size=3),
+    max_size=8,
+)
+
+
+def _history(turns: list[list[tuple[str, int]]]) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    n = 0
+    for turn in turns:
+        content: list[dict[str, Any]] = [{"type": "text", "text": "step"}]
+        for name, arg in turn:
+            content.append({"type": "tool_use", "id": f"c{n}", "name": name, "input": {"x": arg}})
+            n += 1
+        history += [{"role": "assistant", "content": content}, {"role": "user", "content": "ok"}]
+    return history
+
+
+def _same_as_definition(turns: list[list[tuple[str, int]]], k: int) -> None:
+    history = _history(turns)
+    assert streak(history, f"c{k}") == _streak_by_definition(history, f"c{k}")
+
+
+@given(_CALLS, st.integers(0, 30))
+def test_spec_16_1_a_streak_read_backwards_equals_the_definition(turns: list[list[tuple[str, int]]], k: int) -> None:
+    """The guard reads the history newest first and stops early; the count is the definition's."""
+    _same_as_definition(turns, k)
+
+
+@pytest.mark.parametrize("fixed", [1, 2, 3])
+def test_spec_16_1_a_streak_equals_the_definition_fixed_seeds(fixed: int) -> None:
+    """The same property under fixed seeds (CI runs hypothesis derandomised)."""
+
+    @seed(fixed)
+    @settings(derandomize=False, max_examples=200)
+    @given(_CALLS, st.integers(0, 30))
+    def check(turns: list[list[tuple[str, int]]], k: int) -> None:
+        _same_as_definition(turns, k)
+
+    check()
