@@ -10,7 +10,11 @@
   strict validator.
 * A block right below a line ``*Not run by the README test: REASON.*`` is skipped, and
   says so to the reader; ``*Run by the README test, output not compared: REASON.*``
-  runs the commands, checks their status and streams, and leaves the output alone.
+  runs the commands, checks their status and streams, and leaves the output alone;
+  ``*Run by the README test against a fresh `agent-ref serve` …*`` runs them against a
+  server started on a free port, its URL put where the block says
+  ``http://127.0.0.1:8000``, and compares the output but for the numbers of its timing
+  line (issue 25 §6: the ``envelope check`` example's byte count had gone stale).
 """
 
 from __future__ import annotations
@@ -19,12 +23,17 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from validating import assert_valid
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -32,6 +41,9 @@ BIN = Path(sys.executable).parent
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
 NOT_RUN = "*Not run by the README test: "
 NOT_COMPARED = "*Run by the README test, output not compared: "
+SERVED = "*Run by the README test against a fresh `agent-ref serve` "
+#: Where a served block says the server is.
+SHOWN_URL = "http://127.0.0.1:8000"
 
 
 @dataclass
@@ -41,7 +53,7 @@ class Block:
     kind: str
     text: str
     line: int
-    marker: str  # "", "not run" or "not compared"
+    marker: str  # "", "not run", "not compared" or "served"
 
     @property
     def id(self) -> str:
@@ -53,14 +65,23 @@ def blocks() -> list[Block]:
     found = []
     for match in FENCE.finditer(text):
         before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        marker = "not run" if before.startswith(NOT_RUN) else "not compared" if before.startswith(NOT_COMPARED) else ""
+        marker = (
+            "not run"
+            if before.startswith(NOT_RUN)
+            else "not compared"
+            if before.startswith(NOT_COMPARED)
+            else "served"
+            if before.startswith(SERVED)
+            else ""
+        )
         found.append(Block(match.group(1), match.group(2), text.count("\n", 0, match.start()) + 1, marker))
     return found
 
 
 BLOCKS = blocks()
 PYTHON = [b for b in BLOCKS if b.kind == "python"]
-CONSOLE = [b for b in BLOCKS if b.kind == "console" and b.marker != "not run"]
+CONSOLE = [b for b in BLOCKS if b.kind == "console" and b.marker not in ("not run", "served")]
+SERVED_BLOCKS = [b for b in BLOCKS if b.kind == "console" and b.marker == "served"]
 
 
 @pytest.fixture
@@ -204,3 +225,60 @@ def test_files_the_commands_write_are_ignored_by_git() -> None:
         line.strip().strip("/") for line in (ROOT / ".gitignore").read_text().splitlines() if not line.startswith("#")
     }
     assert sorted(w for w in written if w.strip("/") not in ignored) == []
+
+
+@pytest.fixture
+def served_url(root_like: Path) -> Iterator[str]:
+    """``agent-ref serve`` on a free loopback port with a fresh database; its URL without the last ``/``."""
+    proc = subprocess.Popen(
+        [str(BIN / "agent-ref"), "serve", "--port", "0", "--db", "served.db"],
+        cwd=root_like,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    try:
+        deadline = time.monotonic() + 60
+        url = None
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            if "serving on " in line:
+                url = line.split("serving on ", 1)[1].split()[0].rstrip("/")
+        assert url is not None, f"agent-ref serve did not start (exit {proc.poll()})"
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        proc.stderr.close()
+
+
+def _timings_as_words(line: str) -> str:
+    """A timing line with each number left out (``…``): they differ from run to run."""
+    if line.lstrip().startswith("time to first byte"):
+        return re.sub(r"\d+(?:\.\d+)?", "…", line)
+    return line
+
+
+def test_the_readme_has_served_blocks() -> None:
+    """The envelope check example is run against a real server, not left out."""
+    assert any("$ envelope check " in b.text for b in SERVED_BLOCKS)
+
+
+@pytest.mark.parametrize("block", SERVED_BLOCKS, ids=lambda b: b.id)
+def test_served_block_runs_as_shown(block: Block, root_like: Path, served_url: str) -> None:
+    assert SHOWN_URL in block.text, f"{block.id}: a served block says where the server is"
+    ran = _run_block(replace(block, text=block.text.replace(SHOWN_URL, served_url)), root_like)
+    for (command, shown), (_, status, out) in zip(_commands(block), ran, strict=True):
+        assert status == 0, f"{command}: status {status}: {out}"
+        expected = [_timings_as_words(line.replace(SHOWN_URL, served_url)) for line in shown]
+        want = _pattern([_same_ids(line) for line in expected])
+        got = "\n".join(_timings_as_words(line) for line in out.split("\n"))
+        assert want.fullmatch(_same_ids(got)), f"{block.id}: `{command}` printed:\n{out}\nshown:\n" + "\n".join(shown)
