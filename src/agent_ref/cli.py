@@ -261,6 +261,8 @@ def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
         parts += ["--compact-threshold", str(args.compact_threshold)]
     if args.loop_limit != DEFAULT_LOOP_LIMIT:
         parts += ["--loop-limit", str(args.loop_limit)]
+    if args.subagents != "demo":  # spec RC9-b: the resume registers what the run had
+        parts += ["--subagents", args.subagents]
     if args.pretty:
         parts.append("--pretty")
     parts += ["--results", "-"]

@@ -240,3 +240,18 @@ def test_the_probe_above_can_see_the_sdk() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_spec_rc9_b_the_pause_message_repeats_subagents_none(tmp_path: Path) -> None:
+    """A run with `--subagents none` pauses; the printed resume command says so, and runs as printed [RC9-b]."""
+    paused = _cli("run", "--subagents", "none", "Please confirm: delete the temp files", cwd=tmp_path)
+    assert paused.returncode == 0, paused.stderr
+    command = paused.stderr.strip().splitlines()[-1].strip()
+    assert command.startswith("echo ")
+    assert "--subagents none" in command
+    env = {**_env(), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(
+        ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    _strict(done.stdout, tmp_path)
