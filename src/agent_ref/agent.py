@@ -258,7 +258,6 @@ class Agent:
         self.state = AgentState(agent_uuid=agent_uuid or str(uuid.uuid4()), model=model.name)
         self._emitter = Emitter(self.state.agent_uuid, max_bytes, profile=profile)
         self._abort = asyncio.Event()
-        self._files: list[dict[str, Any]] = []
         #: Results of the current step's calls already decided, by tool_use id (spec §5.5-b).
         self._answered: dict[str, dict[str, Any]] = {}
         self.hooks: dict[str, list[Hook]] = {k: list(v) for k, v in (hooks or {}).items()}
