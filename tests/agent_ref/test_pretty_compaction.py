@@ -17,7 +17,7 @@ from agent_ref_support import fast_retry, run
 
 
 def test_spec_15_2_c_the_pretty_view_shows_each_compaction_where_it_happened() -> None:
-    """One boundary line per meta_compaction, with its numbers, between the steps it separates [R15.2-c]."""
+    """One boundary line per meta_compaction, with its numbers, between the steps it separates [R15.2-e] [R15.2-c]."""
     lines: list[bytes] = []
     agent = Agent(
         ScriptedModel(),
@@ -51,7 +51,7 @@ def test_spec_15_2_c_the_pretty_view_shows_each_compaction_where_it_happened() -
 
 
 def test_spec_15_2_c_a_boundary_without_its_numbers_is_still_shown() -> None:
-    """A meta_compaction from another producer, with fields missing, is shown, not dropped."""
+    """A meta_compaction from another producer, with fields missing, is shown, not dropped [R15.2-e]."""
     from envelope import Emitter
 
     emitter = Emitter("a1", 2048)

@@ -482,7 +482,7 @@ def _check_url_secret_goes(case: tuple[str, str, str]) -> None:
 @given(_secret_url())
 @settings(max_examples=100)
 def test_property_a_secret_inside_a_url_never_survives(case: tuple[str, str, str]) -> None:
-    """Webhook paths and signed-URL parameters lose their secret and keep the host [R6.3-a]."""
+    """Webhook paths and signed-URL parameters lose their secret and keep the host [R6.3-c]."""
     _check_url_secret_goes(case)
 
 
@@ -505,7 +505,7 @@ def test_property_a_secret_inside_a_url_never_survives_fixed_seeds(fixed_seed: i
     st.sampled_from(["", "key=photos/cat.jpg", "key=42", "key=abcdefghijklmnopqrstuvwx", "signed=1", "design=x"]),
 )
 def test_property_a_url_without_a_secret_is_kept_whole(base: str, params: list[tuple[str, str]], extra: str) -> None:
-    """No rule fires on a URL whose parameters are not credentials (no false positive) [R6.3-a]."""
+    """No rule fires on a URL whose parameters are not credentials (no false positive) [R6.3-c]."""
     query = "&".join([f"{k}={v}" for k, v in params] + ([extra] if extra else []))
     url = f"{base}?{query}" if query else base
     assert Redactor()(url) == url

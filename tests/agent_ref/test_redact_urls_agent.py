@@ -56,7 +56,7 @@ def _failing(message: Callable[[str], str]) -> Tool:
 def test_spec_6_3_a_a_url_secret_in_a_tool_error_reaches_no_result_store_or_log(
     url: str, secret: str, kept: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The tool_result says which URL failed, without its secret; so do the store and the log [R6.3-a] [R2.4-b]."""
+    """The tool_result says which URL failed, without its secret; so do the store and the log [R6.3-c] [R2.4-b]."""
     leaky = _failing(lambda expression: f"Client error '404 Not Found' for url '{url}' ({expression})")
     store = MemoryStore()
     lines: list[bytes] = []
