@@ -322,7 +322,9 @@ def _unexpected_field(value: object, hint: Any, path: str) -> str | None:
     args = typing.get_args(hint)
     if origin in (Union, types.UnionType):
         for member in args:  # msgspec allows one dict-like member at most, so the first match is the one
-            if isinstance(value, dict) and (dataclasses.is_dataclass(member) or typing.get_origin(member) is dict):
+            if isinstance(value, dict) and (
+                dataclasses.is_dataclass(member) or typing.get_origin(member) in (dict, Mapping)
+            ):
                 return _unexpected_field(value, member, path)
             if isinstance(value, list) and typing.get_origin(member) in (list, tuple, Sequence, set, frozenset):
                 return _unexpected_field(value, member, path)

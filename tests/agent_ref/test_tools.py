@@ -375,3 +375,20 @@ def test_spec_2_1_b_property_a_value_matches_its_schema_and_comes_back_whole(
     else:
         jsonschema.Draft202012Validator(ship.input_schema).validate(tool_input)
     assert asyncio.run(_call(ship, ToolCallRequest(id="t", name="ship", input=tool_input))) == repr((crate, pair))
+
+
+@pytest.mark.parametrize(
+    ("crate", "where"),
+    [
+        ({"inner": [{"x": 1}, {"x": 2, "w": 0}]}, "unexpected field 'w' at `$.inner[1]`"),
+        ({"at": {"x": 1, "y": 2, "z": 3}}, "unexpected field 'z' at `$.at`"),
+        ({"colour": "red"}, "unexpected field 'colour' at `$` (the fields of Crate: name, size, at, tags"),
+    ],
+)
+def test_spec_2_1_b_an_unknown_key_anywhere_inside_is_refused_with_its_path(crate: dict[str, Any], where: str) -> None:
+    """Inside lists and nested dataclasses too: msgspec would drop the key; the call refuses it [R2.1-b]."""
+    base = {"name": "c", "size": [1, 2], "at": {"x": 0}}
+    call = ToolCallRequest(id="t", name="ship", input={"crate": {**base, **crate}, "pair": [1, "a"]})
+    with pytest.raises(TypeError) as err:
+        asyncio.run(_call(ship, call))
+    assert str(err.value).startswith(f"parameter 'crate': {where}")
