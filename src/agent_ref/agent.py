@@ -81,7 +81,7 @@ from .response import DONE_LINE, Sink, _ClientGone, _NestedResponse
 from .retry import RetryPolicy
 from .state import AgentState, PendingCall, PendingChild, RunState
 from .store import MemoryStore, Store
-from .subagents import AgentSpec, check_specs
+from .subagents import DEFAULT_MAX_SUBAGENTS_PER_STEP, AgentSpec, check_specs
 from .tools import Tool, ToolCallRequest, error_outcome, result_block
 
 if TYPE_CHECKING:
@@ -155,6 +155,9 @@ class Agent:
         subagents: children the model may spawn by name with the ``spawn_subagent`` tool;
             they stream into this agent's response (spec §13), in the foreground or as
             background tasks the ``task_status`` tool reports on (spec §14).
+        max_subagents_per_step: children one step may have running at once (background tasks
+            of earlier steps still running count); the spawning calls past it are answered
+            ``is_error`` and start nothing (spec §13.9-a).
         compactor: compacts the API context before a model call once it reaches the
             compactor's threshold (``SummarizingCompactor``, ``ToolResultTrimmer``; spec §15).
         loop_limit: the same tool with the same input this many times in a row goes to
@@ -196,6 +199,7 @@ class Agent:
         hooks: Mapping[str, Sequence[Hook]] | None = None,
         can_use_tool: CanUseTool | None = None,
         subagents: Mapping[str, AgentSpec] | None = None,
+        max_subagents_per_step: int = DEFAULT_MAX_SUBAGENTS_PER_STEP,
         compactor: Compactor | None = None,
         loop_limit: int | None = loop_guard.DEFAULT_LOOP_LIMIT,
         output_schema: OutputSchema | None = None,
@@ -214,6 +218,9 @@ class Agent:
             raise ConfigError("max_steps must be at least 1")
         if lease_seconds <= 0:
             raise ConfigError("lease_seconds must be positive")
+        cap = max_subagents_per_step
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:  # spec §13.9-a
+            raise ConfigError(f"max_subagents_per_step must be an integer of at least 1, got {cap!r}")
         owned = sorted(set(request_options or {}) & AGENT_OWNED_PARAMS)
         if owned:
             raise ConfigError(
@@ -251,12 +258,12 @@ class Agent:
         self.state = AgentState(agent_uuid=agent_uuid or str(uuid.uuid4()), model=model.name)
         self._emitter = Emitter(self.state.agent_uuid, max_bytes, profile=profile)
         self._abort = asyncio.Event()
-        self._files: list[dict[str, Any]] = []
         #: Results of the current step's calls already decided, by tool_use id (spec §5.5-b).
         self._answered: dict[str, dict[str, Any]] = {}
         self.hooks: dict[str, list[Hook]] = {k: list(v) for k, v in (hooks or {}).items()}
         self.can_use_tool = can_use_tool
         self.subagents: dict[str, AgentSpec] = dict(subagents or {})
+        self.max_subagents_per_step = max_subagents_per_step
         #: Live background tasks of the run in progress, by task id (spec §14).
         self._tasks: dict[str, asyncio.Future[None]] = {}
         if self.subagents:

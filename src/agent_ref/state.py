@@ -147,6 +147,11 @@ class RunState(msgspec.Struct, kw_only=True):
     #: prompt of a run lost with its process back out of the context (spec §10.2-b).
     base_messages: int = -1
     base_tail: int = -1
+    #: Files server tools produced in this run (``meta_files`` items, spec §5.6-c): kept across
+    #: a pause, reported once when the run ends.
+    files: list[dict[str, str]] = msgspec.field(default_factory=list)
+    #: Corrections the agent has sent for a structured answer that did not match (spec §17.2-c).
+    structured_corrections: int = 0
 
 
 #: A background task's life (seed 004 Background Task Flow; spec §14.2).
