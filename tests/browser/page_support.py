@@ -1,0 +1,39 @@
+"""What the browser tests share besides fixtures: asking, and reading back what the page and the server hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server_support import data_lines, get
+from validating import assert_valid
+
+
+def page_transcripts(page: Any) -> list[dict[str, Any]]:
+    """Each response's transcript as the page rebuilt it (JSON round trip)."""
+    result: list[dict[str, Any]] = page.evaluate(
+        "() => window.agentRef.turns.flatMap(t => t.responses.map(r => r.rebuilt.transcript()))"
+    )
+    return result
+
+
+def stored_responses(base: str, run_id: str, count: int) -> list[list[bytes]]:
+    out = []
+    for index in range(count):
+        r = get(base, f"/agent/runs/{run_id}/stream", params={"response": str(index)})
+        assert r.status_code == 200
+        assert_valid(r.content)
+        out.append(data_lines(r.content))
+    return out
+
+
+def ask(page: Any, base: str, prompt: str) -> None:
+    page.goto(base + "/")
+    page.wait_for_selector("body[data-ready='true']")
+    page.fill("#prompt", prompt)
+    page.click("#send")
+
+
+def run_id(page: Any) -> str:
+    found: str = page.evaluate("() => window.agentRef.turns[0].responses[0].runId")
+    assert found
+    return found
