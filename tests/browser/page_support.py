@@ -16,10 +16,12 @@ def page_transcripts(page: Any) -> list[dict[str, Any]]:
     return result
 
 
-def stored_responses(base: str, run_id: str, count: int) -> list[list[bytes]]:
+def stored_responses(base: str, run_id: str, count: int, token: str | None = None) -> list[list[bytes]]:
+    """The run's first ``count`` responses as the server replays them, each through the strict validator."""
     out = []
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     for index in range(count):
-        r = get(base, f"/agent/runs/{run_id}/stream", params={"response": str(index)})
+        r = get(base, f"/agent/runs/{run_id}/stream", params={"response": str(index)}, headers=headers)
         assert r.status_code == 200
         assert_valid(r.content)
         out.append(data_lines(r.content))
@@ -27,6 +29,7 @@ def stored_responses(base: str, run_id: str, count: int) -> list[list[bytes]]:
 
 
 def ask(page: Any, base: str, prompt: str) -> None:
+    """Open the page and send ``prompt`` as a user does."""
     page.goto(base + "/")
     page.wait_for_selector("body[data-ready='true']")
     page.fill("#prompt", prompt)
@@ -34,6 +37,7 @@ def ask(page: Any, base: str, prompt: str) -> None:
 
 
 def run_id(page: Any) -> str:
+    """The run id the page learnt from its first response."""
     found: str = page.evaluate("() => window.agentRef.turns[0].responses[0].runId")
     assert found
     return found
