@@ -11,7 +11,6 @@ strict validator.
 from __future__ import annotations
 
 import base64
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +33,6 @@ ROOT = Path(__file__).resolve().parents[2]
 PNG_1PX = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 )
-#: Where the README's screenshot comes from (written by the frontend test when set).
-SCREENSHOT_ENV = "AGENT_REF_SCREENSHOT"
 
 
 def test_spec_server_6_2_a_backend_tool_run_renders_and_matches_the_stream(page: Any, tmp_path: Path) -> None:
@@ -70,9 +67,6 @@ def test_spec_server_6_3_a_frontend_tool_confirm_round_trip(page: Any, tmp_path:
         dialog.locator("button.confirm").click()
         page.wait_for_selector("body[data-done='1']")
         page.screenshot(path=str(tmp_path / "frontend-tool.png"), full_page=True)
-        shot = os.environ.get(SCREENSHOT_ENV)
-        if shot:
-            page.screenshot(path=shot, full_page=True)
         run_id = _run_id(page)
         stored = _stored_responses(base, run_id, 2)
     assert _page_transcripts(page) == [reconstruct(lines).to_dict() for lines in stored]

@@ -12,6 +12,8 @@ streams, which the strict validator reads.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from typing import TYPE_CHECKING, Any
 
 from browser.agent_server import agent_serve
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
 
 #: Two researchers; the second one's task says "confirm", so it calls the frontend confirm tool.
 ONE_PAUSES = "Research tides and volcanoes (confirm first) in parallel"
+#: The README's picture of the page (one canonical file); the screenshot test writes it when
+#: this variable names it: ``AGENT_REF_SCREENSHOT=src/agent_ref/web/screenshot.png``.
+SCREENSHOT_ENV = "AGENT_REF_SCREENSHOT"
 
 
 def _nesting(lines: list[bytes]) -> list[tuple[str, str, str]]:
@@ -92,3 +97,48 @@ def test_spec_server_6_2_a_real_subagents_nest_inside_their_calls_and_the_paused
     assert card.locator(".tool-result").inner_text().strip().endswith("yes")
     assert page.locator(f".agent[data-agent='{root}'] > .agent-head .badge").inner_text() == "end_turn"
     assert page.locator("[role=alert]:visible").count() == 0
+
+
+def test_readme_screenshot_nested_children_a_paused_child_and_the_newest_output_in_view(
+    page: Any, tmp_path: Path
+) -> None:
+    """[S6.2-a] [S6.3-b] [S6.5-a]: the README's picture, checked before it is taken.
+
+    A finished run with two nested researchers, then a second run whose researcher waits
+    on ``confirm``; the page, taller than the window, has followed to the newest output,
+    which sits above the docked question. Then the question is answered and both runs
+    must equal their stored, validated streams.
+    """
+    page.set_viewport_size({"width": 1100, "height": 1000})
+    with agent_serve(tmp_path / "agents.db") as base:
+        ask(page, base, "Research tides and volcanoes in parallel")
+        page.wait_for_selector("body[data-done='1']")
+        page.fill("#prompt", "Research coral reefs and glaciers (confirm first) in parallel")
+        page.click("#send")
+        page.locator("#confirm-dialog").wait_for(state="visible")
+        second = page.locator(".turn").nth(1)
+        paused = second.locator(".agent.child[data-state='waiting']")
+        paused.wait_for()
+        page.wait_for_function("() => window.agentRef.turns[1].responses[0].rebuilt.done")
+        page.wait_for_timeout(100)  # the last frame drawn and followed
+        assert (
+            page.evaluate("() => document.scrollingElement.scrollHeight - innerHeight") > 500
+        )  # taller than the window
+        assert page.evaluate("() => document.scrollingElement.scrollHeight - innerHeight - scrollY") <= 2
+        waiting_card = paused.locator(".tool-result.pending")
+        box = waiting_card.bounding_box()
+        assert box is not None
+        panel_top = page.evaluate("() => document.querySelector('#confirm-dialog').getBoundingClientRect().top")
+        assert 0 < box["y"] + box["height"] <= panel_top  # the newest output, in view above the question
+        assert page.locator(".turn").nth(0).locator(".spawn .agent.child").count() == 2
+        assert second.locator(".spawn .agent.child").count() == 2
+        shot = tmp_path / "page.png"
+        page.screenshot(path=str(shot))
+        target = os.environ.get(SCREENSHOT_ENV)
+        if target:
+            shutil.copyfile(shot, target)
+        page.locator("#confirm-dialog button.confirm").click()
+        page.wait_for_selector("body[data-done='2']")
+        runs = page.evaluate("() => window.agentRef.turns.map(t => t.responses[0].runId)")
+        stored = stored_responses(base, runs[0], 1) + stored_responses(base, runs[1], 2)
+    assert page_transcripts(page) == [reconstruct(lines).to_dict() for lines in stored]
