@@ -16,6 +16,7 @@
 //     for (const event of reader.feed(chunk)) rebuilt.feed(event.data);
 //   }
 //   rebuilt.transcript();  // {done, agents: {id: {blocks: [...]}}}
+//   tree(rebuilt.transcript());  // subagents under their spawning call (spec §8.3.1)
 
 /** The error every refusal throws: where (line index, field, spec section) and what. */
 export class DecodeError extends Error {
