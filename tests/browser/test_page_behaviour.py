@@ -136,7 +136,7 @@ def test_spec_server_6_5_a_new_content_keeps_the_last_answer_in_view_unless_the_
 
 
 def test_spec_server_6_6_a_nothing_listening_shows_a_retry_state_and_cancel_gives_the_prompt_back(
-    page: Any, allowed_errors: list[str]
+    page: Any, tmp_path: Path, allowed_errors: list[str]
 ) -> None:
     """[S6.6-a]: no raw "Failed to fetch": a clear message, a countdown, attempts counted; Cancel puts the prompt back."""
     allowed_errors.append("ERR_CONNECTION_REFUSED")  # the browser's own log of each refused attempt
@@ -157,6 +157,7 @@ def test_spec_server_6_6_a_nothing_listening_shows_a_retry_state_and_cancel_give
     page.wait_for_selector("#offline[data-attempt='2']", timeout=15_000)  # it did retry, and says so
     assert "attempt 3 of" in banner.inner_text()
     assert "Failed to fetch" not in page.locator("body").inner_text()
+    page.screenshot(path=str(tmp_path / "offline.png"))
     page.locator("#offline-cancel").click()
     assert page.locator("#prompt").input_value() == prompt
     assert not banner.is_visible()
@@ -165,6 +166,7 @@ def test_spec_server_6_6_a_nothing_listening_shows_a_retry_state_and_cancel_give
     assert "back in the box" in note.inner_text()
     assert page.locator("#status").inner_text() == "not sent"
     assert "Failed to fetch" not in page.locator("body").inner_text()
+    page.screenshot(path=str(tmp_path / "offline-cancelled.png"))
 
 
 def test_spec_server_6_6_b_a_server_started_later_gets_the_prompt(
