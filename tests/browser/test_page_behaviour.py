@@ -210,7 +210,7 @@ def test_spec_server_6_7_a_a_wrong_token_asks_again_and_keeps_the_prompt(
         assert page.locator("#token-input").input_value() == ""
         page.screenshot(path=str(tmp_path / "token-refused.png"))
         page.fill("#token-input", TOKEN)
-        dialog.locator("button.confirm").click()
+        page.press("#token-input", "Enter")  # as a user does; it must not mean Cancel
         page.wait_for_selector("body[data-done='1']")
         (stored,) = stored_responses(base, run_id(page), 1, token=TOKEN)
     assert page_transcripts(page) == [reconstruct(stored).to_dict()]

@@ -614,6 +614,13 @@ function init() {
   for (const button of document.querySelectorAll(".example")) {
     button.addEventListener("click", () => send(button.textContent));
   }
+  // Enter in the token field means "use it" (the form's first button is Cancel)
+  $("#token-input").addEventListener("keydown", (e) => {
+    if (e.key === "Enter") {
+      e.preventDefault();
+      $("#token-dialog").close("ok");
+    }
+  });
   watchScrolling();
   const match = /^#run=([A-Za-z0-9_-]+)$/.exec(location.hash);
   if (match) openRun(match[1]);
