@@ -6,8 +6,8 @@ the same SQLite store, file journal, scripted model and default tools, and the s
 "agent-ref: serving on URL" line on stderr. The one addition: ``--subagents demo``
 registers ``demo_subagents()`` (a researcher with the frontend ``confirm`` tool), as
 ``agent-ref run`` does. When the CLI's parser already knows ``--subagents``, this file
-adds nothing and only runs the CLI; the tests can then call ``agent-ref serve`` directly
-(``SERVE`` in ``agent_server.py``).
+adds nothing and only runs the CLI; the tests then call ``agent-ref serve`` directly
+(``serve_command()`` in ``agent_server.py`` checks its help) and this file can go.
 """
 
 from __future__ import annotations
