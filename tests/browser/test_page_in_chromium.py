@@ -11,8 +11,11 @@ strict validator.
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from agent_ref import MemoryStore, ScriptedModel
 from agent_ref.server import create_app
@@ -165,3 +168,46 @@ def test_spec_server_2_2_a_page_reloaded_while_paused_asks_again_and_finishes(pa
     card = page.locator("[data-tool-use-id]").filter(has_text="confirm")
     assert card.locator(".tool-result").inner_text().strip().endswith("no")
     assert page.locator(".badge").inner_text() == "end_turn"
+
+
+def _linked(lines: list[bytes], agent: str, link: dict[str, Any]) -> list[bytes]:
+    """The fixture with ``link`` merged into ``agent``'s meta_init (the §E8.3.1 keys, for the cases real runs never make)."""
+    out = []
+    for line in lines:
+        if line != b"[DONE]":
+            env = json.loads(line)
+            if env["type"] == "meta_init" and env["agent"] == agent:
+                env["delta"] = json.dumps({**json.loads(env["delta"]), **link})
+                line = json.dumps(env, separators=(",", ":")).encode()
+        out.append(line)
+    return out
+
+
+@pytest.mark.parametrize("case", ["orphan", "refused"])
+def test_spec_server_6_2_c_a_link_to_nothing_or_a_refused_link_drops_no_agent(
+    page: Any, tmp_path: Path, case: str
+) -> None:
+    """[S6.2-a] [E8.3.1-c]: a call that is not in the stream leaves the child at the top marked; a refused link shows all flat with an error."""
+    parent, child = "7d0f8a52-5a3e-4c0b-9a57-1f2b3c4d5e6f", "c41d9e0a-2b7f-4e8a-b1c3-0d9e8f7a6b5c"
+    call: Any = "toolu_not_in_this_stream" if case == "orphan" else 7
+    lines = _linked(_fixture_lines("two_agents_lifecycle"), child, {"parent_agent": parent, "parent_tool_use_id": call})
+    assert_valid(lines, expect=["W165"])  # the fixture's own warning, as above
+    journal = MemoryJournal()
+    for line in lines:
+        journal.append("linked-run", 0, line)
+    page.route("https://example.com/**", lambda route: route.fulfill(body=PNG_1PX, content_type="image/png"))
+    with running(create_app(store=MemoryStore(), model_factory=ScriptedModel, journal=journal)) as base:
+        page.goto(base + "/#run=linked-run")
+        page.wait_for_selector("body[data-done='1']")
+        page.screenshot(path=str(tmp_path / f"link-{case}.png"), full_page=True)
+    assert _page_transcripts(page) == [reconstruct(lines).to_dict()]
+    tops = page.locator(".agents > .agent")
+    assert [tops.nth(i).get_attribute("data-agent") for i in range(tops.count())] == [parent, child]
+    marked = page.locator(f".agent[data-agent='{child}'] > .agent-head .orphan")
+    refusal = page.locator(".agents > [role=alert]")
+    if case == "orphan":
+        assert marked.inner_text() == "· parent not shown"
+        assert refusal.count() == 0
+    else:
+        assert marked.count() == 0
+        assert "parent_tool_use_id must be a non-empty string" in refusal.inner_text()

@@ -400,7 +400,7 @@ class Turn {
         const spawn = block.name === SPAWN_TOOL && block.input && typeof block.input === "object";
         const head = spawn
           ? h("div", { class: "tool-head" }, h("span", { class: "kind", text: "subagent" }),
-            h("span", { class: "tool-name", text: String(block.input.agent ?? "") }), h("span", { class: "task-text", text: String(block.input.task ?? "") }))
+            h("span", { class: "tool-name", text: typeof block.input.agent === "string" ? block.input.agent : block.name }), h("span", { class: "task-text", text: String(block.input.task ?? "") }))
           : h("div", { class: "tool-head" }, h("span", { class: "kind", text: block.type === "tool_call" ? "tool" : "server tool" }),
             h("span", { class: "tool-name", text: block.name }), h("code", { text: input }));
         const children = h("div", { class: "children" });
