@@ -39,6 +39,7 @@ import json
 import logging
 import math
 import os
+import re
 import socket
 import sys
 import time
@@ -232,7 +233,7 @@ class RunManager:
         return best if best >= 0 else None
 
     async def recover(self) -> list[tuple[str, int]]:
-        """End every journaled response a dead process left open, and recover its agent (spec server §5.3-a).
+        """End every journaled response a dead process left open, and recover its agent (spec server §8.1-a).
 
         Called at start; a follower that finds a response whose writer died may call it
         too (``journal.unfinished()`` lists only responses no live process writes).
@@ -249,7 +250,7 @@ class RunManager:
         return closed
 
     async def close_dead(self, run_id: str, response: int) -> bool:
-        """Close one response whose writer died, then put its agent back in order (spec server §5.3).
+        """Close one response whose writer died, then put its agent back in order (spec server §8.1).
 
         The caller must know the writer is dead (the journal listed it as unfinished). If
         the store still holds the dead process's claim of this very response, the agent
@@ -343,7 +344,7 @@ class RunManager:
 def _paused_closing(
     lines: Sequence[bytes], run_id: str, error: dict[str, str], state: AgentState, max_bytes: int
 ) -> list[bytes]:
-    """The closing lines of a resumed response whose run goes back to its pause (spec server §5.3-a).
+    """The closing lines of a resumed response whose run goes back to its pause (spec server §8.1-b).
 
     As ``closing_lines`` (open blocks closed, an ``error`` per agent), except that the
     paused agent ends with the same ``awaiting_frontend_tools`` as its pause instead of a
@@ -413,7 +414,7 @@ async def _read_json(request: Request, limit: int) -> dict[str, Any]:
     return value
 
 
-#: The longest number literal a request may hold (spec server §2.1-d): more than any field needs.
+#: The longest number literal a request may hold (spec server §5.1-d): more than any field needs.
 MAX_NUMBER_CHARS: Final = 40
 
 
@@ -457,7 +458,7 @@ def _lone_surrogate(text: str) -> int:
 def _check_values(value: object) -> object:
     """Refuse, naming its path, any string or key with a lone surrogate and any number too long or not JSON.
 
-    spec server §2.1-d. Numbers the parser kept as text (``_Number``) are converted once
+    spec server §5.1-d. Numbers the parser kept as text (``_Number``) are converted once
     checked; the value is returned with them in place. Iterative: a body nested as deeply
     as the parser allows must not overflow the stack here either.
     """
@@ -496,7 +497,7 @@ def _check_values(value: object) -> object:
 
 
 def _number(number: _Number, where: str) -> int | float:
-    """A checked number's value (spec server §2.1-d); ``where`` names it in the refusal."""
+    """A checked number's value (spec server §5.1-d); ``where`` names it in the refusal."""
     if number.constant_:
         raise _Refused(400, "invalid_json", f"{where} is {number.text}, which is not JSON", field=where)
     if len(number.text) > MAX_NUMBER_CHARS:
@@ -592,8 +593,12 @@ def _refusal_of(exc: Exception) -> _Refused:
     return _Refused(500, "internal_error", "the server could not start the run; see its log")
 
 
-#: The names a server answers to when not told otherwise (spec server §2.3-a): loopback only.
+#: The names a server answers to when not told otherwise (spec server §5.3-a): loopback only.
 LOOPBACK_HOSTS: Final = ("127.0.0.1", "localhost", "::1")
+
+
+#: What a host name or address is made of (lower-cased; ``:`` for IPv6 addresses).
+_HOST_CHARS: Final = re.compile(r"[a-z0-9.:_-]+")
 
 
 def _host_name(value: str) -> str | None:
@@ -603,17 +608,18 @@ def _host_name(value: str) -> str | None:
         end = value.find("]")
         if end < 0 or (value[end + 1 :] and not (value[end + 1] == ":" and value[end + 2 :].isdigit())):
             return None
-        return value[1:end] or None
+        inner = value[1:end]
+        return inner if _HOST_CHARS.fullmatch(inner) else None
     name, colon, port = value.rpartition(":")
     if colon and ":" not in name:  # host:port (an IPv6 address without brackets has several colons)
         if not port.isdigit():
             return None
         value = name
-    return value or None
+    return value if _HOST_CHARS.fullmatch(value) else None
 
 
 class _HostCheck:
-    """ASGI middleware: answer only requests whose ``Host`` is allowed (spec server §2.3-a).
+    """ASGI middleware: answer only requests whose ``Host`` is allowed (spec server §5.3-a).
 
     A web page can reach a local server through DNS rebinding (its own name made to point
     at 127.0.0.1); its requests then carry that name in ``Host``. ``hosts`` is shared with
@@ -680,7 +686,7 @@ def create_app(
             ``None`` (then a restart forgets the streams; the store keeps finished runs' logs).
         config: limits and the token.
         allowed_hosts: the names and addresses a request's ``Host`` may carry (port aside;
-            ``"*"``: any); others are refused with 421 (spec server §2.3-a). ``None``:
+            ``"*"``: any); others are refused with 421 (spec server §5.3-a). ``None``:
             ``LOOPBACK_HOSTS``. ``serve`` adds the address it binds.
 
     Raises:
@@ -892,7 +898,7 @@ def serve(
     """Run ``app`` with uvicorn until interrupted; ``ready(url)`` is called once the port is bound.
 
     Port 0 picks a free port; ``ready`` learns which. For an app made by ``create_app``,
-    the ``Host`` names it answers to (spec server §2.3-a) gain ``host`` (the bound
+    the ``Host`` names it answers to (spec server §5.3-a) gain ``host`` (the bound
     address) and ``allowed_hosts``.
 
     Raises:
