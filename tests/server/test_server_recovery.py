@@ -27,7 +27,7 @@ from server_support import data_lines, get, post, read_events, running
 from validating import assert_valid
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable, Coroutine
     from pathlib import Path
 
     from agent_ref.agent import Sink
@@ -53,7 +53,7 @@ def _die_after(
     db: SQLiteStore,
     journal: FileJournal,
     agent_uuid: str,
-    act: Callable[[Agent, Sink], Awaitable[Any]],
+    act: Callable[[Agent, Sink], Coroutine[Any, Any, Any]],
     sent: int,
     *,
     lease_left: float = 30.0,
