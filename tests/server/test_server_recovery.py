@@ -235,3 +235,44 @@ def test_spec_agent_ref_10_2_b_tool_results_recover_an_expired_lease() -> None:
     final = asyncio.run(store.load(agent_uuid))
     assert final is not None
     _no_orphans(final.messages)
+
+
+def test_spec_server_8_1_c_a_response_stored_whole_is_completed_from_the_store(tmp_path: Path) -> None:
+    """[S8.1-c]: killed after the run saved its end but before sending it: the journal gets the stored
+    lines (the real end), not closing lines that would contradict the store."""
+    from agent_ref.server import RunManager
+
+    db = SQLiteStore(tmp_path / "a.db")
+    journal = FileJournal(tmp_path / "streams")
+    agent = Agent(ScriptedModel(), tools=default_tools(), store=db)
+    lines: list[bytes] = []
+    asyncio.run(agent.run("What is 5 + (10 * 2)?", lines.append))
+    run_id = json.loads(json.loads(lines[0])["delta"])["run_id"]
+    for line in lines[:-3]:  # the staged end (meta_final, [DONE]...) was saved, never sent
+        journal.append(run_id, 0, line)
+    assert asyncio.run(RunManager(db, journal).recover()) == [(run_id, 0)]
+    assert journal.read(run_id, 0) == lines
+    assert_valid(lines)
+    assert asyncio.run(db.run_log(run_id)) == lines  # the store's log is left as it was
+
+
+def test_spec_server_8_2_a_a_prompt_on_a_dead_resume_recovers_it_and_is_refused() -> None:
+    """[S8.2-a]: POST /agent/run on a dead resume (lease expired) puts it back to its pause, then answers 409."""
+    store = MemoryStore()
+    with running(create_app(store=store, model_factory=ScriptedModel)) as base:
+        first = post(base, "/agent/run", {"prompt": CONFIRM})
+        agent_uuid = first.headers["x-agent-uuid"]
+        state = asyncio.run(store.load(agent_uuid))
+        assert state is not None
+        state.status = "running"  # a resume's claim, its process dead
+        state.lease_owner = "elsewhere:1:dead"
+        state.lease_expires_at = time.time() - 1
+        asyncio.run(store.save(state))
+        refused = post(base, "/agent/run", {"prompt": "hello", "agent_uuid": agent_uuid})
+    assert refused.status_code == 409
+    assert refused.json()["error"]["type"] == "agent_state"
+    assert "waiting for frontend tool results" in refused.json()["error"]["message"]
+    after = asyncio.run(store.load(agent_uuid))
+    assert after is not None
+    assert after.status == "awaiting_frontend_tools"
+    assert [m["role"] for m in after.messages] == ["user", "assistant"]  # "hello" was not added
