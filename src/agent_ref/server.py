@@ -20,7 +20,6 @@ and any client can pick it up again with ``Last-Event-ID`` (spec server §4.1).
 Mount it in an existing ASGI app::
 
     from starlette.applications import Starlette
-from starlette.middleware import Middleware
     from starlette.routing import Mount
     from agent_ref import SQLiteStore, ScriptedModel
     from agent_ref.server import create_app
@@ -309,7 +308,11 @@ class RunManager:
 
     async def _stored_rest(self, run_id: str, response: int, lines: list[bytes]) -> list[bytes] | None:
         """The lines after ``lines`` if the store logged this response whole (saved, then killed before sending)."""
-        stored = await self.store.run_responses(run_id)
+        try:
+            stored = await self.store.run_responses(run_id)
+        except Exception:
+            log.exception("could not read the stored log of interrupted run %s", run_id)
+            return None
         whole = stored[response] if response < len(stored) else []
         if whole and whole[-1] == DONE_LINE and whole[: len(lines)] == lines:
             return whole[len(lines) :]
@@ -904,7 +907,7 @@ def serve(
     Raises:
         ValueError: an allowed host that is not a host name or address.
     """
-    names = getattr(app.state, "allowed_hosts", None)
+    names = getattr(getattr(app, "state", None), "allowed_hosts", None)
     if isinstance(names, set):
         names |= _allowed([host, *(allowed_hosts or ())])
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
