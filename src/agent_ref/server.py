@@ -729,13 +729,23 @@ def create_app(
             return await handler(request)
         except _Refused as refused:
             return refused.response()
+        except Exception:
+            # spec server §1: never a traceback; the details (paths, the store's text) stay in the log.
+            log.exception("%s %s failed before its answer started", request.method, request.url.path)
+            return _Refused(500, "internal_error", "the server failed on this request; see its log").response()
 
     async def load(agent_uuid: str) -> Agent:
-        """A stored agent, or a 404 that names it (both endpoints that continue an agent)."""
-        try:
-            return await Agent.load(agent_uuid, store, model_factory(), tools=toolset, **settings)
-        except StateError as exc:
-            raise _Refused(404, "unknown_agent", str(exc)) from None
+        """A stored agent, or a 404 that names it (both endpoints that continue an agent).
+
+        Only an agent the store does not have is a 404; a store that fails is the server's
+        error (500 by ``guarded``), whose text, which may name the database, stays in the log.
+        """
+        state = await store.load(agent_uuid)
+        if state is None:
+            raise _Refused(404, "unknown_agent", f"no agent {agent_uuid} in the store")
+        agent = Agent(model_factory(), store=store, agent_uuid=agent_uuid, tools=toolset, **settings)
+        agent.state = state
+        return agent
 
     async def run(request: Request) -> Response:
         body = await _read_json(request, cfg.max_body_bytes)

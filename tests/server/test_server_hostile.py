@@ -18,6 +18,7 @@ import httpx2
 import pytest
 
 from agent_ref import MemoryStore, ScriptedModel
+from agent_ref.errors import StateError
 from agent_ref.server import LOOPBACK_HOSTS, MAX_NUMBER_CHARS, create_app, serve
 from server_support import data_lines, post, running
 from validating import assert_valid
@@ -181,3 +182,27 @@ def test_spec_server_5_3_a_serve_adds_the_bound_address_and_its_allowed_hosts(mo
         assert client.get(base + "/").status_code == 200  # 127.0.0.1, the bound address
         assert client.get(base + "/", headers={"host": "agent.test"}).status_code == 200
         assert client.get(base + "/", headers={"host": "localhost"}).status_code == 421  # the default was replaced
+
+
+class _BrokenStore(MemoryStore):
+    """A store whose reads fail, with a message that names the database (as SQLite's and psycopg's do)."""
+
+    async def load(self, agent_uuid: str) -> Any:
+        del agent_uuid  # every read fails
+        raise StateError("cannot open the agent database /srv/secret/agents.db: disk I/O error")
+
+
+def test_spec_server_1_a_store_failure_is_a_json_500_that_names_no_database() -> None:
+    """[S1.3-a] errors are JSON: a store that fails while an agent is loaded is a 500 whose text stays in the log
+    (it was a 404 ``unknown_agent`` carrying the database's path)."""
+    with running(create_app(store=_BrokenStore(), model_factory=ScriptedModel)) as base:
+        for path, body in (
+            ("/agent/run", {"prompt": "hi", "agent_uuid": "a1"}),
+            ("/agent/tool_results", {"agent_uuid": "a1", "tool_results": [{"tool_use_id": "t", "content": "x"}]}),
+        ):
+            r = post(base, path, body)
+            assert r.status_code == 500, r.text
+            assert r.headers["content-type"] == "application/json"
+            assert r.json()["error"]["type"] == "internal_error"
+            assert "secret" not in r.text
+            assert "agents.db" not in r.text
