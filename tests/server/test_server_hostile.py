@@ -192,8 +192,8 @@ class _BrokenStore(MemoryStore):
         raise StateError("cannot open the agent database /srv/secret/agents.db: disk I/O error")
 
 
-def test_spec_server_1_a_store_failure_is_a_json_500_that_names_no_database() -> None:
-    """[S1.3-a] errors are JSON: a store that fails while an agent is loaded is a 500 whose text stays in the log
+def test_spec_server_5_1_e_store_failure_is_a_json_500_that_names_no_database() -> None:
+    """[S5.1-e]: a store that fails while an agent is loaded is a 500 whose text stays in the log
     (it was a 404 ``unknown_agent`` carrying the database's path)."""
     with running(create_app(store=_BrokenStore(), model_factory=ScriptedModel)) as base:
         for path, body in (
