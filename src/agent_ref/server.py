@@ -4,8 +4,9 @@ Owns: the ASGI app (Starlette, ``sse-starlette``'s ``EventSourceResponse``) and 
 endpoints (``spec/server.md``): ``POST /agent/run``, ``POST /agent/tool_results``,
 ``GET /agent/runs/{run_id}/stream`` (replay with ``Last-Event-ID``, then follow the
 live run), the page at ``/`` with its module and the JavaScript decoder under
-``/static/``; request checks, the optional bearer token, keep-alive comments, the
-client-gone policy, crash recovery at start, and ``serve`` / ``serve_main`` for the
+``/static/``; request checks, the ``Host`` check, the optional bearer token, keep-alive
+comments, the client-gone policy, recovery of what a dead process left (through the
+agent's own recovery), and ``serve`` / ``serve_main`` for the
 command line.
 Does not own: the agent loop and its store (``agent.py``, ``store.py``: every run goes
 through ``Agent.run`` / ``Agent.continue_with_tool_results``), the encoding of

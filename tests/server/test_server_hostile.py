@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -146,6 +147,13 @@ def test_spec_server_5_3_a_other_host_headers_are_misdirected() -> None:
                 assert r.status_code == 421, (host, path, r.status_code)
                 assert r.json()["error"]["type"] == "misdirected_request"
         assert not store._states  # no run started
+        with socket.create_connection(("127.0.0.1", int(port)), timeout=30) as raw:  # HTTP/1.0 may omit Host
+            raw.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            answer = b""
+            while chunk := raw.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+        assert b'"invalid_host"' in answer
         for host in (f"127.0.0.1:{port}", f"localhost:{port}", "LOCALHOST", f"[::1]:{port}"):
             r = client.post(base + "/agent/run", json={"prompt": "hi"}, headers={"host": host})
             assert r.status_code == 200, host
