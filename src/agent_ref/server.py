@@ -307,6 +307,28 @@ class RunManager:
             return None  # recovered already, or another process went on with the run
         return state
 
+    async def _release_children(self, parent: AgentState, owner: str | None) -> None:
+        """Put back to their pause the paused children the dead resume had claimed (spec server §8.1-b).
+
+        A claim names its process (``host:pid:tag``, agent-ref §10.2-a): a child claimed by
+        the same process as the parent's dead claim died with it, so its lease need not be
+        waited out either. Children claimed by any other process are left to their lease.
+        """
+        if owner is None or owner.count(":") < 2:
+            return
+        process = owner.rsplit(":", 1)[0] + ":"
+        for child in parent.pending_children:
+            try:
+                state = await self.store.load(child.agent_uuid)
+                if state is None or state.status != "running" or not (state.lease_owner or "").startswith(process):
+                    continue
+                if roll_back_dead_run(state) == "lost":
+                    await self.store.save(state, run=lost_run_record(state, STOP_LOST, time.time()))
+                else:
+                    await self.store.save(state)
+            except Exception:
+                log.exception("could not recover subagent %s of a dead resume", child.agent_uuid)
+
     async def _stored_rest(self, run_id: str, response: int, lines: list[bytes]) -> list[bytes] | None:
         """The lines after ``lines`` if the store logged this response whole (saved, then killed before sending)."""
         try:
@@ -321,8 +343,11 @@ class RunManager:
 
     async def _release(self, state: AgentState, run_id: str, response: int, lines: list[bytes]) -> None:
         """Recover a dead run's agent as the agent itself would (spec agent-ref §10.2-b), with the response's log."""
+        owner = state.lease_owner
         try:
             outcome = roll_back_dead_run(state)
+            if outcome == "paused":
+                await self._release_children(state, owner)
             batch = LogBatch(run_id=run_id, response=response, start=0, lines=lines)
             if outcome == "lost":
                 record = lost_run_record(state, STOP_LOST, time.time())

@@ -276,3 +276,67 @@ def test_spec_server_8_2_a_a_prompt_on_a_dead_resume_recovers_it_and_is_refused(
     assert after is not None
     assert after.status == "awaiting_frontend_tools"
     assert [m["role"] for m in after.messages] == ["user", "assistant"]  # "hello" was not added
+
+
+def test_spec_server_8_1_b_a_dead_resume_through_a_subagent_takes_the_child_back_too(tmp_path: Path) -> None:
+    """[S8.1-b]: a resume killed while its paused child was resumed: both go back to their pause at the
+    restart (the child's claim names the same dead process), and the same answers are accepted at once."""
+    from agent_ref.subagents import demo_subagents
+
+    db = SQLiteStore(tmp_path / "a.db")
+    journal = FileJournal(tmp_path / "streams")
+    config: dict[str, Any] = {"subagents": demo_subagents()}
+    with running(create_app(store=db, model_factory=ScriptedModel, journal=journal, agent_config=config)) as base:
+        first = post(
+            base, "/agent/run", {"prompt": "Research tides and volcanoes (confirm first) in parallel, then confirm"}
+        )
+    assert_valid(first.content)
+    parent, run_id = first.headers["x-agent-uuid"], first.headers["x-run-id"]
+    pending = _envelopes(data_lines(first.content), "awaiting_frontend_tools")[0]
+    child = next(p["agent"] for p in pending if "agent" in p)
+    answer = [{"tool_use_id": p["tool_use_id"], "content": "yes"} for p in pending]
+    # the resume, run against a recording copy of both agents: its claims are what a kill leaves
+    recording = _Recording()
+    for uuid in (parent, child):
+        stored = asyncio.run(db.load(uuid))
+        assert stored is not None
+        asyncio.run(recording.save(msgspec.structs.replace(stored, version=0)))
+    copy = asyncio.run(Agent.load(parent, recording, ScriptedModel(), tools=default_tools(), **config))
+    resumed: list[bytes] = []
+    asyncio.run(copy.continue_with_tool_results(answer, resumed.append))
+    states = [decode_state(b) for b in recording.saved[2:]]
+    claims = {
+        uuid: next(s for s in states if s.agent_uuid == uuid and s.status == "running") for uuid in (parent, child)
+    }
+    for uuid, claim in claims.items():
+        stored = asyncio.run(db.load(uuid))
+        assert stored is not None
+        claim.version = stored.version
+        claim.lease_expires_at = time.time() + 30  # restarted well within the lease
+        asyncio.run(db.save(claim))
+    parent_run = claims[parent].run
+    assert parent_run is not None
+    response = parent_run.responses
+    for line in resumed[:2]:
+        journal.append(run_id, response, line)
+    journal.close()
+
+    journal = FileJournal(tmp_path / "streams")
+    with running(create_app(store=db, model_factory=ScriptedModel, journal=journal, agent_config=config)) as base:
+        closed = get(base, f"/agent/runs/{run_id}/stream", params={"response": str(response)})
+        again = post(base, "/agent/tool_results", {"agent_uuid": parent, "tool_results": answer})
+    assert_valid(closed.content)
+    assert _envelopes(data_lines(closed.content), "awaiting_frontend_tools") == [pending]
+    assert again.status_code == 200, again.text
+    assert_valid(again.content)
+    finals = {
+        json.loads(x)["agent"]: json.loads(json.loads(x)["delta"])["stop_reason"]
+        for x in data_lines(again.content)
+        if x != b"[DONE]" and json.loads(x)["type"] == "meta_final"
+    }
+    assert finals == {parent: "end_turn", child: "end_turn"}
+    for uuid in (parent, child):
+        state = asyncio.run(db.load(uuid))
+        assert state is not None
+        assert state.status == "idle"
+        _no_orphans(state.messages)
