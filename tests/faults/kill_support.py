@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -115,6 +116,8 @@ class Server:
             command += ["--gate", str(gate)]
         if entered is not None:
             command += ["--entered", str(entered)]
+        #: What the process wrote to stderr, once stopped.
+        self.stderr = ""
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.base = self._url()
 
@@ -126,8 +129,6 @@ class Server:
             assert self.proc.stdout is not None
             lines.append(self.proc.stdout.readline())
 
-        import threading
-
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
         reader.join(START_TIMEOUT)
@@ -136,8 +137,6 @@ class Server:
             self.stop()
             raise AssertionError(f"the server did not start: {url!r} {self.stderr}")
         return url.rstrip("/")
-
-    stderr = ""
 
     def kill(self) -> None:
         """SIGKILL, and wait for it (bounded)."""
