@@ -185,32 +185,20 @@ class PrettyPrinter:
             if isinstance(cost, int | float):
                 parts.append(f"${cost:.4f}")
             self.out.write(prefix + self._style("2", " · ".join(parts)) + "\n")
-        elif kind == "meta_compaction":
-            # spec RC5-a: the compaction boundary stays visible in the human view (issue 24 §7).
-            self.out.write(prefix + self._style("2", _compaction_text(block.get("data"))) + "\n")
         elif kind == "meta_files":
             data = block.get("data")
             files = data.get("files") if isinstance(data, dict) else None
             names = [str(f.get("filename")) for f in files if isinstance(f, dict)] if isinstance(files, list) else []
             self.out.write(prefix + self._style("36", f"files: {', '.join(names) or '(none)'}") + "\n")
-
-
-def _compaction_text(data: Any) -> str:
-    """A ``meta_compaction`` as a person reads it.
-
-    For example ``context compacted (summarise, auto): 1,234 tokens, 9 → 1 messages``.
-    """
-    if not isinstance(data, dict):
-        return "context compacted"
-    how = ", ".join(str(data[key]) for key in ("strategy", "trigger") if isinstance(data.get(key), str))
-    parts = []
-    if isinstance(data.get("pre_tokens"), int):
-        parts.append(f"{data['pre_tokens']:,} tokens")
-    before, after = data.get("messages_before"), data.get("messages_after")
-    if isinstance(before, int) and isinstance(after, int):
-        parts.append(f"{before} → {after} messages")
-    head = f"context compacted ({how})" if how else "context compacted"
-    return head + (f": {', '.join(parts)}" if parts else "")
+        elif kind == "meta_compaction":  # agent-ref spec §15.2-c: the boundary, never dropped (issue 24 §7)
+            data = block.get("data")
+            data = data if isinstance(data, dict) else {}
+            text = f"context compacted ({data.get('trigger', '?')}, {data.get('strategy', '?')})"
+            if isinstance(data.get("messages_before"), int) and isinstance(data.get("messages_after"), int):
+                text += f": {data['messages_before']} → {data['messages_after']} messages"
+            if isinstance(data.get("pre_tokens"), int):
+                text += f", {data['pre_tokens']:,} tokens before"
+            self.out.write(prefix + self._style("2", f"── {text} ──") + "\n")
 
 
 def blocks_citations(blocks: Any) -> list[dict[str, Any]]:

@@ -114,11 +114,11 @@ def test_spec_RC5_a_pretty_shows_the_compaction_boundary(tmp_path: Path) -> None
     done = _cli("run", "--pretty", "--compact-threshold", "300", "--max-steps", "8", "keep calculating", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    compacted = [line for line in lines if line.startswith("context compacted")]
+    compacted = [line for line in lines if line.startswith("── context compacted")]
     assert len(compacted) >= 1, done.stdout
-    assert compacted[0].startswith("context compacted (summarise, auto): ")
-    assert " tokens, " in compacted[0]
-    assert "→ 1 messages" in compacted[0]
+    assert compacted[0].startswith("── context compacted (auto, summarise): ")
+    assert "→ 1 messages, " in compacted[0]
+    assert compacted[0].endswith(" tokens before ──")
     # the line sits where the stream has it: after the calculator results before it, before the rest
     assert 0 < lines.index(compacted[0]) < len(lines) - 1
     run_id = done.stderr.split("started run ", 1)[1].split()[0]

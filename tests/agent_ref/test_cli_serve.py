@@ -162,7 +162,7 @@ def test_spec_rc9_b_subagents_none_registers_no_children(tmp_path: Path) -> None
 def test_spec_rc9_c_other_host_names_are_refused(served: Served, tmp_path: Path) -> None:
     """The default allowed hosts: loopback names; a rebinding page's `Host` gets no run [RC9-c]."""
     status, body = served.post("/agent/run", {"prompt": "What is 5 + (10 * 2)?"}, host_header="attacker.example")
-    assert 400 <= status < 500, (status, body)
+    assert status == 421, (status, body)  # spec server §5.3-a
     assert b"meta_init" not in body
     status, body = served.post(
         "/agent/run", {"prompt": "What is 5 + (10 * 2)?"}, host_header=f"localhost:{served.port}"
@@ -171,17 +171,18 @@ def test_spec_rc9_c_other_host_names_are_refused(served: Served, tmp_path: Path)
     _strict(body, tmp_path)
 
 
-def test_spec_rc9_c_allowed_host_names_the_hosts(tmp_path: Path) -> None:
-    """`--allowed-host` replaces the default: that name is served, loopback names no longer [RC9-c]."""
+def test_spec_rc9_c_allowed_host_adds_a_name(tmp_path: Path) -> None:
+    """`--allowed-host` adds a name to the loopback ones (spec server §5.3-a); others stay refused [RC9-c]."""
     server = _start(tmp_path, "--allowed-host", "agents.example.org")
     try:
-        ok, body = server.post("/agent/run", {"prompt": "What is 5 + (10 * 2)?"}, host_header="agents.example.org")
-        refused, _ = server.post("/agent/run", {"prompt": "hi"}, host_header="localhost")
+        named, body = server.post("/agent/run", {"prompt": "What is 5 + (10 * 2)?"}, host_header="agents.example.org")
+        local, local_body = server.post("/agent/run", {"prompt": "What is 5 + (10 * 2)?"}, host_header="localhost")
+        other, _ = server.post("/agent/run", {"prompt": "hi"}, host_header="attacker.example")
     finally:
         _stop(server.proc)
-    assert ok == 200
+    assert (named, local, other) == (200, 200, 421)
     _strict(body, tmp_path)
-    assert 400 <= refused < 500
+    _strict(local_body, tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -191,7 +192,7 @@ def test_spec_rc9_c_allowed_host_names_the_hosts(tmp_path: Path) -> None:
         (("--compact-threshold", "0"), "--compact-threshold: error: 0 is not a token count"),
         (("--model",), "agent-ref serve: error: model 'claude-"),
         (("--memory", "file.txt"), "file.txt: error: is not a directory"),
-        (("--allowed-host", "example.org:8000"), "--allowed-host: error: 'example.org:8000' is not a host name"),
+        (("--allowed-host", "exa mple.org"), "--allowed-host: error: not a host name or address: 'exa mple.org'"),
         (("--keepalive", "0"), "--keepalive: error: 0 is not a number of seconds"),
     ],
 )
