@@ -151,13 +151,16 @@ def serve_main(args: argparse.Namespace) -> int:
     from .server_streams import FileJournal, Journal
     from .store import SQLiteStore, Store
 
-    try:
-        _allowed(args.allowed_host or ())  # the server's own reading of a Host name (spec server §5.3-a)
-    except ValueError as exc:
-        sys.stderr.write(
-            f"--allowed-host: error: {exc}; pass a host name or address (a port is ignored), or * for any\n"
-        )
-        return 2
+    # The server's own reading of a Host name (spec server §5.3-a); serve() adds both.
+    for flag, names, todo in (
+        ("--host", [args.host], "pass the address to listen on, such as 127.0.0.1 or 0.0.0.0"),
+        ("--allowed-host", args.allowed_host or [], "pass a host name or address, or * for any"),
+    ):
+        try:
+            _allowed(names)
+        except ValueError as exc:
+            sys.stderr.write(f"{flag}: error: {exc}; {todo}\n")
+            return 2
 
     token = resolve_token(args.token, os.environ)
     store: Store

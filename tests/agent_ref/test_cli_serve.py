@@ -194,6 +194,7 @@ def test_spec_rc9_c_allowed_host_adds_a_name(tmp_path: Path) -> None:
         (("--memory", "file.txt"), "file.txt: error: is not a directory"),
         (("--allowed-host", "exa mple.org"), "--allowed-host: error: not a host name or address: 'exa mple.org'"),
         (("--keepalive", "0"), "--keepalive: error: 0 is not a number of seconds"),
+        (("--host", "my host"), "--host: error: not a host name or address: 'my host'"),
     ],
 )
 def test_spec_rc9_d_serve_refuses_bad_options_before_listening(
