@@ -144,7 +144,7 @@ class _Start:
 
 @dataclass(slots=True)
 class _Debt:
-    """A response this process ended without the journal or the store (spec server §3.3-c): owed once they answer."""
+    """A response this process ended without the journal or the store (spec server §3.3-d): owed once they answer."""
 
     run_id: str
     response: int
@@ -172,7 +172,7 @@ class RunManager:
     live: dict[tuple[str, int], LiveStream] = field(default_factory=dict)
     agents: dict[str, Agent] = field(default_factory=dict)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    #: Responses ended without the journal or the store, to settle once they answer (spec server §3.3-c).
+    #: Responses ended without the journal or the store, to settle once they answer (spec server §3.3-d).
     owed: dict[tuple[str, int], _Debt] = field(default_factory=dict)
     repair: asyncio.Task[None] | None = None
 
@@ -228,7 +228,7 @@ class RunManager:
                 log.exception("run %s failed inside the server", start.stream.run_id if start.stream else "?")
             error = JOURNAL_LOST if isinstance(exc, JournalFailedError | UnavailableError) else INTERNAL_ERROR
             self._close(start, error)
-            if start.owner is not None:  # the claim was stored: the agent may be left running (spec server §3.3-c)
+            if start.owner is not None:  # the claim was stored: the agent may be left running (spec server §3.3-d)
                 self._owe(start, error)
         else:
             if not start.first.done():  # pragma: no cover  # the agent always sends meta_init
@@ -236,7 +236,7 @@ class RunManager:
             self._close(start, {"type": "internal_error", "message": "the run ended without closing its response"})
 
     def _close(self, start: _Start, error: dict[str, str]) -> None:
-        """End a response its run left open (spec server §3.3-a); never raises (§3.3-c)."""
+        """End a response its run left open (spec server §3.3-a); never raises (§3.3-d)."""
         stream = start.stream
         if stream is None:
             return
@@ -250,7 +250,7 @@ class RunManager:
             del self.agents[stream.run_id]
 
     def _owe(self, start: _Start, error: dict[str, str]) -> None:
-        """Remember a failed run's response and agent; settle them once the database answers (spec server §3.3-c)."""
+        """Remember a failed run's response and agent; settle them once the database answers (spec server §3.3-d)."""
         run = start.agent.state.run
         stream = start.stream
         if stream is not None:
@@ -364,7 +364,7 @@ class RunManager:
             log.warning("agent %s of lost run %s not recovered now: %s", agent_uuid, run_id, exc)
 
     def close_dead(self, run_id: str, response: int, error: dict[str, str]) -> list[bytes] | None:
-        """Write the closing lines of a journaled response whose writer is gone (spec server §3.3-c, scaleout §2.2-b).
+        """Write the closing lines of a journaled response whose writer is gone (spec server §3.3-d, scaleout §2.2-b).
 
         With a shared journal (``claim``), only if no live session writes it. A response
         that ended already, or that has no line, gets nothing.

@@ -258,7 +258,7 @@ class FileJournal:
 
 
 class JournalFailedError(Exception):
-    """A line could not be journaled; the live stream was ended for its followers (spec server §3.3-c).
+    """A line could not be journaled; the live stream was ended for its followers (spec server §3.3-d).
 
     Attributes:
         cause: what the journal raised (``UnavailableError`` when its database is down).
@@ -270,7 +270,7 @@ class JournalFailedError(Exception):
         self.cause = cause
 
 
-#: The ``error`` payload of a response ended because the journal could not be written (spec server §3.3-c).
+#: The ``error`` payload of a response ended because the journal could not be written (spec server §3.3-d).
 JOURNAL_LOST: Final = {
     "type": "server_unavailable",
     "message": "the server lost its database during this response; the run was stopped",
@@ -287,7 +287,7 @@ class LiveStream:
 
     When the journal fails, the line is not sent; the stream is ended at once with the
     closing lines of spec server §3.3-a, which are sent without being journaled
-    (``unjournaled``), and ``append`` raises ``JournalFailedError`` (spec server §3.3-c).
+    (``unjournaled``), and ``append`` raises ``JournalFailedError`` (spec server §3.3-d).
 
     Attributes:
         run_id: the run.
@@ -352,7 +352,7 @@ class LiveStream:
                 return  # _cut ended it
 
     def _cut(self, error: dict[str, str]) -> None:
-        """End the stream for its followers without the journal (spec server §3.3-c)."""
+        """End the stream for its followers without the journal (spec server §3.3-d)."""
         tail = closing_lines(self.lines, self.run_id, error, max_bytes=self.max_bytes)
         for line in tail:
             self._add(line)

@@ -75,7 +75,7 @@ def test_spec_server_3_4_a_database_restarted_while_idle(
     assert data_lines(replay.content) == data_lines(first.content)
 
 
-def test_spec_server_3_3_c_database_stopped_while_a_run_streams(
+def test_spec_server_3_3_d_database_stopped_while_a_run_streams(
     pg_cluster: Cluster, pg_processes: Callable[..., Process], tmp_path: Path
 ) -> None:
     """A run whose next line cannot be journaled ends at once for its client, closed as §3.3-a says.
