@@ -142,9 +142,17 @@ class Cluster:
         """``pg_ctl start`` with the first start's options; returns once it accepts connections."""
         self._ctl("-l", str(self.directory / "server.log"), "-o", self._options, "start")
 
+    def ensure_running(self) -> None:
+        """Start it if a test left it stopped (a failed test may have)."""
+        try:
+            with psycopg.connect(self.url, connect_timeout=2):
+                return
+        except psycopg.OperationalError:
+            self.start()
+
 
 def cluster() -> Iterator[Cluster]:
-    """Yield a PostgreSQL server of the test's own (a generator for a fixture); removed afterwards.
+    """Yield a PostgreSQL server of the caller's own (a generator for a fixture); removed afterwards.
 
     Unlike ``server()`` it never uses ``AGENT_REF_TEST_PG_URL``: a test that stops the
     server must own it. No server can be had: skipped loudly, or failed with ``CI=true``.

@@ -1,10 +1,10 @@
 """Fixtures of the fault-injection suite (issue 24): real faults, each bounded, loopback only.
 
-Generic pieces any fault test may use: ``pg_cluster`` (a PostgreSQL server of the test's
-own, which it may stop and start for real), ``pg_processes`` (server processes,
-``tests/scaleout/serve_pg.py``, on a URL; stopped after the test), and ``read_stream``
-(reads an SSE answer in a thread with a deadline, so a hung server fails the test
-instead of hanging it). Helpers that are not fixtures live in ``fault_support.py``.
+Generic pieces any fault test may use: ``pg_cluster`` (a PostgreSQL server of the fault
+tests' own, which a test may stop and start for real; ``pg_cluster_url`` gives a fresh
+schema on it) and ``pg_processes`` (server processes, ``tests/scaleout/serve_pg.py``, on
+a URL; stopped after the test). Helpers that are not fixtures (``Reader``: an SSE answer
+read in a thread, waited for with deadlines) live in ``tests/fault_support.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pg_support import Cluster, cluster, root_conftest
+from pg_support import Cluster, cluster, fresh_schema, root_conftest
 from scaleout_support import Process
 
 if TYPE_CHECKING:
@@ -28,10 +28,30 @@ def __getattr__(name: str) -> Any:
     return getattr(_root, name)
 
 
-@pytest.fixture
-def pg_cluster() -> Iterator[Cluster]:
-    """A PostgreSQL server of this test's own (``pg_support.Cluster``): the test may stop and start it."""
+@pytest.fixture(scope="session")
+def pg_fault_cluster() -> Iterator[Cluster]:
+    """One PostgreSQL server for the fault tests only (``pg_support.Cluster``), made once (``initdb`` is slow)."""
     yield from cluster()
+
+
+@pytest.fixture
+def pg_cluster(pg_fault_cluster: Cluster) -> Iterator[Cluster]:
+    """The fault tests' PostgreSQL server, running when the test starts and when it ends: the test may stop and start it.
+
+    Its ``url`` is the server's; tests that need isolation use ``pg_cluster_url`` (a fresh schema on it).
+    """
+    pg_fault_cluster.ensure_running()
+    yield pg_fault_cluster
+    pg_fault_cluster.ensure_running()
+
+
+@pytest.fixture
+def pg_cluster_url(pg_cluster: Cluster) -> Iterator[str]:
+    """A URL whose tables live in a fresh schema of ``pg_cluster``'s server (dropped after, the server restarted first)."""
+    schema = fresh_schema(pg_cluster.url)
+    yield next(schema)
+    pg_cluster.ensure_running()
+    next(schema, None)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """PostgreSQL stopped and started for real under a server process (issue 24 case 1).
 
-Each test has a PostgreSQL server of its own (``pg_cluster``), stopped with
+The tests share a PostgreSQL server of the fault suite's own (``pg_cluster``; each test
+has a schema of its own on it, ``pg_cluster_url``), stopped with
 ``pg_ctl stop -m fast`` (every session cut, as an operator's restart does) and started
 again on the same port. The server is ``tests/scaleout/serve_pg.py`` (a ``PostgresStore``
 and a ``PostgresJournal``, as ``agent-ref serve --db postgresql://...`` has). Every
@@ -50,10 +51,10 @@ def _run(base: str, body: dict[str, Any]) -> httpx2.Response:
 
 
 def test_spec_server_3_4_a_database_restarted_while_idle(
-    pg_cluster: Cluster, pg_processes: Callable[..., Process]
+    pg_cluster: Cluster, pg_cluster_url: str, pg_processes: Callable[..., Process]
 ) -> None:
     """While the database is down every request is a quick 503 with Retry-After; once it is back, they work."""
-    server = pg_processes(pg_cluster.url)
+    server = pg_processes(pg_cluster_url)
     first = _run(server.base, {"prompt": ARITHMETIC})
     agent, run_id = first.headers["x-agent-uuid"], first.headers["x-run-id"]
 
@@ -73,10 +74,11 @@ def test_spec_server_3_4_a_database_restarted_while_idle(
     replay = get(server.base, f"/agent/runs/{run_id}/stream?response=0")
     assert replay.status_code == 200
     assert data_lines(replay.content) == data_lines(first.content)
+    assert "never retrieved" not in server.stop()
 
 
 def test_spec_server_3_3_d_database_stopped_while_a_run_streams(
-    pg_cluster: Cluster, pg_processes: Callable[..., Process], tmp_path: Path
+    pg_cluster: Cluster, pg_cluster_url: str, pg_processes: Callable[..., Process], tmp_path: Path
 ) -> None:
     """A run whose next line cannot be journaled ends at once for its client, closed as §3.3-a says.
 
@@ -86,7 +88,7 @@ def test_spec_server_3_3_d_database_stopped_while_a_run_streams(
     run of the same agent works.
     """
     gate = tmp_path / "gate"
-    server = pg_processes(pg_cluster.url, "--gate", str(gate))
+    server = pg_processes(pg_cluster_url, "--gate", str(gate))
     reader = Reader("POST", server.base + "/agent/run", json={"prompt": ARITHMETIC})
     reader.wait_open()
     assert reader.status == 200
@@ -114,3 +116,4 @@ def test_spec_server_3_3_d_database_stopped_while_a_run_streams(
         time.sleep(0.2)
     assert data_lines(replay.content) == lines  # what the client got is what a replay gives
     _run(server.base, {"prompt": ARITHMETIC, "agent_uuid": agent})
+    assert "never retrieved" not in server.stop()  # no run task ended with an exception nobody read
