@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 import msgspec
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from .errors import ConflictError, StateError, StoreError, UnavailableError
 from .migrations import migrations
@@ -216,6 +216,12 @@ class PostgresStore:
 
     def _failure(self, doing: str, exc: BaseException) -> StoreError:
         """The error to raise for a driver failure; a lost connection marks the store down."""
+        if isinstance(exc, PoolTimeout):  # every connection busy for ``timeout`` s: not down, but try later
+            return UnavailableError(
+                f"cannot {doing} in {_where(self.url)}: no free connection in {self.timeout} s",
+                retry_after=1,
+                public="the server's database is busy",
+            )
         if isinstance(exc, psycopg.OperationalError):
             if not self._down:
                 log.warning("%s is unreachable (%s); every operation now tries it again first", _where(self.url), exc)
