@@ -645,6 +645,9 @@ def create_app(
         agent_config: other ``Agent`` arguments (``max_steps``, ``max_bytes``...).
         journal: where lines are written before they are sent; a ``MemoryJournal`` when
             ``None`` (then a restart forgets the streams; the store keeps finished runs' logs).
+            That one is bounded (spec server §3.1-d): finished responses are replayed from
+            the store's log after 600 s or 256 newer ones; pass
+            ``MemoryJournal(keep_finished=..., keep_seconds=...)`` to choose.
         config: limits and the token.
 
     Returns:
