@@ -684,9 +684,17 @@ class PostgresJournal:
             raise StoreError(f"cannot follow run {run_id} in {_where(self.url)}: {exc}") from None
 
     def close(self) -> None:
-        """Close the writer connection (its response locks are released with it)."""
+        """Close the writer connection; its response locks are released before this returns.
+
+        (A closed session's locks are released when its server process exits, a moment
+        later; releasing them first makes ``close`` a clear point for the next claimer.)
+        """
         with self._lock:
             self._next.clear()
             self._held.clear()
-            if self._conn is not None:
-                self._conn.close()
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    if not conn.closed and not conn.broken:
+                        conn.execute("SELECT pg_advisory_unlock_all()")
+                conn.close()
