@@ -347,7 +347,10 @@ class EnvelopeWriter:
         pend = self._open[key]
         out = self._opening(agent, key)
         if not pend.opened:
-            out += self._flush(agent, pend, final=False)
+            pend.held.append(text)
+            if final:
+                return out + self.end(agent, type, position)
+            return out + self._flush(agent, pend, final=False)
         out += self.add(agent, type, text, position)
         if final:
             out += self.end(agent, type, position)
@@ -570,11 +573,11 @@ class EnvelopeReader:
     def _complete(self, block: OpenBlock) -> list[Any]:
         held = self._held.get(block.agent, [])
         key = (block.agent, block.type)
-        if key in held:
-            held.remove(key)
         if block.pieces:
             return self._on_piece(block, "", [], True)
-        out = self._show(block)
+        out = self._show(block)  # first: the blocks held since before this one go out as pieces
+        if key in held:
+            held.remove(key)
         text = "".join(block.parts)
         if block.type == "meta_init":
             self.meta[block.agent] = _parse(text)
