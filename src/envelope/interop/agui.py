@@ -251,6 +251,7 @@ class AguiToEnvelope:
         self._calls: dict[str, tuple[str, str, str]] = {}  # toolCallId -> (agent, type, name)
         self._started: set[str] = set()  # agents with a meta_init in this response
         self._parents: dict[str, tuple[str | None, str | None]] = {}
+        self._args: dict[str, str] = {}  # a stream not ours: each call's arguments, for a pending call
 
     def feed(self, raw: bytes | str | Mapping[str, Any]) -> list[bytes]:
         """Convert one AG-UI event (a dict or its JSON text); returns envelope lines.
@@ -283,6 +284,8 @@ class AguiToEnvelope:
             return []
         if kind in ("RUN_FINISHED", "RUN_ERROR"):
             out: list[bytes] = []
+            if kind == "RUN_FINISHED" and not self._ours:
+                out += self._pending_calls(event, where)
             if kind == "RUN_ERROR":
                 message = need(event, "message", str, where)
                 payload = {"type": optional(event, "code", str, where) or "run_error", "message": message}
@@ -337,7 +340,10 @@ class AguiToEnvelope:
                 raise InteropError("I204", f"{kind} for tool call {tid!r} that is not open", position=where)
             if kind == "TOOL_CALL_END":
                 return w.end(call[0], call[1], where)
-            return w.add(call[0], call[1], need(event, "delta", str, where), where)
+            delta = need(event, "delta", str, where)
+            if not self._ours:
+                self._args[tid] = self._args.get(tid, "") + delta
+            return w.add(call[0], call[1], delta, where)
         if kind == "TOOL_CALL_RESULT":
             return self._result(event, agent, where)
         if kind == "CUSTOM":
@@ -345,6 +351,25 @@ class AguiToEnvelope:
             if name.startswith(CUSTOM_PREFIX):
                 return self._custom(name[len(CUSTOM_PREFIX) :], event.get("value"), agent, where)
         raise InteropError("I203", f"{kind} has no envelope counterpart (spec/interop.md §4.3)", position=where)
+
+    def _pending_calls(self, event: dict[str, Any], where: Position) -> list[bytes]:
+        """A run not ours that finished with client tools to run: ``awaiting_frontend_tools`` (spec/interop.md §4.1)."""
+        outcome = event.get("outcome")
+        if not isinstance(outcome, dict) or outcome.get("type") != "success":
+            return []
+        ids = optional(outcome, "pendingToolCallIds", list, where) or []
+        pending: list[dict[str, Any]] = []
+        for tid in ids:
+            call = self._calls.get(tid) if isinstance(tid, str) else None
+            if call is None:
+                raise InteropError("I204", f"pending tool call {tid!r} was never started", position=where)
+            args = _parse(self._args.get(tid, ""))
+            pending.append({"tool_use_id": tid, "name": call[2], "input": args if isinstance(args, dict) else {}})
+        if not pending:
+            return []
+        return self._meta(self._main, where) + self._writer.whole(
+            self._main, "awaiting_frontend_tools", dumps(pending), where
+        )
 
     def _meta(self, agent: str, where: Position) -> list[bytes]:
         """A stream not ours: each agent's first block is preceded by a made ``meta_init``."""

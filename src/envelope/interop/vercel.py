@@ -239,6 +239,7 @@ class VercelToEnvelope:
         self._parts: dict[str, tuple[str, str]] = {}  # text/reasoning id -> (agent, type)
         self._calls: dict[str, list[Any]] = {}  # toolCallId -> [agent, type, name, got_delta]
         self._started: set[str] = set()
+        self._answered: set[str] = set()  # tool calls with an output in this message
 
     def feed(self, raw: bytes | str | Mapping[str, Any]) -> list[bytes]:
         """Convert one chunk (a dict, its JSON text, or ``[DONE]``); returns envelope lines.
@@ -266,6 +267,8 @@ class VercelToEnvelope:
             self._ours = False
             self._main = self.default_agent
             self._started = set()
+            self._calls = {}
+            self._answered = set()
             return []
         if not self._in_message:
             raise InteropError("I204", f"{kind} outside a message (the first chunk must be start)", position=where)
@@ -277,7 +280,8 @@ class VercelToEnvelope:
             if chunk.get("messageMetadata") is not None:
                 raise InteropError("I203", "message metadata has no envelope counterpart", position=where)
             self._in_message = False
-            return w.done(where)
+            out = [] if self._ours else self._pending_calls(where)
+            return out + w.done(where)
         if kind == "abort":
             self._in_message = False
             return w.cut()
@@ -306,7 +310,7 @@ class VercelToEnvelope:
             tid = need(chunk, "toolCallId", str, where)
             name = need(chunk, "toolName", str, where)
             btype = "server_tool_call" if chunk.get("providerExecuted") is True else "tool_call"
-            self._calls[tid] = [agent, btype, name, False]
+            self._calls[tid] = [agent, btype, name, False, None]
             out = self._meta(agent, where)
             w.begin(agent, btype, where, id=tid, name=name)
             return out
@@ -329,6 +333,24 @@ class VercelToEnvelope:
             return self._data(chunk, kind, where)
         raise InteropError("I203", f"{kind} has no envelope counterpart (spec/interop.md §5.3)", position=where)
 
+    def _pending_calls(self, where: Position) -> list[bytes]:
+        """A message not ours that ends with client tool calls unanswered: ``awaiting_frontend_tools``.
+
+        The AI SDK leaves a call the server did not run for the browser (``onToolCall``,
+        ``addToolResult``); the envelope protocol says so with ``awaiting_frontend_tools``
+        (spec/interop.md §5.1).
+        """
+        pending = [
+            {"tool_use_id": tid, "name": call[2], "input": call[4] if isinstance(call[4], dict) else {}}
+            for tid, call in self._calls.items()
+            if call[1] == "tool_call" and call[0] == self._main and tid not in self._answered
+        ]
+        if not pending:
+            return []
+        return self._meta(self._main, where) + self._writer.whole(
+            self._main, "awaiting_frontend_tools", dumps(pending), where
+        )
+
     def _meta(self, agent: str, where: Position) -> list[bytes]:
         """A stream not ours: each agent's first block is preceded by a made ``meta_init``."""
         if self._ours or agent in self._started:
@@ -346,10 +368,11 @@ class VercelToEnvelope:
         call = self._calls.get(tid)
         if call is None or not w.is_open(call[0], call[1]):
             btype = "server_tool_call" if chunk.get("providerExecuted") is True else "tool_call"
-            self._calls[tid] = [agent, btype, name, True]
+            self._calls[tid] = [agent, btype, name, True, chunk["input"]]
             return self._meta(agent, where) + w.whole(
                 agent, btype, _input_text(chunk["input"]), where, id=tid, name=name
             )
+        call[4] = chunk["input"]
         out = [] if call[3] else w.add(call[0], call[1], _input_text(chunk["input"]), where)
         return out + w.end(call[0], call[1], where)
 
@@ -359,6 +382,7 @@ class VercelToEnvelope:
         name = ours.get("name")
         if call is None:
             raise InteropError("I204", f"{kind} for tool call {tid!r} never started", position=where)
+        self._answered.add(tid)
         agent = call[0]
         if not isinstance(name, str):
             name = call[2]
