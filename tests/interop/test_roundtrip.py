@@ -16,6 +16,11 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+
+from envelope import DecodeError
+from envelope.interop import InteropError
 from interop.cases import (
     PROTOCOLS,
     ROOT,
@@ -30,11 +35,6 @@ from interop.cases import (
     to_other,
     transcript,
 )
-from hypothesis import HealthCheck, given, seed, settings
-from hypothesis import strategies as st
-
-from envelope import DecodeError
-from envelope.interop import InteropError
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -71,6 +71,7 @@ class EnvelopeToVercel(EnvelopeReader):
         """Create a converter; a block held whole over ``max_block_bytes`` characters is I208."""
         super().__init__(max_block_bytes=max_block_bytes)
         self._calls: dict[str, str] = {}  # tool call id -> agent, this response
+        self._answered: set[str] = set()  # tool call ids with an output, this response
         self._paused = False
 
     def _meta(self, agent: str, **extra: Any) -> dict[str, Any]:
@@ -80,6 +81,7 @@ class EnvelopeToVercel(EnvelopeReader):
 
     def _on_run_start(self, main: str | None) -> list[Any]:
         self._calls = {}
+        self._answered = set()
         self._paused = False
         run: dict[str, Any] = {"agent": main} if main is not None else {}
         return [{"type": "start"}, {"type": _RUN, "data": run, "transient": True}]
@@ -151,10 +153,12 @@ class EnvelopeToVercel(EnvelopeReader):
         agent = block.agent
         if block.type in ("tool_result", "server_tool_result"):
             assert block.id is not None
-            if self._calls.get(block.id) != agent:
-                # no call in this response to attach to (a resumed response's answers):
-                # the AI SDK refuses an output without its call, so it goes as a data part
+            if self._calls.get(block.id) != agent or block.id in self._answered:
+                # no call in this response to attach to (a resumed response's answers), or
+                # a call already answered: the AI SDK refuses an output without its call
+                # and would overwrite an earlier output, so it goes as a data part
                 return self._on_piece(block, text, block.images, True)
+            self._answered.add(block.id)
             extra: dict[str, Any] = {"name": block.name}
             if block.images:
                 extra["images"] = [{"src": i.src, "media_type": i.media_type} for i in block.images]
