@@ -255,7 +255,7 @@ class VercelToEnvelope:
         where = Position(line=self._count, index=self._count - 1)
         if self._closed:
             raise InteropError("I206", "feed() after close()", position=where)
-        if isinstance(raw, bytes | str) and (raw.strip() if isinstance(raw, str) else raw.strip().decode()) == DONE:
+        if isinstance(raw, bytes | str) and raw.strip() in (DONE, DONE.encode()):
             if self._in_message:
                 self._in_message = False
                 return self._writer.done(where)
