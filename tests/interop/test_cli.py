@@ -145,3 +145,14 @@ def test_convert_streams_in_bounded_memory(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert big.stat().st_size > 6_000_000
     assert peak < 2_000_000, peak
+
+
+def test_convert_help_says_what_defaults_and_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    """spec/cli.md C1-b for the new subcommand: what it does, each option's default, examples."""
+    with pytest.raises(SystemExit) as done:
+        main(["convert", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert "examples:" in text
+    for entry in text.split("options:", 1)[1].split("examples:", 1)[0].split("\n  -")[2:]:
+        assert "default" in entry, entry

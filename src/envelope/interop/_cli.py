@@ -44,8 +44,12 @@ def add_interop_commands(commands: Any, validate: argparse.ArgumentParser) -> No
         "  envelope convert --from vercel --to envelope --output-format jsonl chat.sse -o run.jsonl",
     )
     conv.add_argument("file", metavar="FILE", help="the recording, or - for standard input")
-    conv.add_argument("--from", dest="source", choices=DIALECTS, required=True, help="the input's dialect")
-    conv.add_argument("--to", dest="target", choices=DIALECTS, required=True, help="the output's dialect")
+    conv.add_argument(
+        "--from", dest="source", choices=DIALECTS, required=True, help="the input's dialect (required; no default)"
+    )
+    conv.add_argument(
+        "--to", dest="target", choices=DIALECTS, required=True, help="the output's dialect (required; no default)"
+    )
     conv.add_argument("--output-format", choices=("sse", "jsonl"), default="sse", help="output framing (default: sse)")
     conv.add_argument("-o", "--output", metavar="PATH", help="write here (default: standard output)")
     conv.set_defaults(handler=_convert)
