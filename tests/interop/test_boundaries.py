@@ -24,6 +24,7 @@ def _loaded(code: str) -> list[str]:
 
 
 def test_import_envelope_loads_no_interop_module() -> None:
+    """[I1-b] ``import envelope`` loads no converter."""
     assert not [m for m in _loaded("import envelope") if m.startswith("envelope.interop")]
 
 
@@ -34,12 +35,14 @@ def test_the_command_line_loads_no_converter_until_one_runs() -> None:
 
 
 def test_the_converters_load_no_pydantic() -> None:
+    """[I1-b] msgspec only: the pydantic models are for the tests."""
     loaded = _loaded("import envelope.interop.agui, envelope.interop.vercel")
     assert not [m for m in loaded if m.split(".")[0] in ("pydantic", "ag_ui", "pydantic_core")]
 
 
 @pytest.mark.parametrize("make", [EnvelopeToAgui, EnvelopeToVercel, AguiToEnvelope, VercelToEnvelope])
 def test_close_ends_the_converter(make: type) -> None:
+    """[I1-a] ``feed``/``close``: nothing fed, nothing owed; a closed converter refuses more (I206)."""
     conv = make()
     assert conv.close() == []  # nothing fed: nothing open, nothing to say
     with pytest.raises(InteropError) as caught:

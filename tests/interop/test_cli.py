@@ -121,7 +121,7 @@ def test_validate_reports_what_cannot_cross(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_convert_streams_in_bounded_memory(tmp_path: Path) -> None:
-    """A recording far larger than what the converters hold: memory stays near one chunk."""
+    """[I1-c] A recording far larger than what the converters hold: memory stays near one chunk."""
     big = tmp_path / "big.jsonl"
     em = Emitter("a")
     with big.open("wb") as f:

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from envelope import DecodeError
+from envelope import DecodeError, Emitter
 from envelope.interop import InteropError
 from interop.cases import (
     PROTOCOLS,
@@ -52,7 +52,7 @@ def _ids(paths: list[Path]) -> list[str]:
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("path", STREAM_FILES, ids=_ids(STREAM_FILES))
 def test_every_project_stream_round_trips(path: Path, protocol: str) -> None:
-    """A valid stream rebuilds the same transcript; an invalid one is refused where the codec refuses it."""
+    """[I2-a] [I2-c] [I1-d] A valid stream rebuilds the same transcript; an invalid one is refused with its code."""
     try:
         lines = read_lines(path)
     except DecodeError:
@@ -105,6 +105,7 @@ def _round_trip(run: Run, protocol: str) -> None:
 @_settings
 @given(run=runs())
 def test_generated_runs_round_trip(run: Run, protocol: str) -> None:
+    """[I2-a] Generated multi-agent runs, interleaved within and across agents."""
     _round_trip(run, protocol)
 
 
@@ -151,7 +152,7 @@ def _shape(lines: list[bytes]) -> Counter[tuple[str, str]]:
 @_settings
 @given(run=runs())
 def test_what_does_not_cross(run: Run, protocol: str) -> None:
-    """spec/interop.md §2: only line boundaries and the order of lines *across* agents may change.
+    """[I2-b] spec/interop.md §2: only line boundaries and the order of lines *across* agents may change.
 
     Each agent's content per type is the same text, and each agent's own lines keep
     their block order; the lines may be cut differently (the converter re-chunks at the
@@ -178,3 +179,34 @@ def test_what_does_not_cross(run: Run, protocol: str) -> None:
             return out
 
         assert opened(back) == opened(run.lines)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_held_block_goes_as_pieces_when_its_agent_opens_another(protocol: str) -> None:
+    """[I3-a] [I3-b] [I3-c] [I3-d] A result held whole leaves as pieces when text of its agent opens first."""
+    em = Emitter("a", 120)
+    init = em.buffered("meta_init", json.dumps({"format": "json", "user_query": "", "agent_uuid": "a", "model": "m"}))
+    call = em.buffered("tool_call", "{}", id="c1", name="t")
+    result = em.tool_result("c1", "t", "r" * 100)  # three lines at this bound
+    assert len(result) == 3
+    text = [*em.streamed("text", "hi"), em.end("text")]
+    lines = [*init, *call, result[0], *text, result[1], result[2], b"[DONE]"]
+    assert errors(lines) == []
+    events = to_other(protocol, lines)
+    kinds = [json.dumps(e) for e in events]
+    piece = "envelope.piece" if protocol == "agui" else "data-envelope-piece"
+    first_piece = next(i for i, k in enumerate(kinds) if piece in k)
+    first_text = next(i for i, k in enumerate(kinds) if '"hi"' in k)
+    assert first_piece < first_text  # [I3-b]: the result opened first, so it goes first
+    back = from_other(protocol, events)
+    assert transcript(back) == transcript(lines)
+    assert [json.loads(x)["type"] for x in back[:4]] == ["meta_init", "tool_call", "tool_result", "text"]
+    # [I3-c]: cut inside the result, before its last line: it comes back open
+    cut = lines[:-2]
+    back = from_other(protocol, to_other(protocol, cut))
+    assert transcript(back) == transcript(cut)
+    (res,) = [b for b in transcript(back)["agents"]["a"]["blocks"] if b["type"] == "tool_result"]
+    assert res["complete"] is False
+    # [I3-a]: without the interleaving, the result is one native event
+    plain = [*init, *call, *result, *text, b"[DONE]"]
+    assert not [e for e in to_other(protocol, plain) if piece in json.dumps(e)]

@@ -304,7 +304,8 @@ def _validate(args: argparse.Namespace) -> int:
             print(exc if isinstance(exc, _Failed) else f"{shown}: error: {exc}", file=sys.stderr)
             unusable += 1
         errors, warnings = _report(shown, found, errors, warnings)
-    print(f"{errors} error(s), {warnings} warning(s) in {len(args.files)} file(s)", file=sys.stderr)
+    files = len(args.files)
+    print(f"{errors} error(s), {warnings} warning(s) in {files} file{'' if files == 1 else 's'}", file=sys.stderr)
     if unusable:
         return EXIT_UNUSABLE
     if errors or (args.strict and warnings):
