@@ -283,6 +283,9 @@ class AguiToEnvelope:
             self._started = set()
             return []
         if kind in ("RUN_FINISHED", "RUN_ERROR"):
+            if kind == "RUN_FINISHED":
+                need(event, "threadId", str, where)
+                need(event, "runId", str, where)
             out: list[bytes] = []
             if kind == "RUN_FINISHED" and not self._ours:
                 out += self._pending_calls(event, where)
@@ -339,7 +342,9 @@ class AguiToEnvelope:
             if call is None or not w.is_open(call[0], call[1]):
                 raise InteropError("I204", f"{kind} for tool call {tid!r} that is not open", position=where)
             if kind == "TOOL_CALL_END":
-                return w.end(call[0], call[1], where)
+                # a call of a stream not ours that sent no arguments: an empty JSON object (spec/interop.md §4.2)
+                empty = [] if self._ours or tid in self._args else w.add(call[0], call[1], "{}", where)
+                return empty + w.end(call[0], call[1], where)
             delta = need(event, "delta", str, where)
             if not self._ours:
                 self._args[tid] = self._args.get(tid, "") + delta

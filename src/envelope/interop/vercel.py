@@ -244,6 +244,9 @@ class VercelToEnvelope:
         self._calls: dict[str, list[Any]] = {}  # toolCallId -> [agent, type, name, got_delta]
         self._started: set[str] = set()
         self._answered: set[str] = set()  # tool calls with an output in this message
+        #: a stream not ours: the last source of a run of sources, held so the citation
+        #: block ends with it (one block per text, as spec §5.4 sends them)
+        self._held_cite: tuple[str, dict[str, Any]] | None = None
 
     def feed(self, raw: bytes | str | Mapping[str, Any]) -> list[bytes]:
         """Convert one chunk (a dict, its JSON text, or ``[DONE]``); returns envelope lines.
@@ -258,7 +261,7 @@ class VercelToEnvelope:
         if isinstance(raw, bytes | str) and raw.strip() in (DONE, DONE.encode()):
             if self._in_message:
                 self._in_message = False
-                return self._writer.done(where)
+                return self._release_citation(where) + self._writer.done(where)
             return []
         chunk = parse_object(raw, where)
         kind = need(chunk, "type", str, where)
@@ -276,6 +279,19 @@ class VercelToEnvelope:
             return []
         if not self._in_message:
             raise InteropError("I204", f"{kind} outside a message (the first chunk must be start)", position=where)
+        released = self._release_citation(where) if kind not in ("source-url", "source-document") else []
+        return released + self._chunk(chunk, kind, where)
+
+    def _release_citation(self, where: Position) -> list[bytes]:
+        """The held last citation of a run of sources not ours, closing its block (``final: true``)."""
+        if self._held_cite is None:
+            return []
+        agent, citation = self._held_cite
+        self._held_cite = None
+        return self._writer.citation(agent, citation, True, where)
+
+    def _chunk(self, chunk: dict[str, Any], kind: str, where: Position) -> list[bytes]:
+        """One parsed chunk of an open message, after any held citation was written."""
         ours = envelope_meta(chunk, "providerMetadata")
         named = ours.get("agent")
         agent: str = named if isinstance(named, str) else self._main
@@ -427,6 +443,9 @@ class VercelToEnvelope:
                     "citation_type": "char_location",
                     "document_title": need(chunk, "title", str, where),
                 }
+            out = [] if self._held_cite is None else self._writer.citation(*self._held_cite, False, where)
+            self._held_cite = (agent, citation)
+            return self._meta(agent, where) + out
         if not isinstance(final, bool):
             raise InteropError("I202", "citation final must be a boolean", position=where)
         return self._meta(agent, where) + self._writer.citation(agent, citation, final, where)
@@ -474,7 +493,9 @@ class VercelToEnvelope:
         if self._closed:
             raise InteropError("I206", "close() twice", position=where)
         self._closed = True
-        return self._writer.cut() if self._in_message else []
+        if not self._in_message:
+            return []
+        return self._release_citation(where) + self._writer.cut()
 
 
 def _input_text(value: Any) -> str:
