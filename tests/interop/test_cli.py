@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 import tracemalloc
 from typing import TYPE_CHECKING
 
@@ -156,3 +158,38 @@ def test_convert_help_says_what_defaults_and_examples(capsys: pytest.CaptureFixt
     assert "examples:" in text
     for entry in text.split("options:", 1)[1].split("examples:", 1)[0].split("\n  -")[2:]:
         assert "default" in entry, entry
+
+
+def test_the_edges_of_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plain validate still works; stdin; empty input; bad UTF-8; an unwritable output; no file; warnings."""
+    assert main(["validate", str(CASE)]) == 0  # --from envelope: the validator as before
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(CASE.read_bytes())))
+    assert main(["convert", "--from", "envelope", "--to", "vercel", "-"]) == 0
+    assert capsys.readouterr().out.endswith("data: [DONE]\n\n")
+    empty = tmp_path / "empty.sse"
+    empty.write_text("\n\n")
+    assert main(["convert", "--from", "agui", "--to", "envelope", str(empty)]) == 2
+    assert f"{empty}: error: the input is empty" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\xff\n')
+    assert main(["convert", "--from", "agui", "--to", "envelope", str(bad)]) == 2
+    assert "invalid UTF-8" in capsys.readouterr().err
+    assert main(["validate", "--from", "agui", str(bad)]) == 2
+    assert "invalid UTF-8" in capsys.readouterr().err
+    assert main(["convert", "--from", "envelope", "--to", "agui", str(CASE), "-o", str(tmp_path / "no" / "x")]) == 2
+    assert "cannot write" in capsys.readouterr().err
+    assert main(["validate", "--from", "agui"]) == 2
+    assert "no file given" in capsys.readouterr().err
+    open_at_done = ROOT / "spec" / "conformance" / "invalid" / "E120_open_block.jsonl"
+    assert main(["convert", "--from", "envelope", "--to", "agui", str(open_at_done)]) == 2
+    assert ": error: I205 line " in capsys.readouterr().err
+    # a recording whose envelopes only warn: exit 0, or 1 with --strict
+    warn = tmp_path / "warn.sse"
+    seed = GOLDEN / "seed_multi_agent" / "envelopes.jsonl"
+    assert main(["convert", "--from", "envelope", "--to", "vercel", str(seed), "-o", str(warn)]) == 0
+    assert main(["validate", "--from", "vercel", str(warn)]) == 0
+    assert main(["validate", "--strict", "--from", "vercel", str(warn)]) == 1
+    assert "W163" in capsys.readouterr().out

@@ -102,6 +102,8 @@ def _records(path: str, dialect: str) -> Iterator[tuple[Any, int]]:
             if not more:
                 break
             first += more
+        if not first.strip():
+            raise _Failed(f"{'<stdin>' if path == '-' else path}: error: the input is empty; give a recorded stream")
         lead = first.lstrip()[:1]
         sse = lead not in (b"{", b"[")
         env_reader = StreamReader("sse" if sse else "jsonl") if dialect == "envelope" else None
