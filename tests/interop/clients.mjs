@@ -197,9 +197,49 @@ async function produce(dir) {
   writeFileSync(join(dir, "vercel.sse"), text);
 }
 
+// requests: the bodies their clients post. HttpAgent runs against our converted paused
+// run (fetch answered with our events), then answers the pending call with a tool message;
+// the AI SDK's DefaultChatTransport posts the message readUIMessageStream rebuilt from our
+// chunks, with the paused call's part given its output as addToolResult does.
+async function requests(file) {
+  const { aguiEvents, vercelChunks, toolCallId } = JSON.parse(readFileSync(file, "utf8"));
+  const { HttpAgent } = await import("@ag-ui/client");
+  const { DefaultChatTransport } = await import("ai");
+  const bodies = { agui: [], vercel: [] };
+  let answer = aguiEvents;
+  globalThis.fetch = async (url, init) => {
+    (String(url).includes("agui") ? bodies.agui : bodies.vercel).push(JSON.parse(init.body));
+    const sse = answer.map((e) => `data: ${typeof e === "string" ? e : JSON.stringify(e)}\n\n`).join("");
+    return new Response(sse, { headers: { "content-type": "text/event-stream" } });
+  };
+  const agent = new HttpAgent({ url: "http://agui.invalid/agui", threadId: "abc-123" });
+  agent.addMessage({ id: "u1", role: "user", content: "Plan my trip" });
+  await agent.runAgent();
+  answer = [
+    { type: "RUN_STARTED", threadId: "abc-123", runId: "r2" },
+    { type: "RUN_FINISHED", threadId: "abc-123", runId: "r2" },
+  ];
+  agent.addMessage({ id: "t1", role: "tool", toolCallId, content: "yes" });
+  await agent.runAgent();
+
+  let message;
+  const chunks = vercelChunks.filter((c) => c !== "[DONE]");
+  for await (const m of readUIMessageStream({ stream: convertArrayToReadableStream(chunks), terminateOnError: true }))
+    message = m;
+  const part = message.parts.find((p) => p.toolCallId === toolCallId);
+  Object.assign(part, { state: "output-available", output: "yes" });
+  answer = ["[DONE]"];
+  const transport = new DefaultChatTransport({ api: "/api/chat" });
+  const user = { id: "u1", role: "user", parts: [{ type: "text", text: "Plan my trip" }] };
+  await transport.sendMessages({ chatId: "abc-123", messages: [user], trigger: "submit-message" });
+  await transport.sendMessages({ chatId: "abc-123", messages: [user, message], trigger: "submit-message" });
+  process.stdout.write(JSON.stringify(bodies));
+}
+
 const [mode, arg] = process.argv.slice(2);
 if (mode === "check") await check(arg);
 else if (mode === "produce") await produce(arg);
+else if (mode === "requests") await requests(arg);
 else {
   process.stderr.write("usage: node clients.mjs check CASES.json | produce OUTDIR\n");
   process.exit(2);

@@ -27,8 +27,8 @@ import pytest
 from hypothesis import given, seed, settings
 
 from envelope import Reconstructor, validate
-from envelope.interop.agui import AguiToEnvelope
-from envelope.interop.vercel import VercelToEnvelope
+from envelope.interop.agui import AguiToEnvelope, request_from_run_input
+from envelope.interop.vercel import VercelToEnvelope, request_from_chat
 from interop.cases import (
     ROOT,
     STREAM_FILES,
@@ -302,3 +302,21 @@ def _transcript(lines: list[bytes]) -> list[Any]:
         rebuilt.feed(line)
     (blocks,) = rebuilt.transcript().agents.values()
     return list(blocks)
+
+
+def test_their_clients_requests_read_as_the_servers_own(node: str, tmp_path: Path) -> None:
+    """spec/interop.md §7: HttpAgent's and DefaultChatTransport's bodies, a prompt and then the paused call's answer."""
+    lines = [*read_lines(ROOT / "fixtures" / "golden" / "frontend_pause" / "envelopes.jsonl"), b"[DONE]"]
+    (tmp_path / "req.json").write_text(
+        json.dumps(
+            {"aguiEvents": to_other("agui", lines), "vercelChunks": to_other("vercel", lines), "toolCallId": "toolu_c"}
+        )
+    )
+    bodies = json.loads(_run(node, "requests", str(tmp_path / "req.json")))
+    first, resume = (request_from_run_input(b) for b in bodies["agui"])
+    assert (first.path, first.body, first.conversation) == ("/agent/run", {"prompt": "Plan my trip"}, "abc-123")
+    answer = {"tool_results": [{"tool_use_id": "toolu_c", "content": "yes"}]}
+    assert (resume.path, resume.body, resume.conversation) == ("/agent/tool_results", answer, "abc-123")
+    first, resume = (request_from_chat(b) for b in bodies["vercel"])
+    assert (first.path, first.body, first.conversation) == ("/agent/run", {"prompt": "Plan my trip"}, "abc-123")
+    assert (resume.path, resume.body, resume.conversation) == ("/agent/tool_results", answer, "abc-123")

@@ -368,3 +368,45 @@ def test_a_held_block_over_the_limit_is_refused() -> None:
 def _feed_all(conv: Any, lines: list[bytes]) -> None:
     for line in lines:
         conv.feed(line)
+
+
+def test_requests_read_as_the_servers_own_and_refusals() -> None:
+    """[I7-a] A RunAgentInput or useChat body as /agent/run or /agent/tool_results, or a coded refusal."""
+    from envelope.interop.agui import request_from_run_input
+    from envelope.interop.vercel import request_from_chat
+
+    base = {"threadId": "t", "runId": "r"}
+    tool_error = {
+        "id": "x",
+        "role": "tool",
+        "toolCallId": "c",
+        "content": [{"type": "text", "text": "no"}],
+        "error": "e",
+    }
+    got = request_from_run_input({**base, "messages": [tool_error]})
+    assert got.body == {"tool_results": [{"tool_use_id": "c", "content": "no", "is_error": True}]}
+    pause = {"type": "data-awaiting-frontend-tools", "data": {"agent": "a", "text": "", "data": [{"tool_use_id": "c"}]}}
+    failed = {"type": "dynamic-tool", "toolCallId": "c", "toolName": "n", "state": "output-error", "errorText": "no"}
+    chat = {"id": "chat", "messages": [{"id": "m", "role": "assistant", "parts": [pause, failed]}]}
+    assert request_from_chat(chat).body == {"tool_results": [{"tool_use_id": "c", "content": "no", "is_error": True}]}
+    image = {"type": "image", "source": {"type": "url", "value": "u"}}
+    refusals: list[tuple[Any, Any, str]] = [
+        (request_from_run_input, {**base, "messages": []}, "I204"),
+        (request_from_run_input, {**base, "messages": [{"id": "u", "role": "user", "content": [image]}]}, "I203"),
+        (request_from_run_input, {**base, "messages": [{"id": "u", "role": "user", "content": 3}]}, "I202"),
+        (request_from_run_input, {"threadId": "t", "messages": []}, "I202"),
+        (request_from_chat, {"id": "c", "messages": [], "trigger": "regenerate-message"}, "I203"),
+        (request_from_chat, {"id": "c", "messages": []}, "I204"),
+        (request_from_chat, {"id": "c", "messages": [{"id": "m", "role": "assistant", "parts": []}]}, "I204"),
+        (request_from_chat, {"id": "c", "messages": [{"id": "m", "role": "assistant", "parts": [pause]}]}, "I204"),
+        (request_from_chat, {"id": "c", "messages": [{"id": "m", "role": "system", "parts": []}]}, "I204"),
+        (
+            request_from_chat,
+            {"id": "c", "messages": [{"id": "m", "role": "user", "parts": [{"type": "file"}]}]},
+            "I203",
+        ),
+    ]
+    for read, body, code in refusals:
+        with pytest.raises(InteropError) as caught:
+            read(body)
+        assert caught.value.code == code, body

@@ -33,11 +33,12 @@ from ._common import (
     parse_object,
     split_data_uri,
 )
+from ._requests import ServerRequest, request_from_run_input
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["CUSTOM_PREFIX", "AguiToEnvelope", "EnvelopeToAgui"]
+__all__ = ["CUSTOM_PREFIX", "AguiToEnvelope", "EnvelopeToAgui", "ServerRequest", "request_from_run_input"]
 
 #: ``CUSTOM`` events named ``envelope.<type>`` carry what AG-UI has no event for.
 CUSTOM_PREFIX: Final = "envelope."

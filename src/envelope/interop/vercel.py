@@ -32,11 +32,20 @@ from ._common import (
     optional,
     parse_object,
 )
+from ._requests import ServerRequest, request_from_chat
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["DONE", "HEADERS", "EnvelopeToVercel", "VercelToEnvelope", "data_type"]
+__all__ = [
+    "DONE",
+    "HEADERS",
+    "EnvelopeToVercel",
+    "ServerRequest",
+    "VercelToEnvelope",
+    "data_type",
+    "request_from_chat",
+]
 
 #: The terminator, sent as ``data: [DONE]``.
 DONE: Final = "[DONE]"
