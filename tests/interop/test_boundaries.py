@@ -60,3 +60,30 @@ def test_bad_events_are_coded_errors(make: type, bad: bytes | str) -> None:
         make().feed(bad)
     assert caught.value.code in ("I201", "I202")
     assert caught.value.position.line == 1
+
+
+def test_the_converters_are_sans_io() -> None:
+    """[I1-a] No interop module but the command-line edge (``_cli.py``) prints, opens files or imports I/O."""
+    import ast
+    import re
+
+    from interop.cases import ROOT
+
+    forbidden = {"socket", "asyncio", "urllib", "http", "subprocess", "threading", "requests", "httpx"}
+    paths = sorted((ROOT / "src" / "envelope" / "interop").glob("*.py"))
+    assert len(paths) >= 5
+    for path in paths:
+        if path.name == "_cli.py":
+            continue
+        source = path.read_text()
+        tree = ast.parse(source)
+        assert ast.get_docstring(tree), f"{path.name} has no module docstring"
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {
+            n.module.split(".")[0]
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module and n.level == 0
+        }
+        assert not imported & forbidden, f"{path.name} imports {imported & forbidden}"
+        assert "print(" not in source, f"{path.name} prints"
+        assert not re.search(r"(?<![\w.])open\(", source), f"{path.name} opens files"
