@@ -658,6 +658,9 @@ def _parser() -> argparse.ArgumentParser:
     from .check import add_check_command  # loads no HTTP client until a check runs
 
     add_check_command(commands)
+    from .interop._cli import add_interop_commands  # convert; validate --from agui|vercel (spec/interop.md §6)
+
+    add_interop_commands(commands, val)
     return parser
 
 
