@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import pytest
 
@@ -22,6 +22,9 @@ from conftest import CORPUS, FIXTURES, ROOT
 from envelope import DONE, Emitter, frame
 from envelope.cli import BENCH_STAGES, PROGRESS_MIN_BYTES
 from validating import assert_valid
+
+if TYPE_CHECKING:
+    from envelope._decoder import RawLine
 
 ENVELOPE = Path(sys.executable).with_name("envelope")
 AGENT = "0b6f5a4e-1c2d-4e3f-8a9b-0c1d2e3f4a5b"
@@ -449,3 +452,61 @@ def test_validate_explain_reads_the_code_table() -> None:
     nothing = run("validate")
     assert nothing.returncode == 2
     assert b"no file given" in nothing.stderr
+
+
+# --- issue 24 §6: the agent tree's entry point meets the depth rule ---------------------------
+
+
+def deep_meta_init_stream(depth: int = 1000) -> bytes:
+    """A 2 KB-scale stream whose one agent's meta_init payload nests ``depth`` levels."""
+    em = Emitter(AGENT)
+    nested = "[" * depth + "]" * depth
+    meta = f'{{"format":"json","user_query":"q","agent_uuid":"{AGENT}","model":"m","x":{nested}}}'
+    lines = [*em.buffered("meta_init", meta), *em.streamed("text", "hi"), em.end("text")]
+    return b"".join(frame(line) for line in lines) + DONE
+
+
+def test_tree_refuses_a_meta_init_nested_too_deep_with_a_coded_error() -> None:
+    """envelope-v1 §8.3.1-c, §6.7-a: ``tree()`` measures the payload before parsing it (was RecursionError)."""
+    from envelope import Reconstructor, ValidationError, tree
+    from envelope._limits import MAX_NESTING_DEPTH
+
+    data = deep_meta_init_stream()
+    assert_valid(data, expect=["E116"])  # the validator's verdict on the same payload
+    rebuilder = Reconstructor()
+    rebuilder.feed_many(_lines_of(data))
+    rebuilder.close()
+    with pytest.raises(ValidationError) as info:
+        tree(rebuilder.transcript())
+    assert info.value.section == "6.7"
+    assert info.value.key == (AGENT, "meta_init")
+    assert f"MAX_NESTING_DEPTH={MAX_NESTING_DEPTH}" in str(info.value)
+    # At the limit the payload is read as any other (the agent is a root, not an error).
+    shallow = deep_meta_init_stream(MAX_NESTING_DEPTH - 1)
+    assert_valid(shallow)
+    rebuilder = Reconstructor()
+    rebuilder.feed_many(_lines_of(shallow))
+    rebuilder.close()
+    assert [node.agent for node in tree(rebuilder.transcript()).roots] == [AGENT]
+
+
+def _lines_of(data: bytes) -> list[RawLine]:
+    """The envelope lines of a recording, as ``StreamReader`` reads them."""
+    from envelope import StreamReader
+
+    reader = StreamReader()
+    return [*reader.feed(data), *reader.close()]
+
+
+def test_reconstruct_tree_on_a_too_deep_meta_init_is_one_error_line(tmp_path: Path) -> None:
+    """``envelope reconstruct --tree``: exit 2, one ``WHERE: error: WHAT`` line, no traceback."""
+    path = tmp_path / "deep.sse"
+    path.write_bytes(deep_meta_init_stream())
+    assert path.stat().st_size < 3000  # the issue's 2 KB stream
+    done = run("reconstruct", "--tree", str(path))
+    assert done.returncode == 2
+    assert done.stdout == b""
+    [err] = errors_of(done.stderr)
+    assert err["where"] == str(path)
+    assert "MAX_NESTING_DEPTH=256" in err["what"]
+    assert len(done.stderr.decode().splitlines()) == 1
