@@ -207,7 +207,13 @@ def _headers(items: Sequence[str]) -> list[tuple[str, str]]:
 
 
 class _Output:
-    """Prints diagnostics as they come (text or streamed JSON) and the summaries at the end."""
+    """Prints diagnostics as they come (text or streamed JSON) and the summaries at the end.
+
+    A stream that cannot be written (a full disk) is remembered, not raised: the check
+    goes on to the end (the capture of ``--save`` stays whole), and ``run`` reports the
+    failure and exits 2 (spec/cli.md C3-c, check §5-a). A broken pipe still propagates
+    (spec/cli.md C4).
+    """
 
     def __init__(self, as_json: bool, follow: bool, out: IO[str], err: IO[str]) -> None:
         self.as_json = as_json
@@ -215,33 +221,60 @@ class _Output:
         self.out = out
         self.err = err
         self.first = True
+        #: The streams that failed: ``(name, the system's reason, errno)``, in order.
+        self.failures: list[tuple[str, str, int | None]] = []
         if as_json:
-            out.write('{"violations": [\n')
-            out.flush()
+            self._put(out, '{"violations": [\n')
+
+    def _put(self, stream: IO[str], text: str) -> None:
+        name = "<stdout>" if stream is self.out else "<stderr>"
+        if any(failed == name for failed, _, _ in self.failures):
+            return
+        try:
+            stream.write(text)
+            stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            self.failures.append((name, exc.strerror or str(exc), exc.errno))
+            _discard(stream)
+
+    def error(self, text: str) -> None:
+        """One error line on stderr, when stderr can still be written."""
+        self._put(self.err, text + "\n")
 
     def diagnostic(self, url: str, index: int, v: Violation) -> None:
         if self.as_json:
             item: dict[str, object] = v.to_dict()
             if self.follow:
                 item = {"response": index, "url": url, **item}
-            self.out.write(("" if self.first else ",\n") + "    " + msgspec.json.encode(item).decode())
+            self._put(self.out, ("" if self.first else ",\n") + "    " + msgspec.json.encode(item).decode())
             self.first = False
         else:
-            self.out.write(f"{url}:{v.line}:{v.column}: {v.code} {v.message}\n")
-        self.out.flush()
+            self._put(self.out, f"{url}:{v.line}:{v.column}: {v.code} {v.message}\n")
 
     def finish(self, summaries: list[CheckSummary]) -> None:
         if self.as_json:
             items = ",\n".join("    " + msgspec.json.encode(s.to_dict()).decode() for s in summaries)
-            self.out.write(("" if self.first else "\n") + '], "responses": [\n' + items + "\n]}\n")
-            self.out.flush()
-        for s in summaries:
-            self.err.write(_render(s))
+            self._put(self.out, ("" if self.first else "\n") + '], "responses": [\n' + items + "\n]}\n")
+        text = "".join(_render(s) for s in summaries)
         errors = sum(s.errors for s in summaries)
         warnings = sum(s.warnings for s in summaries)
         n = len(summaries)
-        self.err.write(f"{errors} error(s), {warnings} warning(s) in {n} response{'' if n == 1 else 's'}\n")
-        self.err.flush()
+        text += f"{errors} error(s), {warnings} warning(s) in {n} response{'' if n == 1 else 's'}\n"
+        self._put(self.err, text)
+        for name, reason, errno in self.failures:
+            advice = "; free some space or write somewhere else" if errno == 28 else ""
+            self.error(f"{name}: error: {reason}{advice} (the report is incomplete)")
+
+
+def _discard(stream: IO[str]) -> None:
+    """Send what is left of a failed stream to /dev/null, so that the interpreter's last
+    flush at exit does not fail again (which would change the exit status to 120)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
 
 
 def _seconds(value: float | None) -> str:
@@ -297,7 +330,9 @@ def run(args: argparse.Namespace, *, out: IO[str] | None = None, err: IO[str] | 
     try:
         return _run(args, out, err)
     except UsageError as exc:
-        err.write(f"envelope check: error: {exc}\n")
+        with contextlib.suppress(OSError):  # a stderr that cannot be written: the status still says it
+            err.write(f"envelope check: error: {exc}\n")
+            err.flush()
         return 2
 
 
@@ -340,7 +375,7 @@ def _run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                 if not (args.follow_frontend_tools and pending and not check.summary.unusable):
                     break
                 if len(summaries) >= MAX_RESPONSES:
-                    err.write(f"envelope check: stopped after {MAX_RESPONSES} responses, the run still pausing\n")
+                    printer.error(f"envelope check: stopped after {MAX_RESPONSES} responses, the run still pausing")
                     break
                 # spec check §4-a [C4-a]: the answers go to the resume endpoint; its response is checked too.
                 target, body = resume_url, _resume_body(pending, answers)
@@ -348,8 +383,8 @@ def _run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         if save is not None:
             save.close()
     printer.finish(summaries)
-    # spec check §5-a [C5-a]: unusable before violations, violations before warnings.
-    if any(s.unusable for s in summaries):
+    # spec check §5-a [C5-a]: unusable (or an output not written) before violations, violations before warnings.
+    if printer.failures or any(s.unusable for s in summaries):
         return 2
     if any(s.errors for s in summaries) or (args.strict and any(s.warnings for s in summaries)):
         return 1

@@ -175,6 +175,36 @@ class _Input:
         return CliError(self.name, f"{what}: nothing to {command}", "check that the recording was written")
 
 
+class _Stderr:
+    """Standard error for messages: a stream that cannot be written (``2> /dev/full``) is
+    remembered, not raised, so the exit status still tells (spec/cli.md C3-c)."""
+
+    failed = False
+
+    @classmethod
+    def say(cls, text: str) -> None:
+        """Write one message line, unless stderr has already failed."""
+        if cls.failed:
+            return
+        try:
+            sys.stderr.write(text + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError, AttributeError):  # a full disk, a closed or missing stderr
+            cls.failed = True
+            _discard(sys.stderr)
+
+
+def _discard(stream: object) -> None:
+    """Point a failed stream's descriptor at /dev/null: the interpreter's last flush at exit
+    then succeeds (a failing one would turn any exit status into 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())  # type: ignore[attr-defined]  # a file object
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def _stdout() -> BinaryIO:
     if sys.stdout is None:  # started with stdout closed (`>&-`)
         raise CliError(STDOUT_NAME, "standard output is closed", "redirect it to a file, or use -o where offered")
@@ -303,7 +333,7 @@ def _migrate(args: argparse.Namespace) -> int:
     def warn(warning: MigrationWarning) -> None:
         nonlocal recovered
         recovered += warning.recovered
-        print(f"{source.name}: warning: {warning}", file=sys.stderr)
+        _Stderr.say(f"{source.name}: warning: {warning}")
 
     migrator = XmlMigrator(
         agent=args.agent,
@@ -455,7 +485,7 @@ def _validate(args: argparse.Namespace) -> int:
         try:
             e, w = _validate_one(path, args, emit)
         except CliError as exc:
-            print(exc, file=sys.stderr)
+            _Stderr.say(str(exc))
             unusable += 1
             continue
         errors += e
@@ -464,13 +494,13 @@ def _validate(args: argparse.Namespace) -> int:
         out.write((b"" if first else b"\n") + b"]}\n")
     out.flush()
     if out.failure is not None:
-        print(f"{out.failure} (the report is incomplete)", file=sys.stderr)
+        _Stderr.say(f"{out.failure} (the report is incomplete)")
     # The summary counts what was found, whatever happened to the report (C3).
     files = len(args.files)
     summary = f"{errors} error(s), {warnings} warning(s) in {_plural(files, 'file')}"
     if unusable:
         summary += f"; {unusable} of them could not be checked"
-    print(summary, file=sys.stderr)
+    _Stderr.say(summary)
     if unusable or out.failure is not None:
         return EXIT_UNUSABLE
     if errors or (args.strict and warnings):
@@ -694,15 +724,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except CliError as exc:
-        print(exc, file=sys.stderr)
+        _Stderr.say(str(exc))
         return EXIT_UNUSABLE
     except EnvelopeError as exc:
-        print(_library_error(args, exc), file=sys.stderr)
+        _Stderr.say(str(_library_error(args, exc)))
         return EXIT_UNUSABLE
     except OSError as exc:  # anything the handlers did not name: the file the system names
         where = exc.filename if isinstance(exc.filename, str) else f"envelope {args.command}"
-        print(_os_error(where, exc, reading=False), file=sys.stderr)
+        _Stderr.say(str(_os_error(where, exc, reading=False)))
         return EXIT_UNUSABLE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    return status
+    # spec/cli.md C3-c: a message that could not be written is an output that failed.
+    return EXIT_UNUSABLE if _Stderr.failed else status

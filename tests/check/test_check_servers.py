@@ -566,3 +566,29 @@ def test_broken_pipe_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.
     monkeypatch.setattr(check_module, "run", gone)
     assert main(["http://127.0.0.1:9/x"]) == 141
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("full", ["stdout", "stderr", "both"])
+def test_outputs_on_a_full_disk_exit_2(full: str) -> None:
+    """spec/cli.md C3-c, check §5-a: an output that cannot be written is exit 2, whatever the
+    stream's verdict (issue 24 §6: both on /dev/full gave 1); the other output says which."""
+    cut = sse(valid_lines(), done=False)  # W161 and E209: exit 1 when the outputs work
+    with ScriptServer({"*": Script(steps=[cut])}) as server, open("/dev/full", "w") as dev_full:
+        out = dev_full if full in ("stdout", "both") else subprocess.PIPE
+        err = dev_full if full in ("stderr", "both") else subprocess.PIPE
+        proc = subprocess.run(
+            [sys.executable, "-m", "envelope", "check", server.url()],
+            stdout=out,
+            stderr=err,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert proc.returncode == 2
+    if full == "stdout":
+        assert "Traceback" not in proc.stderr
+        last = proc.stderr.splitlines()[-1]
+        assert last.startswith("<stdout>: error: No space left on device; free some space")
+        assert "1 error(s), 1 warning(s) in 1 response" in proc.stderr  # the judging went on
+    if full == "stderr":
+        assert codes(proc.stdout.splitlines()) == ["W161", "E209"]
