@@ -449,6 +449,21 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
+def _summary(errors: int, warnings: int, files: int, unusable: int) -> str:
+    """``validate``'s last line: what was found, whatever happened to the report (C3-c).
+
+    A file that could not be checked leads the line (C3-a): ``0 error(s) in 1 file`` for a
+    file that was never read would look clean to a person and to a script.
+    """
+    counts = f"{errors} error(s), {warnings} warning(s)"
+    if not unusable:
+        return f"{counts} in {_plural(files, 'file')}"
+    failed = f"could not check {unusable} of {_plural(files, 'file')}"
+    if unusable == files:
+        return f"{failed}: nothing was validated"
+    return f"{failed}; {counts} in the {files - unusable} checked"
+
+
 def _validate(args: argparse.Namespace) -> int:
     if args.explain:
         try:
@@ -495,12 +510,7 @@ def _validate(args: argparse.Namespace) -> int:
     out.flush()
     if out.failure is not None:
         _Stderr.say(f"{out.failure} (the report is incomplete)")
-    # The summary counts what was found, whatever happened to the report (C3).
-    files = len(args.files)
-    summary = f"{errors} error(s), {warnings} warning(s) in {_plural(files, 'file')}"
-    if unusable:
-        summary += f"; {unusable} of them could not be checked"
-    _Stderr.say(summary)
+    _Stderr.say(_summary(errors, warnings, len(args.files), unusable))
     if unusable or out.failure is not None:
         return EXIT_UNUSABLE
     if errors or (args.strict and warnings):
