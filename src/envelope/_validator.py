@@ -1430,7 +1430,12 @@ def _e110_truncated(message: str, lno: int, off: int, out: list[Violation]) -> N
 
 @_rule("E109")
 def _e109_line_over_cap(message: str, lno: int, off: int, column: int, out: list[Violation]) -> None:
-    # [V2.3-a] a physical line over the reader's cap is refused, and checking resumes after it
+    # [V2.3-a] a physical line over the reader's cap is refused, and checking resumes after it;
+    # the message says what to do (validation.md §2.2: a refusal with no remedy left the user stuck)
+    message += (
+        ". Envelope lines are far shorter (spec §6.1): this is likely a file without line ends, or a "
+        "pretty-printed or binary one; give one envelope per line, or raise the reader's cap (max_line_bytes)"
+    )
     out.append(_violation("E109", message, lno, off, column=column))
 
 

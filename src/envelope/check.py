@@ -31,6 +31,7 @@ import msgspec
 
 from ._check import DEFAULT_GAP_SECONDS, CheckSummary, PendingTools, ResponseCheck
 from ._limits import DEFAULT_MAX_BYTES
+from .cli import add_max_line_bytes, code_advice
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -132,6 +133,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"the bound on one envelope line in bytes (default: {DEFAULT_MAX_BYTES})",
     )
+    add_max_line_bytes(parser)
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors, exit 1 (default: off)")
     parser.add_argument(
         "--follow-frontend-tools",
@@ -215,8 +217,9 @@ class _Output:
     (spec/cli.md C4).
     """
 
-    def __init__(self, as_json: bool, follow: bool, out: IO[str], err: IO[str]) -> None:
+    def __init__(self, as_json: bool, follow: bool, out: IO[str], err: IO[str], max_line_bytes: int) -> None:
         self.as_json = as_json
+        self.max_line_bytes = max_line_bytes
         self.follow = follow
         self.out = out
         self.err = err
@@ -251,7 +254,8 @@ class _Output:
             self._put(self.out, ("" if self.first else ",\n") + "    " + msgspec.json.encode(item).decode())
             self.first = False
         else:
-            self._put(self.out, f"{url}:{v.line}:{v.column}: {v.code} {v.message}\n")
+            advice = code_advice(v.code, self.max_line_bytes)
+            self._put(self.out, f"{url}:{v.line}:{v.column}: {v.code} {v.message}{advice}\n")
 
     def finish(self, summaries: list[CheckSummary]) -> None:
         if self.as_json:
@@ -363,7 +367,7 @@ def _run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             save = open(args.save, "wb")  # noqa: SIM115  # closed in the finally below
         except OSError as exc:
             raise UsageError(f"--save: cannot write {args.save}: {exc.strerror or exc}") from None
-    printer = _Output(args.format == "json", args.follow_frontend_tools, out, err)
+    printer = _Output(args.format == "json", args.follow_frontend_tools, out, err, args.max_line_bytes)
     summaries: list[CheckSummary] = []
     try:
         with httpx2.Client(timeout=httpx2.Timeout(args.timeout), follow_redirects=False) as client:
@@ -405,7 +409,7 @@ def _one(
     import httpx2
 
     shown = str(url)
-    check = ResponseCheck(shown, max_bytes=args.max_bytes, gap_seconds=args.max_gap)
+    check = ResponseCheck(shown, max_bytes=args.max_bytes, gap_seconds=args.max_gap, max_line_bytes=args.max_line_bytes)
     send = list(headers)
     content = None
     if body is not None:

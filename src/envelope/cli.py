@@ -35,7 +35,7 @@ import msgspec
 
 from ._decoder import RawLine, StreamReader
 from ._errors import EnvelopeError
-from ._limits import DEFAULT_MAX_BYTES
+from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES
 from ._reconstruct import Reconstructor
 from ._sse import DONE, frame
 from ._tree import tree
@@ -64,6 +64,18 @@ STDOUT_NAME: Final = "<stdout>"
 _SECTION_ADVICE: Final = {
     "M5.1": "give the agent with --agent UUID",
 }
+#: The same for violations, by code (spec/cli.md C2-b): the flag that changes the verdict.
+_CODE_ADVICE: Final = {
+    "E109": "the cap is --max-line-bytes N (now {max_line_bytes})",
+}
+
+
+def code_advice(code: str, max_line_bytes: int) -> str:
+    """The ``; WHAT TO DO`` part the command line adds to a violation's message ("" when none)."""
+    advice = _CODE_ADVICE.get(code)
+    return f"; {advice.format(max_line_bytes=max_line_bytes)}" if advice else ""
+
+
 #: The benchmark's stages, listed by ``envelope bench --help`` (a test compares this with
 #: the engine's own list, which is not imported until ``bench`` runs).
 BENCH_STAGES: Final = (
@@ -304,7 +316,7 @@ def iter_lines(stream: BinaryIO, format: Literal["auto", "sse", "jsonl"] = "auto
 
 def _reconstruct(args: argparse.Namespace) -> int:
     rebuilder = Reconstructor()
-    reader = StreamReader(args.input_format)
+    reader = StreamReader(args.input_format, max_line_bytes=args.max_line_bytes)
     source = _Input(args.file)
     try:
         with _progress(source, "reconstructing") as tick:
@@ -422,7 +434,9 @@ def _validate_one(path: str, args: argparse.Namespace, emit: Callable[[str, Viol
     Raises:
         CliError: the file cannot be opened or read, or it is empty (spec/cli.md C5).
     """
-    checker = StreamValidator(args.input_format, max_bytes=args.max_bytes, profile=args.profile)
+    checker = StreamValidator(
+        args.input_format, max_bytes=args.max_bytes, profile=args.profile, max_line_bytes=args.max_line_bytes
+    )
     errors = warnings = 0
     source = _Input(path)
     try:
@@ -490,7 +504,8 @@ def _validate(args: argparse.Namespace) -> int:
             out.write((b"" if first else b",\n") + b"    " + msgspec.json.encode(item))
             first = False
         else:
-            text = f"{_shown(path)}:{violation.line}:{violation.column}: {violation.code} {violation.message}\n"
+            advice = code_advice(violation.code, args.max_line_bytes)
+            text = f"{_shown(path)}:{violation.line}:{violation.column}: {violation.code} {violation.message}{advice}\n"
             out.write(text.encode("utf-8", "backslashreplace"))
 
     if as_json:
@@ -540,6 +555,19 @@ def _add_input_format(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "sse", "jsonl"),
         default="auto",
         help="the input format (default: auto, detected from the first byte that is not whitespace)",
+    )
+    add_max_line_bytes(parser)
+
+
+def add_max_line_bytes(parser: argparse.ArgumentParser) -> None:
+    """``--max-line-bytes N``: the reader's cap on one physical line (spec §2.3, E109's remedy)."""
+    parser.add_argument(
+        "--max-line-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_LINE_BYTES,
+        metavar="N",
+        help=f"the reader's cap on one physical line in bytes; a longer line is refused (E109) "
+        f"(default: {DEFAULT_MAX_LINE_BYTES})",
     )
 
 
@@ -703,7 +731,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _library_error(args: argparse.Namespace, exc: EnvelopeError) -> CliError:
     where = _shown(getattr(args, "file", None) or "-") if args.command != "bench" else "envelope bench"
-    return CliError(where, str(exc), _SECTION_ADVICE.get(getattr(exc, "section", None) or "", ""))
+    advice = _SECTION_ADVICE.get(getattr(exc, "section", None) or "", "")
+    if "longer than max_line_bytes=" in exc.message and hasattr(args, "max_line_bytes"):
+        # the reader's cap (spec §2.3): the library's message names its parameter, not the flag (C2-b)
+        advice = f"give one envelope per line, or raise the cap with --max-line-bytes N (now {args.max_line_bytes})"
+    return CliError(where, str(exc), advice)
 
 
 def _silence_stdout() -> None:

@@ -515,3 +515,49 @@ def test_reconstruct_tree_on_a_too_deep_meta_init_is_one_error_line(tmp_path: Pa
     assert err["where"] == str(path)
     assert "MAX_NESTING_DEPTH=256" in err["what"]
     assert len(done.stderr.decode().splitlines()) == 1
+
+
+# --- issue 25 §4: E109 says what to do; --max-line-bytes is the cap it names --------------
+
+
+def long_line_stream(tmp_path: Path) -> tuple[Path, int]:
+    """A valid recording with one 3,000-byte envelope line; the size of that line."""
+    em = Emitter(AGENT)
+    meta = {"format": "json", "user_query": "q", "agent_uuid": AGENT, "model": "m"}
+    lines = [*em.buffered("meta_init", json.dumps(meta)), *em.streamed("text", "z" * 2000), em.end("text")]
+    lines.append(b'{"type":"text","agent":"%s","final":false,"delta":"%s"}' % (AGENT.encode(), b"y" * 2900))
+    lines.append(em.end("text"))
+    lines += em.buffered("meta_final", json.dumps({"stop_reason": "end_turn", "total_steps": 1}))
+    data = b"".join(frame(line) for line in lines) + DONE
+    assert_valid(data, max_bytes=4096)
+    path = tmp_path / "long.sse"
+    path.write_bytes(data)
+    return path, max(len(line) for line in lines)
+
+
+def test_e109_names_the_option_that_raises_the_cap(tmp_path: Path) -> None:
+    """``envelope validate``: the E109 line says what to do, and the flag it names reads the line."""
+    path, longest = long_line_stream(tmp_path)
+    capped = run("validate", "--max-bytes", "4096", "--max-line-bytes", "1000", str(path))
+    assert capped.returncode == 1
+    found = capped.stdout.decode().splitlines()
+    assert found
+    for e109 in found:
+        assert " E109 " in e109
+        assert "give one envelope per line" in e109
+        assert e109.endswith("; the cap is --max-line-bytes N (now 1000)")
+    raised = run("validate", "--max-bytes", "4096", "--max-line-bytes", str(longest + 16), str(path))
+    assert (raised.returncode, raised.stdout) == (0, b"")
+
+
+def test_reconstruct_over_the_cap_gives_the_remedy(tmp_path: Path) -> None:
+    """``envelope reconstruct``: the reader's refusal is one error line with the flag; the flag reads it."""
+    path, longest = long_line_stream(tmp_path)
+    capped = run("reconstruct", "--max-line-bytes", "1000", str(path))
+    assert capped.returncode == 2
+    [err] = errors_of(capped.stderr)
+    assert "longer than max_line_bytes=1000" in err["what"]
+    assert err["todo"] == "give one envelope per line, or raise the cap with --max-line-bytes N (now 1000)"
+    raised = run("reconstruct", "--max-line-bytes", str(longest + 16), str(path))
+    assert raised.returncode == 0
+    assert json.loads(raised.stdout)["done"] is True

@@ -345,3 +345,14 @@ def test_spec_08_4_resumed_meta_init_announces_tool_calls() -> None:
     # an id not listed there still gets its warning
     other = [resumed, env("tool_result", True, "no", id="u", name="confirm"), meta_final()]
     assert [v.code for v in validate([*other, "[DONE]"])] == ["W165"]
+
+
+def test_e109_says_what_to_do() -> None:
+    """Issue 25 §4: E109 named the cap and stopped; it now gives the remedies (validation.md §2.2)."""
+    data = jsonl(meta_init(), env("text", False, "z" * 500), *text("after"), meta_final(), "[DONE]")
+    [found] = run(data, max_line_bytes=300)
+    assert found.code == "E109"
+    assert "max_line_bytes=300" in found.message
+    assert "give one envelope per line" in found.message
+    assert "raise the reader's cap (max_line_bytes)" in found.message
+    assert "--" not in found.message  # spec/cli.md C2-b: the library names no flag
