@@ -533,7 +533,7 @@ def test_help_says_what_defaults_and_examples(capsys: pytest.CaptureFixture[str]
     assert "examples:" in text
     assert "Exit status: 0 valid, 1 violations, 2 unusable" in " ".join(text.split())
     entries = re.split(r"\n  (?=-)", text.split("options:", 1)[1].split("examples:", 1)[0])[1:]
-    assert len(entries) == 12  # -h and the eleven options
+    assert len(entries) == 13  # -h and the twelve options
     for entry in entries:
         if not entry.startswith("-h, --help"):
             assert "default" in entry, f"{entry.split()[0]} does not say its default"
