@@ -25,9 +25,10 @@ work is long (spec/cli.md C6).
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Final, Literal
 
@@ -306,6 +307,49 @@ def _progress(source: _Input, label: str) -> Iterator[Callable[[], None]]:
             bar[0].stop()  # type: ignore[attr-defined]  # rich's Progress
 
 
+@contextmanager
+def _destination(target: str | None) -> Iterator[_Output]:
+    """The output of a command: standard output, or the file ``-o`` names, written all or nothing.
+
+    A file is written as ``TARGET.partial`` beside it and renamed over ``TARGET`` only when
+    the block ends without an exception, so a failed command leaves no half file and an
+    existing ``TARGET`` untouched (spec/cli.md C3-e). A ``TARGET`` that exists and is not
+    a regular file (a device, a pipe) is written in place. Failures name ``TARGET``.
+    """
+    if not target:
+        out = _Output(_stdout(), STDOUT_NAME)
+        yield out
+        out.flush()
+        return
+    if os.path.isdir(target):
+        raise _os_error(target, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)), reading=False)
+    # A device or a pipe (/dev/full, /dev/stdout, a FIFO) is written in place: renaming a
+    # file over it would replace the device itself.
+    in_place = os.path.exists(target) and not os.path.isfile(target)
+    path = target if in_place else f"{target}.partial"
+    try:
+        out = _Output(open(path, "wb"), target)  # noqa: SIM115  # closed below
+    except OSError as exc:
+        raise _os_error(target, exc, reading=False) from None
+    try:
+        yield out
+        out.flush()
+        out.stream.close()
+    except BaseException:
+        with suppress(OSError):  # closing flushes again, and would fail as the write did
+            out.stream.close()
+        if not in_place:
+            os.unlink(path)
+        raise
+    if in_place:
+        return
+    try:
+        os.replace(path, target)
+    except OSError as exc:
+        os.unlink(path)
+        raise _os_error(target, exc, reading=False) from None
+
+
 def iter_lines(stream: BinaryIO, format: Literal["auto", "sse", "jsonl"] = "auto") -> Iterator[RawLine]:
     """Read a recorded stream in 64 KiB pieces and yield its envelope lines."""
     reader = StreamReader(format)
@@ -330,11 +374,10 @@ def _reconstruct(args: argparse.Namespace) -> int:
     finally:
         source.close()
     rebuilder.close()
-    out = _Output(_stdout(), STDOUT_NAME)
     transcript = rebuilder.transcript()
     data = tree(transcript).to_dict() if args.tree else transcript.to_dict()
-    out.write(msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n")
-    out.flush()
+    with _destination(args.output) as out:
+        out.write(msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n")
     return EXIT_OK
 
 
@@ -357,40 +400,22 @@ def _migrate(args: argparse.Namespace) -> int:
         on_warning=warn,
     )
     sse = args.format == "sse"
-    target = args.output
-    tmp = f"{target}.partial" if target else None
-    if tmp:
-        try:
-            out = _Output(open(tmp, "wb"), target)  # noqa: SIM115  # closed below
-        except OSError as exc:
-            source.close()
-            raise _os_error(target, exc, reading=False) from None
-    else:
-        out = _Output(_stdout(), STDOUT_NAME)
-
-    def write(lines: list[bytes]) -> None:
-        for line in lines:
-            out.write((DONE if line == DONE_LINE else frame(line)) if sse else line + b"\n")
-
     try:
-        with _progress(source, "migrating") as tick:
-            while chunk := source.read():
-                write(migrator.feed(chunk))
-                tick()
-        if source.blank:  # spec/cli.md C5
-            raise source.empty_error("migrate")
-        write(migrator.close())
-        out.flush()
-    except BaseException:
-        if tmp:
-            out.stream.close()
-            os.unlink(tmp)
-        raise
+        with _destination(args.output) as out:
+
+            def write(lines: list[bytes]) -> None:
+                for line in lines:
+                    out.write((DONE if line == DONE_LINE else frame(line)) if sse else line + b"\n")
+
+            with _progress(source, "migrating") as tick:
+                while chunk := source.read():
+                    write(migrator.feed(chunk))
+                    tick()
+            if source.blank:  # spec/cli.md C5
+                raise source.empty_error("migrate")
+            write(migrator.close())
     finally:
         source.close()
-    if tmp and target:
-        out.stream.close()
-        os.replace(tmp, target)  # all or nothing: a failed migration leaves no half file
     return EXIT_FOUND if recovered else EXIT_OK
 
 
@@ -595,9 +620,16 @@ def _parser() -> argparse.ArgumentParser:
         "Errors name the line and byte, and exit with status 2.",
         epilog="examples:\n"
         "  envelope reconstruct fixtures/golden/seed_tool_result_multimodal/input.sse\n"
-        "  curl -sN https://example.test/stream | envelope reconstruct -",
+        "  curl -sN https://example.test/stream | envelope reconstruct -\n"
+        "  envelope reconstruct --tree capture.sse -o transcript.json",
     )
     rec.add_argument("file", metavar="FILE", help="the recording, or - for standard input")
+    rec.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="write the transcript here, only on success (default: standard output)",
+    )
     rec.add_argument(
         "--tree",
         action="store_true",

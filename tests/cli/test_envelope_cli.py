@@ -561,3 +561,58 @@ def test_reconstruct_over_the_cap_gives_the_remedy(tmp_path: Path) -> None:
     raised = run("reconstruct", "--max-line-bytes", str(longest + 16), str(path))
     assert raised.returncode == 0
     assert json.loads(raised.stdout)["done"] is True
+
+
+# --- issue 25 §4: reconstruct -o, written as migrate -o is (C3-e) ----------------------------
+
+
+def test_reconstruct_output_file_is_the_transcript(tmp_path: Path) -> None:
+    """``reconstruct -o PATH``: the transcript goes to PATH, nothing to stdout, no partial file left."""
+    target = tmp_path / "t.json"
+    done = run("reconstruct", str(SEED_SSE), "-o", str(target))
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert target.read_bytes() == run("reconstruct", str(SEED_SSE)).stdout
+    assert json.loads(target.read_text()) == json.loads((SEED_SSE.parent / "blocks.json").read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+@pytest.mark.parametrize("command", ["reconstruct", "migrate"])
+def test_output_file_is_all_or_nothing(command: str, tmp_path: Path) -> None:
+    """[C3-e] a command that fails leaves an existing ``-o`` file as it was, and no partial file."""
+    target = tmp_path / "out"
+    target.write_bytes(b"kept\n")
+    if command == "reconstruct":
+        bad = tmp_path / "deep.sse"
+        bad.write_bytes(deep_meta_init_stream())
+        args = ["reconstruct", "--tree", str(bad)]
+    else:
+        args = ["migrate", "-"]  # no agent: MigrationError (spec §M5.1)
+    done = run(*args, "-o", str(target), stdin=b"<content-block-text>hi</content-block-text>")
+    assert done.returncode == 2
+    assert len(errors_of(done.stderr)) == 1
+    assert target.read_bytes() == b"kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["out", *(["deep.sse"] if command == "reconstruct" else [])]
+    )
+
+
+@pytest.mark.parametrize("command", ["reconstruct", "migrate"])
+def test_output_that_fails_is_named(command: str, tmp_path: Path) -> None:
+    """[C3-c] [C3-e] ``-o`` on a full device, in a missing folder, or on a folder: an error naming it, exit 2.
+
+    A device is written in place: renaming a finished file over /dev/full would replace the device.
+    """
+    source = CAPTURE if command == "migrate" else SEED_SSE
+    cases = [
+        ("/dev/full", "No space left on device", "free some space"),
+        (str(tmp_path / "no" / "such" / "out"), "No such file or directory", "check that the folder exists"),
+        (str(tmp_path), "Is a directory", "give a file, not a folder"),
+    ]
+    for target, what, todo in cases:
+        done = run(command, str(source), "-o", target)
+        assert done.returncode == 2, target
+        [err] = errors_of(done.stderr)
+        assert (err["where"], err["what"]) == (target, what)
+        assert todo in err["todo"]
+    assert Path("/dev/full").is_char_device()
+    assert list(tmp_path.iterdir()) == []
