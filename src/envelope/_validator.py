@@ -622,9 +622,9 @@ _LINE_RULES: Final[tuple[dict[str, tuple[_LineRule, ...]], dict[str, tuple[_Line
 class _Block:
     """An open block: where it started and, for JSON payloads, its deltas so far."""
 
-    __slots__ = ("id", "line", "name", "offset", "parts", "size", "unchecked")
+    __slots__ = ("begun", "id", "line", "name", "offset", "parts", "size", "unchecked")
 
-    def __init__(self, line: int, offset: int, id: object, name: object, keep: bool) -> None:
+    def __init__(self, line: int, offset: int, id: object, name: object, keep: bool, begun: bool = False) -> None:
         self.line = line
         self.offset = offset
         self.id = id
@@ -632,6 +632,7 @@ class _Block:
         self.parts: list[str] | None = [] if keep else None
         self.size = 0
         self.unchecked = False  # W149 reported; deltas no longer kept
+        self.begun = begun  # a continuation's block that may have opened before its first line [V2.1-e]
 
 
 class _Agent:
@@ -640,11 +641,13 @@ class _Agent:
     __slots__ = (
         "after_final_reported",
         "calls",
+        "carried",
         "citations_closed",
         "final_done",
         "has_text",
         "meta_init",
         "open",
+        "seen",
         "server_calls",
     )
 
@@ -657,6 +660,11 @@ class _Agent:
         self.citations_closed = False  # the last completed text's citation block has closed
         self.calls: dict[str, None] = {}  # tool_call ids awaiting a tool_result (ordered set)
         self.server_calls: dict[str, None] = {}
+        # [V2.1-e] In a continuation, an agent whose first line is not meta_init started
+        # before it (``carried``); ``seen`` holds the types of its lines so far: the first
+        # block of each other type may have opened before the continuation's first line.
+        self.carried = False
+        self.seen: set[str] | None = None
 
 
 def _remember(pending: dict[str, None], id: str) -> None:
@@ -681,6 +689,7 @@ class Validator:
     __slots__ = (
         "_agents",
         "_closed",
+        "_continuation",
         "_count",
         "_done",
         "_done_reported",
@@ -705,6 +714,7 @@ class Validator:
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_payload_bytes: int = DEFAULT_MAX_LINE_BYTES,
         profile: Profile = "default",
+        continuation: bool = False,
     ) -> None:
         """Create a validator.
 
@@ -714,6 +724,9 @@ class Validator:
                 payload checks; a larger payload is reported (W149), not checked.
             profile: ``"default"``, or ``"seed"``: the control types are sent whole,
                 exempt from the bound, and one sent in several lines is W129 (spec §10.2).
+            continuation: the stream's first response resumes one whose start it does not
+                hold (the answer to a ``Last-Event-ID``, spec §2.1-c): what lay before its
+                first line is not judged (validation.md [V2.1-e]).
 
         Raises:
             ValueError: an unknown profile.
@@ -728,6 +741,7 @@ class Validator:
         #: Types the profile's clients do not know (spec §10.2-d): E119.
         self._refused: frozenset[str] = SEED_UNKNOWN_TYPES if profile == "seed" else frozenset()
         self._agents: dict[str, _Agent] = {}
+        self._continuation = continuation  # until the recording's next response (spec §8.5)
         self._count = 0  # lines fed, [DONE] included
         self._plain = 0  # plain (not RawLine) lines fed, blank ones included
         self._next_offset = 0  # for plain lines: offset of the next one
@@ -932,6 +946,7 @@ class Validator:
             if block is None:
                 if (
                     kind == "meta_init"  # E162 or the agent's first
+                    or (st.seen is not None and kind not in st.seen)  # [V2.1-e] may have begun before
                     or "meta_compaction" in st.open  # E130
                     or (kind == "tool_result" and wid not in st.calls)  # W165
                     or (not final and kind in whole_types)  # W129
@@ -973,7 +988,9 @@ class Validator:
                 self._open_count -= 1
                 if kind in json_types:
                     payload = None if parts is None else "".join(parts)
-                    self._closed_block(st, agent, kind, payload, block.line, block.offset, out, where(k)[0])
+                    self._closed_block(
+                        st, agent, kind, payload, block.line, block.offset, out, where(k)[0], begun=block.begun
+                    )
                 elif kind == "text":
                     st.has_text = True
                     st.citations_closed = False
@@ -1117,6 +1134,7 @@ class Validator:
         """A recording's next response starts: end this one (E120 per open block), start afresh."""
         self._e120_unclosed(out)
         self._agents.clear()  # in place: the batch loop (_run) holds this dict
+        self._continuation = False  # [V2.1-e] a next response starts at its own start
         self._open_count = 0
         self._done = False
         self._done_reported = False
@@ -1168,6 +1186,10 @@ class Validator:
     ) -> None:
         """The line's move in its key's block (spec §7.2): open, continue or close, with the rules each move meets."""
         st, first = self._agent(agent, kind, lno, off, out)
+        # [V2.1-e] in a continuation, a block may have opened before the first line seen of it
+        begun = (st.seen is not None and kind not in st.seen) or (first and self._continuation)
+        if st.seen is not None:
+            st.seen.add(kind)
         if kind in _ATOMIC:
             if kind == "citation":
                 self._citation(st, agent, final, lno, off, out)
@@ -1181,11 +1203,11 @@ class Validator:
             wid = obj.get("id")
             self._announce(st, agent, kind, wid, first, lno, off, out)
             if final:
-                self._closed_block(st, agent, kind, delta, lno, off, out)
+                self._closed_block(st, agent, kind, delta, lno, off, out, begun=begun)
                 return
             if kind in self._whole_types:
                 _w129_split_control(agent, kind, lno, off, out)
-            block = _Block(lno, off, wid, obj.get("name"), kind in _JSON_TYPES)
+            block = _Block(lno, off, wid, obj.get("name"), kind in _JSON_TYPES, begun)
             st.open[kind] = block
             self._open_count += 1
         elif kind in _ID_TYPES:
@@ -1196,7 +1218,7 @@ class Validator:
             del st.open[kind]
             self._open_count -= 1
             payload = None if block.parts is None else "".join(block.parts)
-            self._closed_block(st, agent, kind, payload, block.line, block.offset, out, lno)
+            self._closed_block(st, agent, kind, payload, block.line, block.offset, out, lno, begun=block.begun)
 
     def _agent(self, agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> tuple[_Agent, bool]:
         """The agent's state, and whether this is its first message (spec §8.1: W163, E164)."""
@@ -1204,7 +1226,12 @@ class Validator:
         first = st is None
         if st is None:
             st = self._agents[agent] = _Agent()
-            _w163_first_message(agent, kind, lno, off, out)
+            if not self._continuation:
+                _w163_first_message(agent, kind, lno, off, out)
+            elif kind != "meta_init":
+                # [V2.1-e] a continuation starts mid-stream: this agent began before it
+                st.carried = True
+                st.seen = set()
         if st.final_done:
             _e164_after_final(st, agent, kind, lno, off, out)
         return st, first
@@ -1222,6 +1249,8 @@ class Validator:
             _remember(st.calls, wid)
         elif kind == "server_tool_call":
             _remember(st.server_calls, wid)
+        elif st.carried:  # [V2.1-e] its call may be before the continuation: answered, not judged
+            (st.calls if kind == "tool_result" else st.server_calls).pop(wid, None)
         elif kind == "tool_result":
             _w165_unannounced_result(st, wid, agent, lno, off, out)
         elif kind == "server_tool_result":
@@ -1253,8 +1282,14 @@ class Validator:
         off: int,
         out: list[Violation],
         last: int | None = None,
+        *,
+        begun: bool = False,
     ) -> None:
-        """A block has just closed: update the agent's flags and check its payload (spec §7.5)."""
+        """A block has just closed: update the agent's flags and check its payload (spec §7.5).
+
+        ``begun``: the block may have opened before a continuation's first line [V2.1-e],
+        so a payload that does not parse may be the tail of one: not reported.
+        """
         if kind == "text":
             st.has_text = True
             st.citations_closed = False
@@ -1275,7 +1310,8 @@ class Validator:
         try:
             value = _decode_json(payload)
         except msgspec.MsgspecError as exc:
-            _e140_payload_not_json(payload, exc, kind, where, agent, lno, off, out)
+            if not begun:
+                _e140_payload_not_json(payload, exc, kind, where, agent, lno, off, out)
             return
         _e141_payload_shape(value, kind, where, agent, lno, off, out)
         if kind == "meta_init" and isinstance(value, dict):
@@ -1287,7 +1323,8 @@ class Validator:
         """An image joins the open tool_result of its agent (spec §7.3): E122, E123."""
         block = st.open.get("tool_result")
         if block is None:
-            _e122_image_outside(agent, lno, off, out)
+            if not (st.seen is not None and "tool_result" not in st.seen):  # [V2.1-e] opened before?
+                _e122_image_outside(agent, lno, off, out)
             return
         _e123_image_id(obj, block, agent, lno, off, out)
 
@@ -1298,7 +1335,8 @@ class Validator:
             if st.open:
                 _e130_compaction_order(st, agent, "citation", lno, off, out)
             if not st.has_text:
-                _e126_citation_without_text(agent, lno, off, out)
+                if not st.carried:  # [V2.1-e] its text may be before the continuation
+                    _e126_citation_without_text(agent, lno, off, out)
             elif st.citations_closed:
                 _w128_split_citations(agent, lno, off, out)
             if not final:
@@ -1821,6 +1859,7 @@ def validate(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     profile: Profile = "default",
+    continuation: bool = False,
 ) -> Iterator[Violation]:
     """Check a stream of envelope lines lazily, in bounded memory.
 
@@ -1828,11 +1867,12 @@ def validate(
         lines: envelope lines (``[DONE]`` included) as bytes, str or ``RawLine``.
         max_bytes: the bound on one line (spec §6.1).
         profile: the profile to judge by, ``"default"`` or ``"seed"`` (spec §10).
+        continuation: the stream resumes one whose start it does not hold (``Validator``).
 
     Yields:
         Each violation as soon as it is known; the end-of-stream ones last.
     """
-    validator = Validator(max_bytes=max_bytes, profile=profile)
+    validator = Validator(max_bytes=max_bytes, profile=profile, continuation=continuation)
     for line in lines:
         yield from validator.feed(line)
     yield from validator.close()
@@ -1931,6 +1971,7 @@ class StreamValidator:
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         profile: Profile = "default",
+        continuation: bool = False,
     ) -> None:
         """Create a validator for one recording.
 
@@ -1939,11 +1980,13 @@ class StreamValidator:
             max_bytes: the bound on one envelope line (spec §6.1).
             max_line_bytes: the reader's cap on one physical line (spec §2.3).
             profile: the profile to judge by, ``"default"`` or ``"seed"`` (spec §10).
+            continuation: the recording's first response resumes one whose start it does
+                not hold, as a server answers ``Last-Event-ID`` (``Validator``, [V2.1-e]).
 
         Raises:
             ValueError: an unknown profile.
         """
-        self.validator: Final = Validator(max_bytes=max_bytes, profile=profile)
+        self.validator: Final = Validator(max_bytes=max_bytes, profile=profile, continuation=continuation)
         self._format: Literal["auto", "sse", "jsonl"] = format
         self.format: Literal["sse", "jsonl"] | None = None if format == "auto" else format
         self._max_line = max_line_bytes

@@ -296,6 +296,10 @@ def _render(s: CheckSummary) -> str:
     where = f"before line {s.longest_gap_line}" if s.longest_gap_line else "before the end"
     verdict = "unusable" if s.unusable else ("valid" if not s.errors else "invalid")
     ending = "[DONE]" if s.done else "no [DONE]"
+    if s.continuation:
+        ending += ", a continuation (Last-Event-ID)"
+        if s.status == 204:
+            ending = "nothing after Last-Event-ID: the stream had ended (HTTP 204)"
     return (
         f"summary of {s.url} ({status})\n"
         f"  {_n(s.lines, 'envelope line')}, {_n(s.agents, 'agent')}, {_n(s.blocks, 'block')}, {_n(s.bytes, 'byte')}, "
@@ -409,7 +413,17 @@ def _one(
     import httpx2
 
     shown = str(url)
-    check = ResponseCheck(shown, max_bytes=args.max_bytes, gap_seconds=args.max_gap, max_line_bytes=args.max_line_bytes)
+    # spec check §3.3-a [C3.3-a]: a request with Last-Event-ID asks for what follows that
+    # event, so its response starts mid-stream (only the first request: a resume answer
+    # starts a response of its own, spec §8.4).
+    resumed = index == 0 and any(k.lower() == "last-event-id" and v for k, v in headers)
+    check = ResponseCheck(
+        shown,
+        max_bytes=args.max_bytes,
+        gap_seconds=args.max_gap,
+        max_line_bytes=args.max_line_bytes,
+        continuation=resumed,
+    )
     send = list(headers)
     content = None
     if body is not None:
@@ -432,7 +446,7 @@ def _one(
             snippet = _first_bytes(response) if refused else b""
             items = response.headers.multi_items()
             report(check.head(response.status_code, response.reason_phrase, items, now(), snippet))
-            if refused:
+            if not check.wants_body:
                 report(check.close(now()))
                 return check
             timed_out = _read_body(response, check, save, now, report, args.timeout)

@@ -460,7 +460,11 @@ def _validate_one(path: str, args: argparse.Namespace, emit: Callable[[str, Viol
         CliError: the file cannot be opened or read, or it is empty (spec/cli.md C5).
     """
     checker = StreamValidator(
-        args.input_format, max_bytes=args.max_bytes, profile=args.profile, max_line_bytes=args.max_line_bytes
+        args.input_format,
+        max_bytes=args.max_bytes,
+        profile=args.profile,
+        max_line_bytes=args.max_line_bytes,
+        continuation=args.continuation,
     )
     errors = warnings = 0
     source = _Input(path)
@@ -749,6 +753,13 @@ def _parser() -> argparse.ArgumentParser:
         default="default",
         help="the producer's profile (spec §10): seed sends control envelopes whole, exempt from the bound "
         "(default: default)",
+    )
+    val.add_argument(
+        "--continuation",
+        action="store_true",
+        help='the recording resumes a stream after a Last-Event-ID (as \'envelope check -H "Last-Event-ID: ID" '
+        "--save FILE' records it): agents and blocks may have begun before its first line "
+        "(default: off, the recording holds each response from its start)",
     )
     val.add_argument(
         "--explain", metavar="CODE", help="print what a code means (e.g. E107) and exit (default: validate files)"

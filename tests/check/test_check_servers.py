@@ -592,3 +592,36 @@ def test_outputs_on_a_full_disk_exit_2(full: str) -> None:
         assert "1 error(s), 1 warning(s) in 1 response" in proc.stderr  # the judging went on
     if full == "stderr":
         assert codes(proc.stdout.splitlines()) == ["W161", "E209"]
+
+
+def test_a_last_event_id_continuation_is_judged_as_one(tmp_path: Path) -> None:
+    """check §3.3-a: with ``Last-Event-ID`` the response starts mid-stream: no W163 (issue 25 §4).
+
+    The same body without the header is a stream that should start with meta_init (W163),
+    and ``envelope validate --continuation`` on the saved body agrees with the check.
+    """
+    lines = valid_lines()
+    tail = sse(lines[2:])  # after the meta_init and the first text chunk (server S2.3-a replays from there)
+    assert_valid(sse(lines))
+    saved = tmp_path / "tail.sse"
+    with ScriptServer({"*": Script(steps=[tail])}) as server:
+        status, out, err = check([server.url(), "-H", "Last-Event-ID: run-1:0:2", "--save", str(saved)])
+        plain_status, plain_out, _ = check([server.url()])
+        assert server.requests[0].headers["last-event-id"] == "run-1:0:2"
+    assert (status, out) == (0, [])
+    assert "a continuation (Last-Event-ID)" in err
+    assert (plain_status, codes(plain_out)) == (0, ["W163"])
+    assert saved.read_bytes() == tail
+    assert cli_main(["validate", "--continuation", str(saved)]) == 0
+    assert cli_main(["validate", "--strict", str(saved)]) == 1
+
+
+def test_a_204_to_a_continuation_is_a_stream_that_had_ended() -> None:
+    """check §3.3-b: ``Last-Event-ID`` of the [DONE] event gets 204 (server S2.3-c): complete, exit 0."""
+    with ScriptServer({"*": Script(head=head("204 No Content"))}) as server:
+        status, out, err = check([server.url(), "-H", "Last-Event-ID: run-1:0:9"])
+        refused_status, refused_out, _ = check([server.url()])
+    assert (status, out) == (0, [])
+    assert "nothing after Last-Event-ID: the stream had ended (HTTP 204)" in err
+    assert refused_status == 1  # without the header a 204 is no event stream at all
+    assert "E203" in codes(refused_out)
