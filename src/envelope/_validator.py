@@ -222,10 +222,21 @@ class _Common(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 _decode_common = msgspec.json.Decoder(_Common).decode
 
 
-def _reason(exc: msgspec.MsgspecError) -> str:
-    """msgspec's JSON error, worded as ours."""
+_MSGSPEC_BYTE: Final = re.compile(r"\(byte (\d+)\)")
+
+
+def _reason(exc: msgspec.MsgspecError, *, line: bool = False) -> str:
+    """msgspec's JSON error, worded as ours.
+
+    msgspec's ``(byte N)`` is a 0-based offset into the text: for a ``line`` it becomes
+    the 1-based column a person reads, else a labelled offset (spec/cli.md C8-a).
+    """
     text = str(exc).removeprefix("JSON is malformed: ")
-    return "the text ends inside a value" if text == "Input data was truncated" else text
+    if text == "Input data was truncated":
+        return "the text ends inside a value"
+    if line:
+        return _MSGSPEC_BYTE.sub(lambda m: f"(column {int(m.group(1)) + 1})", text)
+    return _MSGSPEC_BYTE.sub(lambda m: f"(byte offset {m.group(1)})", text)
 
 
 #: A JSON escape: ``\\uXXXX`` (group 1: the hex) or a backslash and one character.
@@ -287,7 +298,11 @@ class Violation(msgspec.Struct, frozen=True, kw_only=True):
     column: int = 1
 
     def __str__(self) -> str:
-        return f"line {self.line}, byte {self.offset}: {self.code} {self.message} (spec §{self.section})"
+        # spec/cli.md C8-a: the 0-based offset labelled as such (it is the line's, not the column's)
+        return (
+            f"line {self.line}, column {self.column} (the line at byte offset {self.offset}): "
+            f"{self.code} {self.message} (spec §{self.section})"
+        )
 
     def to_dict(self) -> dict[str, object]:
         """The machine form: ``code, severity, line, offset, agent, type, message``."""
@@ -366,7 +381,9 @@ def _e101_not_json(text: str, exc: msgspec.MsgspecError, lno: int, off: int, out
     hint = ""
     if text.lstrip().startswith("<"):
         hint = " (this looks like the legacy XML tag format; migrate it to envelopes first)"
-    out.append(_violation("E101", f"not JSON: {_reason(exc)}{hint}", lno, off))
+    at = _MSGSPEC_BYTE.search(str(exc))
+    column = int(at.group(1)) + 1 if at else 1  # the byte msgspec stopped at, as the other columns
+    out.append(_violation("E101", f"not JSON: {_reason(exc, line=True)}{hint}", lno, off, column=column))
 
 
 @_rule("E102")
@@ -497,8 +514,7 @@ def _e117_lone_surrogate(text: str, lone: tuple[int, str], lno: int, off: int, o
     # [V6.4-a] an escaped lone surrogate is no character: the line cannot be read faithfully
     at = len(text[: lone[0]].encode("utf-8"))
     message = (
-        f"escaped lone surrogate {lone[1]} at byte {at} of the line: it encodes no "
-        "character (a UTF-16 half with no pair)"
+        f"escaped lone surrogate {lone[1]} at column {at + 1}: it encodes no character (a UTF-16 half with no pair)"
     )
     out.append(_violation("E117", message, lno, off, column=at + 1))
 
@@ -855,7 +871,7 @@ class Validator:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            message = f"invalid UTF-8 at byte {exc.start} of the line ({exc.reason})"
+            message = f"invalid UTF-8 at column {exc.start + 1} ({exc.reason})"
             _e100_not_utf8(message, lno, off, out, exc.start + 1)
             return
         self._line(text, len(data), lno, off, out)
@@ -1014,7 +1030,7 @@ class Validator:
             try:
                 size = len(text.encode("utf-8"))
             except UnicodeEncodeError as exc:
-                message = f"lone surrogate U+{ord(text[exc.start]):04X} at character {exc.start} cannot be UTF-8"
+                message = f"lone surrogate U+{ord(text[exc.start]):04X} at character offset {exc.start} cannot be UTF-8"
                 _e100_not_utf8(message, lno, off, out)
                 return
         self._line(text, size, lno, off, out)
@@ -1069,7 +1085,7 @@ class Validator:
             at = len(text[:deep].encode("utf-8"))
             message = (
                 f"the line nests arrays and objects deeper than {MAX_NESTING_DEPTH} levels "
-                f"(byte {at}); it is not parsed (spec/limits.md)"
+                f"(column {at + 1}); it is not parsed (spec/limits.md)"
             )
             _e116_too_deep(message, lno, off, out, column=at + 1)
             return None
@@ -1303,7 +1319,7 @@ class Validator:
             # spec §6.7-a: a payload nested deeper than the limit is not parsed (given raw, §7.5)
             message = (
                 f"{kind} payload ({where}) nests arrays and objects deeper than {MAX_NESTING_DEPTH} "
-                f"levels (character {deep}); it is not parsed (spec/limits.md)"
+                f"levels (character offset {deep}); it is not parsed (spec/limits.md)"
             )
             _e116_too_deep(message, lno, off, out, agent, kind)
             return
@@ -1632,7 +1648,7 @@ def _e140_payload_not_json(
     why = (
         _reason(exc)
         if lone is None
-        else f"it holds an escaped lone surrogate {lone[1]} at character {lone[0]} (spec §6.4)"
+        else f"it holds an escaped lone surrogate {lone[1]} at character offset {lone[0]} (spec §6.4)"
     )
     out.append(_violation("E140", f"{kind} payload ({where}) is not JSON: {why}", lno, off, agent, kind))
 

@@ -135,7 +135,7 @@ def test_spec_c2_library_errors_get_where_what_and_advice() -> None:
     assert done.returncode == 2
     [err] = errors_of(done.stderr)
     assert err["where"] == "<stdin>"
-    assert err["what"].startswith("line 1, byte 0: no agent")
+    assert err["what"].startswith("line 1, byte offset 0: no agent")
     assert err["todo"] == "give the agent with --agent UUID"
 
 
@@ -616,3 +616,42 @@ def test_output_that_fails_is_named(command: str, tmp_path: Path) -> None:
         assert todo in err["todo"]
     assert Path("/dev/full").is_char_device()
     assert list(tmp_path.iterdir()) == []
+
+
+# --- C8: one numbering for every subcommand (issue 25 §4) -----------------------------------
+
+
+def test_spec_c8_lines_and_columns_from_1_offsets_from_0_and_labelled(tmp_path: Path) -> None:
+    """[C8-a] validate and reconstruct place the same fault at the same line and column; the
+    byte offset they name is the fault's 0-based offset in the file."""
+    first = b'{"type":"text","agent":"a","final":false,"delta":"x"}\n'
+    second = b'{"type":"text","agent":"a","final":fals,"delta":""}\n'
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(first + second)
+    rebuilt = run("reconstruct", str(path))
+    [err] = errors_of(rebuilt.stderr)
+    found = re.match(r"line 2, column (\d+), byte offset (\d+), envelope index 1: not JSON", err["what"])
+    assert found, err["what"]
+    column, offset = int(found[1]), int(found[2])
+    assert len(first) <= offset < len(first) + len(second) - 1  # inside line 2, counted from 0
+    assert column == offset - len(first) + 1  # the same place, counted from 1 within the line
+    assert b"fals" in second[column - 6 : column]  # where the parser gave up, just past 'fals'
+    judged = run("validate", str(path))
+    [e101] = [line for line in judged.stdout.decode().splitlines() if " E101 " in line]
+    assert e101.startswith(f"{path}:2:{column}: E101 not JSON: ")
+    assert e101.endswith(f"(column {column})")
+
+
+def test_spec_c8_migrate_offsets_are_labelled_and_point_at_the_tag() -> None:
+    """[C8-a] each migrate warning's line is 1-based and its byte offset 0-based, at the tag it names."""
+    done = run("migrate", str(CAPTURE))
+    assert done.returncode == 0
+    data = CAPTURE.read_bytes()
+    warnings = [line for line in done.stderr.decode().splitlines() if ": warning: " in line]
+    assert len(warnings) == 12
+    for warning in warnings:
+        found = re.search(r"warning: line (\d+), byte offset (\d+): older label: (<[^>]+>)", warning)
+        assert found, warning
+        line, offset, tag = int(found[1]), int(found[2]), found[3].encode()
+        assert data.count(b"\n", 0, offset) + 1 == line
+        assert tag[:-1] in data[offset : offset + 400], warning  # the tag starts at (or just after) the offset

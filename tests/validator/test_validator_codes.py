@@ -257,7 +257,9 @@ def test_feed_after_close_is_an_envelope_error() -> None:
 
 def test_str_of_a_violation_reads_like_an_error() -> None:
     found = list(validate([meta_init(), env("text", True, "x"), "[DONE]"]))
-    assert str(found[0]).startswith("line 2, byte ")
+    line_start = len(meta_init()) + 1
+    # spec/cli.md C8-a: line and column from 1, the byte offset from 0 and named as one
+    assert str(found[0]).startswith(f"line 2, column 1 (the line at byte offset {line_start}): E121 ")
     assert found[0].to_dict()["agent"] == A
 
 
