@@ -266,14 +266,15 @@ class _Output:
 
 
 @contextmanager
-def _progress(source: _Input, label: str) -> Iterator[Callable[[], None]]:
+def _progress(source: _Input, label: str, *, shown: bool = True) -> Iterator[Callable[[], None]]:
     """Yield a callable that updates a progress bar with ``source.seen`` (spec/cli.md C6).
 
     The bar appears only when stderr is a terminal and the input is large (its size is
     known and at least ``PROGRESS_MIN_BYTES``, or that much has been read from a stream);
-    it is transient, so nothing of it stays in the terminal. Otherwise nothing is drawn.
+    it is transient, so nothing of it stays in the terminal. Otherwise (or when not
+    ``shown``: ``--quiet``) nothing is drawn.
     """
-    if not sys.stderr or not sys.stderr.isatty():
+    if not shown or not sys.stderr or not sys.stderr.isatty():
         yield lambda: None
         return
     bar: list[object] = []
@@ -381,14 +382,57 @@ def _reconstruct(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _warnings_mode(args: argparse.Namespace) -> str:
+    """``all``, ``summary`` or ``none`` (spec/cli.md C9-a): as asked, else by where stderr goes."""
+    if args.quiet:
+        return "none"
+    if args.warnings:
+        return str(args.warnings)
+    return "summary" if sys.stderr is not None and sys.stderr.isatty() else "all"
+
+
+class _WarningTally:
+    """The warnings of one migration, counted per code (the spec section), in order of first sight.
+
+    Memory: one entry per code, whatever the number of warnings.
+    """
+
+    def __init__(self) -> None:
+        self.codes: dict[str, tuple[int, MigrationWarning]] = {}
+        self.total = 0
+
+    def add(self, warning: MigrationWarning) -> None:
+        """Count one warning."""
+        self.total += 1
+        code = warning.section or "-"
+        count, first = self.codes.get(code, (0, warning))
+        self.codes[code] = (count + 1, first)
+
+    def lines(self, where: str) -> list[str]:
+        """The summary: one line per code (its count and its first warning), then the total."""
+        out = []
+        for code, (count, first) in self.codes.items():
+            label = f"spec §{code}" if code != "-" else "no spec section"
+            text = f"{first.position}: {first.message}" if str(first.position) else first.message
+            out.append(f"{where}: warning: {count} × {label}, the first at {text}")
+        kinds = _plural(len(self.codes), "code")
+        out.append(f"{where}: {_plural(self.total, 'warning')} ({kinds}); --warnings all prints each")
+        return out
+
+
 def _migrate(args: argparse.Namespace) -> int:
     source = _Input(args.file)
     recovered = 0
+    mode = _warnings_mode(args)
+    tally = _WarningTally()
 
     def warn(warning: MigrationWarning) -> None:
         nonlocal recovered
         recovered += warning.recovered
-        _Stderr.say(f"{source.name}: warning: {warning}")
+        if mode == "all":
+            _Stderr.say(f"{source.name}: warning: {warning}")
+        elif mode == "summary":  # spec/cli.md C9-a: counted, said once at the end
+            tally.add(warning)
 
     migrator = XmlMigrator(
         agent=args.agent,
@@ -407,7 +451,7 @@ def _migrate(args: argparse.Namespace) -> int:
                 for line in lines:
                     out.write((DONE if line == DONE_LINE else frame(line)) if sse else line + b"\n")
 
-            with _progress(source, "migrating") as tick:
+            with _progress(source, "migrating", shown=not args.quiet) as tick:
                 while chunk := source.read():
                     write(migrator.feed(chunk))
                     tick()
@@ -416,6 +460,9 @@ def _migrate(args: argparse.Namespace) -> int:
             write(migrator.close())
     finally:
         source.close()
+        if tally.total:  # also when the migration stopped: what was seen before the error
+            for line in tally.lines(source.name):
+                _Stderr.say(line)
     return EXIT_FOUND if recovered else EXIT_OK
 
 
@@ -646,11 +693,13 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         help="convert a legacy XML stream (raw SSE capture or tag text) to JSON envelopes",
         description="Convert a legacy XML tag stream to JSON envelopes (spec/legacy-xml.md). Writes SSE\n"
-        "to standard output by default; warnings and errors (with line and byte) go to stderr.\n"
+        "to standard output by default; errors and warnings (with line and byte offset) go to\n"
+        "stderr: each warning, or on a terminal one line per warning code with its count (--warnings).\n"
         "Exit 0: converted; 1: converted, but --lenient recovered from broken input; 2: not converted.",
         epilog="examples:\n"
         "  envelope migrate fixtures/corpus/legacy_xml_sse_capture.txt --format jsonl -o capture.jsonl\n"
-        "  printf '<content-block-text>hi</content-block-text>' | envelope migrate - --agent UUID",
+        "  printf '<content-block-text>hi</content-block-text>' | envelope migrate - --agent UUID\n"
+        "  envelope migrate big-log.txt --warnings summary -o big-log.sse",
     )
     mig.add_argument("file", metavar="FILE", help="the legacy stream, or - for standard input")
     mig.add_argument("--format", choices=("sse", "jsonl"), default="sse", help="output framing (default: sse)")
@@ -681,6 +730,19 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_BYTES,
         metavar="N",
         help=f"the bound on each line in bytes (default: {DEFAULT_MAX_BYTES})",
+    )
+    loud = mig.add_mutually_exclusive_group()
+    loud.add_argument(
+        "--warnings",
+        choices=("all", "summary", "none"),
+        help="each warning as it comes, one line per warning code with its count at the end, or none "
+        "(default: summary when stderr is a terminal, all otherwise)",
+    )
+    loud.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no warnings and no progress bar; errors are still shown (default: off)",
     )
     mig.set_defaults(handler=_migrate)
     stages = "\n".join(f"  {key:<27} {about}" for key, about in BENCH_STAGES)

@@ -655,3 +655,83 @@ def test_spec_c8_migrate_offsets_are_labelled_and_point_at_the_tag() -> None:
         line, offset, tag = int(found[1]), int(found[2]), found[3].encode()
         assert data.count(b"\n", 0, offset) + 1 == line
         assert tag[:-1] in data[offset : offset + 400], warning  # the tag starts at (or just after) the offset
+
+
+# --- C9: migrate's warnings: each, a summary per code, or none (issue 25 §4) -----------------
+
+
+@pytest.fixture(scope="module")
+def big_legacy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """The real legacy capture of ``fixtures/``, repeated past the progress bar's threshold: its
+    12 older-label warnings each time (the issue's 36,000 came from the same capture, repeated)."""
+    capture = CAPTURE.read_bytes()
+    body = capture[: capture.rfind(b"data: [DONE]")]
+    copies = PROGRESS_MIN_BYTES // len(body) + 2
+    path = tmp_path_factory.mktemp("legacy") / "big.txt"
+    path.write_bytes(body * copies + b"data: [DONE]\n\n")
+    return path, copies
+
+
+def _warning_lines(stderr: bytes) -> list[str]:
+    return [line for line in stderr.decode().splitlines() if ": warning: line " in line]
+
+
+def test_spec_c9_migrate_warnings_all_summary_none(big_legacy: tuple[Path, int], tmp_path: Path) -> None:
+    """[C9-a] ``--warnings all`` prints each; ``summary`` one line per code with the count; ``none`` and
+    ``-q`` nothing; the converted stream is the same in every mode."""
+    path, copies = big_legacy
+    expected = 12 * copies
+    every = run("migrate", str(path), "--warnings", "all", "--format", "jsonl", "-o", str(tmp_path / "all.jsonl"))
+    assert every.returncode == 0
+    assert len(_warning_lines(every.stderr)) == expected
+    assert all("older label" in line and "(spec §M2.7)" in line for line in _warning_lines(every.stderr))
+    # Each copy of the recorded agent opens with its meta_init again (E162), as in test_spec_c6.
+    assert_valid((tmp_path / "all.jsonl").read_bytes(), expect=["E162"] * (copies - 1))
+    summary = run("migrate", str(path), "--warnings", "summary", "--format", "jsonl", "-o", str(tmp_path / "s.jsonl"))
+    assert summary.returncode == 0
+    name = str(path)
+    lines = summary.stderr.decode().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"{name}: warning: {expected} × spec §M2.7, the first at line 93, byte offset 1416: ")
+    assert lines[1] == f"{name}: {expected} warnings (1 code); --warnings all prints each"
+    for quiet in (["--warnings", "none"], ["-q"], ["--quiet"]):
+        done = run("migrate", str(path), *quiet, "--format", "jsonl", "-o", str(tmp_path / "q.jsonl"))
+        assert (done.returncode, done.stderr) == (0, b"")
+        assert (tmp_path / "q.jsonl").read_bytes() == (tmp_path / "all.jsonl").read_bytes()
+    assert (tmp_path / "s.jsonl").read_bytes() == (tmp_path / "all.jsonl").read_bytes()
+    both = run("migrate", str(path), "-q", "--warnings", "all")
+    assert both.returncode == 2  # argparse: the two say opposite things
+    assert b"not allowed with argument" in both.stderr
+
+
+def test_spec_c9_default_is_a_summary_on_a_terminal_and_each_warning_otherwise(
+    big_legacy: tuple[Path, int], tmp_path: Path
+) -> None:
+    """[C9-a] on a terminal no warning goes through the live bar one by one (issue 25 §4: 175 s
+    against 14.5 s); the summary is printed once the bar is gone. To a pipe, every warning."""
+    path, copies = big_legacy
+    status, seen = _with_tty_stderr(["migrate", str(path), "--format", "jsonl", "-o", str(tmp_path / "t.jsonl")])
+    assert status == 0
+    text = seen.decode("utf-8", "replace")
+    assert b"migrating" in seen  # the bar was drawn: the input is over the threshold
+    assert ": warning: line " not in text
+    assert f"{12 * copies} × spec §M2.7" in text
+    assert f"{12 * copies} warnings (1 code)" in text
+    quiet_status, quiet_seen = _with_tty_stderr(["migrate", str(path), "-q", "-o", str(tmp_path / "q.sse")])
+    assert (quiet_status, quiet_seen) == (0, b"")  # neither warnings nor the bar
+    piped = run("migrate", str(path), "-o", str(tmp_path / "p.sse"))
+    assert len(_warning_lines(piped.stderr)) == 12 * copies
+
+
+def test_spec_c9_a_failed_migration_still_summarises_what_it_saw(tmp_path: Path) -> None:
+    """[C9-a] the summary comes before the error when the migration stops part way."""
+    capture = CAPTURE.read_bytes()
+    body = capture[: capture.rfind(b"data: [DONE]")]
+    path = tmp_path / "cut.txt"
+    path.write_bytes(body + b"data: [DONE]\n\ndata: more\n\n")  # content after [DONE]: an error (§M1.3)
+    done = run("migrate", str(path), "--warnings", "summary")
+    assert done.returncode == 2
+    lines = done.stderr.decode().splitlines()
+    assert "12 × spec §M2.7" in lines[0]
+    assert lines[1].startswith(f"{path}: 12 warnings")
+    assert ": error: " in lines[2]
