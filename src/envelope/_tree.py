@@ -9,10 +9,9 @@ validator). Pure: no I/O.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-import msgspec
 
 from ._depth import too_deep
 from ._errors import ValidationError
@@ -113,8 +112,8 @@ def _parent_of(agent: str, blocks: tuple[Block, ...]) -> tuple[str, str] | None:
                 section="6.7",
             )
         try:
-            data = msgspec.json.decode(block.content)
-        except msgspec.DecodeError:
+            data = json.loads(block.content)
+        except ValueError:
             return None  # not ours to judge: the validator reports a meta_init that is not JSON
         if not isinstance(data, dict) or "parent_agent" not in data:
             return None
