@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Final, Literal
 import msgspec
 
 from ._decoder import DONE_DATA
-from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES
+from ._depth import too_deep
+from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES, MAX_NESTING_DEPTH
 from ._validator import Severity, StreamValidator, Violation
 
 if TYPE_CHECKING:
@@ -527,6 +528,8 @@ class ResponseCheck:
         """Count one envelope line for the summary and follow ``awaiting_frontend_tools`` blocks."""
         s = self.summary
         s.lines += 1
+        if too_deep(text, MAX_NESTING_DEPTH) is not None:
+            return  # spec §6.7-a: never handed to a parser (it would recurse); the validator says E116
         try:
             env = _decode_head(text)
         except msgspec.DecodeError:
@@ -547,8 +550,10 @@ class ResponseCheck:
         if not env.final:
             return
         del self._awaiting[env.agent], self._awaiting_size[env.agent]
+        payload = "".join(parts) if size <= self._cap else ""
         try:
-            calls = _decode_calls("".join(parts)) if size <= self._cap else None
+            # spec §6.7-a: a payload too deep is measured, not parsed (the validator reports E116)
+            calls = _decode_calls(payload) if payload and too_deep(payload, MAX_NESTING_DEPTH) is None else None
         except msgspec.DecodeError:
             calls = None  # the validator reports the payload (E140/E141)
         if calls:

@@ -194,6 +194,8 @@ def _load(text: str, what: str) -> object:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{what} is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:  # the reader's own limit, near 1,000 levels: an error, never a traceback
+        raise UsageError(f"{what} nests arrays and objects too deeply to read") from None
 
 
 def _headers(items: Sequence[str]) -> list[tuple[str, str]]:

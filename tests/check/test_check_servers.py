@@ -625,3 +625,12 @@ def test_a_204_to_a_continuation_is_a_stream_that_had_ended() -> None:
     assert "nothing after Last-Event-ID: the stream had ended (HTTP 204)" in err
     assert refused_status == 1  # without the header a 204 is no event stream at all
     assert "E203" in codes(refused_out)
+
+
+def test_data_nested_too_deep_is_a_usage_error(tmp_path: Path) -> None:
+    """``--data @FILE`` nested past the JSON reader's limit: one message, exit 2, no traceback."""
+    body = tmp_path / "deep.json"
+    body.write_text("[" * 100_000 + "]" * 100_000)
+    status, out, err = check(["http://127.0.0.1:9/x", "--data", f"@{body}"])
+    assert (status, out) == (2, [])
+    assert err == "envelope check: error: --data nests arrays and objects too deeply to read\n"
