@@ -865,6 +865,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         output went away (a broken pipe); 130 interrupted.
     """
     args = _parser().parse_args(argv)
+    _Stderr.failed = False  # per run: main() may be called more than once in a process
     try:
         status: int = args.handler(args)
     except BrokenPipeError:  # spec/cli.md C4: the reader stopped reading; not an error
