@@ -634,3 +634,17 @@ def test_data_nested_too_deep_is_a_usage_error(tmp_path: Path) -> None:
     status, out, err = check(["http://127.0.0.1:9/x", "--data", f"@{body}"])
     assert (status, out) == (2, [])
     assert err == "envelope check: error: --data nests arrays and objects too deeply to read\n"
+
+
+def test_e109_in_the_check_names_the_flag_that_raises_the_cap() -> None:
+    """spec/cli.md C2-c: the check prints E109 with ``--max-line-bytes`` as the remedy, and the flag reads the line."""
+    lines = valid_lines(text="z" * 3000)
+    body = sse(lines)
+    with ScriptServer({"*": Script(steps=[body])}) as server:
+        capped_status, capped, _ = check([server.url(), "--max-bytes", "8192", "--max-line-bytes", "1000"])
+        raised_status, raised, _ = check([server.url(), "--max-bytes", "8192", "--max-line-bytes", "10000"])
+    assert capped_status == 1
+    e109 = [line for line in capped if " E109 " in line]
+    assert e109
+    assert all(line.endswith("; the cap is --max-line-bytes N (now 1000)") for line in e109)
+    assert (raised_status, raised) == (0, [])
