@@ -570,7 +570,7 @@ def test_broken_pipe_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.
 
 @pytest.mark.parametrize("full", ["stdout", "stderr", "both"])
 def test_outputs_on_a_full_disk_exit_2(full: str) -> None:
-    """spec/cli.md C3-c, check §5-a: an output that cannot be written is exit 2, whatever the
+    """spec/cli.md [C3-c] [C3-d], check §5-a: an output that cannot be written is exit 2, whatever the
     stream's verdict (issue 24 §6: both on /dev/full gave 1); the other output says which."""
     cut = sse(valid_lines(), done=False)  # W161 and E209: exit 1 when the outputs work
     with ScriptServer({"*": Script(steps=[cut])}) as server, open("/dev/full", "w") as dev_full:

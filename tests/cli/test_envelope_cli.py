@@ -536,7 +536,7 @@ def long_line_stream(tmp_path: Path) -> tuple[Path, int]:
 
 
 def test_e109_names_the_option_that_raises_the_cap(tmp_path: Path) -> None:
-    """``envelope validate``: the E109 line says what to do, and the flag it names reads the line."""
+    """[C2-c] ``envelope validate``: the E109 line says what to do, and the flag it names reads the line."""
     path, longest = long_line_stream(tmp_path)
     capped = run("validate", "--max-bytes", "4096", "--max-line-bytes", "1000", str(path))
     assert capped.returncode == 1
@@ -551,7 +551,7 @@ def test_e109_names_the_option_that_raises_the_cap(tmp_path: Path) -> None:
 
 
 def test_reconstruct_over_the_cap_gives_the_remedy(tmp_path: Path) -> None:
-    """``envelope reconstruct``: the reader's refusal is one error line with the flag; the flag reads it."""
+    """[C2-c] ``envelope reconstruct``: the reader's refusal is one error line with the flag; the flag reads it."""
     path, longest = long_line_stream(tmp_path)
     capped = run("reconstruct", "--max-line-bytes", "1000", str(path))
     assert capped.returncode == 2
@@ -567,7 +567,7 @@ def test_reconstruct_over_the_cap_gives_the_remedy(tmp_path: Path) -> None:
 
 
 def test_reconstruct_output_file_is_the_transcript(tmp_path: Path) -> None:
-    """``reconstruct -o PATH``: the transcript goes to PATH, nothing to stdout, no partial file left."""
+    """[C3-e] ``reconstruct -o PATH``: the transcript goes to PATH, nothing to stdout, no partial file left."""
     target = tmp_path / "t.json"
     done = run("reconstruct", str(SEED_SSE), "-o", str(target))
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
@@ -735,3 +735,17 @@ def test_spec_c9_a_failed_migration_still_summarises_what_it_saw(tmp_path: Path)
     assert "12 × spec §M2.7" in lines[0]
     assert lines[1].startswith(f"{path}: 12 warnings")
     assert ": error: " in lines[2]
+
+
+@pytest.mark.parametrize("command", ["validate", "migrate"])
+def test_spec_c3_d_a_stderr_that_cannot_be_written_is_exit_2(command: str) -> None:
+    """[C3-d] the summary (validate) or the warnings (migrate) cannot be written: exit 2, not 0."""
+    source = CAPTURE if command == "migrate" else SEED_SSE  # valid, with a warning: 0 on a working stderr
+    assert run(command, str(source)).returncode == 0
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [str(ENVELOPE), command, str(source)], stdout=subprocess.PIPE, stderr=full, check=False, timeout=120
+        )
+    assert done.returncode == 2
+    if command == "migrate":
+        assert_valid(done.stdout)  # the output itself was written whole
