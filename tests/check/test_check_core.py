@@ -328,7 +328,7 @@ def test_findings_do_not_depend_on_chunking_fixed_seeds(n: int) -> None:
 
 
 def test_lines_and_pause_payloads_nested_too_deep_are_measured_not_parsed() -> None:
-    """spec §6.7-a: the check's own readers (the summary's head, the pause's calls) met msgspec's
+    """spec §6.7-a, check [C3.1-b]: the check's own readers (the summary's head, the pause's calls) met msgspec's
     recursion limit on a 100,000-deep member (RecursionError); now the validator's E116 is the verdict."""
     deep = "[" * 100_000 + "]" * 100_000
     line = b'{"type":"text","agent":"%s","final":true,"delta":"","x":%s}' % (AGENT.encode(), deep.encode())

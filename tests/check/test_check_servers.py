@@ -595,7 +595,7 @@ def test_outputs_on_a_full_disk_exit_2(full: str) -> None:
 
 
 def test_a_last_event_id_continuation_is_judged_as_one(tmp_path: Path) -> None:
-    """check §3.3-a: with ``Last-Event-ID`` the response starts mid-stream: no W163 (issue 25 §4).
+    """check §3.3-a [C3.3-a]: with ``Last-Event-ID`` the response starts mid-stream: no W163 (issue 25 §4).
 
     The same body without the header is a stream that should start with meta_init (W163),
     and ``envelope validate --continuation`` on the saved body agrees with the check.
@@ -617,7 +617,7 @@ def test_a_last_event_id_continuation_is_judged_as_one(tmp_path: Path) -> None:
 
 
 def test_a_204_to_a_continuation_is_a_stream_that_had_ended() -> None:
-    """check §3.3-b: ``Last-Event-ID`` of the [DONE] event gets 204 (server S2.3-c): complete, exit 0."""
+    """check §3.3-b [C3.3-b]: ``Last-Event-ID`` of the [DONE] event gets 204 (server S2.3-c): complete, exit 0."""
     with ScriptServer({"*": Script(head=head("204 No Content"))}) as server:
         status, out, err = check([server.url(), "-H", "Last-Event-ID: run-1:0:9"])
         refused_status, refused_out, _ = check([server.url()])
@@ -628,7 +628,7 @@ def test_a_204_to_a_continuation_is_a_stream_that_had_ended() -> None:
 
 
 def test_data_nested_too_deep_is_a_usage_error(tmp_path: Path) -> None:
-    """``--data @FILE`` nested past the JSON reader's limit: one message, exit 2, no traceback."""
+    """[C3.1-b] ``--data @FILE`` nested past the JSON reader's limit: one message, exit 2, no traceback."""
     body = tmp_path / "deep.json"
     body.write_text("[" * 100_000 + "]" * 100_000)
     status, out, err = check(["http://127.0.0.1:9/x", "--data", f"@{body}"])
