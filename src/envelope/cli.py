@@ -327,7 +327,9 @@ def _destination(target: str | None) -> Iterator[_Output]:
     # A device or a pipe (/dev/full, /dev/stdout, a FIFO) is written in place: renaming a
     # file over it would replace the device itself.
     in_place = os.path.exists(target) and not os.path.isfile(target)
-    path = target if in_place else f"{target}.partial"
+    # A symbolic link keeps pointing where it did: the file it names is the one replaced.
+    final = os.path.realpath(target) if os.path.islink(target) else target
+    path = target if in_place else f"{final}.partial"
     try:
         out = _Output(open(path, "wb"), target)  # noqa: SIM115  # closed below
     except OSError as exc:
@@ -345,7 +347,7 @@ def _destination(target: str | None) -> Iterator[_Output]:
     if in_place:
         return
     try:
-        os.replace(path, target)
+        os.replace(path, final)
     except OSError as exc:
         os.unlink(path)
         raise _os_error(target, exc, reading=False) from None

@@ -749,3 +749,16 @@ def test_spec_c3_d_a_stderr_that_cannot_be_written_is_exit_2(command: str) -> No
     assert done.returncode == 2
     if command == "migrate":
         assert_valid(done.stdout)  # the output itself was written whole
+
+
+def test_spec_c3_e_output_through_a_symbolic_link_replaces_the_file_it_names(tmp_path: Path) -> None:
+    """[C3-e] ``-o LINK``: the link stays a link, and the file it points to holds the output."""
+    real = tmp_path / "real.json"
+    real.write_text("old\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    done = run("reconstruct", str(SEED_SSE), "-o", str(link))
+    assert done.returncode == 0
+    assert link.is_symlink()
+    assert json.loads(real.read_text()) == json.loads((SEED_SSE.parent / "blocks.json").read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "real.json"]
