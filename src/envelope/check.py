@@ -31,7 +31,7 @@ import msgspec
 
 from ._check import DEFAULT_GAP_SECONDS, CheckSummary, PendingTools, ResponseCheck
 from ._limits import DEFAULT_MAX_BYTES
-from .cli import add_max_line_bytes, code_advice
+from .cli import add_max_line_bytes, code_advice, discard
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -242,7 +242,7 @@ class _Output:
             raise
         except OSError as exc:
             self.failures.append((name, exc.strerror or str(exc), exc.errno))
-            _discard(stream)
+            discard(stream)
 
     def error(self, text: str) -> None:
         """One error line on stderr, when stderr can still be written."""
@@ -272,15 +272,6 @@ class _Output:
         for name, reason, errno in self.failures:
             advice = "; free some space or write somewhere else" if errno == 28 else ""
             self.error(f"{name}: error: {reason}{advice} (the report is incomplete)")
-
-
-def _discard(stream: IO[str]) -> None:
-    """Send what is left of a failed stream to /dev/null, so that the interpreter's last
-    flush at exit does not fail again (which would change the exit status to 120)."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stream.fileno())
-        os.close(devnull)
 
 
 def _seconds(value: float | None) -> str:

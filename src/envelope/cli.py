@@ -65,7 +65,7 @@ STDOUT_NAME: Final = "<stdout>"
 _SECTION_ADVICE: Final = {
     "M5.1": "give the agent with --agent UUID",
 }
-#: The same for violations, by code (spec/cli.md C2-b): the flag that changes the verdict.
+#: The same for violations, by code (spec/cli.md C2-c): the flag that changes the verdict.
 _CODE_ADVICE: Final = {
     "E109": "the cap is --max-line-bytes N (now {max_line_bytes})",
 }
@@ -190,7 +190,7 @@ class _Input:
 
 class _Stderr:
     """Standard error for messages: a stream that cannot be written (``2> /dev/full``) is
-    remembered, not raised, so the exit status still tells (spec/cli.md C3-c)."""
+    remembered, not raised, so the exit status still tells (spec/cli.md C3-d)."""
 
     failed = False
 
@@ -204,10 +204,10 @@ class _Stderr:
             sys.stderr.flush()
         except (OSError, ValueError, AttributeError):  # a full disk, a closed or missing stderr
             cls.failed = True
-            _discard(sys.stderr)
+            discard(sys.stderr)
 
 
-def _discard(stream: object) -> None:
+def discard(stream: object) -> None:
     """Point a failed stream's descriptor at /dev/null: the interpreter's last flush at exit
     then succeeds (a failing one would turn any exit status into 120)."""
     try:
