@@ -243,6 +243,8 @@ class _Output:
         except OSError as exc:
             self.failures.append((name, exc.strerror or str(exc), exc.errno))
             discard(stream)
+        except (AttributeError, ValueError):  # closed: started with `2>&-` (None), or closed since
+            self.failures.append((name, "the stream is closed", None))
 
     def error(self, text: str) -> None:
         """One error line on stderr, when stderr can still be written."""
@@ -326,12 +328,16 @@ def run(args: argparse.Namespace, *, out: IO[str] | None = None, err: IO[str] | 
         out: where diagnostics go (default: standard output).
         err: where the summary and errors go (default: standard error).
     """
+    if out is None and sys.stdout is None:  # spec/cli.md C3-b: started with `>&-`
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            sys.stderr.write("<stdout>: error: standard output is closed; redirect it to a file\n")
+        return 2
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     try:
         return _run(args, out, err)
     except UsageError as exc:
-        with contextlib.suppress(OSError):  # a stderr that cannot be written: the status still says it
+        with contextlib.suppress(OSError, AttributeError, ValueError):  # no stderr: the status still says it
             err.write(f"envelope check: error: {exc}\n")
             err.flush()
         return 2

@@ -648,3 +648,26 @@ def test_e109_in_the_check_names_the_flag_that_raises_the_cap() -> None:
     assert e109
     assert all(line.endswith("; the cap is --max-line-bytes N (now 1000)") for line in e109)
     assert (raised_status, raised) == (0, [])
+
+
+@pytest.mark.parametrize("closed", [">&-", "2>&-"])
+def test_closed_outputs_exit_2_without_a_traceback(closed: str) -> None:
+    """spec/cli.md [C3-b] [C3-d]: started with stdout or stderr closed, the check exits 2 (it raised
+    AttributeError on the missing stream); a closed stdout is named before any request."""
+    with ScriptServer({"*": Script(steps=[sse(valid_lines(), done=False)])}) as server:
+        proc = subprocess.run(
+            f'exec "{sys.executable}" -m envelope check "{server.url()}" {closed}',
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        requests = len(server.requests)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    if closed == ">&-":
+        assert proc.stderr == "<stdout>: error: standard output is closed; redirect it to a file\n"
+        assert requests == 0
+    else:
+        assert codes(proc.stdout.splitlines()) == ["W161", "E209"]
