@@ -79,9 +79,9 @@ from .pricing import PRICES, Price, price_for
 from .record import _tool_uses
 from .response import DONE_LINE, Sink, _ClientGone, _NestedResponse
 from .retry import RetryPolicy
-from .state import AgentState, PendingCall, PendingChild, RunState
+from .state import AgentState, PendingCall, PendingChild, RunState, roll_back_dead_run
 from .store import MemoryStore, Store
-from .subagents import AgentSpec, check_specs
+from .subagents import DEFAULT_MAX_SUBAGENTS_PER_STEP, AgentSpec, check_specs
 from .tools import Tool, ToolCallRequest, error_outcome, result_block
 
 if TYPE_CHECKING:
@@ -155,6 +155,9 @@ class Agent:
         subagents: children the model may spawn by name with the ``spawn_subagent`` tool;
             they stream into this agent's response (spec §13), in the foreground or as
             background tasks the ``task_status`` tool reports on (spec §14).
+        max_subagents_per_step: children one step may have running at once (background tasks
+            of earlier steps still running count); the spawning calls past it are answered
+            ``is_error`` and start nothing (spec §13.9-a).
         compactor: compacts the API context before a model call once it reaches the
             compactor's threshold (``SummarizingCompactor``, ``ToolResultTrimmer``; spec §15).
         loop_limit: the same tool with the same input this many times in a row goes to
@@ -196,6 +199,7 @@ class Agent:
         hooks: Mapping[str, Sequence[Hook]] | None = None,
         can_use_tool: CanUseTool | None = None,
         subagents: Mapping[str, AgentSpec] | None = None,
+        max_subagents_per_step: int = DEFAULT_MAX_SUBAGENTS_PER_STEP,
         compactor: Compactor | None = None,
         loop_limit: int | None = loop_guard.DEFAULT_LOOP_LIMIT,
         output_schema: OutputSchema | None = None,
@@ -214,6 +218,9 @@ class Agent:
             raise ConfigError("max_steps must be at least 1")
         if lease_seconds <= 0:
             raise ConfigError("lease_seconds must be positive")
+        cap = max_subagents_per_step
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:  # spec §13.9-a
+            raise ConfigError(f"max_subagents_per_step must be an integer of at least 1, got {cap!r}")
         owned = sorted(set(request_options or {}) & AGENT_OWNED_PARAMS)
         if owned:
             raise ConfigError(
@@ -251,12 +258,12 @@ class Agent:
         self.state = AgentState(agent_uuid=agent_uuid or str(uuid.uuid4()), model=model.name)
         self._emitter = Emitter(self.state.agent_uuid, max_bytes, profile=profile)
         self._abort = asyncio.Event()
-        self._files: list[dict[str, Any]] = []
         #: Results of the current step's calls already decided, by tool_use id (spec §5.5-b).
         self._answered: dict[str, dict[str, Any]] = {}
         self.hooks: dict[str, list[Hook]] = {k: list(v) for k, v in (hooks or {}).items()}
         self.can_use_tool = can_use_tool
         self.subagents: dict[str, AgentSpec] = dict(subagents or {})
+        self.max_subagents_per_step = max_subagents_per_step
         #: Live background tasks of the run in progress, by task id (spec §14).
         self._tasks: dict[str, asyncio.Future[None]] = {}
         if self.subagents:
@@ -326,9 +333,12 @@ class Agent:
     async def recover(self) -> AgentResult | None:
         """Deal with a run whose process died (its lease expired) so the agent can be used again (spec §10.2-b).
 
-        A resume that died is put back to its pause (the same results can be sent again).
-        A run that died otherwise is closed: its prompt is taken back out of the context,
-        it is recorded with stop reason ``lost``, and its log gets a closing response.
+        A resume that died is put back to its pause (the same results can be sent again):
+        the dead response's index gets a closing response in the log (``meta_init``, an
+        ``error`` of type ``lost``, the same ``awaiting_frontend_tools``, ``[DONE]``). A run
+        that died otherwise is closed: its prompt is taken back out of the context, it is
+        recorded with stop reason ``lost``, and its log gets a closing response. Both go
+        through ``state.roll_back_dead_run``, the one recovery path (the server's uses it too).
 
         Returns:
             The closed run's result, or ``None`` when there was nothing to close (not
@@ -348,24 +358,28 @@ class Agent:
                 f"its lease is renewed while it lives and runs out in {left:.0f} s if it died)"
             )
         run = state.run
-        state.lease_owner = None
-        state.lease_expires_at = 0.0
-        if state.pending_frontend and run is not None:
-            state.status = "awaiting_frontend_tools"
+        dead_index = run.responses if run is not None else 0
+        outcome = roll_back_dead_run(state)
+        if outcome == "released" or run is None:
             await self.store.save(state)
+            return None
+        response = _Response(_nowhere, state.agent_uuid, run.run_id, dead_index, self.max_bytes, self.profile)
+        response.gone = True  # nobody reads it: it only closes the run's log (spec §9.2-a)
+        if outcome == "paused":
+            response.stage(self._emitter.buffered("meta_init", self._resume_meta(run, [])))
+            payload = {
+                "type": STOP_LOST,
+                "message": "the process running this resume stopped before it ended; "
+                "the run is paused again and waits for the same tool results",
+            }
+            pending = [p.element() for p in state.pending_frontend]
+            response.stage(self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False)))
+            response.stage(self._emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False)))
+            response.stage([DONE_LINE])
+            await self.store.save(state, log=response.batch())
             log.warning("agent %s: a resume whose process died was put back to its pause", state.agent_uuid)
             return None
-        if run is None:
-            state.status = "idle"
-            await self.store.save(state)
-            return None
-        if run.base_messages >= 0:
-            del state.messages[run.base_messages :]
-            if run.base_tail >= 0 and state.messages:
-                state.messages[-1]["content"] = state.messages[-1]["content"][: run.base_tail]
-        response = _Response(_nowhere, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile)
-        run.responses += 1
-        response.gone = True  # nobody reads it: it only closes the run's log (spec §9.2-a)
+        run.responses = dead_index + 1
         await response.send(self._emitter.buffered("meta_init", self._meta_init(run)))
         payload = {
             "type": STOP_LOST,
@@ -502,12 +516,16 @@ class Agent:
             The result of the continued run.
 
         Raises:
-            StateError: the agent is not paused.
+            StateError: the agent is not paused (or runs under another process's live lease).
             ToolResultsError: the ids are not exactly the pending set, or a result is malformed.
                 Nothing is changed.
             ConflictError: another process resumed it first. Nothing is changed.
         """
         state = self.state
+        if state.status == "running":
+            # spec §10.2-b: a resume whose process died (expired lease) is put back to its
+            # pause first, so the same answer succeeds; a live one is refused (StateError).
+            await self.recover()
         if state.status != "awaiting_frontend_tools" or state.run is None:
             raise StateError(
                 f"agent {state.agent_uuid} is not waiting for frontend tool results (status {state.status})"

@@ -183,6 +183,15 @@ class PrettyPrinter:
             files = data.get("files") if isinstance(data, dict) else None
             names = [str(f.get("filename")) for f in files if isinstance(f, dict)] if isinstance(files, list) else []
             self.out.write(prefix + self._style("36", f"files: {', '.join(names) or '(none)'}") + "\n")
+        elif kind == "meta_compaction":  # agent-ref spec §15.2-c: the boundary, never dropped (issue 24 §7)
+            data = block.get("data")
+            data = data if isinstance(data, dict) else {}
+            text = f"context compacted ({data.get('trigger', '?')}, {data.get('strategy', '?')})"
+            if isinstance(data.get("messages_before"), int) and isinstance(data.get("messages_after"), int):
+                text += f": {data['messages_before']} → {data['messages_after']} messages"
+            if isinstance(data.get("pre_tokens"), int):
+                text += f", {data['pre_tokens']:,} tokens before"
+            self.out.write(prefix + self._style("2", f"── {text} ──") + "\n")
 
 
 def blocks_citations(blocks: Any) -> list[dict[str, Any]]:

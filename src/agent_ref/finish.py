@@ -119,14 +119,15 @@ async def finish(
     response.stage(self._hook_failure_lines())
     if error_payload is not None:
         response.stage(self._emitter.buffered("error", json.dumps(error_payload, ensure_ascii=False)))
-    if self._files:
-        response.stage(self._emitter.buffered("meta_files", json.dumps({"files": self._files}, ensure_ascii=False)))
+    files = run.files  # spec §5.6-c: the run's own files, once, at its end (a pause kept them in the state)
+    if files:
+        response.stage(self._emitter.buffered("meta_files", json.dumps({"files": files}, ensure_ascii=False)))
     meta: dict[str, Any] = {
         "stop_reason": stop_reason,
         "total_steps": run.steps,
         "cumulative_usage": run.usage.to_dict(),
         "cost": self._cost(run),
-        "generated_files": self._files or None,
+        "generated_files": files or None,
         "run_id": run.run_id,
     }
     if self.stream_history:

@@ -39,14 +39,20 @@ def append_assistant(self: Agent, content: list[dict[str, Any]]) -> None:
 
 
 def collect_files(self: Agent, content: list[dict[str, Any]]) -> None:
-    """Files produced by server tools (code execution): every ``file_id`` in their results (spec §5.6)."""
+    """Files produced by server tools (code execution): every ``file_id`` in their results (spec §5.6).
+
+    They belong to the run in progress (``RunState.files``): saved with a pause, reported
+    by the response that ends the run, and gone with it (spec §5.6-c).
+    """
+    run = self.state.run
+    assert run is not None
     for block in content:
         if str(block.get("type", "")).endswith("_tool_result"):
             for file_id in _file_ids(block.get("content")):
-                if all(f["file_id"] != file_id for f in self._files):
+                if all(f["file_id"] != file_id for f in run.files):
                     # spec §5.6-b: the agent does not download files, so the Files API id is
                     # the only name it knows, and the file stays where the API keeps it.
-                    self._files.append(
+                    run.files.append(
                         {"file_id": file_id, "filename": file_id, "storage_location": files_api_path(file_id)}
                     )
 

@@ -11,7 +11,10 @@ logging (full details go to the ``agent_ref`` logger, on stderr).
 Two layers, applied in this order:
 
 1. **Common forms** (``COMMON_FORMS``, each a named rule, each tested): private key
-   blocks, passwords in URLs (``scheme://user:pass@``), keyed values such as
+   blocks, passwords in URLs (``scheme://user:pass@``), secrets a URL carries in its path
+   (Slack, Discord, Teams and Zapier webhooks, Telegram bot tokens) or in its query (the
+   signature of a signed URL: ``X-Amz-Signature=``, ``X-Goog-Signature=``, ``Signature=``,
+   ``sig=``, ``hmac=``; a key-shaped ``key=``/``appid=``), keyed values such as
    ``"api_key": "..."``, ``x-api-key: ...``, ``Authorization: Bearer ...``,
    ``aws_secret_access_key=...``, ``password=...`` in JSON, ``k=v``, headers and Python
    reprs, then bare ``Bearer``/``Basic`` credentials, AWS access key ids, ``sk-ant-``
@@ -114,6 +117,55 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "password in a URL",
         re.compile(r"(?P<pre>\b[a-zA-Z][a-zA-Z0-9+.-]{0,20}://[^\s/:@]{0,256}:)(?P<v>[^\s/@]{1,256})@"),
+        _keep("v"),
+    ),
+    _Rule(
+        "Slack webhook URL",
+        # https://hooks.slack.com/services/T…/B…/<token>: the whole path is the credential.
+        re.compile(r"\bhooks\.slack\.com/(?:services|workflows|triggers)/(?P<v>[A-Za-z0-9_/-]{1,512})"),
+        _keep("v"),
+    ),
+    _Rule(
+        "Discord webhook URL",
+        # https://discord.com/api[/v10]/webhooks/<id>/<token>: the id is kept, the token is not.
+        re.compile(
+            r"\b(?:(?:canary|ptb)\.)?discord(?:app)?\.com/api(?:/v\d{1,2})?/webhooks/\d{1,30}/(?P<v>[A-Za-z0-9_-]{1,256})"
+        ),
+        _keep("v"),
+    ),
+    _Rule(
+        "Teams or Zapier webhook URL",
+        # https://x.webhook.office.com/webhookb2/<guid>@<guid>/IncomingWebhook/<key>/<guid>,
+        # https://hooks.zapier.com/hooks/catch/<account>/<key>/: the path is the credential.
+        re.compile(
+            r"\b(?:[A-Za-z0-9-]{1,63}\.webhook\.office\.com/webhookb2/|hooks\.zapier\.com/hooks/catch/)"
+            r"(?P<v>[A-Za-z0-9@/_-]{1,512})"
+        ),
+        _keep("v"),
+    ),
+    _Rule(
+        "Telegram bot token in a URL",
+        re.compile(r"\bapi\.telegram\.org/(?:file/)?bot(?P<v>\d{1,20}:[A-Za-z0-9_-]{1,256})"),
+        _keep("v"),
+    ),
+    _Rule(
+        "URL signature parameter",
+        # Signed URLs: ?X-Amz-Signature= (S3 SigV4), ?Signature= (SigV2, CloudFront),
+        # &X-Goog-Signature= (GCS), &sig= (Azure SAS), oauth_signature=, &hmac= (Shopify).
+        # A parameter of a query (after ? & or &amp;) whose name ends in "signature", or is
+        # sig/hmac; the token-like names (access_token=, X-Amz-Security-Token=) are keyed values.
+        re.compile(r"[?&](?:amp;)?(?i:[a-z0-9_.-]{0,40}signature|sig|hmac)=(?P<v>[^&#\s\"'<>()\[\]{},;`]{1,4096})"),
+        _keep("v"),
+    ),
+    _Rule(
+        "URL key parameter",
+        # ?key=<API key> (Google Maps and most REST APIs), ?appid= (OpenWeatherMap): only a
+        # value shaped like a key (16+ letters, digits, - or _, both letters and digits), so
+        # ?key=photos/cat.jpg or ?key=42 (an object key, a cache key) stay.
+        re.compile(
+            r"[?&](?:amp;)?(?i:key|appid)=(?P<v>(?=[A-Za-z_-]{0,512}\d)(?=[0-9_-]{0,512}[A-Za-z])"
+            r"[A-Za-z0-9_-]{16,512})(?![A-Za-z0-9_.%/+=-])"
+        ),
         _keep("v"),
     ),
     _Rule(

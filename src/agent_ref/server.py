@@ -4,8 +4,9 @@ Owns: the ASGI app (Starlette, ``sse-starlette``'s ``EventSourceResponse``) and 
 endpoints (``spec/server.md``): ``POST /agent/run``, ``POST /agent/tool_results``,
 ``GET /agent/runs/{run_id}/stream`` (replay with ``Last-Event-ID``, then follow the
 live run), the page at ``/`` with its module and the JavaScript decoder under
-``/static/``; request checks, the optional bearer token, keep-alive comments, the
-client-gone policy, crash recovery at start, and ``serve`` / ``serve_main`` for the
+``/static/``; request checks, the ``Host`` check, the optional bearer token, keep-alive
+comments, the client-gone policy, recovery of what a dead process left (through the
+agent's own recovery), and ``serve`` / ``serve_main`` for the
 command line.
 Does not own: the agent loop and its store (``agent.py``, ``store.py``: every run goes
 through ``Agent.run`` / ``Agent.continue_with_tool_results``), the encoding of
@@ -36,7 +37,9 @@ import contextlib
 import hmac
 import json
 import logging
+import math
 import os
+import re
 import socket
 import sys
 import time
@@ -47,12 +50,16 @@ from typing import TYPE_CHECKING, Any, Final
 import uvicorn
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from envelope import Emitter, EnvelopeError, MetaFinal, decode
 
 from .agent import Agent
 from .demo_tools import default_tools
 from .errors import ConflictError, StateError, StoreError, ToolResultsError, UnavailableError
+from .finish import STOP_LOST
 from .models import DEFAULT_CLAUDE_MODEL, AnthropicModel, Model, ReplayModel
 from .scripted import ScriptedModel
 from .server_streams import (
@@ -69,14 +76,17 @@ from .server_streams import (
     parse_event_id,
     stream_agent,
 )
+from .state import lost_run_record, roll_back_dead_run
 from .store import LogBatch, SQLiteStore, Store
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
     from starlette.requests import Request
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
     from .agent import AgentResult, Sink
+    from .state import AgentState
     from .tools import Tool
 
 __all__ = ["ServerConfig", "add_serve_command", "create_app", "serve", "serve_main"]
@@ -283,7 +293,7 @@ class RunManager:
         """
         try:
             if debt.journal_open:
-                self.close_dead(debt.run_id, debt.response, debt.error)
+                self.end_in_journal(debt.run_id, debt.response, debt.error)
                 debt.journal_open = False
             await self._recover_agent(debt)
         except UnavailableError:
@@ -325,6 +335,11 @@ class RunManager:
         await agent.recover()
         log.warning("agent %s: run %s, lost with the database, was recovered", debt.agent_uuid, debt.run_id)
 
+    def claim(self, run_id: str, response: int) -> bool:
+        """Become the only writer of a response whose writer is gone (``journal.claim``; a journal without it: yes)."""
+        claim = getattr(self.journal, "claim", None)
+        return claim is None or bool(claim(run_id, response))
+
     async def writer_dead(self, run_id: str, response: int) -> bool:
         """Whether a journaled response's writer is gone for sure (spec scaleout §2.2-b).
 
@@ -345,29 +360,13 @@ class RunManager:
             return True
         return state.run.responses > response or state.lease_expires_at <= time.time()
 
-    async def recover_lost(self, run_id: str, response: int) -> None:
-        """After closing a dead writer's response: recover its agent by the agent's own path (spec agent-ref §10.2-b).
+    def end_in_journal(self, run_id: str, response: int, error: dict[str, str]) -> list[bytes] | None:
+        """Write the closing lines of a response this process ended without the journal (spec server §3.3-d).
 
-        Only an agent still ``running`` that run under an expired lease; a failure is logged.
-        A hook for every place that finds a dead run (a follower here).
-        """
-        lines = self.journal.read(run_id, response) or []
-        agent_uuid = stream_agent(lines)
-        if self.reload is None or agent_uuid is None:
-            return
-        try:
-            agent = await self.reload(agent_uuid)
-            state = agent.state
-            if state.status == "running" and state.run is not None and state.run.run_id == run_id:
-                await agent.recover()  # refuses a live lease itself
-        except (StateError, StoreError) as exc:
-            log.warning("agent %s of lost run %s not recovered now: %s", agent_uuid, run_id, exc)
-
-    def close_dead(self, run_id: str, response: int, error: dict[str, str]) -> list[bytes] | None:
-        """Write the closing lines of a journaled response whose writer is gone (spec server §3.3-d, scaleout §2.2-b).
-
-        With a shared journal (``claim``), only if no live session writes it. A response
-        that ended already, or that has no line, gets nothing.
+        They are ``closing_lines`` of what the journal holds with the same ``error``, so
+        the journal ends as the client's stream did. With a shared journal (``claim``),
+        only if no other live session holds the response. A response that ended already,
+        or that has no line, gets nothing.
 
         Returns:
             The response's lines, closing lines included, or ``None`` if another
@@ -400,7 +399,10 @@ class RunManager:
         return best if best >= 0 else None
 
     async def recover(self) -> list[tuple[str, int]]:
-        """At start: end every journaled response a dead process left open (spec server §3.3-b).
+        """End every journaled response a dead process left open, and recover its agent (spec server §8.1-a).
+
+        Called at start; a follower that finds a response whose writer died may call it
+        too (``journal.unfinished()`` lists only responses no live process writes).
 
         Returns:
             The ``(run_id, response)`` pairs closed.
@@ -409,36 +411,118 @@ class RunManager:
         for run_id, response in self.journal.unfinished():
             if (run_id, response) in self.live:
                 continue
-            lines = self.journal.read(run_id, response) or []
-            error = {
-                "type": "server_restarted",
-                "message": "the server stopped while sending this response; the run did not finish",
-            }
-            try:
-                tail = closing_lines(lines, run_id, error, max_bytes=self.max_bytes)
-            except Exception:
-                log.exception("journal of run %s response %d is unreadable; left as it is", run_id, response)
-                continue
-            for line in tail:
-                self.journal.append(run_id, response, line)
-            closed.append((run_id, response))
-            await self._release(stream_agent(lines), run_id, response, [*lines, *tail])
+            if await self.close_dead(run_id, response):
+                closed.append((run_id, response))
         return closed
 
-    async def _release(self, agent_uuid: str | None, run_id: str, response: int, lines: list[bytes]) -> None:
-        """Store a crashed run's agent as idle, with the response's log, so it can run again."""
+    async def close_dead(self, run_id: str, response: int) -> bool:
+        """Close one response whose writer died, then put its agent back in order (spec server §8.1).
+
+        The caller must know the writer is dead (the journal listed it as unfinished). If
+        the store still holds the dead process's claim of this very response, the agent
+        is recovered through the agent's own path (``state.roll_back_dead_run``, spec
+        agent-ref §10.2-b): a resume is put back to its pause, and the response then ends
+        with the same ``awaiting_frontend_tools`` (the client asks again); a run is closed
+        as ``lost``, its prompt taken back out of the context. If the store logged the
+        response whole (the process died after its final save, before sending), the
+        journal gets the stored rest. Otherwise it gets the closing lines of §3.3-a.
+
+        Returns:
+            ``False`` if the journal of that response could not be read (left as it is).
+        """
+        lines = self.journal.read(run_id, response) or []
+        agent_uuid = stream_agent(lines)
+        state = await self._dead_claim(agent_uuid, run_id, response)
+        error = {
+            "type": "server_restarted",
+            "message": "the server stopped while sending this response; the run did not finish",
+        }
+        try:
+            stored = await self._stored_rest(run_id, response, lines)
+            if stored is not None:
+                tail = stored
+            elif state is not None and state.pending_frontend:
+                error["message"] = (
+                    "the server stopped while sending this response; "
+                    "the run is paused again and waits for the same tool results"
+                )
+                tail = _paused_closing(lines, run_id, error, state, self.max_bytes)
+            else:
+                tail = closing_lines(lines, run_id, error, max_bytes=self.max_bytes)
+        except Exception:
+            log.exception("journal of run %s response %d is unreadable; left as it is", run_id, response)
+            return False
+        for line in tail:
+            self.journal.append(run_id, response, line)
+        if state is not None:
+            await self._release(state, run_id, response, [*lines, *tail])
+        return True
+
+    async def _dead_claim(self, agent_uuid: str | None, run_id: str, response: int) -> AgentState | None:
+        """The stored state, if it is still the claim of the dead ``response`` of ``run_id``, else ``None``."""
         if agent_uuid is None:
-            return
+            return None
         try:
             state = await self.store.load(agent_uuid)
-            if state is None or state.status != "running" or state.run is None or state.run.run_id != run_id:
-                return
-            state.status = "idle"
-            state.run = None
-            state.current_step = 0
-            await self.store.save(state, log=LogBatch(run_id=run_id, response=response, start=0, lines=lines))
         except Exception:
-            log.exception("could not release agent %s of interrupted run %s", agent_uuid, run_id)
+            log.exception("could not load agent %s of interrupted run %s", agent_uuid, run_id)
+            return None
+        if state is None or state.status != "running" or state.run is None:
+            return None
+        if state.run.run_id != run_id or state.run.responses != response:
+            return None  # recovered already, or another process went on with the run
+        return state
+
+    async def _release_children(self, parent: AgentState, owner: str | None) -> None:
+        """Put back to their pause the paused children the dead resume had claimed (spec server §8.1-b).
+
+        A claim names its process (``host:pid:tag``, agent-ref §10.2-a): a child claimed by
+        the same process as the parent's dead claim died with it, so its lease need not be
+        waited out either. Children claimed by any other process are left to their lease.
+        """
+        if owner is None or owner.count(":") < 2:
+            return
+        process = owner.rsplit(":", 1)[0] + ":"
+        for child in parent.pending_children:
+            try:
+                state = await self.store.load(child.agent_uuid)
+                if state is None or state.status != "running" or not (state.lease_owner or "").startswith(process):
+                    continue
+                if roll_back_dead_run(state) == "lost":
+                    await self.store.save(state, run=lost_run_record(state, STOP_LOST, time.time()))
+                else:
+                    await self.store.save(state)
+            except Exception:
+                log.exception("could not recover subagent %s of a dead resume", child.agent_uuid)
+
+    async def _stored_rest(self, run_id: str, response: int, lines: list[bytes]) -> list[bytes] | None:
+        """The lines after ``lines`` if the store logged this response whole (saved, then killed before sending)."""
+        try:
+            stored = await self.store.run_responses(run_id)
+        except Exception:
+            log.exception("could not read the stored log of interrupted run %s", run_id)
+            return None
+        whole = stored[response] if response < len(stored) else []
+        if whole and whole[-1] == DONE_LINE and whole[: len(lines)] == lines:
+            return whole[len(lines) :]
+        return None
+
+    async def _release(self, state: AgentState, run_id: str, response: int, lines: list[bytes]) -> None:
+        """Recover a dead run's agent as the agent itself would (spec agent-ref §10.2-b), with the response's log."""
+        owner = state.lease_owner
+        try:
+            outcome = roll_back_dead_run(state)
+            if outcome == "paused":
+                await self._release_children(state, owner)
+            batch = LogBatch(run_id=run_id, response=response, start=0, lines=lines)
+            if outcome == "lost":
+                record = lost_run_record(state, STOP_LOST, time.time())
+                await self.store.save(state, log=batch, run=record)
+            else:
+                await self.store.save(state, log=batch)
+            log.warning("agent %s of interrupted run %s: %s", state.agent_uuid, run_id, outcome)
+        except Exception:
+            log.exception("could not recover agent %s of interrupted run %s", state.agent_uuid, run_id)
 
     async def shutdown(self, grace: float) -> None:
         """Abort every run; give them ``grace`` seconds to end their streams, then cancel them.
@@ -467,6 +551,33 @@ def _retrieved(future: asyncio.Future[LiveStream]) -> None:
 
 #: The ``error`` payload of a response the server ended after a failure of its own (spec server §3.3-a).
 INTERNAL_ERROR: Final = {"type": "internal_error", "message": "the server failed during this response"}
+
+
+def _paused_closing(
+    lines: Sequence[bytes], run_id: str, error: dict[str, str], state: AgentState, max_bytes: int
+) -> list[bytes]:
+    """The closing lines of a resumed response whose run goes back to its pause (spec server §8.1-b).
+
+    As ``closing_lines`` (open blocks closed, an ``error`` per agent), except that the
+    paused agent ends with the same ``awaiting_frontend_tools`` as its pause instead of a
+    ``meta_final``: the run did not end, and a client reading this response asks for the
+    same tool results again.
+    """
+    tail = closing_lines(lines, run_id, error, max_bytes=max_bytes)
+    pending = json.dumps([p.element() for p in state.pending_frontend], ensure_ascii=False)
+    awaiting = Emitter(state.agent_uuid, max_bytes).buffered("awaiting_frontend_tools", pending)
+    out: list[bytes] = []
+    for line in tail:
+        try:
+            envelope = decode(line) if line != DONE_LINE else None
+        except EnvelopeError:
+            envelope = None
+        if envelope is not None and isinstance(envelope, MetaFinal) and envelope.agent == state.agent_uuid:
+            out += awaiting
+            awaiting = []  # a meta_final split over several lines is replaced once
+            continue
+        out.append(line)
+    return out
 
 
 # ---------------------------------------------------------------------- request checks
@@ -500,7 +611,7 @@ async def _read_json(request: Request, limit: int) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise _Refused(400, "invalid_json", f"body is not UTF-8: byte {exc.start}") from None
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_int=_Number.integer, parse_float=_Number.real, parse_constant=_Number.constant)
     except json.JSONDecodeError as exc:
         raise _Refused(
             400,
@@ -509,8 +620,108 @@ async def _read_json(request: Request, limit: int) -> dict[str, Any]:
         ) from None
     except RecursionError:
         raise _Refused(400, "invalid_json", "body is nested too deeply") from None
+    value = _check_values(value)
     if not isinstance(value, dict):
-        raise _Refused(422, "invalid_request", f"body must be a JSON object, got {type(value).__name__}", field="$")
+        raise _Refused(422, "invalid_request", f"body must be a JSON object, got {_json_type(value)}", field="$")
+    return value
+
+
+#: The longest number literal a request may hold (spec server §5.1-d): more than any field needs.
+MAX_NUMBER_CHARS: Final = 40
+
+
+class _Number:
+    """A JSON number or constant as its text: the parser's hooks keep it unconverted for ``_check_values``.
+
+    Converting first is what failed: ``int()`` of a 5,000-digit literal raises past
+    Python's digit limit, and ``NaN``/``Infinity`` are not JSON at all. The request
+    fields take no numbers, so nothing is lost by keeping the text; ``_check_values``
+    refuses what is too long or not JSON, naming where it is.
+    """
+
+    __slots__ = ("constant_", "text")
+
+    def __init__(self, text: str, *, constant: bool = False) -> None:
+        self.text = text
+        self.constant_ = constant
+
+    @classmethod
+    def integer(cls, text: str) -> _Number:
+        return cls(text)
+
+    @classmethod
+    def real(cls, text: str) -> _Number:
+        return cls(text)
+
+    @classmethod
+    def constant(cls, text: str) -> _Number:
+        return cls(text, constant=True)
+
+
+def _lone_surrogate(text: str) -> int:
+    """The index of the first lone surrogate in ``text`` (not UTF-8 encodable), or -1."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return -1
+
+
+def _check_values(value: object) -> object:
+    """Refuse, naming its path, any string or key with a lone surrogate and any number too long or not JSON.
+
+    spec server §5.1-d. Numbers the parser kept as text (``_Number``) are converted once
+    checked; the value is returned with them in place. Iterative: a body nested as deeply
+    as the parser allows must not overflow the stack here either.
+    """
+    if isinstance(value, _Number):
+        return _number(value, "$")
+    todo: list[tuple[object, str]] = [(value, "$")]
+    while todo:
+        item, where = todo.pop()
+        if isinstance(item, str):
+            at = _lone_surrogate(item)
+            if at >= 0:
+                raise _Refused(
+                    422,
+                    "invalid_request",
+                    f"{where} holds a lone surrogate (\\u{ord(item[at]):04x}) at character {at}: text must be Unicode",
+                    field=where,
+                )
+            continue
+        members: list[tuple[Any, str, object]]
+        if isinstance(item, dict):
+            members = []
+            for key in item:
+                if _lone_surrogate(key) >= 0:
+                    raise _Refused(422, "invalid_request", f"a key of {where} holds a lone surrogate", field=where)
+                members.append((key, f"{where}.{key}", item[key]))
+        elif isinstance(item, list):
+            members = [(i, f"{where}[{i}]", member) for i, member in enumerate(item)]
+        else:
+            continue
+        for key, path, member in members:
+            if isinstance(member, _Number):
+                item[key] = _number(member, path)
+            else:
+                todo.append((member, path))
+    return value
+
+
+def _number(number: _Number, where: str) -> int | float:
+    """A checked number's value (spec server §5.1-d); ``where`` names it in the refusal."""
+    if number.constant_:
+        raise _Refused(400, "invalid_json", f"{where} is {number.text}, which is not JSON", field=where)
+    if len(number.text) > MAX_NUMBER_CHARS:
+        raise _Refused(
+            422,
+            "invalid_request",
+            f"{where} is a number of {len(number.text)} characters; at most {MAX_NUMBER_CHARS} are accepted",
+            field=where,
+        )
+    value = float(number.text) if any(c in number.text for c in ".eE") else int(number.text)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _Refused(422, "invalid_request", f"{where} is a number too large for a float", field=where)
     return value
 
 
@@ -624,6 +835,75 @@ async def _store_failure(_: Request, exc: Exception) -> Response:
     return _refusal_of(exc).response()
 
 
+#: The names a server answers to when not told otherwise (spec server §5.3-a): loopback only.
+LOOPBACK_HOSTS: Final = ("127.0.0.1", "localhost", "::1")
+
+
+#: What a host name or address is made of (lower-cased; ``:`` for IPv6 addresses).
+_HOST_CHARS: Final = re.compile(r"[a-z0-9.:_-]+")
+
+
+def _host_name(value: str) -> str | None:
+    """The host of a ``Host`` header or an allowed-host entry, lower-case, without port or brackets."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0 or (value[end + 1 :] and not (value[end + 1] == ":" and value[end + 2 :].isdigit())):
+            return None
+        inner = value[1:end]
+        return inner if _HOST_CHARS.fullmatch(inner) else None
+    name, colon, port = value.rpartition(":")
+    if colon and ":" not in name:  # host:port (an IPv6 address without brackets has several colons)
+        if not port.isdigit():
+            return None
+        value = name
+    return value if _HOST_CHARS.fullmatch(value) else None
+
+
+class _HostCheck:
+    """ASGI middleware: answer only requests whose ``Host`` is allowed (spec server §5.3-a).
+
+    A web page can reach a local server through DNS rebinding (its own name made to point
+    at 127.0.0.1); its requests then carry that name in ``Host``. ``hosts`` is shared with
+    ``app.state.allowed_hosts`` so ``serve`` can add the address it binds.
+    """
+
+    def __init__(self, app: ASGIApp, hosts: set[str]) -> None:
+        self.app = app
+        self.hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or "*" in self.hosts:
+            await self.app(scope, receive, send)
+            return
+        raw = next((v for k, v in scope.get("headers", []) if k == b"host"), None)
+        shown = raw.decode("latin-1")[:100] if raw is not None else ""
+        name = _host_name(shown) if raw is not None else None
+        if name is None:
+            refused = _Refused(400, "invalid_host", "the request has no valid Host header")
+        elif name not in self.hosts:
+            refused = _Refused(
+                421,
+                "misdirected_request",
+                f"this server does not answer to Host {shown!r}; allow that name with --allowed-host "
+                "(and protect a server reachable beyond loopback with --token)",
+            )
+        else:
+            await self.app(scope, receive, send)
+            return
+        await refused.response()(scope, receive, send)
+
+
+def _allowed(hosts: Sequence[str]) -> set[str]:
+    out: set[str] = set()
+    for host in hosts:
+        name = _host_name(host) if host != "*" else "*"
+        if name is None:
+            raise ValueError(f"not a host name or address: {host!r}")
+        out.add(name)
+    return out
+
+
 # ---------------------------------------------------------------------- the app
 
 
@@ -635,6 +915,7 @@ def create_app(
     agent_config: Mapping[str, Any] | None = None,
     journal: Journal | None = None,
     config: ServerConfig | None = None,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """The agent server as an ASGI app (spec ``spec/server.md``).
 
@@ -649,12 +930,19 @@ def create_app(
             the store's log after 600 s or 256 newer ones; pass
             ``MemoryJournal(keep_finished=..., keep_seconds=...)`` to choose.
         config: limits and the token.
+        allowed_hosts: the names and addresses a request's ``Host`` may carry (port aside;
+            ``"*"``: any); others are refused with 421 (spec server §5.3-a). ``None``:
+            ``LOOPBACK_HOSTS``. ``serve`` adds the address it binds.
+
+    Raises:
+        ValueError: an allowed host that is not a host name or address.
 
     Returns:
         A Starlette app; its lifespan recovers interrupted responses at start and aborts
         the running ones at shutdown.
     """
     cfg = config or ServerConfig()
+    hosts = _allowed(LOOPBACK_HOSTS if allowed_hosts is None else allowed_hosts)
     settings = dict(agent_config or {})
     toolset = list(tools) if tools is not None else default_tools()
 
@@ -690,15 +978,26 @@ def create_app(
             return await handler(request)
         except _Refused as refused:
             return refused.response()
+        except StoreError as exc:  # spec server §3.4-a: the database failed: 503, naming nothing
+            return _refusal_of(exc).response()
+        except Exception:
+            # spec server §1: never a traceback; the details (paths, the store's text) stay in the log.
+            log.exception("%s %s failed before its answer started", request.method, request.url.path)
+            return _Refused(500, "internal_error", "the server failed on this request; see its log").response()
 
     async def load(agent_uuid: str) -> Agent:
-        """A stored agent, or a 404 that names it (both endpoints that continue an agent)."""
-        try:
-            return await Agent.load(agent_uuid, store, model_factory(), tools=toolset, **settings)
-        except StoreError as exc:  # the database failed: 503, never "unknown agent" (spec server §3.4-a)
-            raise _refusal_of(exc) from None
-        except StateError as exc:
-            raise _Refused(404, "unknown_agent", str(exc)) from None
+        """A stored agent, or a 404 that names it (both endpoints that continue an agent).
+
+        Only an agent the store does not have is a 404; a store that fails is the server's
+        error (503 by ``guarded`` for a ``StoreError``, spec server §3.4-a; else 500), whose
+        text, which may name the database, stays in the log.
+        """
+        state = await store.load(agent_uuid)
+        if state is None:
+            raise _Refused(404, "unknown_agent", f"no agent {agent_uuid} in the store")
+        agent = Agent(model_factory(), store=store, agent_uuid=agent_uuid, tools=toolset, **settings)
+        agent.state = state
+        return agent
 
     async def run(request: Request) -> Response:
         body = await _read_json(request, cfg.max_body_bytes)
@@ -804,9 +1103,11 @@ def create_app(
             Route("/agent/runs/{run_id}/stream", route(follow), methods=["GET"]),
         ],
         lifespan=lifespan,
+        middleware=[Middleware(_HostCheck, hosts=hosts)],
         exception_handlers={StoreError: _store_failure},  # spec server §3.4-a: whichever endpoint met it
     )
     app.state.manager = manager
+    app.state.allowed_hosts = hosts
     return app
 
 
@@ -834,13 +1135,6 @@ async def _stored_responses(store: Store, run_id: str) -> list[list[bytes]]:
     return responses
 
 
-#: The ``error`` payload of a response whose writing process died, closed by another (spec scaleout §2.2-b).
-WRITER_LOST: Final = {
-    "type": "server_lost",
-    "message": "the server process sending this response stopped; the run did not finish",
-}
-
-
 async def _followed(
     manager: RunManager,
     shared: Callable[[str, int, int], AsyncIterator[tuple[int, bytes]]],
@@ -851,8 +1145,9 @@ async def _followed(
     """Frame the lines another process writes to a shared journal, as they arrive, up to ``[DONE]``.
 
     When the writer is gone without ``[DONE]`` (its lock free, and its agent's lease of
-    the run expired or taken by a later response), this process closes the response then
-    (spec scaleout §2.2-b) and the follower reads the closing lines. While the lock is
+    the run expired or taken by a later response), this process claims the response and
+    closes it then, recovering its agent (``RunManager.close_dead``, spec server §8.1,
+    scaleout §2.2-b), and the follower reads the closing lines. While the lock is
     free but the lease lives (the writer may be reconnecting to the database), it reads
     again every ``poll_seconds``. A database failure ends the stream without ``[DONE]``:
     the client reconnects with ``Last-Event-ID`` (and meets a 503 while it is down).
@@ -867,9 +1162,9 @@ async def _followed(
                 if line == DONE_LINE:
                     return
             if await manager.writer_dead(run_id, response):
-                if manager.close_dead(run_id, response, WRITER_LOST) is not None:
+                if manager.claim(run_id, response):  # else another process closes it: read its lines
+                    await manager.close_dead(run_id, response)
                     log.warning("closed response %s:%d: its writing process is gone", run_id, response)
-                    await manager.recover_lost(run_id, response)
                 continue  # read the closing lines (ours, or those of the process that claimed it first)
             await asyncio.sleep(pause)
     except StoreError as exc:
@@ -889,12 +1184,25 @@ def _web(name: str) -> bytes:
 
 
 def serve(
-    app: Starlette, host: str = "127.0.0.1", port: int = 8000, *, ready: Callable[[str], None] | None = None
+    app: Starlette,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    ready: Callable[[str], None] | None = None,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> None:
     """Run ``app`` with uvicorn until interrupted; ``ready(url)`` is called once the port is bound.
 
-    Port 0 picks a free port; ``ready`` learns which.
+    Port 0 picks a free port; ``ready`` learns which. For an app made by ``create_app``,
+    the ``Host`` names it answers to (spec server §5.3-a) gain ``host`` (the bound
+    address) and ``allowed_hosts``.
+
+    Raises:
+        ValueError: an allowed host that is not a host name or address.
     """
+    names = getattr(getattr(app, "state", None), "allowed_hosts", None)
+    if isinstance(names, set):
+        names |= _allowed([host, *(allowed_hosts or ())])
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

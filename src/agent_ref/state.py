@@ -27,6 +27,8 @@ __all__ = [
     "TaskStatus",
     "Usage",
     "flat_usage",
+    "lost_run_record",
+    "roll_back_dead_run",
 ]
 
 #: ``idle``: no run in progress. ``running``: a process holds the agent (claimed).
@@ -147,6 +149,17 @@ class RunState(msgspec.Struct, kw_only=True):
     #: prompt of a run lost with its process back out of the context (spec §10.2-b).
     base_messages: int = -1
     base_tail: int = -1
+    #: Files server tools produced in this run (``meta_files`` items, spec §5.6-c): kept across
+    #: a pause, reported once when the run ends.
+    files: list[dict[str, str]] = msgspec.field(default_factory=list)
+    #: Corrections the agent has sent for a structured answer that did not match (spec §17.2-c).
+    structured_corrections: int = 0
+
+
+#: What recovering a run that died with its process does (spec ``spec/agent-ref.md`` §10.2-b):
+#: ``paused``, a resume died and the run is put back to its pause; ``lost``, a run died
+#: mid-step and is to be closed; ``released``, a claim with no run is simply let go.
+Recovery = Literal["paused", "lost", "released"]
 
 
 #: A background task's life (seed 004 Background Task Flow; spec §14.2).
@@ -234,6 +247,70 @@ class RunRecord(msgspec.Struct, kw_only=True):
     cost_usd: float | None
     messages: list[dict[str, Any]]
     final_text: str = ""
+
+
+def roll_back_dead_run(state: AgentState) -> Recovery:
+    """Put a ``running`` state whose process died back in order, in place (spec §10.2-b); the caller saves it.
+
+    The store holds what the dead process saved when it claimed the agent (a run saves
+    only at its claim and at its end, §4.4), so:
+
+    * a resume that died (its pending calls are still stored): the agent is paused again
+      on the same calls, and ``run.responses`` moves past the dead response, whose index
+      now belongs to that response's closing lines (the same answers, sent again, start
+      the next response);
+    * a run that died otherwise: its prompt is taken back out of the context (where
+      ``run.base_messages`` / ``base_tail`` say) and the pending lists are emptied; the
+      caller closes the run (``lost``: a closing response, a run record, status ``idle``);
+    * no run: the agent is ``idle``.
+
+    Either way the lease is cleared, and the history keeps no ``tool_use`` without its
+    ``tool_result`` other than the calls of a restored pause.
+
+    Returns:
+        Which of the three it was.
+    """
+    run = state.run
+    state.lease_owner = None
+    state.lease_expires_at = 0.0
+    if run is None:
+        state.status = "idle"
+        state.current_step = 0
+        return "released"
+    if state.pending_frontend:
+        state.status = "awaiting_frontend_tools"
+        run.responses += 1
+        return "paused"
+    if run.base_messages >= 0:
+        del state.messages[run.base_messages :]
+        if run.base_tail >= 0 and state.messages and isinstance(state.messages[-1].get("content"), list):
+            state.messages[-1]["content"] = state.messages[-1]["content"][: run.base_tail]
+    state.pending_backend_results = []
+    state.pending_order = []
+    state.pending_children = []
+    return "lost"
+
+
+def lost_run_record(state: AgentState, stop_reason: str, finished_at: float) -> RunRecord:
+    """Close a run ``roll_back_dead_run`` found lost: status ``idle``, and the run's record to store with it."""
+    run = state.run
+    assert run is not None
+    record = RunRecord(
+        run_id=run.run_id,
+        agent_uuid=state.agent_uuid,
+        user_query=run.user_query,
+        started_at=run.started_at,
+        finished_at=finished_at,
+        stop_reason=stop_reason,
+        steps=run.steps,
+        usage=run.usage,
+        cost_usd=run.cost_usd,
+        messages=run.history,
+    )
+    state.status = "idle"
+    state.run = None
+    state.current_step = 0
+    return record
 
 
 def encode_state(state: AgentState) -> bytes:

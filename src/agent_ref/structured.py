@@ -42,7 +42,7 @@ __all__ = [
 DEFAULT_STRUCTURED_RETRIES: Final = 3
 #: Seed 004's name for a run that never gave a valid answer.
 STOP_STRUCTURED_RETRIES: Final = "error_max_structured_output_retries"
-#: How a correction message begins (and how the run's corrections are counted).
+#: How a correction message begins (the count is ``RunState.structured_corrections``, not this text).
 CORRECTION: Final = "Your final answer did not match the output schema"
 
 #: A msgspec type (a ``Struct``, ``dict[str, int]``...) or a JSON Schema object.
@@ -184,13 +184,9 @@ async def structured_end(self: Agent, response: _Response, stop_reason: str) -> 
     if not errors:
         self._structured = (value,)
         return stop_reason
-    done = sum(
-        1
-        for message in run.history
-        if message.get("role") == "user"
-        for block in message.get("content") or []
-        if isinstance(block, dict) and str(block.get("text", "")).startswith(CORRECTION)
-    )
+    # spec §17.2-c: counted in the run's state, never read back from the text (a user can
+    # write a prompt that begins like a correction; a pause keeps the count).
+    done = run.structured_corrections
     retrying = done < self.max_structured_output_retries
     payload = {
         "type": "structured_output_invalid",
@@ -206,5 +202,6 @@ async def structured_end(self: Agent, response: _Response, stop_reason: str) -> 
         f"{CORRECTION}: " + "; ".join(errors[:20]) + ". Answer again with only a JSON value that matches "
         "the schema:\n" + json.dumps(output.json_schema, ensure_ascii=False)
     )
+    run.structured_corrections += 1
     self._append_user([{"type": "text", "text": text}])
     return None

@@ -23,10 +23,23 @@ if TYPE_CHECKING:
     from .store import Store
     from .tools import Tool
 
-__all__ = ["SUBAGENT_TOOL", "AgentSpec", "check_specs", "demo_subagents", "parse_spawn", "spawn_tool_definition"]
+__all__ = [
+    "DEFAULT_MAX_SUBAGENTS_PER_STEP",
+    "SUBAGENT_TOOL",
+    "AgentSpec",
+    "check_specs",
+    "demo_subagents",
+    "over_cap",
+    "parse_spawn",
+    "spawn_tool_definition",
+]
 
 #: The tool the model calls to spawn a child ([R13.1-a]).
 SUBAGENT_TOOL: Final = "spawn_subagent"
+#: Children one step may have running at once, unless ``Agent(max_subagents_per_step=...)`` says
+#: otherwise ([R13.9-a]): twice the default backend-tool concurrency, and as many topics as
+#: the embedded model fans out to.
+DEFAULT_MAX_SUBAGENTS_PER_STEP: Final = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +117,24 @@ def parse_spawn(tool_input: Mapping[str, Any], specs: Mapping[str, AgentSpec]) -
     if not isinstance(task, str) or not task.strip():
         return "the task must be a non-empty string"
     return name, specs[name], task
+
+
+def over_cap(cap: int, background: int) -> str:
+    """The ``is_error`` text of a spawning call past the per-step cap ([R13.9-a]).
+
+    Args:
+        cap: the agent's ``max_subagents_per_step``.
+        background: background tasks of earlier steps still running (they hold slots).
+
+    Returns:
+        What the model reads: that the call did not run, why, and what to do instead.
+    """
+    held = f", {background} of them background tasks of earlier steps still running" if background else ""
+    return (
+        f"not run: at most {cap} subagents may run at once for one step (max_subagents_per_step){held}; "
+        "this call was over the limit and started nothing. Call it again in a later step, once some "
+        "have reported"
+    )
 
 
 def demo_subagents() -> dict[str, AgentSpec]:

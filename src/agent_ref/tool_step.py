@@ -15,13 +15,14 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from . import loop_guard, subagent_run
+from .background import TERMINAL
 from .finish import STOP_MAX_STEPS
 from .hooks import HookFailure, HookInput, run_hooks
 from .permissions import PermissionDeny, ToolPermissionContext, ask
 from .record import _tool_uses
 from .state import PendingCall
 from .subagent_run import ChildPaused
-from .subagents import SUBAGENT_TOOL
+from .subagents import SUBAGENT_TOOL, over_cap, parse_spawn
 from .tools import ToolCallRequest, ToolOutcome, error_outcome, run_tools
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ async def run_step_tools(
             await response.send(done.lines)
         self._append_user([outcomes[c.id].block for c in calls])
         return []
+    spawns = await _cap_spawns(self, response, spawns, outcomes)
 
     def answered(call: ToolCallRequest, done: ToolOutcome) -> None:
         self._answered[call.id] = done.block
@@ -112,6 +114,34 @@ async def run_step_tools(
         return [*frontend, *(c for c in spawns if c.id in {p.child.tool_use_id for p in paused})]
     self._append_user([outcomes[c.id].block for c in calls])
     return []
+
+
+async def _cap_spawns(
+    self: Agent, response: _Response, spawns: list[ToolCallRequest], outcomes: dict[str, ToolOutcome]
+) -> list[ToolCallRequest]:
+    """The spawning calls within the per-step cap; each one past it is answered ``is_error`` (spec §13.9-a).
+
+    Slots go in call order. Background tasks of earlier steps still running hold one each.
+    A call that would start nothing (no such child, an empty task, a ``background`` that is
+    not a boolean) holds none: ``spawn`` answers it with its own error.
+    """
+    cap = self.max_subagents_per_step
+    background = sum(1 for task in self.state.tasks if task.status not in TERMINAL)
+    used = background
+    kept: list[ToolCallRequest] = []
+    for call in spawns:
+        starts = not isinstance(parse_spawn(call.input, self.subagents), str) and isinstance(
+            call.input.get("background", False), bool
+        )
+        if not starts or used < cap:
+            used += starts
+            kept.append(call)
+            continue
+        done = error_outcome(self._emitter, call, over_cap(cap, background))
+        outcomes[call.id] = done
+        self._answered[call.id] = done.block
+        await response.send(done.lines)
+    return kept
 
 
 async def permit(self: Agent, call: ToolCallRequest) -> ToolCallRequest | str:

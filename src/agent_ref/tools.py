@@ -167,10 +167,16 @@ def _build(f: Callable[..., Any], *, name: str | None, executor: Executor, descr
         if param.name not in hints:
             raise ToolDefinitionError(f"tool {tool_name}: parameter {param.name!r} has no type hint")
         hint = hints[param.name]
-        schema = _schema(hint, f"{tool_name}.{param.name}")
+        where = f"tool {tool_name}: parameter {param.name!r}"
+        try:
+            msgspec.inspect.type_info(hint)  # what the call's conversion will need (spec §2.1-b)
+        except (TypeError, ValueError) as exc:
+            raise ToolDefinitionError(f"{where}: {hint!r} cannot be read from JSON: {exc}") from None
+        has_default = param.default is not inspect.Parameter.empty
+        schema = _schema(hint, where, omit_none=has_default)
         if param.name in arg_docs:
             schema = {**schema, "description": arg_docs[param.name]}
-        if param.default is inspect.Parameter.empty:
+        if not has_default:
             required.append(param.name)
         elif param.default is not None and _json_able(param.default):
             schema = {**schema, "default": param.default}
@@ -193,27 +199,154 @@ def _json_able(value: object) -> bool:
     return isinstance(value, str | int | float | bool)
 
 
-def _schema(hint: Any, where: str) -> dict[str, Any]:
-    """JSON schema of one type hint (the subset a tool argument needs)."""
+#: What ``@tool`` can describe, for the error that names a type it cannot.
+SUPPORTED_HINTS: Final = (
+    "str, int, float, bool, None, Any, Literal[...], unions and Optional, list[T], Sequence[T], set[T], "
+    "tuple[T, ...], tuple[T1, T2, ...], dict[str, T], and dataclasses of these"
+)
+
+
+def _schema(hint: Any, where: str, *, omit_none: bool = False, seen: tuple[type, ...] = ()) -> dict[str, Any]:
+    """JSON Schema of one type hint (spec §2.1-a, §2.1-b).
+
+    Args:
+        hint: the annotation.
+        where: the place, for errors (``tool t: parameter 'p'``, then ``.field`` or ``[]`` deeper).
+        omit_none: ``None`` in a union is left out (a property with a default: the model
+            omits it rather than sending ``null``); elsewhere ``None`` is ``{"type": "null"}``.
+        seen: the dataclasses being described, outermost first (a recursive one is refused).
+
+    Raises:
+        ToolDefinitionError: a hint with no JSON form here, naming the place and why.
+    """
     if hint in _SIMPLE:
         return dict(_SIMPLE[hint])
     if hint is Any:
         return {}
+    if hint is None or hint is type(None):
+        return {"type": "null"}
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin is Literal:
         return {"enum": list(args)}
     if origin in (Union, types.UnionType):
         members = [a for a in args if a is not type(None)]
-        if len(members) == 1:
-            return _schema(members[0], where)
-        return {"anyOf": [_schema(a, where) for a in members]}
-    if origin in (list, Sequence, tuple) or hint is list:
-        item = args[0] if args else Any
-        return {"type": "array", "items": _schema(item, where)}
+        nullable = len(members) < len(args) and not omit_none
+        schemas = [_schema(a, where, seen=seen) for a in members] + ([{"type": "null"}] if nullable else [])
+        return schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return _dataclass_schema(hint, where, seen)
+    if hint is tuple or hint is typing.Tuple:  # noqa: UP006  # the bare typing alias is a hint too
+        return {"type": "array"}
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return {"type": "array", "items": _schema(args[0], f"{where}[]", seen=seen)}
+        if not args:  # tuple[()]: the empty array
+            return {"type": "array", "maxItems": 0}
+        # A fixed shape: position i has type args[i], and nothing more (JSON Schema 2020-12).
+        items = [_schema(a, f"{where}[{i}]", seen=seen) for i, a in enumerate(args)]
+        return {"type": "array", "prefixItems": items, "items": False, "minItems": len(items), "maxItems": len(items)}
+    if origin in (list, Sequence, set, frozenset) or hint in (list, set, frozenset):
+        schema: dict[str, Any] = {"type": "array"}
+        if args:
+            schema["items"] = _schema(args[0], f"{where}[]", seen=seen)
+        if origin in (set, frozenset) or hint in (set, frozenset):
+            schema["uniqueItems"] = True
+        return schema
     if origin in (dict, Mapping) or hint is dict:
+        if args and args[0] is not str:
+            raise ToolDefinitionError(f"{where}: {hint!r}: a JSON object's keys are strings; use dict[str, ...]")
+        if args and args[1] is not Any:
+            return {"type": "object", "additionalProperties": _schema(args[1], f"{where}{{}}", seen=seen)}
         return {"type": "object"}
-    raise ToolDefinitionError(f"{where}: type hint {hint!r} has no JSON schema mapping here")
+    raise ToolDefinitionError(f"{where}: {hint!r} has no JSON Schema form here (supported: {SUPPORTED_HINTS})")
+
+
+def _dataclass_schema(cls: type, where: str, seen: tuple[type, ...]) -> dict[str, Any]:
+    """An object of the dataclass's fields; those without a default are required (spec §2.1-b).
+
+    The class docstring's summary describes the object and its ``Attributes:`` lines the
+    fields. Other keys are refused (``additionalProperties: false``): they would be dropped.
+    """
+    if cls in seen:
+        chain = " -> ".join(c.__name__ for c in (*seen, cls))
+        raise ToolDefinitionError(f"{where}: dataclass {cls.__name__} contains itself ({chain}); not supported")
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception as exc:  # a hint that does not resolve is a definition error, not a crash
+        raise ToolDefinitionError(f"{where}: cannot resolve the type hints of {cls.__name__} ({exc})") from None
+    doc = inspect.getdoc(cls) or ""
+    summary, docs = ("", {}) if doc.startswith(f"{cls.__name__}(") else _parse_docstring(doc)  # not the generated one
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue  # not an argument of the class: the model cannot give it
+        has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        schema = _schema(hints[f.name], f"{where}.{f.name}", omit_none=has_default, seen=(*seen, cls))
+        if f.name in docs:
+            schema = {**schema, "description": docs[f.name]}
+        if not has_default:
+            required.append(f.name)
+        elif f.default is not None and f.default is not dataclasses.MISSING and _json_able(f.default):
+            schema = {**schema, "default": f.default}
+        properties[f.name] = schema
+    out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        out["required"] = required
+    if summary:
+        out["description"] = summary
+    return out
+
+
+def _unexpected_field(value: object, hint: Any, path: str) -> str | None:
+    """Where ``value`` has a key a dataclass in ``hint`` does not have (msgspec would drop it), or ``None``.
+
+    Follows the hint, not the value, so the walk is as deep as the type (recursive
+    dataclasses are refused when the tool is made).
+    """
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        if not isinstance(value, dict):
+            return None  # the conversion reports the wrong type
+        hints = typing.get_type_hints(hint)
+        fields = {f.name: hints[f.name] for f in dataclasses.fields(hint) if f.init}
+        for key in value:
+            if key not in fields:
+                return f"unexpected field {key!r} at `{path}` (the fields of {hint.__name__}: {', '.join(fields)})"
+        for key, item in value.items():
+            found = _unexpected_field(item, fields[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        for member in args:  # msgspec allows one dict-like member at most, so the first match is the one
+            if isinstance(value, dict) and (
+                dataclasses.is_dataclass(member) or typing.get_origin(member) in (dict, Mapping)
+            ):
+                return _unexpected_field(value, member, path)
+            if isinstance(value, list) and typing.get_origin(member) in (list, tuple, Sequence, set, frozenset):
+                return _unexpected_field(value, member, path)
+        return None
+    if isinstance(value, list) and args:
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            pairs = list(zip(value, args, strict=False))
+        elif origin in (list, tuple, Sequence, set, frozenset):
+            pairs = [(item, args[0]) for item in value]
+        else:
+            return None
+        for i, (item, item_hint) in enumerate(pairs):
+            found = _unexpected_field(item, item_hint, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    if isinstance(value, dict) and origin in (dict, Mapping) and len(args) == 2:
+        for key, item in value.items():
+            found = _unexpected_field(item, args[1], f"{path}.{key}")
+            if found:
+                return found
+    return None
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -225,13 +358,13 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     current: str | None = None
     for raw in lines:
         stripped = raw.strip()
-        if re.fullmatch(r"(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):", stripped):
+        if re.fullmatch(r"(Args|Arguments|Parameters|Attributes|Returns|Raises|Yields|Examples?|Notes?):", stripped):
             section = stripped[:-1]
             current = None
             continue
         if section is None:
             summary.append(stripped)
-        elif section in ("Args", "Arguments", "Parameters"):
+        elif section in ("Args", "Arguments", "Parameters", "Attributes"):
             match = re.match(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", stripped)
             if match and raw.startswith((" ", "\t")) and (len(raw) - len(raw.lstrip())) <= 4:
                 current = match.group(1)
@@ -334,8 +467,18 @@ async def _call(tool_def: Tool, call: ToolCallRequest) -> object:
         hint = tool_def.param_types.get(key)
         if hint is None:
             raise TypeError(f"unexpected argument {key!r}")
-        # strict=False: the model sends 3 for a float, "3" is still refused.
-        kwargs[key] = msgspec.convert(value, type=hint, strict=False) if hint is not Any else value
+        if hint is Any:
+            kwargs[key] = value
+            continue
+        extra = _unexpected_field(value, hint, "$")
+        if extra is not None:  # spec §2.1-b: msgspec would drop it; nothing the model sends is dropped
+            raise TypeError(f"parameter {key!r}: {extra}")
+        try:
+            # strict=False: msgspec's lax coercions (3 for a float, "3" for an int, "true" for a
+            # bool). A dataclass or a tuple is built from its JSON object or array (spec §2.1-b).
+            kwargs[key] = msgspec.convert(value, type=hint, strict=False)
+        except msgspec.ValidationError as exc:
+            raise msgspec.ValidationError(f"parameter {key!r}: {exc}") from None
     fn = tool_def.fn
     if inspect.iscoroutinefunction(fn):
         result = await fn(**kwargs)

@@ -262,3 +262,71 @@ def test_spec_17_2_b_only_end_turn_is_checked() -> None:
     assert result.structured_output is None
     assert _invalid(lines) == []
     assert len(model.requests) == 3
+
+
+def test_spec_17_2_c_a_prompt_that_begins_like_a_correction_spends_no_retry() -> None:
+    """The user's prompt may begin with the correction text: the run still gets every correction [R17.2-c].
+
+    Before: corrections were counted by their text, so this prompt counted as one already and
+    the run ended after a single answer (attempt 2, not retrying).
+    """
+    from agent_ref.structured import CORRECTION
+
+    agent, model = _agent(SCHEMA, max_structured_output_retries=1)
+    lines: list[bytes] = []
+    prompt = f"{CORRECTION}: that is what my last tool said. Stubbornly describe the weather in Paris as JSON."
+    result = run(agent.run(prompt, lines.append))
+    assert result.stop_reason == STOP_STRUCTURED_RETRIES
+    assert [(e["attempt"], e["retrying"]) for e in _invalid(lines)] == [(1, True), (2, False)]
+    assert len(model.requests) == 2  # the first answer and the one correction
+
+
+def test_spec_17_2_c_the_count_is_state_and_survives_a_pause_in_another_process() -> None:
+    """A correction before a pause still counts after a resume by a fresh Agent [R17.2-c]."""
+    import asyncio
+    import json
+
+    from agent_ref import MemoryStore, ReplayModel
+
+    def start() -> dict[str, Any]:
+        message: dict[str, Any] = {"id": "m", "type": "message", "role": "assistant", "model": "r", "content": []}
+        message |= {"stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+        return {"type": "message_start", "message": message}
+
+    def end(reason: str) -> list[dict[str, Any]]:
+        return [{"type": "message_delta", "delta": {"stop_reason": reason}, "usage": {"output_tokens": 2}}]
+
+    def prose(text: str) -> list[dict[str, Any]]:
+        return [
+            start(),
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+            {"type": "content_block_stop", "index": 0},
+            *end("end_turn"),
+        ]
+
+    block = {"type": "tool_use", "id": "toolu_c", "name": "confirm", "input": {}}
+    ask = [
+        start(),
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{}"}},
+        {"type": "content_block_stop", "index": 0},
+        *end("tool_use"),
+    ]
+    ask[2]["delta"]["partial_json"] = json.dumps({"question": "Paris?"})
+    model = ReplayModel([prose("sunny"), ask, prose("still sunny")])
+    store = MemoryStore()
+    config: dict[str, Any] = {"tools": default_tools(), "retry": fast_retry(), "output_schema": SCHEMA}
+    agent = Agent(model, store=store, max_structured_output_retries=1, **config)
+    first: list[bytes] = []
+    paused = run(agent.run("weather", first.append))
+    assert paused.stop_reason == "awaiting_frontend_tools"
+    stored = asyncio.run(store.load(agent.agent_uuid))
+    assert stored is not None
+    assert stored.run is not None
+    assert stored.run.structured_corrections == 1
+    fresh = asyncio.run(Agent.load(agent.agent_uuid, store, model, max_structured_output_retries=1, **config))
+    second: list[bytes] = []
+    result = run(fresh.continue_with_tool_results([{"tool_use_id": "toolu_c", "content": "yes"}], second.append))
+    assert result.stop_reason == STOP_STRUCTURED_RETRIES
+    assert [(e["attempt"], e["retrying"]) for e in _invalid(first) + _invalid(second)] == [(1, True), (2, False)]

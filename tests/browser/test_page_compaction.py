@@ -2,8 +2,7 @@
 
 The conformance stream ``valid/meta_compaction.jsonl`` (two compactions of one agent, one
 of a second agent) is replayed by the server from a journal, as the page tests replay
-their fixtures; Debian's chromium renders it (the fixtures come from
-``test_page_in_chromium``, which also says when the tests skip).
+their fixtures; Debian's chromium renders it (``conftest.py`` says when the tests skip).
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from typing import Any
 from agent_ref import MemoryStore, ScriptedModel
 from agent_ref.server import create_app
 from agent_ref.server_streams import MemoryJournal
-from browser.test_page_in_chromium import allowed_errors, browser, page  # noqa: F401  # the shared fixtures
 from envelope import reconstruct
 from server_support import running
 from validating import assert_valid
@@ -23,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 AGENT = "0b6f5a4e-1c2d-4e3f-8a9b-0c1d2e3f4a5b"
 
 
-def test_spec_04_15_page_shows_context_compacted_markers(page: Any, tmp_path: Path) -> None:  # noqa: F811  # fixture
+def test_spec_04_15_page_shows_context_compacted_markers(page: Any, tmp_path: Path) -> None:
     """[4.15-a]: each compaction is a "context compacted (N tokens)" marker in its place; no error, no text."""
     lines = (ROOT / "spec" / "conformance" / "valid" / "meta_compaction.jsonl").read_bytes().splitlines()
     assert_valid(lines)

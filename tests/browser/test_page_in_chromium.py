@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,103 +20,22 @@ import pytest
 from agent_ref import MemoryStore, ScriptedModel
 from agent_ref.server import create_app
 from agent_ref.server_streams import MemoryJournal
+from browser.page_support import ask as _ask
+from browser.page_support import page_transcripts as _page_transcripts
+from browser.page_support import run_id as _run_id
+from browser.page_support import stored_responses as _stored_responses
 from envelope import reconstruct
-from server_support import data_lines, get, running
+from server_support import data_lines, running
 from validating import assert_valid
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+    from collections.abc import Awaitable, Callable, MutableMapping
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 #: A 1x1 PNG, served for the fixture's image URL.
 PNG_1PX = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 )
-#: Where the README's screenshot comes from (written by the frontend test when set).
-SCREENSHOT_ENV = "AGENT_REF_SCREENSHOT"
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason}; CI must run the browser tests (scripts/system-deps, the dev extra)")
-    pytest.skip(f"BROWSER TESTS DID NOT RUN: {reason}")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Debian's chromium under Playwright, one per module."""
-    executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
-    if executable is None:
-        _unavailable("chromium is not installed (apt-get install -y chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright is not installed (pip install playwright; never `playwright install`)")
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=executable, args=ARGS, headless=True)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def allowed_errors() -> list[str]:
-    """Console messages a test expects (a test that drops the connection expects the browser to say so)."""
-    return []
-
-
-@pytest.fixture
-def page(browser: Any, allowed_errors: list[str]) -> Iterator[Any]:
-    """A fresh page; console errors and page errors fail the test, unless the test allowed them."""
-    context = browser.new_context(viewport={"width": 1100, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
-    page.on("console", lambda msg: errors.append(f"console.error: {msg.text}") if msg.type == "error" else None)
-    page.set_default_timeout(30_000)
-    yield page
-    context.close()
-    unexpected = [e for e in errors if not any(a in e for a in allowed_errors)]
-    assert not unexpected, "\n".join(unexpected)
-
-
-def _page_transcripts(page: Any) -> list[dict[str, Any]]:
-    """Each response's transcript as the page rebuilt it (JSON round trip)."""
-    result: list[dict[str, Any]] = page.evaluate(
-        "() => window.agentRef.turns.flatMap(t => t.responses.map(r => r.rebuilt.transcript()))"
-    )
-    return result
-
-
-def _stored_responses(base: str, run_id: str, count: int) -> list[list[bytes]]:
-    out = []
-    for index in range(count):
-        r = get(base, f"/agent/runs/{run_id}/stream", params={"response": str(index)})
-        assert r.status_code == 200
-        assert_valid(r.content)
-        out.append(data_lines(r.content))
-    return out
-
-
-def _ask(page: Any, base: str, prompt: str) -> None:
-    page.goto(base + "/")
-    page.wait_for_selector("body[data-ready='true']")
-    page.fill("#prompt", prompt)
-    page.click("#send")
-
-
-def _run_id(page: Any) -> str:
-    run_id: str = page.evaluate("() => window.agentRef.turns[0].responses[0].runId")
-    assert run_id
-    return run_id
 
 
 def test_spec_server_6_2_a_backend_tool_run_renders_and_matches_the_stream(page: Any, tmp_path: Path) -> None:
@@ -153,9 +70,6 @@ def test_spec_server_6_3_a_frontend_tool_confirm_round_trip(page: Any, tmp_path:
         dialog.locator("button.confirm").click()
         page.wait_for_selector("body[data-done='1']")
         page.screenshot(path=str(tmp_path / "frontend-tool.png"), full_page=True)
-        shot = os.environ.get(SCREENSHOT_ENV)
-        if shot:
-            page.screenshot(path=shot, full_page=True)
         run_id = _run_id(page)
         stored = _stored_responses(base, run_id, 2)
     assert _page_transcripts(page) == [reconstruct(lines).to_dict() for lines in stored]
@@ -171,30 +85,13 @@ def _fixture_lines(name: str) -> list[bytes]:
     return data_lines((ROOT / "fixtures" / "golden" / name / "input.sse").read_bytes())
 
 
-def _nest(lines: list[bytes], child: str, parent: str, tool_use_id: str) -> list[bytes]:
-    """The fixture with the child's meta_init naming its spawning call (spec server §6.2-a)."""
-    out = []
-    for line in lines:
-        if line != b"[DONE]":
-            env = json.loads(line)
-            if env["type"] == "meta_init" and env["agent"] == child:
-                data = json.loads(env["delta"])
-                data["parent"] = {"agent": parent, "tool_use_id": tool_use_id}
-                env["delta"] = json.dumps(data)
-                line = json.dumps(env, separators=(",", ":")).encode()
-        out.append(line)
-    return out
+def test_spec_server_6_2_b_multi_agent_stream_renders_separate_subtrees(page: Any, tmp_path: Path) -> None:
+    """[S6.2-a]: a two-agent stream with no parent link (fixture, replayed by the server) gives two sibling subtrees.
 
-
-@pytest.mark.parametrize("nested", [False, True], ids=["siblings", "nested"])
-def test_spec_server_6_2_b_multi_agent_stream_renders_separate_subtrees(
-    page: Any, tmp_path: Path, nested: bool
-) -> None:
-    """[S6.2-a]: a two-agent stream (fixture, replayed by the server) gives one subtree per agent; nested under the call when meta_init says so."""
+    Nesting is proven on a real subagent run in ``test_page_subagents.py``.
+    """
     parent, child = "7d0f8a52-5a3e-4c0b-9a57-1f2b3c4d5e6f", "c41d9e0a-2b7f-4e8a-b1c3-0d9e8f7a6b5c"
     lines = _fixture_lines("two_agents_lifecycle")
-    if nested:
-        lines = _nest(lines, child, parent, "toolu_01")
     assert_valid(lines, expect=["W165"])  # the golden fixture's own warning: its toolu_c1 call predates the stream
     journal = MemoryJournal()
     for line in lines:
@@ -205,12 +102,11 @@ def test_spec_server_6_2_b_multi_agent_stream_renders_separate_subtrees(
     with running(app) as base:
         page.goto(base + "/#run=fixture-run")
         page.wait_for_selector("body[data-done='1']")
-        page.screenshot(path=str(tmp_path / f"multi-agent-{'nested' if nested else 'siblings'}.png"), full_page=True)
+        page.screenshot(path=str(tmp_path / "multi-agent-siblings.png"), full_page=True)
     assert _page_transcripts(page) == [reconstruct(lines).to_dict()]
-    assert page.locator(f".agent[data-agent='{parent}']").count() == 1
-    assert page.locator(f".agent[data-agent='{child}']").count() == 1
-    inside = page.locator(f".agent[data-agent='{parent}'] [data-tool-use-id='toolu_01'] .agent[data-agent='{child}']")
-    assert inside.count() == (1 if nested else 0)
+    assert page.locator(".agents > .agent").count() == 2  # siblings, in order of first appearance
+    assert page.locator(".agents > .agent").nth(0).get_attribute("data-agent") == parent
+    assert page.locator(".agents > .agent").nth(1).get_attribute("data-agent") == child
     assert page.locator(f".agent[data-agent='{child}'] img").count() == 1  # the child's tool result image
 
 
@@ -251,7 +147,7 @@ def test_spec_server_6_4_a_dropped_connection_resumes_with_nothing_missing_or_do
     assert _page_transcripts(page) == [reconstruct(stored).to_dict()]
     assert page.locator(".badge").inner_text() == "end_turn"
     assert page.locator("[data-tool-use-id]").count() == 1
-    assert page.locator("[role=alert]").count() == 0
+    assert page.locator("[role=alert]:visible").count() == 0
 
 
 def test_spec_server_2_2_a_page_reloaded_while_paused_asks_again_and_finishes(page: Any, tmp_path: Path) -> None:
@@ -272,3 +168,46 @@ def test_spec_server_2_2_a_page_reloaded_while_paused_asks_again_and_finishes(pa
     card = page.locator("[data-tool-use-id]").filter(has_text="confirm")
     assert card.locator(".tool-result").inner_text().strip().endswith("no")
     assert page.locator(".badge").inner_text() == "end_turn"
+
+
+def _linked(lines: list[bytes], agent: str, link: dict[str, Any]) -> list[bytes]:
+    """The fixture with ``link`` merged into ``agent``'s meta_init (the §E8.3.1 keys, for the cases real runs never make)."""
+    out = []
+    for line in lines:
+        if line != b"[DONE]":
+            env = json.loads(line)
+            if env["type"] == "meta_init" and env["agent"] == agent:
+                env["delta"] = json.dumps({**json.loads(env["delta"]), **link})
+                line = json.dumps(env, separators=(",", ":")).encode()
+        out.append(line)
+    return out
+
+
+@pytest.mark.parametrize("case", ["orphan", "refused"])
+def test_spec_server_6_2_c_a_link_to_nothing_or_a_refused_link_drops_no_agent(
+    page: Any, tmp_path: Path, case: str
+) -> None:
+    """[S6.2-a] [E8.3.1-c]: a call that is not in the stream leaves the child at the top marked; a refused link shows all flat with an error."""
+    parent, child = "7d0f8a52-5a3e-4c0b-9a57-1f2b3c4d5e6f", "c41d9e0a-2b7f-4e8a-b1c3-0d9e8f7a6b5c"
+    call: Any = "toolu_not_in_this_stream" if case == "orphan" else 7
+    lines = _linked(_fixture_lines("two_agents_lifecycle"), child, {"parent_agent": parent, "parent_tool_use_id": call})
+    assert_valid(lines, expect=["W165"])  # the fixture's own warning, as above
+    journal = MemoryJournal()
+    for line in lines:
+        journal.append("linked-run", 0, line)
+    page.route("https://example.com/**", lambda route: route.fulfill(body=PNG_1PX, content_type="image/png"))
+    with running(create_app(store=MemoryStore(), model_factory=ScriptedModel, journal=journal)) as base:
+        page.goto(base + "/#run=linked-run")
+        page.wait_for_selector("body[data-done='1']")
+        page.screenshot(path=str(tmp_path / f"link-{case}.png"), full_page=True)
+    assert _page_transcripts(page) == [reconstruct(lines).to_dict()]
+    tops = page.locator(".agents > .agent")
+    assert [tops.nth(i).get_attribute("data-agent") for i in range(tops.count())] == [parent, child]
+    marked = page.locator(f".agent[data-agent='{child}'] > .agent-head .orphan")
+    refusal = page.locator(".agents > [role=alert]")
+    if case == "orphan":
+        assert marked.inner_text() == "· parent not shown"
+        assert refusal.count() == 0
+    else:
+        assert marked.count() == 0
+        assert "parent_tool_use_id must be a non-empty string" in refusal.inner_text()

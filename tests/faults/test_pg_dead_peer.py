@@ -48,7 +48,7 @@ def test_spec_scaleout_2_2_b_follower_on_the_survivor_gets_the_end(
     lines = data_lines(body)
     assert lines[-1] == b"[DONE]"
     assert [v.code for v in violations(body) if v.code != "E140"] == []  # spec server §3.3-a
-    assert meta(lines, "error")["type"] == "server_lost"
+    assert meta(lines, "error")["type"] == "server_restarted"
     assert meta(lines, "meta_final")["stop_reason"] == "error"
     assert data_lines(bytes(writer.body)) == lines[: len(data_lines(bytes(writer.body)))]
 

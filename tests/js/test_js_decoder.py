@@ -9,6 +9,7 @@ Node is required: missing in CI is a failure; elsewhere the tests skip saying so
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -19,7 +20,10 @@ from typing import Any
 
 import pytest
 
-from envelope import EnvelopeError, Reconstructor, StreamReader
+from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools
+from agent_ref.subagents import demo_subagents
+from envelope import EnvelopeError, Reconstructor, StreamReader, tree
+from validating import assert_valid
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODER = ROOT / "js" / "envelope-decoder.mjs"
@@ -85,3 +89,100 @@ def test_spec_server_7_1_c_js_and_python_rebuild_the_same(path: Path) -> None:
         assert ("error" in python) == ("error" in js), f"python: {python.get('error')}\njs: {js.get('error')}"
     else:
         assert js == python
+
+
+def _agent_lines(prompt: str) -> list[bytes]:
+    """A real run of the reference agent with the demo subagents: every response (a pause answered "yes"), back to back."""
+    store = MemoryStore()
+    config: dict[str, Any] = {"tools": default_tools(), "subagents": demo_subagents()}
+    agent = Agent(ScriptedModel(), store=store, **config)
+    lines: list[bytes] = []
+    result = asyncio.run(agent.run(prompt, lines.append))
+    while result.stop_reason == "awaiting_frontend_tools":
+        pause = [json.loads(x) for x in lines if x != b"[DONE]" and json.loads(x)["type"] == "awaiting_frontend_tools"]
+        answers = [{"tool_use_id": p["tool_use_id"], "content": "yes"} for p in json.loads(pause[-1]["delta"])]
+        start = len(lines)
+        result = asyncio.run(agent.continue_with_tool_results(answers, lines.append))
+        assert_valid(lines[start:])
+    assert_valid(lines[: lines.index(b"[DONE]") + 1])
+    return lines
+
+
+def _link(agent: str, parent: str, call: Any) -> list[str]:
+    meta = {"format": "json", "parent_agent": parent, "parent_tool_use_id": call}
+    return [json.dumps({"type": "meta_init", "agent": agent, "final": True, "delta": json.dumps(meta)})]
+
+
+def _call(agent: str, call: str) -> list[str]:
+    return [
+        json.dumps(
+            {"type": "tool_call", "agent": agent, "final": True, "delta": "{}", "id": call, "name": "spawn_subagent"}
+        )
+    ]
+
+
+#: Streams built by hand for the rules real runs never exercise (spec §8.3.1-c).
+EDGE_TREES: dict[str, list[str]] = {
+    "orphan_parent_absent": [*_link("c", "nobody", "t1")],
+    "orphan_call_absent": [*_call("p", "t1"), *_link("c", "p", "t2")],
+    "orphan_self": [*_call("a", "t1"), *_link("a", "a", "t1")],
+    "cycle": [
+        *_call("a", "ta"),
+        *_call("b", "tb"),
+        *_link("a", "b", "tb"),
+        *_link("b", "a", "ta"),
+        *_link("d", "a", "ta"),
+    ],
+    "two_children_one_call": [*_call("p", "t1"), *_call("p", "t2"), *_link("c1", "p", "t1"), *_link("c2", "p", "t1")],
+    "bad_key": [*_call("p", "t1"), *_link("c", "p", 7)],
+    "empty_key": [*_call("p", "t1"), *_link("c", "", "t1")],
+    "too_deep": [line for i in range(70) for line in (*_call(f"a{i}", f"t{i}"), *_link(f"a{i + 1}", f"a{i}", f"t{i}"))],
+}
+
+
+def _tree_both(tmp_path: Path, lines: list[bytes] | list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(JS, Python) agent trees of one stream; ``{"error": ...}`` where a side refuses."""
+    raw = [x.encode() if isinstance(x, str) else x for x in lines]
+    path = tmp_path / "stream.jsonl"
+    path.write_bytes(b"\n".join(raw) + b"\n")
+    result = subprocess.run(
+        [_node(), str(ROOT / "tests" / "js" / "transcript.mjs"), "--tree", str(path)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    rebuilt = Reconstructor()
+    try:
+        for line in raw:
+            rebuilt.feed(line)
+        python = tree(rebuilt.transcript()).to_dict()
+    except EnvelopeError as exc:
+        python = {"error": str(exc)}
+    js: dict[str, Any] = json.loads(result.stdout)
+    return js, python
+
+
+@pytest.mark.parametrize(
+    "prompt", ["Research tides and volcanoes in parallel", "Research tides and volcanoes (confirm first) in parallel"]
+)
+def test_spec_8_3_1_js_tree_nests_a_real_subagent_run_as_python_does(tmp_path: Path, prompt: str) -> None:
+    """[8.3.1-a] [8.3.1-b] [S7.1-a]: the JS ``tree`` reads the agent's ``parent_agent``/``parent_tool_use_id`` as Python's does."""
+    js, python = _tree_both(tmp_path, _agent_lines(prompt))
+    assert js == python
+    (root,) = python["agents"]  # both children nested, none left at the top
+    spawns = [b for b in root["blocks"] if b["type"] == "tool_call" and b["name"] == "spawn_subagent"]
+    assert [len(b.get("agents", [])) for b in spawns] == [1, 1]
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_TREES))
+def test_spec_8_3_1_c_js_tree_orphans_cycles_and_refusals_as_python(tmp_path: Path, name: str) -> None:
+    """[8.3.1-c]: orphans, self links, cycles stay roots marked ``orphan``; bad keys and depth are refused on both sides."""
+    js, python = _tree_both(tmp_path, EDGE_TREES[name])
+    refused = name in ("bad_key", "empty_key", "too_deep")
+    assert ("error" in python) == refused, python
+    assert ("error" in js) == refused, js
+    if not refused:
+        assert js == python
+        if name != "two_children_one_call":
+            assert any(node.get("orphan") for node in python["agents"])

@@ -1,10 +1,12 @@
-// Prints the JS decoder's transcript of one recorded stream (.sse or .jsonl) as JSON,
-// or {"error": message} when the decoder refuses it. Used by tests/js/test_js_decoder.py
-// to compare both sides of the language border on the same files.
+// Prints the JS decoder's transcript of one recorded stream (.sse or .jsonl) as JSON
+// (with --tree, its agent tree, spec §8.3.1), or {"error": message} when the decoder
+// refuses it. Used by tests/js/test_js_decoder.py to compare both sides of the language
+// border on the same files.
 import { readFileSync } from "node:fs";
-import { Reconstructor, SSEReader } from "../../js/envelope-decoder.mjs";
+import { Reconstructor, SSEReader, tree } from "../../js/envelope-decoder.mjs";
 
-const path = process.argv[2];
+const asTree = process.argv[2] === "--tree";
+const path = process.argv[asTree ? 3 : 2];
 const body = readFileSync(path);
 const rebuilt = new Reconstructor();
 try {
@@ -20,7 +22,7 @@ try {
     events.push(...reader.close());
     for (const event of events) rebuilt.feed(event.data);
   }
-  process.stdout.write(JSON.stringify(rebuilt.transcript()));
+  process.stdout.write(JSON.stringify(asTree ? tree(rebuilt.transcript()) : rebuilt.transcript()));
 } catch (exc) {
   process.stdout.write(JSON.stringify({ error: String(exc.message) }));
 }

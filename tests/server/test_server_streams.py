@@ -124,7 +124,7 @@ def test_spec_server_3_3_b_recovery_closes_and_releases_a_killed_run(tmp_path: P
     state.version = 0
     from agent_ref.state import RunState
 
-    state.run = RunState(run_id=run_id, user_query="q", started_at=0.0, responses=1)
+    state.run = RunState(run_id=run_id, user_query="q", started_at=0.0, responses=0)
     asyncio.run(store.save(state))
     manager = RunManager(store, journal)
     assert asyncio.run(manager.recover()) == [(run_id, 0)]

@@ -1,14 +1,22 @@
 // app.js: the agent-ref page (spec/server.md §6). One module, no build step, no framework.
 //
 // Owns: posting prompts and frontend-tool answers, reading each SSE response with fetch
-// streaming, reconnecting with Last-Event-ID, and drawing the rebuilt blocks: one subtree
-// per agent, thinking collapsed, tool calls with their results and images, citations
-// under their text. Does not own: the protocol (envelope-decoder.mjs rebuilds the blocks;
-// this file only draws transcripts).
-import { Reconstructor, SSEReader } from "./envelope-decoder.mjs";
+// streaming, reconnecting with Last-Event-ID, retrying a server that does not answer,
+// asking for the token, keeping the newest output in view, and drawing the rebuilt
+// blocks: one subtree per agent, each subagent inside the call that spawned it, thinking
+// collapsed, tool calls with their results and images, citations under their text.
+// Does not own: the protocol (envelope-decoder.mjs rebuilds the blocks and the agent
+// tree; this file only draws them).
+import { Reconstructor, SSEReader, tree } from "./envelope-decoder.mjs";
 
 const $ = (sel) => document.querySelector(sel);
+/** Delays between reconnections of a broken response (spec server §6.4-a). */
 const RETRY_DELAYS_MS = [250, 500, 1000, 2000, 4000];
+/** Delays between attempts to reach a server that does not answer at all (spec server §6.6-a). */
+const OFFLINE_DELAYS_MS = [1000, 2000, 4000, 8000, 15000, 15000, 15000, 15000];
+/** How close to the bottom (px) still counts as "at the end" (spec server §6.5-a). */
+const NEAR_BOTTOM_PX = 48;
+const TOKEN_KEY = "agent-ref-token";
 const state = { agentUuid: null, turns: [], busy: false };
 window.agentRef = state; // for the browser tests and the curious
 
@@ -29,26 +37,137 @@ function setState(name, label) {
   $("#status").textContent = label;
 }
 
+// ------------------------------------------------------------------ keeping the newest output in view
+
+/** spec server §6.5-a: follow the end of the page unless the user scrolled up to read. */
+const scroller = {
+  follow: true,
+  distance() {
+    const el = document.scrollingElement;
+    return el.scrollHeight - el.clientHeight - el.scrollTop;
+  },
+  /** After new content: back to the end if following; otherwise offer the jump button. */
+  keep() {
+    if (this.follow) {
+      window.scrollTo({ top: document.scrollingElement.scrollHeight, behavior: "instant" });
+    } else if (this.distance() > NEAR_BOTTOM_PX) {
+      $("#jump").hidden = false;
+    }
+  },
+  /** The user acted at the end of the page (sent, answered, jumped): follow again. */
+  resume() {
+    this.follow = true;
+    $("#jump").hidden = true;
+    this.keep();
+  },
+};
+
+function watchScrolling() {
+  window.addEventListener(
+    "scroll",
+    () => {
+      scroller.follow = scroller.distance() <= NEAR_BOTTOM_PX;
+      if (scroller.follow) $("#jump").hidden = true;
+    },
+    { passive: true },
+  );
+  $("#jump").addEventListener("click", () => scroller.resume());
+  // the docked question panel changes how much of the page the footer covers
+  new ResizeObserver(() => {
+    document.body.style.setProperty("--footer", `${$("#footer").offsetHeight}px`);
+    scroller.keep();
+  }).observe($("#footer"));
+}
+
+// ------------------------------------------------------------------ the server: token, outages
+
+/** The user gave up (cancelled the token dialog or the retries): nothing was sent. */
+class NotSent extends Error {}
+
 function authHeaders() {
-  const token = sessionStorage.getItem("agent-ref-token");
+  const token = sessionStorage.getItem(TOKEN_KEY);
   return token ? { Authorization: `Bearer ${token}` } : {};
 }
 
-async function askToken() {
+/** spec server §6.7-a: ask for the token; `refused` says the last one was wrong. False when cancelled. */
+async function askToken(refused) {
   const dialog = $("#token-dialog");
+  $("#token-refused").hidden = !refused;
+  $("#token-input").value = "";
+  dialog.returnValue = "";
   dialog.showModal();
   await new Promise((resolve) => dialog.addEventListener("close", resolve, { once: true }));
   const token = $("#token-input").value.trim();
-  if (token) sessionStorage.setItem("agent-ref-token", token);
-  return Boolean(token);
+  if (dialog.returnValue !== "ok" || !token) return false;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  return true;
 }
 
-/** fetch with the token; asks for one once on 401. */
+/**
+ * spec server §6.6-a: while the server does not answer at all (the fetch itself fails),
+ * show it, count down to the next attempt, and let the user retry now or cancel.
+ * Resolves when it is time to try again; throws NotSent when the user cancels or the
+ * attempts are spent.
+ */
+async function waitForServer(attempt) {
+  const banner = $("#offline");
+  const where = location.host;
+  if (attempt >= OFFLINE_DELAYS_MS.length) {
+    banner.hidden = true;
+    throw new NotSent(`The agent server at ${where} did not answer after ${attempt} attempts.`);
+  }
+  const delay = OFFLINE_DELAYS_MS[attempt];
+  const until = Date.now() + delay;
+  banner.hidden = false;
+  banner.dataset.attempt = String(attempt + 1);
+  const previous = { state: document.body.dataset.state, label: $("#status").textContent };
+  setState("offline", "server unreachable");
+  try {
+    await new Promise((resolve, reject) => {
+      const tick = () => {
+        const left = Math.max(0, Math.ceil((until - Date.now()) / 1000));
+        $("#offline-text").textContent = `Cannot reach the agent server at ${where}. Retrying in ${left} s (attempt ${attempt + 2} of ${OFFLINE_DELAYS_MS.length + 1}).`;
+      };
+      tick();
+      const timer = setInterval(tick, 250);
+      const done = (fn, value) => {
+        clearInterval(timer);
+        clearTimeout(timeout);
+        $("#offline-retry").onclick = null;
+        $("#offline-cancel").onclick = null;
+        fn(value);
+      };
+      const timeout = setTimeout(() => done(resolve), delay);
+      $("#offline-retry").onclick = () => done(resolve);
+      $("#offline-cancel").onclick = () => done(reject, new NotSent(`Cancelled: the agent server at ${where} did not answer.`));
+    });
+    $("#offline-text").textContent = `Trying the agent server at ${where} again…`;
+  } catch (err) {
+    banner.hidden = true;
+    throw err;
+  } finally {
+    setState(previous.state, previous.label);
+  }
+}
+
+/** fetch with the token: retries while the server cannot be reached, asks for the token on 401. */
 async function api(path, init = {}) {
-  for (let attempt = 0; ; attempt++) {
-    const response = await fetch(path, { ...init, headers: { ...(init.headers || {}), ...authHeaders() } });
-    if (response.status === 401 && attempt === 0 && (await askToken())) continue;
-    return response;
+  let refused = false;
+  for (let offline = 0; ; ) {
+    let response;
+    try {
+      response = await fetch(path, { ...init, headers: { ...(init.headers || {}), ...authHeaders() } });
+    } catch {
+      await waitForServer(offline++); // a TypeError: nothing answered (refused, reset, no network)
+      continue;
+    }
+    $("#offline").hidden = true;
+    offline = 0;
+    if (response.status !== 401) return response;
+    refused = refused || Boolean(sessionStorage.getItem(TOKEN_KEY));
+    sessionStorage.removeItem(TOKEN_KEY); // a refused token is never sent again
+    if (!(await askToken(refused))) throw new NotSent("Not sent: this server needs an access token.");
+    refused = true;
   }
 }
 
@@ -119,16 +238,11 @@ class Stream {
       if (this.runId === null || this.reconnects >= RETRY_DELAYS_MS.length) {
         throw new Error("the connection broke and could not be resumed");
       }
-      setState("streaming", "reconnecting…");
+      setState("streaming", `reconnecting (${this.reconnects + 1} of ${RETRY_DELAYS_MS.length})…`);
       await new Promise((r) => setTimeout(r, RETRY_DELAYS_MS[this.reconnects++]));
       const headers = this.lastId ? { "Last-Event-ID": this.lastId } : {};
       const query = this.lastId ? "" : `?response=${this.index ?? 0}`;
-      let answer;
-      try {
-        answer = await api(`/agent/runs/${encodeURIComponent(this.runId)}/stream${query}`, { headers });
-      } catch {
-        continue; // the server is not back yet
-      }
+      const answer = await api(`/agent/runs/${encodeURIComponent(this.runId)}/stream${query}`, { headers });
       if (answer.status === 204) break;
       if (!answer.ok) throw new Error(await errorText(answer));
       setState("streaming", "streaming");
@@ -140,6 +254,8 @@ class Stream {
 
 // ------------------------------------------------------------------ a turn (prompt + its responses)
 
+const SPAWN_TOOL = "spawn_subagent";
+
 class Turn {
   constructor(prompt) {
     this.responses = [];
@@ -148,6 +264,7 @@ class Turn {
     this.el = h("section", { class: "turn" }, h("div", { class: "user", text: prompt }), h("div", { class: "agents" }));
     this.pending = false;
     $("#transcript").append(this.el);
+    scroller.resume();
   }
 
   schedule() {
@@ -159,20 +276,22 @@ class Turn {
     });
   }
 
-  /** Every agent's blocks across the responses of the run, in order (resumed meta_init left out). */
+  /** A note under the turn (an error, or why nothing was sent). */
+  note(text, cls = "block error") {
+    this.el.append(h("div", { class: cls, role: "alert", text }));
+    scroller.keep();
+  }
+
+  /** Every agent's blocks across the responses of the run, in order (meta_init of a resumed response left out). */
   merged() {
     const agents = new Map();
     for (const response of this.responses) {
       const transcript = response.rebuilt.transcript();
       for (const [agent, { blocks }] of Object.entries(transcript.agents)) {
-        if (!agents.has(agent)) agents.set(agent, { blocks: [], meta: null, final: null });
+        if (!agents.has(agent)) agents.set(agent, { blocks: [] });
         const entry = agents.get(agent);
         for (const block of blocks) {
-          if (block.type === "meta_init") {
-            if (entry.meta === null) entry.meta = block.data;
-            continue;
-          }
-          if (block.type === "meta_final") entry.final = block;
+          if (block.type === "meta_init" && entry.blocks.some((b) => b.type === "meta_init")) continue;
           entry.blocks.push(block);
         }
       }
@@ -180,63 +299,84 @@ class Turn {
     return agents;
   }
 
-  render() {
-    const agents = this.merged();
-    const host = this.el.querySelector(".agents");
-    const scrolled = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
-    const views = new Map();
-    for (const [agent, entry] of agents) views.set(agent, this.agentView(agent, entry));
-    host.replaceChildren();
-    for (const [agent, entry] of agents) {
-      const parent = entry.meta && typeof entry.meta === "object" ? entry.meta.parent : null;
-      const slot = parent && views.has(parent.agent)
-        ? views.get(parent.agent).querySelector(`[data-tool-use-id="${CSS.escape(String(parent.tool_use_id))}"] .children`)
-        : null;
-      (slot || host).append(views.get(agent)); // spec server §6.2-a: children under the spawning call
+  /**
+   * What the run waits for: the frontend calls (tool_use_id -> the agent whose call it is: a
+   * child's carry its `agent`, spec agent-ref §13.5) and the agents waiting (those calls'
+   * agents and the agent that announced the pause).
+   */
+  static waiting(agents) {
+    const pending = new Map();
+    const waitingAgents = new Set();
+    for (const [agent, { blocks }] of agents) {
+      const last = blocks[blocks.length - 1];
+      if (!last || last.type !== "awaiting_frontend_tools" || !Array.isArray(last.data)) continue;
+      waitingAgents.add(agent);
+      for (const p of last.data) {
+        if (p === null || typeof p !== "object") continue;
+        const owner = typeof p.agent === "string" ? p.agent : agent;
+        pending.set(String(p.tool_use_id), owner);
+        waitingAgents.add(owner);
+      }
     }
-    if (scrolled) window.scrollTo(0, document.body.scrollHeight);
+    return { pending, waitingAgents };
   }
 
-  agentView(agent, entry) {
-    const { blocks, meta, final } = entry;
-    const last = blocks[blocks.length - 1];
+  render() {
+    const agents = this.merged();
+    const transcript = { done: false, agents: Object.fromEntries(agents) };
+    let roots;
+    let broken = null;
+    try {
+      roots = tree(transcript).agents; // spec server §6.2-a: envelope-v1 §8.3.1's parent link
+    } catch (err) {
+      broken = `The subagents cannot be nested: ${err.message}`; // shown flat, nothing dropped
+      roots = [...agents].map(([agent, { blocks }]) => ({ agent, blocks }));
+    }
+    const waiting = Turn.waiting(agents);
+    const host = this.el.querySelector(".agents");
+    host.replaceChildren(...roots.map((node) => this.agentView(node, waiting)));
+    if (broken) host.append(h("div", { class: "block error", role: "alert", text: broken }));
+    scroller.keep();
+  }
+
+  agentView(node, context) {
+    const { agent, blocks } = node;
+    const meta = blocks.find((b) => b.type === "meta_init");
+    const data = meta && meta.data && typeof meta.data === "object" ? meta.data : {};
+    const final = blocks.findLast((b) => b.type === "meta_final");
     let badge = ["running", "running"];
     if (final) {
       const reason = final.data && final.data.stop_reason;
       badge = [reason === "error" || reason === "aborted" ? "error" : "done", String(reason || "done")];
-    } else if (last && last.type === "awaiting_frontend_tools") {
-      badge = ["waiting", "waiting for you"];
+    } else if (context.waitingAgents.has(agent)) {
+      badge = ["waiting", "waiting for you"]; // spec server §6.3-b: its own frontend call, or a child's
     }
     const results = new Map();
     for (const b of blocks) if ((b.type === "tool_result" || b.type === "server_tool_result") && b.id) results.set(b.id, b);
     const calls = new Set(blocks.filter((b) => b.type === "tool_call" || b.type === "server_tool_call").map((b) => b.id));
-    const waiting = new Set();
-    if (last && last.type === "awaiting_frontend_tools" && Array.isArray(last.data)) {
-      for (const p of last.data) waiting.add(p.tool_use_id);
-    }
     const body = h("div", { class: "blocks" });
     blocks.forEach((block, i) => {
-      const view = this.blockView(agent, block, i, { results, calls, waiting });
+      const view = this.blockView(agent, block, i, { ...context, results, calls });
       if (view) body.append(view);
     });
-    const model = meta && typeof meta === "object" ? meta.model : "";
-    const isChild = meta && typeof meta === "object" && meta.parent;
+    const child = Boolean(node.parent_agent) && !node.orphan; // its task is on the spawning call's head
     return h(
       "section",
-      { class: "agent", "data-agent": agent },
+      { class: `agent${child ? " child" : ""}`, "data-agent": agent, "data-state": badge[0] },
       h(
         "div",
         { class: "agent-head" },
-        h("span", { class: "name", text: isChild ? "subagent" : "agent" }),
+        h("span", { class: "name", text: child ? "subagent" : "agent" }),
         h("span", { class: "id", text: agent.slice(0, 8) }),
-        model ? h("span", { text: `· ${model}` }) : null,
+        data.model ? h("span", { class: "model", text: `· ${data.model}` }) : null,
+        node.orphan ? h("span", { class: "orphan", title: "its parent or spawning call is not in this stream", text: "· parent not shown" }) : null,
         h("span", { class: `badge ${badge[0]}`, text: badge[1] }),
       ),
       body,
     );
   }
 
-  blockView(agent, block, i, { results, calls, waiting }) {
+  blockView(agent, block, i, { results, calls, pending, waitingAgents }) {
     const key = `${agent}:${i}`;
     const cls = (name) => `block ${name}${block.complete ? "" : " incomplete"}`;
     switch (block.type) {
@@ -257,13 +397,22 @@ class Turn {
       case "tool_call":
       case "server_tool_call": {
         const input = typeof block.input === "string" ? block.input : JSON.stringify(block.input);
-        const card = h("div", { class: cls("tool"), "data-tool-use-id": block.id },
-          h("div", { class: "tool-head" }, h("span", { class: "kind", text: block.type === "tool_call" ? "tool" : "server tool" }),
-            h("span", { class: "tool-name", text: block.name }), h("code", { text: input })),
-          h("div", { class: "children" }));
+        const spawn = block.name === SPAWN_TOOL && block.input && typeof block.input === "object";
+        const head = spawn
+          ? h("div", { class: "tool-head" }, h("span", { class: "kind", text: "subagent" }),
+            h("span", { class: "tool-name", text: typeof block.input.agent === "string" ? block.input.agent : block.name }), h("span", { class: "task-text", text: String(block.input.task ?? "") }))
+          : h("div", { class: "tool-head" }, h("span", { class: "kind", text: block.type === "tool_call" ? "tool" : "server tool" }),
+            h("span", { class: "tool-name", text: block.name }), h("code", { text: input }));
+        const children = h("div", { class: "children" });
+        const states = { pending, waitingAgents };
+        for (const child of block.agents || []) children.append(this.agentView(child, states));
+        const card = h("div", { class: cls(spawn ? "tool spawn" : "tool"), "data-tool-use-id": block.id }, head, children);
         const result = results.get(block.id);
-        if (result) card.append(resultView(result));
-        else if (waiting.has(block.id)) {
+        if (result && spawn && block.agents) {
+          // the child's answer is drawn above, in the child; what went back to the parent stays one click away
+          card.append(h("details", { class: "spawn-result" }, h("summary", { text: "answer returned to the agent" }), resultView(result)));
+        } else if (result) card.append(resultView(result));
+        else if (pending.has(block.id)) {
           const answer = this.answered.get(block.id);
           card.append(h("div", { class: "tool-result pending", text: answer ? `you answered: ${answer}` : "waiting for your answer" }));
         }
@@ -299,8 +448,9 @@ class Turn {
         const cost = d.cost && typeof d.cost.total_usd === "number" ? ` · $${d.cost.total_usd.toFixed(4)}` : "";
         return h("div", { class: "final", text: `${d.stop_reason} · ${d.total_steps} step(s) · ${tokens} tokens${cost}` });
       }
+      case "meta_init":
       case "awaiting_frontend_tools":
-        return null; // shown on the calls themselves
+        return null; // meta_init heads the agent; a pause is shown on the calls themselves
       default:
         return null;
     }
@@ -317,23 +467,34 @@ function resultView(block) {
 
 // ------------------------------------------------------------------ flows
 
-async function frontendAnswers(pending) {
+/** spec server §6.3-a: the docked question panel, one pending call at a time. */
+async function frontendAnswers(pending, root) {
   const dialog = $("#confirm-dialog");
   const results = [];
-  for (const call of pending) {
-    const input = call.input || {};
-    const isConfirm = call.name === "confirm" && typeof input.question === "string";
-    $("#confirm-question").textContent = isConfirm ? input.question : `The agent wants to run “${call.name}” in your browser.`;
-    $("#confirm-input").hidden = isConfirm;
-    $("#confirm-input").textContent = JSON.stringify(input, null, 2);
-    $("#confirm-answer").hidden = isConfirm;
-    $("#confirm-answer").value = "";
-    dialog.showModal();
-    await new Promise((resolve) => dialog.addEventListener("close", resolve, { once: true }));
-    const yes = dialog.returnValue === "yes";
-    if (isConfirm) results.push({ tool_use_id: call.tool_use_id, content: yes ? "yes" : "no" });
-    else if (yes) results.push({ tool_use_id: call.tool_use_id, content: $("#confirm-answer").value });
-    else results.push({ tool_use_id: call.tool_use_id, content: "declined by the user", is_error: true });
+  document.body.dataset.asking = "true";
+  try {
+    for (const call of pending) {
+      const input = call.input || {};
+      const isConfirm = call.name === "confirm" && typeof input.question === "string";
+      const child = typeof call.agent === "string" && call.agent !== root;
+      $("#confirm-who").textContent = child ? `A subagent (${call.agent.slice(0, 8)}) asks you` : "The agent asks you";
+      $("#confirm-question").textContent = isConfirm ? input.question : `The agent wants to run “${call.name}” in your browser.`;
+      $("#confirm-input").hidden = isConfirm;
+      $("#confirm-input").textContent = JSON.stringify(input, null, 2);
+      $("#confirm-answer").hidden = isConfirm;
+      $("#confirm-answer").value = "";
+      dialog.returnValue = "";
+      dialog.show(); // not modal: the user may scroll up and read what the question is about
+      scroller.keep();
+      dialog.querySelector(".confirm").focus({ preventScroll: true });
+      await new Promise((resolve) => dialog.addEventListener("close", resolve, { once: true }));
+      const yes = dialog.returnValue === "yes";
+      if (isConfirm) results.push({ tool_use_id: call.tool_use_id, content: yes ? "yes" : "no" });
+      else if (yes) results.push({ tool_use_id: call.tool_use_id, content: $("#confirm-answer").value });
+      else results.push({ tool_use_id: call.tool_use_id, content: "declined by the user", is_error: true });
+    }
+  } finally {
+    delete document.body.dataset.asking;
   }
   return results;
 }
@@ -353,9 +514,10 @@ async function drive(turn, httpResponse, afterFirst = () => {}) {
     if (main) state.agentUuid = main;
     if (!last || last.type !== "awaiting_frontend_tools" || !Array.isArray(last.data)) return;
     setState("waiting", "waiting for you");
-    const results = await frontendAnswers(last.data);
+    const results = await frontendAnswers(last.data, main);
     for (const r of results) turn.answered.set(r.tool_use_id, r.content);
     turn.schedule();
+    scroller.resume();
     httpResponse = await api("/agent/tool_results", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
@@ -365,13 +527,19 @@ async function drive(turn, httpResponse, afterFirst = () => {}) {
   }
 }
 
+function busy(on) {
+  state.busy = on;
+  $("#send").disabled = on;
+  if (!on) document.body.dataset.done = String(state.turns.length);
+}
+
 async function send(prompt) {
   if (state.busy) return;
-  state.busy = true;
-  $("#send").disabled = true;
+  busy(true);
   $("#empty")?.remove();
   const turn = new Turn(prompt);
   state.turns.push(turn);
+  let started = false;
   try {
     const body = { prompt };
     if (state.agentUuid) body.agent_uuid = state.agentUuid;
@@ -381,15 +549,22 @@ async function send(prompt) {
       body: JSON.stringify(body),
     });
     if (!first.ok) throw new Error(await errorText(first));
+    started = true;
     await drive(turn, first);
     setState("idle", "ready");
   } catch (err) {
-    turn.el.append(h("div", { class: "block error", role: "alert", text: String(err.message || err) }));
-    setState("error", "error");
+    const message = String(err.message || err);
+    if (!started && !$("#prompt").value.trim()) {
+      // spec server §6.7-a: nothing ran, so the prompt goes back where the user typed it
+      $("#prompt").value = prompt;
+      turn.el.classList.add("not-sent");
+      turn.note(`${message} Your message is back in the box below.`);
+    } else {
+      turn.note(message);
+    }
+    setState("error", err instanceof NotSent ? "not sent" : "error");
   } finally {
-    state.busy = false;
-    $("#send").disabled = false;
-    document.body.dataset.done = String(state.turns.length);
+    busy(false);
   }
 }
 
@@ -399,8 +574,7 @@ async function openRun(runId) {
   $("#empty")?.remove();
   const turn = new Turn("…");
   state.turns.push(turn);
-  state.busy = true;
-  $("#send").disabled = true;
+  busy(true);
   const showQuery = () => {
     const transcript = turn.responses[0]?.rebuilt.transcript();
     const main = transcript && Object.keys(transcript.agents)[0];
@@ -415,12 +589,10 @@ async function openRun(runId) {
     await drive(turn, first, showQuery);
     setState("idle", "ready");
   } catch (err) {
-    turn.el.append(h("div", { class: "block error", role: "alert", text: String(err.message || err) }));
+    turn.note(String(err.message || err));
     setState("error", "error");
   } finally {
-    state.busy = false;
-    $("#send").disabled = false;
-    document.body.dataset.done = String(state.turns.length);
+    busy(false);
   }
 }
 
@@ -429,7 +601,7 @@ function init() {
   $("#composer").addEventListener("submit", (e) => {
     e.preventDefault();
     const text = prompt.value.trim();
-    if (!text) return;
+    if (!text || state.busy) return;
     prompt.value = "";
     send(text);
   });
@@ -442,6 +614,14 @@ function init() {
   for (const button of document.querySelectorAll(".example")) {
     button.addEventListener("click", () => send(button.textContent));
   }
+  // Enter in the token field means "use it" (the form's first button is Cancel)
+  $("#token-input").addEventListener("keydown", (e) => {
+    if (e.key === "Enter") {
+      e.preventDefault();
+      $("#token-dialog").close("ok");
+    }
+  });
+  watchScrolling();
   const match = /^#run=([A-Za-z0-9_-]+)$/.exec(location.hash);
   if (match) openRun(match[1]);
   document.body.dataset.ready = "true";

@@ -16,6 +16,7 @@
 //     for (const event of reader.feed(chunk)) rebuilt.feed(event.data);
 //   }
 //   rebuilt.transcript();  // {done, agents: {id: {blocks: [...]}}}
+//   tree(rebuilt.transcript());  // subagents under their spawning call (spec §8.3.1)
 
 /** The error every refusal throws: where (line index, field, spec section) and what. */
 export class DecodeError extends Error {
@@ -389,4 +390,93 @@ export function reconstructSSE(body) {
   const rebuilt = new Reconstructor();
   for (const event of [...reader.feed(body), ...reader.close()]) rebuilt.feed(event.data);
   return rebuilt.transcript();
+}
+
+/** Subagents nested deeper than this are refused (spec §8.3.1-c: bounds the work and the recursion). */
+export const MAX_AGENT_DEPTH = 64;
+
+function parentOf(agent, blocks) {
+  for (const block of blocks) {
+    if (block.type !== "meta_init" || !block.complete) continue;
+    const data = block.data;
+    if (data === null || typeof data !== "object" || Array.isArray(data) || !Object.hasOwn(data, "parent_agent")) return null;
+    for (const key of ["parent_agent", "parent_tool_use_id"]) {
+      const value = data[key];
+      if (typeof value !== "string" || value === "") {
+        throw new DecodeError(`agent ${JSON.stringify(agent)}: meta_init ${key} must be a non-empty string, got ${JSON.stringify(value ?? null)}`, { field: `$.delta.${key}`, section: "8.3.1" });
+      }
+    }
+    return [data.parent_agent, data.parent_tool_use_id];
+  }
+  return null;
+}
+
+/**
+ * Nest each agent under the tool_call that spawned it (spec §8.3.1), from its meta_init's
+ * `parent_agent` and `parent_tool_use_id`: the same JSON as Python's
+ * `envelope.tree(transcript).to_dict()`, `{done, agents: [node]}`, each node
+ * `{agent, parent_agent?, parent_tool_use_id?, orphan?, blocks}` with its children under
+ * their call's block as `agents`. An agent whose parent or call is not in the transcript,
+ * that names itself or is part of a cycle stays a root marked `orphan` (nothing dropped);
+ * a link key that is not a non-empty string, or a chain deeper than MAX_AGENT_DEPTH,
+ * throws DecodeError (§8.3.1-c).
+ */
+export function tree(transcript) {
+  const agents = new Map(Object.entries(transcript.agents).map(([id, entry]) => [id, entry.blocks]));
+  const parents = new Map();
+  const orphans = new Set();
+  for (const [agent, blocks] of agents) {
+    const link = parentOf(agent, blocks);
+    if (link === null) continue;
+    const [parent, call] = link;
+    const calls = new Set((agents.get(parent) || []).filter((b) => b.type === "tool_call").map((b) => b.id));
+    if (parent === agent || !agents.has(parent) || !calls.has(call)) orphans.add(agent);
+    else parents.set(agent, link);
+  }
+  for (const agent of [...parents.keys()]) {
+    // a cycle has no root: break it at each of its agents
+    const seen = new Set([agent]);
+    let up = parents.get(agent);
+    while (up !== undefined) {
+      if (seen.has(up[0])) {
+        for (const a of seen) orphans.add(a);
+        break;
+      }
+      seen.add(up[0]);
+      if (seen.size > MAX_AGENT_DEPTH) {
+        throw new DecodeError(`agent ${JSON.stringify(agent)} is nested more than ${MAX_AGENT_DEPTH} subagents deep`, { field: "$.delta.parent_agent", section: "8.3.1" });
+      }
+      up = parents.get(up[0]);
+    }
+  }
+  for (const agent of orphans) parents.delete(agent);
+  const kids = new Map();
+  for (const agent of agents.keys()) {
+    if (parents.has(agent)) {
+      const parent = parents.get(agent)[0];
+      if (!kids.has(parent)) kids.set(parent, []);
+      kids.get(parent).push(agent);
+    }
+  }
+  const build = (agent) => {
+    const declared = orphans.has(agent) ? parentOf(agent, agents.get(agent)) : parents.get(agent) || null;
+    const byCall = new Map();
+    for (const child of kids.get(agent) || []) {
+      const call = parents.get(child)[1];
+      if (!byCall.has(call)) byCall.set(call, []);
+      byCall.get(call).push(build(child));
+    }
+    const blocks = agents.get(agent).map((block) => {
+      if (block.type !== "tool_call" || !byCall.has(block.id)) return block;
+      const out = { ...block, agents: byCall.get(block.id) };
+      byCall.delete(block.id);
+      return out;
+    });
+    const node = { agent };
+    if (declared !== null) Object.assign(node, { parent_agent: declared[0], parent_tool_use_id: declared[1] });
+    if (orphans.has(agent)) node.orphan = true;
+    node.blocks = blocks;
+    return node;
+  };
+  return { done: transcript.done, agents: [...agents.keys()].filter((a) => !parents.has(a)).map(build) };
 }
