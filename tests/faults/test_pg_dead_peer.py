@@ -1,5 +1,7 @@
 """kill -9 of one of two PostgreSQL-backed server processes while a client follows through the other (issue 24 case 4).
 
+[P2.2-b] [P4-b]
+
 Both processes are ``tests/scaleout/serve_pg.py`` on one schema. A follows nothing; B
 serves the follower. Every stream is validated strictly; every wait is bounded.
 """

@@ -1,5 +1,7 @@
 """The journal's writer connection lost and replaced (spec scaleout §2.3-a), and the store's pool renewed (§1.4-a).
 
+[P2.3-a] [P1.4-a] [P4-b]
+
 Connections are cut for real: ``pg_terminate_backend`` from another session (the
 writer's process lives; its connection dies), or the whole server stopped and started
 (``pg_cluster``). Bounded and loopback only.

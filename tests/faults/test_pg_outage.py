@@ -1,5 +1,7 @@
 """PostgreSQL stopped and started for real under a server process (issue 24 case 1).
 
+[S3.4-a] [S3.3-d] [P1.4-a] [P2.3-a] [P4-b]
+
 The tests share a PostgreSQL server of the fault suite's own (``pg_cluster``; each test
 has a schema of its own on it, ``pg_cluster_url``), stopped with
 ``pg_ctl stop -m fast`` (every session cut, as an operator's restart does) and started

@@ -1,5 +1,7 @@
 """A database that fails under the server, without PostgreSQL (spec server §3.3-d, §3.4-a; issue 24 case 1).
 
+[S3.3-d] [S3.4-a]
+
 The store and the journal here are the in-memory ones with a switch that makes them
 fail as ``PostgresStore`` / ``PostgresJournal`` do when their database is down
 (``UnavailableError``, whose text names the database). The same faults on a real

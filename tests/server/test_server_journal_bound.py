@@ -1,4 +1,4 @@
-"""The embedded journal is bounded (spec server §3.1-d, issue 24 case 6).
+"""The embedded journal is bounded (spec server §3.1-d, issue 24 case 6) [S3.1-d].
 
 ``create_app()`` without a journal used to keep every line of every response for ever
 (6.5 MB per 200 runs, never shrinking). Finished responses are now kept for a time and
