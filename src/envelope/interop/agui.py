@@ -1,0 +1,496 @@
+"""Envelope streams to AG-UI events and back (spec/interop.md §4).
+
+``EnvelopeToAgui``: envelope lines in (one at a time, ``[DONE]`` included), AG-UI
+events out, as dicts ready for ``json`` encoding. ``AguiToEnvelope``: AG-UI events in
+(dicts, or their JSON text), envelope lines out. Both are sans-I/O; ``close()`` ends
+what is open. Every decision (which event carries which block, what travels in
+``metadata.envelope`` or a ``CUSTOM`` event, what cannot cross) is in spec/interop.md.
+
+Example::
+
+    conv = EnvelopeToAgui()
+    events = [e for line in lines for e in conv.feed(line)] + conv.close()
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from .._blocks import _parse
+from .._encoder import ImageRef
+from .._errors import Position
+from .._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_BYTES
+from ._common import (
+    CONTROL_TYPES,
+    EnvelopeReader,
+    EnvelopeWriter,
+    InteropError,
+    OpenBlock,
+    dumps,
+    envelope_meta,
+    need,
+    optional,
+    parse_object,
+    split_data_uri,
+)
+from ._requests import ServerRequest, request_from_run_input
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["CUSTOM_PREFIX", "AguiToEnvelope", "EnvelopeToAgui", "ServerRequest", "request_from_run_input"]
+
+#: ``CUSTOM`` events named ``envelope.<type>`` carry what AG-UI has no event for.
+CUSTOM_PREFIX: Final = "envelope."
+
+
+class EnvelopeToAgui(EnvelopeReader):
+    """Envelope lines to AG-UI events (spec/interop.md §4).
+
+    The first agent of each response is the run's agent; every other agent is a
+    subagent (``SUBAGENT_STARTED``, its events attributed by ``subagentRunId`` = its
+    agent id, parent links from its ``meta_init``).
+    """
+
+    def __init__(
+        self, *, thread_id: str = "thread", run_id: str | None = None, max_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES
+    ) -> None:
+        """Create a converter.
+
+        Args:
+            thread_id: the AG-UI ``threadId`` of every run.
+            run_id: the ``runId``; by default the first ``meta_init``'s ``run_id`` when the
+                response opens with a one-line ``meta_init`` carrying one, else ``run-<n>``
+                for the n-th response.
+            max_block_bytes: a block held whole (a result, a control payload) larger than
+                this many characters is an error (I208).
+        """
+        super().__init__(max_block_bytes=max_block_bytes)
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self._runs = 0
+        self._current_run = ""
+        self._sub_active: set[str] = set()
+        self._sub_done: set[str] = set()
+        self._pending: list[str] = []  # awaiting_frontend_tools ids of the run's agent
+        self._suspended: set[str] = set()
+        self._last_msg: dict[str, str] = {}
+
+    def _attr(self, agent: str, event: dict[str, Any]) -> dict[str, Any]:
+        if agent != self.main:
+            event["subagentRunId"] = agent
+        return event
+
+    def _on_run_start(self, main: str | None) -> list[Any]:
+        self._runs += 1
+        self._current_run = self.run_id or f"run-{self._runs}"
+        event: dict[str, Any] = {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self._current_run}
+        event["metadata"] = {"envelope": {"agent": main} if main is not None else {}}
+        self._pending = []
+        self._sub_active = set()
+        self._sub_done = set()
+        self._suspended = set()
+        return [event]
+
+    def _on_run_end(self) -> list[Any]:
+        out: list[Any] = [self._sub_finish(agent) for agent in sorted(self._sub_active)]
+        self._sub_active.clear()
+        event: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self._current_run}
+        if self._pending:
+            event["outcome"] = {"type": "success", "pendingToolCallIds": list(self._pending)}
+        return [*out, event]
+
+    def _sub_finish(self, agent: str) -> dict[str, Any]:
+        self._sub_done.add(agent)
+        event: dict[str, Any] = {"type": "SUBAGENT_FINISHED", "subagentRunId": agent}
+        if agent in self._suspended:
+            event["outcome"] = {"type": "suspended"}
+        return event
+
+    def _on_agent(self, agent: str) -> list[Any]:
+        if agent == self.main or agent in self._sub_done:
+            return []
+        event: dict[str, Any] = {"type": "SUBAGENT_STARTED", "subagentRunId": agent, "name": agent}
+        meta = self.meta.get(agent)
+        if isinstance(meta, dict):
+            parent, call = meta.get("parent_agent"), meta.get("parent_tool_use_id")
+            if isinstance(parent, str) and parent in self._sub_active:
+                event["parentSubagentRunId"] = parent
+            if isinstance(call, str) and isinstance(parent, str):
+                event["parentToolCallId"] = call
+        self._sub_active.add(agent)
+        return [event]
+
+    def _on_open(self, block: OpenBlock, delta: str) -> list[Any]:
+        agent, ref = block.agent, block.ref
+        out: list[dict[str, Any]]
+        if block.type == "text":
+            out = [{"type": "TEXT_MESSAGE_START", "messageId": ref, "role": "assistant"}]
+            self._last_msg[agent] = ref
+        elif block.type == "thinking":
+            out = [
+                {"type": "REASONING_START", "messageId": ref + ".span"},
+                {"type": "REASONING_MESSAGE_START", "messageId": ref, "role": "reasoning"},
+            ]
+        else:
+            start: dict[str, Any] = {"type": "TOOL_CALL_START", "toolCallId": block.id, "toolCallName": block.name}
+            parent = self._last_msg.get(agent)
+            if parent is not None:
+                start["parentMessageId"] = parent
+            if block.type == "server_tool_call":
+                start["metadata"] = {"envelope": {"type": "server_tool_call"}}
+            out = [start]
+        for event in out:
+            self._attr(agent, event)
+        return out + (self._on_delta(block, delta) if delta else [])
+
+    def _on_delta(self, block: OpenBlock, delta: str) -> list[Any]:
+        event: dict[str, Any]
+        if block.type == "text":
+            event = {"type": "TEXT_MESSAGE_CONTENT", "messageId": block.ref, "delta": delta}
+        elif block.type == "thinking":
+            event = {"type": "REASONING_MESSAGE_CONTENT", "messageId": block.ref, "delta": delta}
+        else:
+            event = {"type": "TOOL_CALL_ARGS", "toolCallId": block.id, "delta": delta}
+        return [self._attr(block.agent, event)]
+
+    def _on_close(self, block: OpenBlock) -> list[Any]:
+        events: list[dict[str, Any]]
+        if block.type == "text":
+            events = [{"type": "TEXT_MESSAGE_END", "messageId": block.ref}]
+        elif block.type == "thinking":
+            events = [
+                {"type": "REASONING_MESSAGE_END", "messageId": block.ref},
+                {"type": "REASONING_END", "messageId": block.ref + ".span"},
+            ]
+        else:
+            events = [{"type": "TOOL_CALL_END", "toolCallId": block.id}]
+        return [self._attr(block.agent, e) for e in events]
+
+    def _on_whole(self, block: OpenBlock, text: str) -> list[Any]:
+        agent = block.agent
+        if block.type in ("tool_result", "server_tool_result"):
+            content: Any = text
+            if block.images:
+                content = [{"type": "text", "text": text}]
+                for image in block.images:
+                    body = split_data_uri(image.src, image.media_type)
+                    source = (
+                        {"type": "data", "value": body, "mimeType": image.media_type}
+                        if body is not None
+                        else {"type": "url", "value": image.src, "mimeType": image.media_type}
+                    )
+                    content.append({"type": "image", "source": source})
+            event = {
+                "type": "TOOL_CALL_RESULT",
+                "messageId": block.ref,
+                "toolCallId": block.id,
+                "content": content,
+                "role": "tool",
+                "metadata": {"envelope": {"type": block.type, "name": block.name}},
+            }
+            return [self._attr(agent, event)]
+        value: dict[str, Any] = {"text": text}
+        data = _parse(text)
+        if data is not text:
+            value["data"] = data
+        out = [self._attr(agent, {"type": "CUSTOM", "name": CUSTOM_PREFIX + block.type, "value": value})]
+        if block.type == "awaiting_frontend_tools":
+            if agent == self.main and isinstance(data, list):
+                ids = [c.get("tool_use_id") for c in data if isinstance(c, dict)]
+                self._pending += [i for i in ids if isinstance(i, str)]
+            self._suspended.add(agent)
+        if block.type == "meta_final" and agent in self._sub_active:
+            self._sub_active.discard(agent)
+            out.append(self._sub_finish(agent))
+        return out
+
+    def _on_piece(self, block: OpenBlock, text: str, images: list[ImageRef], final: bool) -> list[Any]:
+        value: dict[str, Any] = {"type": block.type, "text": text, "final": final}
+        if block.id is not None:
+            value["id"] = block.id
+            value["name"] = block.name
+        if images:
+            value["images"] = [{"src": i.src, "media_type": i.media_type} for i in images]
+        return [self._attr(block.agent, {"type": "CUSTOM", "name": CUSTOM_PREFIX + "piece", "value": value})]
+
+    def _on_citation(self, agent: str, text_ref: str, citation: dict[str, Any], final: bool) -> list[Any]:
+        value = {"messageId": text_ref, **citation, "final": final}
+        return [self._attr(agent, {"type": "CUSTOM", "name": CUSTOM_PREFIX + "citation", "value": value})]
+
+
+#: AG-UI events that carry structure only, nothing an envelope holds (spec/interop.md §4.3).
+_STRUCTURE: Final = frozenset(
+    {"STEP_STARTED", "STEP_FINISHED", "REASONING_START", "REASONING_END", "SUBAGENT_FINISHED"}
+)
+
+
+class AguiToEnvelope:
+    """AG-UI events to envelope lines (spec/interop.md §4).
+
+    Events of the run's agent (no ``subagentRunId``) go to agent ``agent`` (or the one our
+    ``RUN_STARTED`` names); a subagent's to its ``subagentRunId``. A stream not made by
+    ``EnvelopeToAgui`` gets a ``meta_init`` per agent (``migrated_from: "agui"``).
+    """
+
+    def __init__(self, *, agent: str = "agent", max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        """Create a converter.
+
+        Args:
+            agent: the envelope agent of the run's own events when ``RUN_STARTED`` does
+                not name one.
+            max_bytes: the bound on each envelope line written (spec §6.1).
+        """
+        self.default_agent = agent
+        self._writer = EnvelopeWriter(max_bytes)
+        self._main = agent
+        self._ours = False
+        self._in_run = False
+        self._count = 0
+        self._closed = False
+        self._messages: dict[str, tuple[str, str]] = {}  # messageId -> (agent, type)
+        self._calls: dict[str, tuple[str, str, str]] = {}  # toolCallId -> (agent, type, name)
+        self._started: set[str] = set()  # agents with a meta_init in this response
+        self._parents: dict[str, tuple[str | None, str | None]] = {}
+        self._args: dict[str, str] = {}  # a stream not ours: each call's arguments, for a pending call
+
+    def feed(self, raw: bytes | str | Mapping[str, Any]) -> list[bytes]:
+        """Convert one AG-UI event (a dict or its JSON text); returns envelope lines.
+
+        Raises:
+            InteropError: I201-I205 with the event's position (its 1-based number).
+        """
+        self._count += 1
+        where = Position(line=self._count, index=self._count - 1)
+        if self._closed:
+            raise InteropError("I206", "feed() after close()", position=where)
+        event = parse_object(raw, where)
+        kind = need(event, "type", str, where)
+        if kind != "RUN_STARTED" and not self._in_run:
+            raise InteropError("I204", f"{kind} outside a run (the first event must be RUN_STARTED)", position=where)
+        sub = optional(event, "subagentRunId", str, where)
+        agent: str = sub if sub is not None else self._main
+        w = self._writer
+        if kind == "RUN_STARTED":
+            if self._in_run:
+                raise InteropError("I204", "RUN_STARTED inside a run", position=where)
+            need(event, "threadId", str, where)
+            need(event, "runId", str, where)
+            ours = envelope_meta(event)
+            self._ours = "agent" in ours or event.get("metadata") == {"envelope": {}}
+            named = ours.get("agent")
+            self._main = named if isinstance(named, str) else self.default_agent
+            self._in_run = True
+            self._started = set()
+            return []
+        if kind in ("RUN_FINISHED", "RUN_ERROR"):
+            if kind == "RUN_FINISHED":
+                need(event, "threadId", str, where)
+                need(event, "runId", str, where)
+            out: list[bytes] = []
+            if kind == "RUN_FINISHED" and not self._ours:
+                out += self._pending_calls(event, where)
+            if kind == "RUN_ERROR":
+                message = need(event, "message", str, where)
+                payload = {"type": optional(event, "code", str, where) or "run_error", "message": message}
+                out += self._meta(agent, where) + w.whole(agent, "error", dumps(payload), where)
+            self._in_run = False
+            return out + w.done(where)
+        if kind == "SUBAGENT_STARTED":
+            name = need(event, "subagentRunId", str, where)
+            self._parents[name] = (
+                optional(event, "parentSubagentRunId", str, where),
+                optional(event, "parentToolCallId", str, where),
+            )
+            need(event, "name", str, where)
+            return []
+        if kind == "SUBAGENT_ERROR":
+            message = need(event, "message", str, where)
+            payload = {"type": optional(event, "code", str, where) or "subagent_error", "message": message}
+            return self._meta(agent, where) + w.whole(agent, "error", dumps(payload), where)
+        if kind in _STRUCTURE:
+            return []
+        if kind in ("TEXT_MESSAGE_START", "REASONING_MESSAGE_START"):
+            mid = need(event, "messageId", str, where)
+            role = optional(event, "role", str, where)
+            if kind == "TEXT_MESSAGE_START" and role not in (None, "assistant"):
+                raise InteropError("I203", f"a {role} text message has no envelope counterpart", position=where)
+            btype = "text" if kind == "TEXT_MESSAGE_START" else "thinking"
+            self._messages[mid] = (agent, btype)
+            out = self._meta(agent, where)
+            w.begin(agent, btype, where)
+            return out
+        if kind in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "REASONING_MESSAGE_END"):
+            mid = need(event, "messageId", str, where)
+            if mid not in self._messages:
+                raise InteropError("I204", f"{kind} for message {mid!r} that is not open", position=where)
+            magent, btype = self._messages[mid]
+            if kind.endswith("_END"):
+                del self._messages[mid]
+                return w.end(magent, btype, where)
+            return w.add(magent, btype, need(event, "delta", str, where), where)
+        if kind == "TOOL_CALL_START":
+            tid = need(event, "toolCallId", str, where)
+            name = need(event, "toolCallName", str, where)
+            btype = "server_tool_call" if envelope_meta(event).get("type") == "server_tool_call" else "tool_call"
+            self._calls[tid] = (agent, btype, name)
+            out = self._meta(agent, where)
+            w.begin(agent, btype, where, id=tid, name=name)
+            return out
+        if kind in ("TOOL_CALL_ARGS", "TOOL_CALL_END"):
+            tid = need(event, "toolCallId", str, where)
+            call = self._calls.get(tid)
+            if call is None or not w.is_open(call[0], call[1]):
+                raise InteropError("I204", f"{kind} for tool call {tid!r} that is not open", position=where)
+            if kind == "TOOL_CALL_END":
+                # a call of a stream not ours that sent no arguments: an empty JSON object (spec/interop.md §4.2)
+                empty = [] if self._ours or tid in self._args else w.add(call[0], call[1], "{}", where)
+                return empty + w.end(call[0], call[1], where)
+            delta = need(event, "delta", str, where)
+            if not self._ours:
+                self._args[tid] = self._args.get(tid, "") + delta
+            return w.add(call[0], call[1], delta, where)
+        if kind == "TOOL_CALL_RESULT":
+            return self._result(event, agent, where)
+        if kind == "CUSTOM":
+            name = need(event, "name", str, where)
+            if name.startswith(CUSTOM_PREFIX):
+                return self._custom(name[len(CUSTOM_PREFIX) :], event.get("value"), agent, where)
+        raise InteropError("I203", f"{kind} has no envelope counterpart (spec/interop.md §4.3)", position=where)
+
+    def _pending_calls(self, event: dict[str, Any], where: Position) -> list[bytes]:
+        """A run not ours that finished with client tools to run: ``awaiting_frontend_tools`` (spec/interop.md §4.1)."""
+        outcome = event.get("outcome")
+        if not isinstance(outcome, dict) or outcome.get("type") != "success":
+            return []
+        ids = optional(outcome, "pendingToolCallIds", list, where) or []
+        pending: list[dict[str, Any]] = []
+        for tid in ids:
+            call = self._calls.get(tid) if isinstance(tid, str) else None
+            if call is None:
+                raise InteropError("I204", f"pending tool call {tid!r} was never started", position=where)
+            args = _parse(self._args.get(tid, ""))
+            pending.append({"tool_use_id": tid, "name": call[2], "input": args if isinstance(args, dict) else {}})
+        if not pending:
+            return []
+        return self._meta(self._main, where) + self._writer.whole(
+            self._main, "awaiting_frontend_tools", dumps(pending), where
+        )
+
+    def _meta(self, agent: str, where: Position) -> list[bytes]:
+        """A stream not ours: each agent's first block is preceded by a made ``meta_init``."""
+        if self._ours or agent in self._started:
+            return []
+        self._started.add(agent)
+        payload: dict[str, Any] = {
+            "format": "json",
+            "user_query": "",
+            "agent_uuid": agent,
+            "model": "",
+            "migrated_from": "agui",
+        }
+        parent, call = self._parents.get(agent, (None, None))
+        if agent != self._main and call is not None:
+            payload["parent_agent"] = parent if parent is not None else self._main
+            payload["parent_tool_use_id"] = call
+        return self._writer.whole(agent, "meta_init", dumps(payload), where)
+
+    def _result(self, event: dict[str, Any], agent: str, where: Position) -> list[bytes]:
+        tid = need(event, "toolCallId", str, where)
+        need(event, "messageId", str, where)
+        ours = envelope_meta(event)
+        call = self._calls.get(tid)
+        name = ours.get("name")
+        if not isinstance(name, str):
+            if call is None:
+                raise InteropError("I202", f"result of tool call {tid!r}: no tool name known", position=where)
+            name = call[2]
+        btype = "server_tool_result" if ours.get("type") == "server_tool_result" else "tool_result"
+        content = event.get("content")
+        images: list[ImageRef] = []
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            texts: list[str] = []
+            for part in content:
+                text_part, image = _content_part(part, where)
+                if image is not None:
+                    images.append(image)
+                else:
+                    texts.append(text_part)
+            text = "".join(texts)
+        else:
+            raise InteropError("I202", "TOOL_CALL_RESULT needs content: a string or parts", position=where)
+        out = self._meta(agent, where)
+        if btype == "server_tool_result":
+            if images:
+                raise InteropError(
+                    "I203", "images in a server tool result have no envelope counterpart", position=where
+                )
+            return out + self._writer.whole(agent, btype, text, where, id=tid, name=name)
+        return out + self._writer.tool_result(agent, tid, name, text, images, where)
+
+    def _custom(self, what: str, value: Any, agent: str, where: Position) -> list[bytes]:
+        if not isinstance(value, dict):
+            raise InteropError("I202", f"CUSTOM envelope.{what} needs an object value", position=where, field="$.value")
+        w = self._writer
+        if what == "citation":
+            citation = {k: v for k, v in value.items() if k not in ("messageId", "final")}
+            final = value.get("final", True)
+            if not isinstance(final, bool):
+                raise InteropError("I202", "citation final must be a boolean", position=where, field="$.value.final")
+            return self._meta(agent, where) + w.citation(agent, citation, final, where)
+        if what == "piece":
+            btype = need(value, "type", str, where)
+            text = need(value, "text", str, where)
+            final = need(value, "final", bool, where)
+            images = [_image(i, where) for i in optional(value, "images", list, where) or []]
+            return self._meta(agent, where) + w.piece(
+                agent,
+                btype,
+                text,
+                final,
+                where,
+                id=optional(value, "id", str, where),
+                name=optional(value, "name", str, where),
+                images=images,
+            )
+        if what in CONTROL_TYPES:
+            text = need(value, "text", str, where)
+            if what == "meta_init":
+                self._started.add(agent)
+            return self._meta(agent, where) + w.whole(agent, what, text, where)
+        raise InteropError("I203", f"CUSTOM envelope.{what} is no envelope type", position=where)
+
+    def close(self) -> list[bytes]:
+        """End of input: a run without ``RUN_FINISHED`` was cut; its open blocks stay open."""
+        where = Position(line=self._count + 1, index=self._count)
+        if self._closed:
+            raise InteropError("I206", "close() twice", position=where)
+        self._closed = True
+        return self._writer.cut() if self._in_run else []
+
+
+def _image(value: Any, where: Position) -> ImageRef:
+    if not isinstance(value, dict):
+        raise InteropError("I202", "an image must be an object with src and media_type", position=where)
+    return ImageRef(src=need(value, "src", str, where), media_type=need(value, "media_type", str, where))
+
+
+def _content_part(part: Any, where: Position) -> tuple[str, ImageRef | None]:
+    """A result content part: its text, or an image (``data`` sources become data URIs)."""
+    if not isinstance(part, dict):
+        raise InteropError("I202", "a content part must be an object", position=where)
+    kind = part.get("type")
+    if kind == "text":
+        return need(part, "text", str, where), None
+    if kind == "image":
+        source = need(part, "source", dict, where)
+        value = need(source, "value", str, where)
+        mime = optional(source, "mimeType", str, where)
+        if source.get("type") == "data" and mime is not None:
+            return "", ImageRef(src=f"data:{mime};base64,{value}", media_type=mime)
+        if source.get("type") == "url" and mime is not None:
+            return "", ImageRef(src=value, media_type=mime)
+        raise InteropError("I203", "an image part needs a data or url source with a mimeType", position=where)
+    raise InteropError("I203", f"a {kind!r} content part has no envelope counterpart", position=where)
