@@ -7,12 +7,14 @@ checks that both builds still give exactly those bytes, so a faster emitter cann
 different one. Regenerate the golden only for a change of output that the spec asks for,
 and say so in the commit.
 
-Cases (fixed seed, public API only): streamed deltas of every shape the chunker must cut
+Cases (fixed seed, public API only; new cases go last, so that the earlier ones keep
+their random draws): streamed deltas of every shape the chunker must cut
 (ASCII, quotes and backslash runs, control characters, U+2028/U+2029, CJK, emoji, mixed)
 at lengths around each bound; the final markers; every buffered type, with and without
 ``id``/``name``, empty and long, at bounds from the smallest workable to the default and
 below it (oversize reports); the ``seed`` profile; multimodal tool results; citations;
-``chunk`` of each envelope type; and the errors (lone surrogates, strict oversize) with
+``chunk`` of each envelope type; payloads over 8,192 characters (their digests too were
+made by the emitter before issue 31); and the errors (lone surrogates, strict oversize) with
 their messages.
 """
 
@@ -151,6 +153,19 @@ def cases() -> dict[str, list[Any]]:
             out[f"chunk {bound} {i}"] = _outcome(envelope.chunk, env, bound, on_oversize=reported.append)
             out[f"chunk {bound} {i} reports"] = [[r.type, r.size, r.reason] for r in reported]
             out[f"chunk {bound} {i} strict"] = _outcome(envelope.chunk, env, bound, strict=True)
+    # Long payloads (over 8192 characters), at lengths around multiples of 8192.
+    for bound in (2048, 200, 97):
+        em = Emitter(_AGENTS[1], bound)
+        for name, alphabet in _ALPHABETS.items():
+            for n in (8191, 8192, 8193, 16385, 20000 + bound):
+                text = _text(rng, alphabet, n)
+                tag = f"long bound{bound}"
+                out[f"{tag} tool_result {name} {n}"] = _outcome(em.buffered, "tool_result", text, id="t", name="n")
+                out[f"{tag} error {name} {n}"] = _outcome(em.buffered, "error", text)
+                out[f"{tag} images {name} {n}"] = _outcome(
+                    em.tool_result, "t", "n", text, [ImageRef(src="data:,", media_type="image/png")]
+                )
+        out[f"long bound{bound} surrogate"] = _outcome(em.buffered, "error", "a" * 20000 + "\ud800")
     return out
 
 
