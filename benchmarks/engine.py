@@ -13,17 +13,22 @@ the child processes (one per stage, and the read stage's RSS check, which runs
 inside the candidate that needs them; a missing one is a row marked "not installed",
 never an error.
 
-Timing protocol (what makes a ratio trustworthy on a shared machine):
+Timing protocol (what makes a ratio trustworthy on a shared machine, issue 31 §2):
 
 * each stage runs in a fresh process (``envelope bench``'s default; ``run(runner=...)``):
   in one process the ratios depended on the stages before (heap, allocator and
   collector state carry over; ``benchmarks.command`` has the figures);
 * every candidate of a stage runs in that one process, on the same input object;
-* candidates are alternated: round ``r`` runs them in an order rotated by ``r``, so a
-  slow spell of the machine lands on all of them, not on one;
-* each round times one full pass (``time.perf_counter``) after a ``gc.collect()``;
-  the figure kept is the median of ``rounds`` passes;
-* ratios compare medians from the same run; absolute figures are only indicative.
+* a round runs every candidate once, in an order rotated by the round (A B C, B C A,
+  ...), each pass after a ``gc.collect()``, timed in wall time (``perf_counter``) and
+  in this process's CPU time (``process_time``);
+* a candidate's ratio to ours is the median of the per-round ratios (the two passes of
+  a round ran under the same load), in wall and in CPU time; the spread is the
+  quartiles of the per-round CPU ratios (``spread``);
+* a target compares ours with a reference of the same stage, on CPU time: met when the
+  whole spread meets the goal, missed when none of it does, *too noisy* when the goal
+  lies inside it (``TargetResult.noisy``). No target is an absolute figure of time;
+  MB/s and milliseconds are printed as indications.
 
 Peak memory, two honest methods, each named in the report:
 
