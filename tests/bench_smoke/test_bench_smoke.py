@@ -39,6 +39,7 @@ BENCH_MODULES = (
     "benchmarks.scaling",
     "benchmarks.agreement",
     "benchmarks.suite",
+    "benchmarks.emit_ab",
 )
 
 
@@ -266,3 +267,13 @@ def test_benchmark_stream_is_valid() -> None:
     checker = StreamValidator("sse")
     found = [v for chunk in iter_sse(512 * 1024) for v in checker.feed(chunk)] + checker.close()
     assert [v.code for v in found] == []
+
+
+def test_emit_ab_runs_on_tiny_inputs(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m benchmarks.emit_ab``: today's emitter against itself (HEAD), both workloads."""
+    from benchmarks import emit_ab
+
+    assert emit_ab.main(["--before", "HEAD", "--rounds", "2", "--small-count", "50", "--big-mb", "0.05"]) == 0
+    printed = capsys.readouterr().out
+    for text in ("emit_small", "emit_10m_escape", "before / bare msgspec", "after  / bare msgspec"):
+        assert text in printed
