@@ -26,8 +26,6 @@ from envelope import EnvelopeError, Reconstructor, StreamReader, tree
 from validating import assert_valid
 
 ROOT = Path(__file__).resolve().parents[2]
-DECODER = ROOT / "js" / "envelope-decoder.mjs"
-SERVED = ROOT / "src" / "agent_ref" / "web" / "envelope-decoder.mjs"
 CASES = sorted(
     [*ROOT.glob("fixtures/golden/*/input.sse"), *ROOT.glob("fixtures/golden/*/envelopes.jsonl")]
     + [p for p in ROOT.glob("spec/conformance/*/*") if p.suffix in (".sse", ".jsonl")]
@@ -68,9 +66,13 @@ def test_spec_server_7_1_a_node_test_runner_passes() -> None:
     assert re.search(r"^# fail 0$", result.stdout, re.MULTILINE)
 
 
-def test_spec_server_7_1_b_the_published_file_is_the_served_file() -> None:
-    """[S7.1-a]: ``js/envelope-decoder.mjs`` and the page's copy are one file."""
-    assert DECODER.read_bytes() == SERVED.read_bytes()
+@pytest.mark.parametrize("name", ["envelope-decoder.mjs", "envelope-client.mjs"])
+def test_spec_server_7_1_b_the_published_file_is_the_served_file(name: str) -> None:
+    """[S7.1-a]: the package's module (``js/``, the source) and the page's copy are the same bytes, and real files."""
+    source, served = ROOT / "js" / name, ROOT / "src" / "agent_ref" / "web" / name
+    assert not source.is_symlink(), "npm pack leaves symlinks out: js/ holds the real file"
+    assert not served.is_symlink(), "the wheel must hold the real file: src/agent_ref/web/ holds a copy"
+    assert source.read_bytes() == served.read_bytes(), f"edit js/{name}, then run scripts/sync-web-js"
 
 
 @pytest.mark.parametrize("path", CASES, ids=[str(p.relative_to(ROOT)) for p in CASES])
