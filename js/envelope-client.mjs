@@ -252,7 +252,6 @@ export class Run {
           finish.reject(err);
           throw err;
         }
-        this.pending = pendingOf(this.transcript());
         if (this.pending === null) {
           this.done = true;
           this._notify();
@@ -280,13 +279,15 @@ export class Run {
     let failures = 0;
     for (;;) {
       const before = state.applied;
-      let broke;
-      try {
-        if (await this._read(response, state)) return;
-        broke = new Error("the response ended before [DONE]");
-      } catch (err) {
-        if (this.signal.aborted || !err || err.name !== "Broken") throw this.signal.aborted ? abortError(this.signal) : err;
-        broke = err.cause;
+      let broke = response.failed; // a resumption that got no answer
+      if (broke === undefined) {
+        try {
+          if (await this._read(response, state)) return;
+          broke = new Error("the response ended before [DONE]");
+        } catch (err) {
+          if (this.signal.aborted || !err || err.name !== "Broken") throw this.signal.aborted ? abortError(this.signal) : err;
+          broke = err.cause;
+        }
       }
       if (state.applied > before) failures = 0; // it got somewhere: the backoff starts again
       if (failures >= this._options.retries) {
@@ -302,8 +303,6 @@ export class Run {
       this._options.onReconnect?.({ attempt: failures, retries: this._options.retries, delayMs, lastEventId: this.lastEventId, response: this.response, error: broke });
       await sleep(delayMs, this.signal);
       response = await this._resume(state, broke);
-      if (response === null) continue; // a network failure on the way: counted as an attempt
-      if (response === "done") return;
     }
   }
 
@@ -317,14 +316,14 @@ export class Run {
       response = await this._fetch(url, { headers });
     } catch (err) {
       if (this.signal.aborted || !(err instanceof TypeError)) throw err; // only "nothing answered" is retried
-      return null;
+      return { failed: err };
     }
     if (response.status === 204) {
       throw new ResumeError("the server says this response is complete, but its [DONE] never arrived", { cause: broke });
     }
     if (response.status >= 500) {
       await response.body?.cancel().catch(() => {});
-      return null;
+      return { failed: new HTTPError(response.status, null, url.href) };
     }
     if (!response.ok) throw new HTTPError(response.status, await readError(response), url.href);
     this._take(response);
@@ -383,6 +382,7 @@ export class Run {
       state.seq = id.seq;
     }
     this._rebuilt.feed(event.data);
+    if (event.data === DONE) this.pending = pendingOf(this.transcript()); // known when [DONE] is yielded
     if (event.data !== DONE && (this.runId === null || this.agentUuid === null)) {
       const env = JSON.parse(event.data);
       if (this.agentUuid === null) this.agentUuid = env.agent;
