@@ -1,6 +1,8 @@
 // Types of envelope-client.mjs (spec/server.md §7.3-§7.6).
-import type { DecodeError, Envelope, Transcript } from "./envelope-decoder.mjs";
+import { DecodeError } from "./envelope-decoder.mjs";
+import type { Envelope, Transcript } from "./envelope-decoder.mjs";
 
+/** The decoder's error, re-exported: the client throws it for content that would be corrupted. */
 export { DecodeError };
 
 /** Headers for every request of the run (the token goes here); a function is asked before each request. */
