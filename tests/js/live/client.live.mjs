@@ -94,7 +94,7 @@ test("[S7.4-b] backoff: delays grow by the factor up to the cap; retries spent i
     backoff: { initialMs: 20, factor: 3, maxMs: 200 },
     onReconnect: (info) => delays.push(info.delayMs),
   });
-  await assert.rejects(run.finished, (err) => err instanceof ResumeError && /4 times in a row/.test(err.message) === false && /5 times in a row/.test(err.message));
+  await assert.rejects(run.finished, (err) => err instanceof ResumeError && /broke 5 times in a row/.test(err.message));
   assert.deepEqual(delays, [20, 60, 180, 200]);
   assert.ok(Date.now() - started >= 460, "the delays were waited");
   assert.equal(calls, 5);
@@ -134,3 +134,25 @@ for (const mode of ["missing", "repeated"]) {
     assert.equal(parseEventId(run.lastEventId).seq, mode === "missing" ? 2 : 3);
   });
 }
+
+test("[S7.4-b] the first request is never retried; a resumption answered 5xx is, as an attempt", async () => {
+  let posts = 0;
+  const down = async () => {
+    posts++;
+    throw new TypeError("network error (test: refused)");
+  };
+  const run = connect(`${base}/agent/run`, { body: { prompt: CALC }, headers: auth, fetch: down });
+  await assert.rejects(run.finished, (err) => err instanceof TypeError && /refused/.test(err.message));
+  assert.equal(posts, 1);
+  const cut = disturbedFetch({ cuts: [800] });
+  let resumes = 0;
+  const flaky = async (url, init) => {
+    if (url.includes("/stream") && resumes++ === 0) return new Response("busy", { status: 503 });
+    return cut(url, init);
+  };
+  const again = connect(`${base}/agent/run`, { body: { prompt: CALC }, headers: auth, fetch: flaky, backoff: { initialMs: 1 } });
+  await again.finished;
+  assert.equal(again.reconnects, 2);
+  assert.equal(resumes, 2);
+  assert.deepEqual(again.transcript(), (await undisturbed(base, auth, again.runId, 1)).transcript);
+});
