@@ -3,7 +3,7 @@
 A typed usage example (``tests/js/typed/usage.mts``, with ``@ts-expect-error`` lines the
 declarations must refuse) compiles under ``tsc --strict`` against ``js/`` through its
 ``exports`` map; every runtime export of each entry point is declared and nothing more;
-``npm pack`` holds only the modules, their declarations, ``package.json`` and the
+``npm pack`` holds only the modules, their declarations, ``package.json``, a README and the
 licence; the tarball installs offline into a scratch project whose compiled example
 reads a golden stream from a real server (each response through the strict validator)
 and rebuilds what Python rebuilds and what ``blocks.json`` records.
@@ -36,9 +36,10 @@ ENTRIES = {
     "envelope-stream/decoder": "envelope-decoder.mjs",
     "envelope-stream/client": "envelope-client.mjs",
 }
-#: Everything the tarball may hold: the modules, their declarations, package.json, the licence.
+#: Everything the tarball may hold: the modules, their declarations, package.json, its README, the licence.
 PACKED = {
     "package.json",
+    "README.md",
     "LICENSE",
     "index.mjs",
     "index.d.mts",
