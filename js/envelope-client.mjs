@@ -272,7 +272,7 @@ export class Run {
     }
   }
 
-  /** Read one response to its `[DONE]`, resuming it while it breaks (spec server §2.3-a, §7.3). */
+  /** Read one response to its `[DONE]`, resuming it while it breaks (spec server §2.3-a, §7.4). */
   async _follow(response) {
     this._take(response, true);
     const state = { seq: -1, applied: 0 };

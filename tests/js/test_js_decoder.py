@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools
+from agent_ref.server import create_app
 from agent_ref.subagents import demo_subagents
 from envelope import EnvelopeError, Reconstructor, StreamReader, tree
+from server_support import get, running
 from validating import assert_valid
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,6 +75,26 @@ def test_spec_server_7_1_b_the_published_file_is_the_served_file(name: str) -> N
     assert not source.is_symlink(), "npm pack leaves symlinks out: js/ holds the real file"
     assert not served.is_symlink(), "the wheel must hold the real file: src/agent_ref/web/ holds a copy"
     assert source.read_bytes() == served.read_bytes(), f"edit js/{name}, then run scripts/sync-web-js"
+
+
+def test_spec_server_6_1_a_every_module_the_page_imports_is_served_as_it_is() -> None:
+    """[S6.1-a] [S7.1-a]: each relative import of the page's modules is served under /static/, byte for byte."""
+    web = ROOT / "src" / "agent_ref" / "web"
+    wanted: set[str] = set()
+    todo = ["app.js"]
+    while todo:
+        name = todo.pop()
+        for found in re.findall(r'^import [^;]*? from "\./([\w.-]+)";$', (web / name).read_text(), re.MULTILINE):
+            if found not in wanted:
+                wanted.add(found)
+                todo.append(found)
+    assert wanted == {"envelope-decoder.mjs", "envelope-client.mjs"}
+    with running(create_app(store=MemoryStore(), model_factory=ScriptedModel)) as base:
+        for name in sorted(wanted):
+            answer = get(base, f"/static/{name}")
+            assert answer.status_code == 200, name
+            assert answer.headers["content-type"].startswith("text/javascript"), name
+            assert answer.content == (web / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("path", CASES, ids=[str(p.relative_to(ROOT)) for p in CASES])

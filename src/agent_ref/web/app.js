@@ -190,7 +190,7 @@ function setRun(runId) {
 }
 
 /** A run read through the client (spec server §7): the page's fetch (token, outages), its status line. */
-function open(url, turn, options = {}) {
+function readRun(url, turn, options = {}) {
   return connect(url, {
     ...options,
     ...RECONNECT,
@@ -505,7 +505,7 @@ async function send(prompt) {
   try {
     const body = { prompt };
     if (state.agentUuid) body.agent_uuid = state.agentUuid;
-    const run = open("/agent/run", turn, { body });
+    const run = readRun("/agent/run", turn, { body });
     run.started.then(() => (started = true), () => {});
     await drive(turn, run);
     setState("idle", "ready");
@@ -541,7 +541,7 @@ async function openRun(runId) {
     }
   };
   try {
-    await drive(turn, open(`/agent/runs/${encodeURIComponent(runId)}/stream`, turn), showQuery);
+    await drive(turn, readRun(`/agent/runs/${encodeURIComponent(runId)}/stream`, turn), showQuery);
     setState("idle", "ready");
   } catch (err) {
     turn.note(String(err.message || err));
