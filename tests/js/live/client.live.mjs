@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { connect, DONE, HTTPError, ResumeError, parseEventId } from "../../../js/index.mjs";
-import { disturbedFetch, server, undisturbed, yes } from "./support.mjs";
+import { disturbedFetch, report, server, undisturbed, yes } from "./support.mjs";
 
 const { base, auth } = server();
 const CONFIRM = "Please confirm: delete the temp files";
@@ -37,6 +37,7 @@ test("[S7.3-a] envelopes, events and transcripts of one run agree with an undist
       for await (const t of run.transcripts()) snapshots.push(t);
     })(),
   ]);
+  report(run);
   assert.equal(asked, 2); // the POST and the resumption, each with the token
   assert.equal(run.reconnects, 1);
   const reference = await undisturbed(base, auth, run.runId, 1);
@@ -65,6 +66,7 @@ test("[S7.5-a] a pause: pending, a refused answer (422) leaves it paused, the ri
     assert.equal(run.pending, null);
   }
   assert.ok(refused);
+  report(run);
   assert.equal(run.response, 1);
   await assert.rejects(run.answer(yes([{ tool_use_id: "x" }])), /not waiting/);
   const reference = await undisturbed(base, auth, run.runId, 2);
@@ -98,6 +100,7 @@ test("[S7.4-b] backoff: delays grow by the factor up to the cap; retries spent i
   assert.deepEqual(delays, [20, 60, 180, 200]);
   assert.ok(Date.now() - started >= 460, "the delays were waited");
   assert.equal(calls, 5);
+  report(run);
 });
 
 test("[S7.4-c] an AbortSignal stops the reading at once: pending waits and iterations reject with its reason", async () => {
@@ -109,6 +112,7 @@ test("[S7.4-c] an AbortSignal stops the reading at once: pending waits and itera
   }, (err) => err === reason);
   await assert.rejects(run.finished, (err) => err === reason);
   await assert.rejects(run.answer(yes(run.pending ?? [])), (err) => err === reason);
+  report(run);
   const early = connect(`${base}/agent/run`, { body: { prompt: CALC }, headers: auth, signal: AbortSignal.abort(reason) });
   await assert.rejects(early.started, (err) => err === reason);
 });
@@ -132,6 +136,7 @@ for (const mode of ["missing", "repeated"]) {
     const run = connect(`${base}/agent/run`, { body: { prompt: CALC }, headers: auth, fetch: tampering(3, mode) });
     await assert.rejects(run.finished, (err) => err instanceof ResumeError && err.message.includes(`an event is ${mode}`));
     assert.equal(parseEventId(run.lastEventId).seq, mode === "missing" ? 2 : 3);
+    report(run);
   });
 }
 
@@ -152,6 +157,7 @@ test("[S7.4-b] the first request is never retried; a resumption answered 5xx is,
   };
   const again = connect(`${base}/agent/run`, { body: { prompt: CALC }, headers: auth, fetch: flaky, backoff: { initialMs: 1 } });
   await again.finished;
+  report(again);
   assert.equal(again.reconnects, 2);
   assert.equal(resumes, 2);
   assert.deepEqual(again.transcript(), (await undisturbed(base, auth, again.runId, 1)).transcript);

@@ -5,13 +5,11 @@
 // written to ENVELOPE_TEST_REPORT for the Python side (strict validator, Python decoder).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { appendFileSync } from "node:fs";
 import fc from "fast-check";
 import { connect, DONE } from "../../../js/index.mjs";
-import { disturbedFetch, server, undisturbed, yes } from "./support.mjs";
+import { disturbedFetch, report, server, undisturbed, yes } from "./support.mjs";
 
 const { base, auth } = server();
-const REPORT = process.env.ENVELOPE_TEST_REPORT;
 const SEEDS = [20261125, 7, 4242];
 /** Runs of the demo agent (ScriptedModel): a tool call, a pause answered, subagents, subagents with a pause. */
 const PROMPTS = [
@@ -62,9 +60,7 @@ for (const seed of SEEDS) {
           if (entry.url.includes("/stream")) entry.lastEventId ? seen.byId++ : seen.fromStart++;
           if (entry.url.endsWith("/tool_results") && entry.cut !== null) seen.cutToolResults++;
         }
-        if (REPORT) {
-          appendFileSync(REPORT, JSON.stringify({ run_id: run.runId, responses: run.response + 1, transcript: run.transcript() }) + "\n");
-        }
+        report(run);
       }),
       { seed, numRuns: 8, endOnFailure: true },
     );

@@ -1,6 +1,7 @@
 // What the live client tests share: the server they run against (a real `agent-ref serve`
 // started by tests/js/test_js_client.py, its URL and token in the environment), a fetch
 // that re-chunks bodies and cuts connections, and an undisturbed read of a run.
+import { appendFileSync } from "node:fs";
 import { SSEReader, Reconstructor } from "../../../js/envelope-decoder.mjs";
 
 /** The server's base URL and token, or a failure: these tests never run without their server. */
@@ -79,3 +80,14 @@ export async function undisturbed(base, auth, runId, responses) {
 
 /** Answer every pending frontend call "yes". */
 export const yes = (pending) => pending.map((call) => ({ tool_use_id: call.tool_use_id, content: "yes" }));
+
+/**
+ * Note a run for the Python side (ENVELOPE_TEST_REPORT): its responses are read back there
+ * through the strict validator, and a finished run's transcript is compared with Python's.
+ */
+export function report(run) {
+  const path = process.env.ENVELOPE_TEST_REPORT;
+  if (!path) throw new Error("ENVELOPE_TEST_REPORT is not set: run these tests through tests/js/test_js_client.py");
+  const entry = { run_id: run.runId, responses: run.response + 1, transcript: run.done ? run.transcript() : null };
+  appendFileSync(path, JSON.stringify(entry) + "\n");
+}
