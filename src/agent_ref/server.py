@@ -94,6 +94,7 @@ _WEB_FILES: Final = {
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
     "envelope-decoder.mjs": "text/javascript; charset=utf-8",
+    "envelope-client.mjs": "text/javascript; charset=utf-8",
 }
 
 

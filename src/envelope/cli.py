@@ -754,15 +754,20 @@ def _parser() -> argparse.ArgumentParser:
         help="compare speed and memory with the stdlib baseline, peers and msgspec",
         description="Compare the codec's speed and memory with a stdlib baseline, peers and the practical\n"
         "limits; print the table, check the targets, and write DIR/bench.md and DIR/bench.png.\n"
-        "Each stage runs in a fresh process. Needs the checkout's benchmarks/ and the bench extra\n"
-        "(pip install -e '.[bench]').\n\n"
+        "Each stage runs in a fresh process; in a stage every round runs every candidate once, and\n"
+        "each target is the median of the per-round CPU-time ratios, its spread printed beside it\n"
+        "(a spread across the goal is reported as too noisy, neither met nor missed).\n"
+        "Needs the checkout's benchmarks/ and the bench extra (pip install -e '.[bench]').\n\n"
         f"stages (--stage KEY):\n{stages}",
         epilog="examples:\n"
         "  envelope bench                        # every stage, 100 MiB, 5 rounds (several minutes)\n"
-        "  envelope bench --size-mb 10 --stage read --stage validate",
+        "  envelope bench --size-mb 10 --stage read --stage validate\n"
+        "  envelope bench --stage emit_small --stage emit_10m_escape --rounds 11   # the emitter's targets",
     )
     bench.add_argument("--size-mb", type=float, default=100.0, help="read stream size in MiB (default: 100)")
-    bench.add_argument("--rounds", type=int, default=5, help="timed passes per candidate (default: 5)")
+    bench.add_argument(
+        "--rounds", type=int, default=5, help="rounds: timed passes per candidate, alternated (default: 5)"
+    )
     bench.add_argument(
         "--out", default="bench-out", metavar="DIR", help="where to write bench.md, bench.png (default: bench-out)"
     )
