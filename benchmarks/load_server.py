@@ -145,7 +145,7 @@ def _server_command(store: str, db: Path) -> list[str]:
         script = Path(sys.executable).parent / "agent-ref"
         if script.is_file():  # the console script the package installs: what a user runs
             return [str(script), "serve", "--port", "0", "--db", str(db)]
-        return [sys.executable, "-m", "agent_ref.server", "--port", "0", "--db", str(db)]  # the same command
+        return [sys.executable, "-m", "agent_ref.serve_cli", "--port", "0", "--db", str(db)]  # the same command
     return [sys.executable, "-c", _SERVER, store, str(db)]
 
 

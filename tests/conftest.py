@@ -1,4 +1,6 @@
-"""Shared test setup: Hypothesis profiles and the paths of the in-repository fixtures.
+"""Shared test setup: Hypothesis profiles, the paths of the in-repository fixtures, and a
+``SUITES NOT RUN`` section at the end of a run that skipped suites for missing system parts
+(``skip_summary.py``).
 
 Profiles (choose with ``HYPOTHESIS_PROFILE``): ``dev`` (default, quick), ``ci`` (more
 examples, no deadline: CI machines are shared and slow), ``thorough`` (for a long run).
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import HealthCheck, settings
 
+import skip_summary
 from envelope import DEFAULT_MAX_BYTES
 from pg_support import fresh_schema, server
 from validating import ValidatedSink
@@ -72,3 +75,8 @@ def pg_url() -> Iterator[str]:
 def pg_schema_url(pg_url: str) -> Iterator[str]:
     """A URL whose tables live in a fresh schema."""
     yield from fresh_schema(pg_url)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """List the suites skipped for a missing system part, loudly, above pytest's summary line."""
+    skip_summary.pytest_terminal_summary(terminalreporter)

@@ -2,28 +2,103 @@
 
 Re-exports only. The loop is in ``agent.py``; decisions are in ``spec/agent-ref.md``.
 Owns: the public names of the reference agent. Does not own: the codec (``envelope``).
+
+The names load on first use (PEP 562 ``__getattr__``): ``import agent_ref`` alone, and
+so ``agent-ref --version`` and ``--help``, never import the ``anthropic`` SDK, whose
+import takes seconds (spec ``spec/cli-agent-ref.md`` RC1-b). ``from agent_ref import
+Agent`` works as before; each name is its module's own object.
 """
 
 from __future__ import annotations
 
-from .agent import DONE_LINE, Agent, AgentResult, Sink
-from .compaction import Compactor, SummarizingCompactor, ToolResultTrimmer
-from .demo_tools import default_tools
-from .errors import AgentRefError, ConfigError, ConflictError, StateError, ToolDefinitionError, ToolResultsError
-from .hooks import HOOK_EVENTS, Hook, HookDecision, HookInput
-from .memory import MemoryToolError, memory_tool
-from .models import AnthropicModel, Model, ReplayModel, SDKModel
-from .permissions import CanUseTool, PermissionAllow, PermissionDeny, ToolPermissionContext
-from .pricing import PRICES, Price, cost_usd
-from .retry import RetryPolicy
-from .scripted import Fault, ScriptedModel
-from .state import AgentState, PendingCall, RunRecord
-from .store import MemoryStore, SQLiteStore, Store
-from .structured import OutputSchema
-from .subagents import SUBAGENT_TOOL, AgentSpec
-from .tools import Tool, ToolOutput, tool
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from .agent import DONE_LINE, Agent, AgentResult, Sink
+    from .compaction import Compactor, SummarizingCompactor, ToolResultTrimmer
+    from .demo_tools import default_tools
+    from .errors import AgentRefError, ConfigError, ConflictError, StateError, ToolDefinitionError, ToolResultsError
+    from .hooks import HOOK_EVENTS, Hook, HookDecision, HookInput
+    from .memory import MemoryToolError, memory_tool
+    from .models import AnthropicModel, Model, ReplayModel, SDKModel
+    from .permissions import CanUseTool, PermissionAllow, PermissionDeny, ToolPermissionContext
+    from .pricing import PRICES, Price, cost_usd
+    from .retry import RetryPolicy
+    from .scripted import Fault, ScriptedModel
+    from .state import AgentState, PendingCall, RunRecord
+    from .store import MemoryStore, SQLiteStore, Store
+    from .structured import OutputSchema
+    from .subagents import SUBAGENT_TOOL, AgentSpec
+    from .tools import Tool, ToolOutput, tool
 
 __version__ = "0.1.0"
+
+#: Each public name and the submodule that defines it (the imports above, for type checkers).
+_HOME: Final = {
+    "Agent": "agent",
+    "AgentResult": "agent",
+    "DONE_LINE": "agent",
+    "Sink": "agent",
+    "Compactor": "compaction",
+    "SummarizingCompactor": "compaction",
+    "ToolResultTrimmer": "compaction",
+    "default_tools": "demo_tools",
+    "AgentRefError": "errors",
+    "ConfigError": "errors",
+    "ConflictError": "errors",
+    "StateError": "errors",
+    "ToolDefinitionError": "errors",
+    "ToolResultsError": "errors",
+    "HOOK_EVENTS": "hooks",
+    "Hook": "hooks",
+    "HookDecision": "hooks",
+    "HookInput": "hooks",
+    "MemoryToolError": "memory",
+    "memory_tool": "memory",
+    "AnthropicModel": "models",
+    "Model": "models",
+    "ReplayModel": "models",
+    "SDKModel": "models",
+    "CanUseTool": "permissions",
+    "PermissionAllow": "permissions",
+    "PermissionDeny": "permissions",
+    "ToolPermissionContext": "permissions",
+    "PRICES": "pricing",
+    "Price": "pricing",
+    "cost_usd": "pricing",
+    "RetryPolicy": "retry",
+    "Fault": "scripted",
+    "ScriptedModel": "scripted",
+    "AgentState": "state",
+    "PendingCall": "state",
+    "RunRecord": "state",
+    "MemoryStore": "store",
+    "SQLiteStore": "store",
+    "Store": "store",
+    "OutputSchema": "structured",
+    "AgentSpec": "subagents",
+    "SUBAGENT_TOOL": "subagents",
+    "Tool": "tools",
+    "ToolOutput": "tools",
+    "tool": "tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its submodule on first use, then keep it in this module."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names with the lazy public ones."""
+    return sorted({*globals(), *_HOME})
+
 
 __all__ = [
     "DONE_LINE",

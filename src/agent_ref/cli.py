@@ -6,16 +6,19 @@ stdout (or a human view with ``--pretty``), and the pause message on stderr with
 exact command to resume (spec ``spec/agent-ref.md`` §9); the ``log``, ``runs`` and
 ``abandon`` subcommands; exit statuses, the error style and the quiet exit on a closed
 pipe (spec ``spec/cli-agent-ref.md``).
-Does not own: the agent (``agent.py``). Stdout carries only the stream (or ``runs``'
+Does not own: the agent (``agent.py``), the options shared with ``serve``
+(``cli_options.py``), the ``serve`` command (``serve_cli.py``). Stdout carries only the stream (or ``runs``'
 listing); logs and human messages go to stderr. No traceback is ever printed: errors are
 one line ``WHERE: error: WHAT; WHAT TO DO``, exit 2 for unusable input, arguments or
 state, 3 for a lost concurrent resume, 1 for a run that ended in an error, 141 when the
 reader of stdout went away.
+
+The agent, its models and the store are imported by the commands that use them, not at
+import: ``--version`` and ``--help`` answer without loading the ``anthropic`` SDK (RC1-b).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -23,29 +26,41 @@ import logging
 import os
 import shlex
 import signal
+import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from envelope import EnvelopeError, Reconstructor, frame
 
 from . import __version__
-from .agent import DONE_LINE, Agent, AgentResult
-from .compaction import SummarizingCompactor
-from .demo_tools import default_tools
-from .errors import AgentRefError, ConfigError, ConflictError
+from .cli_options import (
+    CliError,
+    OneLineParser,
+    add_agent_options,
+    add_store_options,
+    agent_config,
+    check_db,
+    formatter,
+    model_factory,
+)
+from .defaults import DEFAULT_CLAUDE_MODEL
+from .errors import AgentRefError, ConflictError
 from .loop_guard import DEFAULT_LOOP_LIMIT
-from .memory import memory_tool
-from .models import DEFAULT_CLAUDE_MODEL, AnthropicModel, Model, ReplayModel
 from .replay import ReplayError
-from .scripted import ScriptedModel
-from .store import AgentSummary, SQLiteStore, Store
-from .subagents import demo_subagents
+from .response import DONE_LINE
+from .serve_cli import add_serve_command
 
-__all__ = ["PrettyPrinter", "main"]
+if TYPE_CHECKING:
+    import argparse
 
-DEFAULT_DB: Final = "agent-ref.db"
+    from .agent import Agent, AgentResult
+    from .state import PendingCall
+    from .store import AgentSummary, Store
+
+__all__ = ["CliError", "PrettyPrinter", "main"]
+
 #: Exit statuses (spec ``spec/cli-agent-ref.md`` RC1).
 EXIT_RUN_FAILED: Final = 1
 EXIT_UNUSABLE: Final = 2
@@ -53,14 +68,6 @@ EXIT_CONFLICT: Final = 3
 EXIT_INTERRUPTED: Final = 130
 EXIT_BROKEN_PIPE: Final = 141
 log = logging.getLogger("agent_ref")
-
-
-class CliError(AgentRefError):
-    """An error of the command line, shown as ``WHERE: error: WHAT; WHAT TO DO`` (spec RC2-a)."""
-
-    def __init__(self, where: str, what: str, todo: str = "") -> None:
-        """Say where (a file, a run, a command), what went wrong, and what to do."""
-        super().__init__(f"{where}: error: {what}" + (f"; {todo}" if todo else ""))
 
 
 def _plural(n: int, word: str) -> str:
@@ -211,46 +218,6 @@ class _SSEOut:
         self.buffer.flush()
 
 
-def _model(args: argparse.Namespace) -> Model:
-    if args.replay:
-        return ReplayModel.from_file(args.replay)
-    if args.model:
-        return AnthropicModel(args.model)
-    return ScriptedModel()
-
-
-def _agent_config(args: argparse.Namespace) -> dict[str, Any]:
-    config: dict[str, Any] = {"tools": default_tools(), "max_steps": args.max_steps, "max_bytes": args.max_bytes}
-    if args.memory is not None:
-        # spec RC7-a: the memory tool over the directory given (made when missing).
-        try:
-            config["tools"].append(memory_tool(args.memory))
-        except ConfigError as exc:
-            what = str(exc).removeprefix(f"{args.memory}: ")
-            raise CliError(str(args.memory), what, "pass --memory a directory (it is made when missing)") from None
-    config["profile"] = args.profile
-    if args.compact_threshold is not None:
-        # spec RC8-a: seed 001's summarising compactor once the context reaches N tokens.
-        if args.compact_threshold < 1:
-            raise CliError("--compact-threshold", f"{args.compact_threshold} is not a token count", "pass N >= 1")
-        config["compactor"] = SummarizingCompactor(threshold=args.compact_threshold)
-    # spec RC8-b: the loop guard's limit; 0 turns it off.
-    if args.loop_limit == 1 or args.loop_limit < 0:
-        raise CliError("--loop-limit", f"{args.loop_limit} is not a limit", "pass N >= 2, or 0 to turn it off")
-    config["loop_limit"] = args.loop_limit or None
-    if args.max_budget_usd is not None:
-        config["max_budget_usd"] = args.max_budget_usd
-    if args.thinking:
-        config["thinking_budget"] = args.thinking
-        config["max_tokens"] = max(args.max_tokens, args.thinking + 1024)
-    else:
-        config["max_tokens"] = args.max_tokens
-    # spec §13: the model may spawn researchers; the embedded model does for "... in parallel" prompts.
-    # spec §13.5-c: run and resume register the same children, a researcher with confirm.
-    config["subagents"] = demo_subagents()
-    return config
-
-
 def _sink(args: argparse.Namespace) -> Any:
     if args.pretty:
         return PrettyPrinter(sys.stdout, color=sys.stdout.isatty())
@@ -282,6 +249,8 @@ def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
         parts += ["--compact-threshold", str(args.compact_threshold)]
     if args.loop_limit != DEFAULT_LOOP_LIMIT:
         parts += ["--loop-limit", str(args.loop_limit)]
+    if args.subagents != "demo":  # spec RC9-b: the resume registers what the run had
+        parts += ["--subagents", args.subagents]
     if args.pretty:
         parts.append("--pretty")
     parts += ["--results", "-"]
@@ -333,8 +302,12 @@ class _Announce:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    store = _store(args.db)
-    agent = Agent(_model(args), store=store, **_agent_config(args))
+    from .agent import Agent
+
+    check_db(args.db, must_exist=False)
+    config = agent_config(args)
+    model = model_factory(args)()
+    agent = Agent(model, store=_store(args.db), **config)
     result = await _with_abort(agent, agent.run(args.prompt, _Announce(agent, _sink(args), "started")))
     return _report(args, result)
 
@@ -369,10 +342,13 @@ def _reason(exc: BaseException) -> str:
 
 
 async def _resume(args: argparse.Namespace) -> int:
-    _need_db(args)
+    from .agent import Agent
+
+    check_db(args.db, must_exist=True)
     results = _read_results(args.results)
-    store = _store(args.db)
-    agent = await Agent.load(args.agent_uuid, store, _model(args), **_agent_config(args))
+    config = agent_config(args)
+    model = model_factory(args)()
+    agent = await Agent.load(args.agent_uuid, _store(args.db), model, **config)
     result = await _with_abort(
         agent, agent.continue_with_tool_results(results, _Announce(agent, _sink(args), "resumed"))
     )
@@ -380,7 +356,7 @@ async def _resume(args: argparse.Namespace) -> int:
 
 
 async def _log(args: argparse.Namespace) -> int:
-    _need_db(args)
+    check_db(args.db, must_exist=True)
     responses = await _store(args.db).run_responses(args.run_id)
     if not responses:
         raise CliError(
@@ -389,14 +365,14 @@ async def _log(args: argparse.Namespace) -> int:
             "`agent-ref run` prints the run id on stderr when it starts; `agent-ref runs` lists agents",
         )
     if args.response is not None:
-        # spec §9.2-a: one response, counted from 1 as people count.
-        if not 1 <= args.response <= len(responses):
+        # spec RC5-b: the wire's response index (X-Response-Index, the event ids), 0 the first.
+        if not 0 <= args.response < len(responses):
             raise CliError(
                 f"run {args.run_id}",
                 f"it has {_plural(len(responses), 'response')}",
-                f"--response takes 1 to {len(responses)}",
+                f"--response takes 0 to {len(responses) - 1} (the wire's response index, 0 the first)",
             )
-        responses = [responses[args.response - 1]]
+        responses = [responses[args.response]]
     sink = _sink(args)
     for response in responses:
         for line in response:
@@ -404,34 +380,28 @@ async def _log(args: argparse.Namespace) -> int:
     return 0
 
 
-def _need_db(args: argparse.Namespace) -> None:
-    if str(args.db).startswith(("postgresql://", "postgres://")):
-        return  # a database server: the store reports what is wrong with it
-    path = Path(args.db)
-    if path.is_dir():
-        raise CliError(str(path), "is a directory, not an agent database", "pass --db, the file `agent-ref run` used")
-    if not path.is_file():
-        raise CliError(str(path), "no such database", "pass --db, the file `agent-ref run` used")
-
-
 def _owner_alive(agent: AgentSummary, now: float) -> bool | None:
     return agent.lease_alive(now) if agent.status == "running" else None
 
 
-def _describe(agent: AgentSummary, now: float) -> str:
-    """One agent as a person reads it."""
+def _describe(agent: AgentSummary, now: float, db: str, pending: list[PendingCall]) -> str:
+    """One agent as a person reads it; the commands it suggests run as printed (spec RC5-c)."""
+    abandon = shlex.join(["agent-ref", "abandon", agent.agent_uuid, "--db", db])
     if agent.status == "running":
         if agent.lease_alive(now):
             state = f"running (owner alive, lease renewed, {agent.lease_expires_at - now:.0f} s left)"
         else:
             state = (
                 f"running, but its process is gone (lease ran out {now - agent.lease_expires_at:.0f} s ago): "
-                f"the next run closes it, or `agent-ref abandon {agent.agent_uuid}`"
+                f"the next run closes it, or `{abandon}`"
             )
     elif agent.status == "awaiting_frontend_tools":
+        answers = json.dumps([{"tool_use_id": c.tool_use_id, "content": "yes"} for c in pending])
+        resume = shlex.join(["agent-ref", "resume", agent.agent_uuid, "--db", db, "--results", "-"])
+        calls = ", ".join(f"{c.name} {c.tool_use_id}" for c in pending)
         state = (
-            f"paused for frontend tools: `agent-ref resume {agent.agent_uuid}` "
-            f"or `agent-ref abandon {agent.agent_uuid}`"
+            f"paused for frontend tools ({calls}): `echo {shlex.quote(answers)} | {resume}` "
+            f"(with the run's --model, --replay, --memory, if any), or `{abandon}`"
         )
     else:
         state = "idle"
@@ -441,8 +411,9 @@ def _describe(agent: AgentSummary, now: float) -> str:
 
 
 async def _runs(args: argparse.Namespace) -> int:
-    _need_db(args)
-    agents = await _store(args.db).agents()
+    check_db(args.db, must_exist=True)
+    store = _store(args.db)
+    agents = await store.agents()
     now = time.time()
     if args.format == "json":
         rows = [
@@ -463,12 +434,17 @@ async def _runs(args: argparse.Namespace) -> int:
     if not agents:
         sys.stdout.write(f"no agents in {args.db}\n")
     for agent in agents:
-        sys.stdout.write(_describe(agent, now) + "\n")
+        state = await store.load(agent.agent_uuid) if agent.status == "awaiting_frontend_tools" else None
+        pending = state.pending_frontend if state is not None else []
+        sys.stdout.write(_describe(agent, now, args.db, pending) + "\n")
     return 0
 
 
 async def _abandon(args: argparse.Namespace) -> int:
-    _need_db(args)
+    from .agent import Agent
+    from .scripted import ScriptedModel
+
+    check_db(args.db, must_exist=True)
     store = _store(args.db)
     stored = await store.load(args.agent_uuid)
     if stored is None:
@@ -496,17 +472,6 @@ class _Formatter(logging.Formatter):
         return super().format(record)
 
 
-_MODEL_HELP: Final = (
-    "Which model answers. By default the embedded offline model (scripted: deterministic, no network, no key). "
-    f"--model alone uses Claude ({DEFAULT_CLAUDE_MODEL}); --model NAME uses that Claude model; both need "
-    "ANTHROPIC_API_KEY in the environment. --replay FILE serves recorded API calls instead."
-)
-
-
-def _formatter(prog: str) -> argparse.HelpFormatter:
-    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
-
-
 def _store(db: str | Path) -> Store:
     """The store ``--db`` names: a ``postgresql://`` URL (spec/scaleout.md) or a SQLite file."""
     # As store_pg.is_postgres_url, without importing psycopg for a SQLite file.
@@ -514,27 +479,30 @@ def _store(db: str | Path) -> Store:
         from .store_pg import PostgresStore
 
         return PostgresStore(db)
+    from .store import SQLiteStore
+
     return SQLiteStore(db)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="agent-ref",
-        formatter_class=_formatter,
+        formatter_class=formatter,
         description=(
             "The reference agent of the JSON envelope protocol. `run` sends a prompt to a model, runs its\n"
             "tools, and streams the answer to stdout as SSE envelope lines (`--pretty`: a human view).\n"
             "Runs are stored in an SQLite file (default ./agent-ref.db) so they can be paused, resumed,\n"
-            "listed, replayed and abandoned. It uses the embedded offline model unless you ask for Claude\n"
-            "with --model (needs ANTHROPIC_API_KEY)."
+            "listed, replayed and abandoned; `serve` runs the same agent behind a web page. It uses the\n"
+            "embedded offline model unless you ask for Claude with --model (needs ANTHROPIC_API_KEY)."
         ),
         epilog=(
             "examples:\n"
             '  agent-ref run "What is 5 + (10 * 2)?"            # offline, SSE lines on stdout\n'
             '  agent-ref run --pretty "Cite a source"          # a human view\n'
-            '  agent-ref run --model "Hello"                   # Claude (ANTHROPIC_API_KEY)\n'
-            "  agent-ref log RUN_ID --response 1 | envelope validate --strict -\n"
-            "  agent-ref runs\n\n"
+            '  agent-ref run "Hello" --model                   # Claude (ANTHROPIC_API_KEY)\n'
+            "  agent-ref log RUN_ID --response 0 | envelope validate --strict -\n"
+            "  agent-ref runs\n"
+            "  agent-ref serve --subagents demo               # the page on http://127.0.0.1:8000/\n\n"
             "exit status: 0 done or paused; 1 the run ended with an error or was aborted; 2 unusable input,\n"
             "arguments or state; 3 another process resumed the agent first; 130 interrupted; 141 the reader\n"
             "of stdout went away."
@@ -543,65 +511,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"agent-ref {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def db(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--db", default=str(DEFAULT_DB), help=f"the SQLite file or a postgresql:// URL (default: {DEFAULT_DB})"
-        )
-        p.add_argument("-v", "--verbose", action="store_true", help="log retries and details to stderr")
-
-    def common(p: argparse.ArgumentParser) -> None:
+    def pretty(p: argparse.ArgumentParser) -> None:
         p.add_argument("--pretty", action="store_true", help="a live human view instead of raw SSE lines")
-        models = p.add_argument_group("model", _MODEL_HELP)
-        models.add_argument(
-            "--model",
-            nargs="?",
-            const=DEFAULT_CLAUDE_MODEL,
-            metavar="NAME",
-            help=f"use Claude; NAME defaults to {DEFAULT_CLAUDE_MODEL}",
-        )
-        models.add_argument(
-            "--replay", type=Path, metavar="FILE", help="serve recorded API calls (JSON array of events)"
-        )
-        db(p)
-        p.add_argument("--max-steps", type=int, default=8, help="model calls with tools per run (default: 8)")
-        p.add_argument("--max-tokens", type=int, default=2048, help="max_tokens per call (default: 2048)")
-        p.add_argument("--max-budget-usd", type=float, default=None, help="stop the run at this cost (default: none)")
-        p.add_argument("--max-bytes", type=int, default=2048, help="bound on each envelope line (default: 2048)")
-        p.add_argument(
-            "--profile",
-            choices=("default", "seed"),
-            default="default",
-            help="seed: send control envelopes whole, for clients written to the seed (envelope-v1 §10; "
-            "default: default)",
-        )
-        p.add_argument(
-            "--thinking", type=int, default=0, metavar="TOKENS", help="extended thinking budget (default: off)"
-        )
-        p.add_argument(
-            "--memory",
-            type=Path,
-            default=None,
-            metavar="DIR",
-            help="give the model a memory tool over DIR, seen as /memories (made when missing; default: none)",
-        )
-        p.add_argument(
-            "--compact-threshold",
-            type=int,
-            default=None,
-            metavar="N",
-            help="summarise the context once it reaches N tokens (seed 001's compactor; default: off)",
-        )
-        p.add_argument(
-            "--loop-limit",
-            type=int,
-            default=DEFAULT_LOOP_LIMIT,
-            metavar="N",
-            help=f"refuse the same tool call N times in a row; 0 turns it off (default: {DEFAULT_LOOP_LIMIT})",
-        )
 
     run = sub.add_parser(
         "run",
-        formatter_class=_formatter,
+        formatter_class=formatter,
         help="run one prompt and stream the answer",
         description="Run one prompt: SSE envelope lines on stdout; the run id, summary and pauses on stderr.",
         epilog=(
@@ -609,16 +524,23 @@ def _parser() -> argparse.ArgumentParser:
             '  agent-ref run "What is 5 + (10 * 2)?"\n'
             '  agent-ref run --pretty "Please confirm, then tell me what is 6 * 7"   # pauses for a frontend tool\n'
             '  agent-ref run --memory ./memories "Remember that I prefer tea."   # a memory tool over ./memories\n'
-            '  agent-ref run --model claude-opus-4-5 "Hello"'
+            '  agent-ref run --pretty "Research tides and volcanoes in parallel"   # two researcher subagents\n'
+            f'  agent-ref run "Hello" --model                  # Claude, {DEFAULT_CLAUDE_MODEL} (ANTHROPIC_API_KEY)\n'
+            '  agent-ref run --model claude-opus-4-5 "Hello"   # that Claude model'
         ),
     )
     run.add_argument("prompt", help="the user's message")
-    common(run)
+    pretty(run)
+    add_agent_options(run)
+    add_store_options(run)
     resume = sub.add_parser(
         "resume",
-        formatter_class=_formatter,
+        formatter_class=formatter,
         help="continue a run paused for frontend tools",
-        description="Continue a paused run with the frontend tool results (`run` prints the exact command).",
+        description=(
+            "Continue a paused run with the frontend tool results (`run` prints the exact command). Give it\n"
+            "the agent options the run had (--model, --replay, --memory, ...): they are not stored."
+        ),
         epilog=(
             "example:\n"
             '  echo \'[{"tool_use_id": "toolu_...", "content": "yes"}]\' | agent-ref resume AGENT_UUID --results -'
@@ -628,26 +550,35 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument(
         "--results", required=True, metavar="FILE|-", help='JSON array of {"tool_use_id", "content", "is_error"?}'
     )
-    common(resume)
+    pretty(resume)
+    add_agent_options(resume)
+    add_store_options(resume)
     show = sub.add_parser(
         "log",
-        formatter_class=_formatter,
+        formatter_class=formatter,
         help="print the stored envelope lines of a run",
         description=(
             "Print every response of a run as it was sent, in order: each a complete stream ending with\n"
             "[DONE], the next starting with its own meta_init (a paused and resumed run has two)."
         ),
-        epilog="examples:\n  agent-ref log RUN_ID\n  agent-ref log RUN_ID --response 2 --pretty",
+        epilog=(
+            "examples:\n  agent-ref log RUN_ID\n"
+            "  agent-ref log RUN_ID --response 1 --pretty   # the second response (after a resume)"
+        ),
     )
     show.add_argument("run_id", help="the run (printed by `run` on stderr; also in meta_init and meta_final)")
-    show.add_argument("--pretty", action="store_true", help="a human view instead of raw SSE lines")
+    pretty(show)
     show.add_argument(
-        "--response", type=int, metavar="N", help="print only the run's N-th response, from 1 (default: all)"
+        "--response",
+        type=int,
+        metavar="N",
+        help="print only response N: the wire's index, 0 the first, as in X-Response-Index and event ids "
+        "(default: all)",
     )
-    db(show)
+    add_store_options(show)
     runs = sub.add_parser(
         "runs",
-        formatter_class=_formatter,
+        formatter_class=formatter,
         help="list stored agents: idle, paused, running (owner alive or dead)",
         description=(
             "List the agents in the database, newest first, with their state. A running agent whose\n"
@@ -660,10 +591,10 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     runs.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
-    db(runs)
+    add_store_options(runs)
     abandon = sub.add_parser(
         "abandon",
-        formatter_class=_formatter,
+        formatter_class=formatter,
         help="close a paused (or dead) run without its frontend tool results",
         description=(
             "Close a run paused for frontend tools: each pending call is answered as an error, the run\n"
@@ -675,9 +606,7 @@ def _parser() -> argparse.ArgumentParser:
     abandon.add_argument(
         "--reason", default="abandoned by the user", help="what the model is told (default: abandoned by the user)"
     )
-    db(abandon)
-    from .server import add_serve_command  # Starlette and uvicorn load with the parser; serving needs them
-
+    add_store_options(abandon)
     add_serve_command(sub)
     return parser
 
@@ -705,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     if args.command == "serve":  # uvicorn runs its own event loop, outside asyncio.run
-        from .server import serve_main
+        from .serve_cli import serve_main
 
         return serve_main(args)
     handler = logging.StreamHandler(sys.stderr)
@@ -722,10 +651,16 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except ConflictError as exc:
-        sys.stderr.write(f"{where}: error: {exc}; look at it with `agent-ref runs`\n")
+        runs = shlex.join(["agent-ref", "runs", "--db", str(args.db)])
+        sys.stderr.write(f"{where}: error: {exc}; look at it with `{runs}`\n")
         return EXIT_CONFLICT
     except CliError as exc:
         sys.stderr.write(f"{exc}\n")
+        return EXIT_UNUSABLE
+    except sqlite3.DatabaseError as exc:  # a file that passed check_db's header test but is damaged
+        sys.stderr.write(
+            f"{args.db}: error: not a usable agent database ({exc}); pass --db the file `agent-ref run` used\n"
+        )
         return EXIT_UNUSABLE
     except (AgentRefError, EnvelopeError, ReplayError) as exc:
         sys.stderr.write(f"{where}: error: {exc}\n")

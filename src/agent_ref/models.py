@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from anthropic import AsyncAnthropic
 
+from .defaults import DEFAULT_CLAUDE_MODEL as DEFAULT_CLAUDE_MODEL  # where --help can read it without the SDK
 from .errors import ConfigError
 from .replay import ReplayServer, load_events, split_calls
 
@@ -24,10 +25,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = ["AnthropicModel", "Model", "ReplayModel", "SDKModel"]
-
-#: The model ``--model`` means when given without a name.
-#: (``claude-sonnet-4-5`` is on the installed SDK's deprecation list, ending 2026-11-30.)
-DEFAULT_CLAUDE_MODEL = "claude-sonnet-4-6"
 
 
 class Model(Protocol):

@@ -10,8 +10,10 @@ Also ``record()``, which writes such a file from a live call (needs ANTHROPIC_AP
 no test uses it).
 
 Does not own: translating events to envelopes (``envelope.anthropic``). This module is
-in ``agent_ref``, not ``envelope``, because it needs ``httpx2`` and the SDK at import
-time, and ``envelope`` stays sans-I/O (STYLE §1).
+in ``agent_ref``, not ``envelope``, because it needs ``httpx2`` and the SDK, and
+``envelope`` stays sans-I/O (STYLE §1). Both are imported where a client is made, not at
+import: reading a recording (``load_events``, what ``agent-ref --replay`` checks first)
+needs neither, and the SDK's import takes seconds.
 
 Recordings are SDK model dumps, not wire data: ``content_block_stop`` carries a
 ``content_block`` snapshot, ``message_stop`` the accumulated ``message``, and text
@@ -26,13 +28,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import httpx2
-from anthropic import AsyncAnthropic
-
 from envelope.anthropic import DERIVED_EVENTS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    import httpx2
+    from anthropic import AsyncAnthropic
 
 __all__ = [
     "ReplayError",
@@ -53,7 +55,19 @@ _SDK_ONLY_BLOCK_FIELDS: Final = ("parsed_output",)
 
 
 class ReplayError(ValueError):
-    """A recording that cannot be replayed: not a JSON array of event objects, or no calls in it."""
+    """A recording that cannot be replayed: not a JSON array of event objects, or no calls in it.
+
+    Attributes:
+        where: the file, with ``:LINE:COLUMN`` when the error has a position (counted from
+            1, as editors do); ``None`` when no file is involved.
+        what: what is wrong, without the place.
+    """
+
+    def __init__(self, what: str, *, where: str | None = None) -> None:
+        """``str(error)`` is ``WHERE: WHAT``, or ``WHAT`` alone."""
+        super().__init__(f"{where}: {what}" if where else what)
+        self.where = where
+        self.what = what
 
 
 def load_events(path: str | Path) -> list[dict[str, Any]]:
@@ -66,20 +80,39 @@ def load_events(path: str | Path) -> list[dict[str, Any]]:
         The events, in file order.
 
     Raises:
-        ReplayError: the file is not a JSON array of objects each with a string ``type``.
+        ReplayError: the file is not UTF-8 JSON, or not an array of objects each with a
+            string ``type``.
         OSError: the file cannot be read.
     """
-    with open(path, encoding="utf-8") as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as exc:
-            raise ReplayError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # Byte offsets count from 0 and say so (spec/cli-agent-ref.md RC5-b).
+        raise ReplayError(f"not UTF-8 text (byte offset {exc.start}): not a recording", where=str(path)) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReplayError(f"not JSON: {exc.msg}", where=f"{path}:{exc.lineno}:{exc.colno}") from None
     if not isinstance(data, list):
-        raise ReplayError(f"{path}: expected a JSON array of events, got {type(data).__name__}")
+        raise ReplayError(f"expected a JSON array of events, got {_json_kind(data)}", where=str(path))
     for i, event in enumerate(data):
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            raise ReplayError(f"{path}: event {i} is not an object with a string 'type'")
+            raise ReplayError(f"event {i} (counted from 0) is not an object with a string 'type'", where=str(path))
     return data
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null"
 
 
 def split_calls(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -184,6 +217,10 @@ class ReplayServer:
             raise ReplayError("no recorded call to replay")
         self.calls: list[list[dict[str, Any]]] = calls
         self.requests: list[Any] = []
+        self._total = len(calls)
+        #: The last call served, its number (from 1) and the index of its first event in the recording.
+        self._served: tuple[list[dict[str, Any]], int, int] | None = None
+        self._next_start = 0
 
     def handle(self, request: httpx2.Request) -> httpx2.Response:
         """The ``MockTransport`` handler: the next recorded call as an SSE response.
@@ -195,17 +232,39 @@ class ReplayServer:
             self.requests.append(json.loads(request.content or b"null"))
         except ValueError:
             self.requests.append(request.content)
+        import httpx2
+
         if not self.calls:
-            body = {
-                "type": "error",
-                "error": {"type": "invalid_request_error", "message": "replay: no recorded call left"},
-            }
+            body = {"type": "error", "error": {"type": "invalid_request_error", "message": self._exhausted()}}
             return httpx2.Response(400, json=body, headers={"request-id": "req_replay_exhausted"})
         call = self.calls.pop(0)
+        self._served = (call, self._total - len(self.calls), self._next_start)
+        self._next_start += len(call)
         return httpx2.Response(
             200,
             content=sse_body(call),
             headers={"content-type": "text/event-stream", "request-id": f"req_replay_{len(self.requests)}"},
+        )
+
+    def _exhausted(self) -> str:
+        """Why there is nothing left to serve, with the cause when the last call was cut.
+
+        A call that stops before ``message_stop`` with no ``error`` event is a recording
+        that ended early (cut while it was written, or truncated since): the SDK reports an
+        incomplete stream, the agent retries, and the retry finds nothing. The message
+        names that cause and where the call stops, so it is said without ``-v``.
+        """
+        message = "replay: no recorded call left"
+        if self._served is None:
+            return message
+        call, number, start = self._served
+        kinds = [event.get("type") for event in call]
+        if "message_stop" in kinds or "error" in kinds:
+            return f"{message} (all {self._total} served; the model asked for one more)"
+        return (
+            f"{message}: the recording ended early, its call {number} of {self._total} stops at event "
+            f"{start + len(call) - 1} (counted from 0), a {kinds[-1]}, with no message_stop; "
+            "the agent's retry of that call found nothing to replay"
         )
 
     def client(self, **kwargs: Any) -> AsyncAnthropic:
@@ -218,6 +277,9 @@ class ReplayServer:
         Returns:
             The client.
         """
+        import httpx2
+        from anthropic import AsyncAnthropic
+
         kwargs.setdefault("api_key", OFFLINE_API_KEY)
         kwargs.setdefault("base_url", OFFLINE_BASE_URL)
         kwargs.setdefault("max_retries", 0)
@@ -266,6 +328,8 @@ async def record(path: str | Path, **create_kwargs: Any) -> list[dict[str, Any]]
         RuntimeError: ANTHROPIC_API_KEY is not set.
     """
     import os
+
+    from anthropic import AsyncAnthropic
 
     if not os.environ.get("ANTHROPIC_API_KEY"):
         raise RuntimeError("record() makes a live API call and needs ANTHROPIC_API_KEY")

@@ -6,8 +6,8 @@ endpoints (``spec/server.md``): ``POST /agent/run``, ``POST /agent/tool_results`
 live run), the page at ``/`` with its module and the JavaScript decoder under
 ``/static/``; request checks, the ``Host`` check, the optional bearer token, keep-alive
 comments, the client-gone policy, recovery of what a dead process left (through the
-agent's own recovery), and ``serve`` / ``serve_main`` for the
-command line.
+agent's own recovery), and ``serve`` (uvicorn on a bound socket); the command line is
+``serve_cli.py``.
 Does not own: the agent loop and its store (``agent.py``, ``store.py``: every run goes
 through ``Agent.run`` / ``Agent.continue_with_tool_results``), the encoding of
 envelopes (``envelope``, used only through its public API: ``frame`` gives each
@@ -31,17 +31,14 @@ Mount it in an existing ASGI app::
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import hmac
 import json
 import logging
 import math
-import os
 import re
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 from importlib import resources
@@ -60,13 +57,10 @@ from .agent import Agent
 from .demo_tools import default_tools
 from .errors import ConflictError, StateError, StoreError, ToolResultsError, UnavailableError
 from .finish import STOP_LOST
-from .models import DEFAULT_CLAUDE_MODEL, AnthropicModel, Model, ReplayModel
-from .scripted import ScriptedModel
 from .server_streams import (
     DONE_LINE,
     JOURNAL_LOST,
     RUN_ID_PATTERN,
-    FileJournal,
     Journal,
     JournalFailedError,
     LiveStream,
@@ -77,7 +71,7 @@ from .server_streams import (
     stream_agent,
 )
 from .state import lost_run_record, roll_back_dead_run
-from .store import LogBatch, SQLiteStore, Store
+from .store import LogBatch, Store
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -86,15 +80,14 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from .agent import AgentResult, Sink
+    from .models import Model
     from .state import AgentState
     from .tools import Tool
 
-__all__ = ["ServerConfig", "add_serve_command", "create_app", "serve", "serve_main"]
+__all__ = ["ServerConfig", "create_app", "serve"]
 
 log = logging.getLogger("agent_ref.server")
 
-#: Environment variable that sets the bearer token when ``--token`` is not given.
-TOKEN_ENV: Final = "AGENT_REF_TOKEN"
 
 #: The files of the page, served under ``/static/``, with their media types.
 _WEB_FILES: Final = {
@@ -1216,100 +1209,3 @@ def serve(
         if ready is not None:
             ready(f"http://{shown}:{bound}/")
         server.run(sockets=[sock])
-
-
-def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``serve`` to ``agent-ref``'s subcommands; the caller dispatches it to ``serve_main``.
-
-    Args:
-        subparsers: what ``ArgumentParser.add_subparsers`` returned.
-
-    Returns:
-        The new subparser.
-    """
-    p: argparse.ArgumentParser = subparsers.add_parser("serve", help="serve the agent over HTTP (SSE) with a web page")
-    _serve_arguments(p)
-    return p
-
-
-def _serve_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
-    p.add_argument("--db", default="agent-ref.db", help="the SQLite file or a postgresql:// URL (default agent-ref.db)")
-    p.add_argument(
-        "--token", default=None, help=f"require this bearer token on /agent/... (default: ${TOKEN_ENV} if set)"
-    )
-    p.add_argument(
-        "--model", nargs="?", const=DEFAULT_CLAUDE_MODEL, default=None, help="use Claude (ANTHROPIC_API_KEY)"
-    )
-    p.add_argument("--replay", default=None, metavar="FILE", help="serve recorded API calls from FILE")
-    p.add_argument("--max-steps", type=int, default=8, help="model calls with tools per run (default 8)")
-    p.add_argument("--max-bytes", type=int, default=2048, help="bound on each envelope line (default 2048)")
-    p.add_argument("--keepalive", type=float, default=15.0, help="seconds of silence before a keep-alive comment")
-    p.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
-
-
-def _model_factory(args: argparse.Namespace) -> Callable[[], Model]:
-    if args.replay:
-        replay: str = args.replay
-        return lambda: ReplayModel.from_file(replay)
-    if args.model:
-        name: str = args.model
-        return lambda: AnthropicModel(name)
-    return ScriptedModel
-
-
-def resolve_token(given: str | None, environ: Mapping[str, str]) -> str | None:
-    """The bearer token: ``--token`` if given, else ``$AGENT_REF_TOKEN``; empty means none (spec server §5.2-a)."""
-    token = given if given is not None else environ.get(TOKEN_ENV, "")
-    return token or None
-
-
-def serve_main(args: argparse.Namespace) -> int:
-    """Run ``agent-ref serve`` with parsed arguments; returns the exit status.
-
-    The journal lives beside the database (``<db>.streams/``), so a restarted server
-    replays and closes what a killed one was sending (spec server §3.3-b).
-    """
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="agent-ref: %(message)s")
-    token = resolve_token(args.token, os.environ)
-    store: Store
-    journal: Journal
-    if args.db.startswith(("postgresql://", "postgres://")):  # spec/scaleout.md: several processes, one database
-        from .store_pg import PostgresJournal, PostgresStore
-
-        store, journal = PostgresStore(args.db), PostgresJournal(args.db)
-    else:
-        store, journal = SQLiteStore(args.db), FileJournal(f"{args.db}.streams")
-    app = create_app(
-        store=store,
-        model_factory=_model_factory(args),
-        agent_config={"max_steps": args.max_steps, "max_bytes": args.max_bytes},
-        journal=journal,
-        config=ServerConfig(token=token, keepalive_seconds=args.keepalive),
-    )
-
-    def ready(url: str) -> None:
-        sys.stderr.write(f"agent-ref: serving on {url} (open it in a browser; Ctrl-C stops)\n")
-        sys.stderr.flush()
-
-    try:
-        serve(app, args.host, args.port, ready=ready)
-    except OSError as exc:
-        sys.stderr.write(f"agent-ref: cannot listen on {args.host}:{args.port}: {exc.strerror}\n")
-        return 2
-    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
-        sys.stderr.write("agent-ref: stopped\n")
-        return 130
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m agent_ref.server``: the same as ``agent-ref serve``."""
-    parser = argparse.ArgumentParser(prog="agent-ref serve", description="Serve the reference agent over HTTP (SSE).")
-    _serve_arguments(parser)
-    return serve_main(parser.parse_args(argv))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

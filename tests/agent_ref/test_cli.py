@@ -150,9 +150,10 @@ def test_spec_rc6_a_runs_json_is_stable(tmp_path: Path) -> None:
     }
     assert (row["status"], row["owner_alive"]) == ("awaiting_frontend_tools", None)
     text = _cli("runs", cwd=tmp_path).stdout
-    assert f"agent-ref abandon {row['agent_uuid']}" in text
+    assert f"agent-ref abandon {row['agent_uuid']} --db agent-ref.db" in text
     gone = _cli("abandon", row["agent_uuid"], cwd=tmp_path)
     assert gone.returncode == 0, gone.stderr
     assert "abandoned" in gone.stderr
-    log = _cli("log", row["run_id"], "--response", "2", cwd=tmp_path)
+    log = _cli("log", row["run_id"], "--response", "1", cwd=tmp_path)  # the abandon's response, index 1
+    assert log.returncode == 0, log.stderr
     assert_valid(sse_lines(log.stdout))

@@ -107,3 +107,22 @@ def test_spec_RC8_d_the_printed_resume_command_repeats_the_flags(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert "--compact-threshold 5000 --loop-limit 4" in done.stderr
     _strict(done.stdout, tmp_path)
+
+
+def test_spec_RC5_a_pretty_shows_the_compaction_boundary(tmp_path: Path) -> None:
+    """[RC5-a] `--pretty` dropped meta_compaction (issue 24 §7): the boundary now has its own line."""
+    done = _cli("run", "--pretty", "--compact-threshold", "300", "--max-steps", "8", "keep calculating", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    compacted = [line for line in lines if line.startswith("── context compacted")]
+    assert len(compacted) >= 1, done.stdout
+    assert compacted[0].startswith("── context compacted (auto, summarise): ")
+    assert "→ 1 messages, " in compacted[0]
+    assert compacted[0].endswith(" tokens before ──")
+    # the line sits where the stream has it: after the calculator results before it, before the rest
+    assert 0 < lines.index(compacted[0]) < len(lines) - 1
+    run_id = done.stderr.split("started run ", 1)[1].split()[0]
+    log = _cli("log", run_id, cwd=tmp_path)  # the stream the pretty view showed, strictly valid
+    assert log.returncode == 0, log.stderr
+    assert _types(log.stdout).count("meta_compaction") == len(compacted)
+    _strict(log.stdout, tmp_path)

@@ -248,17 +248,17 @@ def test_spec_3_2_pause_in_one_process_resume_in_another(tmp_path: Path) -> None
     assert "Traceback" not in again.stderr
     assert again.stdout == ""
     # spec §9.2-a: the log command prints the whole run, its responses back to back, each a
-    # complete stream ending with [DONE]; --response N (from 1) prints one.
+    # complete stream ending with [DONE]; --response N (the wire's index, 0 the first) prints one.
     run_id = meta(lines, "meta_init")["run_id"]
     log = _cli("log", run_id, "--db", str(db), cwd=tmp_path)
     assert log.returncode == 0, log.stderr
     assert assert_valid_responses(_sse_lines(log.stdout)) == [lines, lines2]
-    for n, expected in ((1, lines), (2, lines2)):
+    for n, expected in ((0, lines), (1, lines2)):
         one = _cli("log", run_id, "--db", str(db), "--response", str(n), cwd=tmp_path)
         assert one.returncode == 0, one.stderr
         assert_valid(_sse_lines(one.stdout))
         assert _sse_lines(one.stdout) == expected
-    beyond = _cli("log", run_id, "--db", str(db), "--response", "3", cwd=tmp_path)
+    beyond = _cli("log", run_id, "--db", str(db), "--response", "2", cwd=tmp_path)
     assert beyond.returncode == 2
     assert "it has 2 responses" in beyond.stderr
     assert beyond.stdout == ""

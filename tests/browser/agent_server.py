@@ -1,6 +1,6 @@
 """A real ``agent-ref serve`` process for the browser tests: started, its URL read, stopped.
 
-Owns: the command (``serve_command()``: the CLI once it has ``--subagents``), starting it on a port (0: a free one) with a SQLite
+Owns: the command (``agent-ref serve``), starting it on a port (0: a free one) with a SQLite
 database, reading the "serving on URL" line it prints on stderr (bounded), and stopping
 it (SIGTERM, then SIGKILL) by its own pid. Does not own: what the server does.
 """
@@ -8,7 +8,6 @@ it (SIGTERM, then SIGKILL) by its own pid. Does not own: what the server does.
 from __future__ import annotations
 
 import contextlib
-import functools
 import queue
 import re
 import signal
@@ -24,25 +23,16 @@ if TYPE_CHECKING:
 HERE = Path(__file__).resolve().parent
 #: The real command: ``agent-ref serve`` (``python -m agent_ref`` is the same program).
 CLI = [sys.executable, "-m", "agent_ref", "serve"]
-#: Until the CLI has ``--subagents demo``: the CLI's own arguments and ``serve_main`` plus that flag.
-LAUNCHER = [sys.executable, str(HERE / "serve_page.py")]
 #: How long a server may take to print its URL (seconds): a loaded CI machine imports slowly.
 START_TIMEOUT = 60
 _URL = re.compile(r"serving on (http://127\.0\.0\.1:\d+)/")
-
-
-@functools.cache
-def serve_command() -> list[str]:
-    """``agent-ref serve`` itself once its help lists ``--subagents``; the launcher before that."""
-    shown = subprocess.run([*CLI, "--help"], capture_output=True, text=True, timeout=START_TIMEOUT, check=False)
-    return CLI if shown.returncode == 0 and "--subagents" in shown.stdout else LAUNCHER
 
 
 @contextlib.contextmanager
 def agent_serve(db: Path, *extra: str, port: int = 0) -> Iterator[str]:
     """Run ``agent-ref serve --db DB --port PORT --subagents demo EXTRA...``; yield its base URL."""
     command = [
-        *serve_command(),
+        *CLI,
         "--db",
         str(db),
         "--host",

@@ -1,6 +1,6 @@
 """``envelope check`` against the real reference server, ``agent-ref serve`` (issue 19, "Done when").
 
-The server runs as its own process (``python -m agent_ref.server --port 0``) on
+The server runs as its own process (``python -m agent_ref.serve_cli --port 0``) on
 loopback with the embedded scripted model and a database in the test's temporary
 folder; it is stopped at the end of each test (terminate, then kill after 10 s).
 Every stream it sends is also saved with ``--save`` and validated strictly.
@@ -36,7 +36,7 @@ PROMPT = '{"prompt": "What is 5 + (10 * 2)?"}'
 def server(tmp_path: Path) -> Iterator[str]:
     """``agent-ref serve`` on 127.0.0.1, a free port; yields its base URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_ref.server", "--port", "0", "--db", str(tmp_path / "agents.db")],
+        [sys.executable, "-m", "agent_ref.serve_cli", "--port", "0", "--db", str(tmp_path / "agents.db")],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,

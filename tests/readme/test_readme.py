@@ -10,43 +10,70 @@
   strict validator.
 * A block right below a line ``*Not run by the README test: REASON.*`` is skipped, and
   says so to the reader; ``*Run by the README test, output not compared: REASON.*``
-  runs the commands, checks their status and streams, and leaves the output alone.
+  runs the commands, checks their status and streams, and leaves the output alone;
+  ``*Run by the README test against a fresh `agent-ref serve` …*`` runs them against a
+  server started on a free port, its URL put where the block says
+  ``http://127.0.0.1:8000``, and compares the output but for the numbers of its timing
+  line (issue 25 §6: the ``envelope check`` example's byte count had gone stale).
 
 The machinery is shared with the documentation site's test: ``tests/doc_blocks.py``.
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
+import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pytest
 
 from doc_blocks import (
+    BIN,
     ROOT,
     Block,
     check_console_block,
+    commands,
+    env,
     ignored_by_git,
     make_root_like,
     parse,
+    pattern,
     reasons,
+    run_block,
     run_python_block,
+    same_ids,
     written_files,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 README = ROOT / "README.md"
 NAME = "README"  # the markers read "*Not run by the README test: ...*"
+#: The marker of a block run against a fresh ``agent-ref serve`` (this test's own).
+SERVED = "*Run by the README test against a fresh `agent-ref serve` "
+#: Where a served block says the server is.
+SHOWN_URL = "http://127.0.0.1:8000"
 
 
 def blocks() -> list[Block]:
     return parse(README.read_text(encoding="utf-8"), NAME)
 
 
+def _served(block: Block) -> bool:
+    """Whether the line above the block (blank lines aside) is the served marker."""
+    lines = README.read_text(encoding="utf-8").split("\n")[: block.line - 1]
+    above = next((line for line in reversed(lines) if line.strip()), "")
+    return above.startswith(SERVED)
+
+
 BLOCKS = blocks()
 PYTHON = [b for b in BLOCKS if b.kind == "python"]
-CONSOLE = [b for b in BLOCKS if b.kind == "console" and b.marker != "not run"]
+SERVED_BLOCKS = [b for b in BLOCKS if b.kind == "console" and _served(b)]
+CONSOLE = [b for b in BLOCKS if b.kind == "console" and b.marker != "not run" and b not in SERVED_BLOCKS]
 
 
 @pytest.fixture
@@ -90,3 +117,60 @@ def test_files_the_commands_write_are_ignored_by_git() -> None:
         written.add("agent-ref.db")  # agent-ref's default --db, in the current folder
     ignored = ignored_by_git()
     assert sorted(w for w in written if w.strip("/") not in ignored) == []
+
+
+@pytest.fixture
+def served_url(root_like: Path) -> Iterator[str]:
+    """``agent-ref serve`` on a free loopback port with a fresh database; its URL without the last ``/``."""
+    proc = subprocess.Popen(
+        [str(BIN / "agent-ref"), "serve", "--port", "0", "--db", "served.db"],
+        cwd=root_like,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    try:
+        deadline = time.monotonic() + 60
+        url = None
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            if "serving on " in line:
+                url = line.split("serving on ", 1)[1].split()[0].rstrip("/")
+        assert url is not None, f"agent-ref serve did not start (exit {proc.poll()})"
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        proc.stderr.close()
+
+
+def _timings_as_words(line: str) -> str:
+    """A timing line with each number left out (``…``): they differ from run to run."""
+    if line.lstrip().startswith("time to first byte"):
+        return re.sub(r"\d+(?:\.\d+)?", "…", line)
+    return line
+
+
+def test_the_readme_has_served_blocks() -> None:
+    """The envelope check example is run against a real server, not left out."""
+    assert any("$ envelope check " in b.text for b in SERVED_BLOCKS)
+
+
+@pytest.mark.parametrize("block", SERVED_BLOCKS, ids=lambda b: b.id)
+def test_served_block_runs_as_shown(block: Block, root_like: Path, served_url: str) -> None:
+    assert SHOWN_URL in block.text, f"{block.id}: a served block says where the server is"
+    ran = run_block(replace(block, text=block.text.replace(SHOWN_URL, served_url)), root_like)
+    for (command, shown), (_, status, out) in zip(commands(block), ran, strict=True):
+        assert status == 0, f"{command}: status {status}: {out}"
+        expected = [_timings_as_words(line.replace(SHOWN_URL, served_url)) for line in shown]
+        want = pattern([same_ids(line) for line in expected])
+        got = "\n".join(_timings_as_words(line) for line in out.split("\n"))
+        assert want.fullmatch(same_ids(got)), f"{block.id}: `{command}` printed:\n{out}\nshown:\n" + "\n".join(shown)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from agent_ref import models
-from agent_ref.server import add_serve_command
+from agent_ref.serve_cli import add_serve_command
 
 
 def test_serve_model_flag_defaults_to_the_run_commands_claude_model() -> None:

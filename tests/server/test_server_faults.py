@@ -177,7 +177,7 @@ def test_serve_main_reports_a_busy_port(capsys: pytest.CaptureFixture[str], tmp_
     """``agent-ref serve`` on a port in use exits 2 with one clear line, no traceback."""
     import socket
 
-    from agent_ref.server import main
+    from agent_ref.serve_cli import main
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -185,14 +185,14 @@ def test_serve_main_reports_a_busy_port(capsys: pytest.CaptureFixture[str], tmp_
         port = busy.getsockname()[1]
         assert main(["--port", str(port), "--db", str(tmp_path / "a.db")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("agent-ref: cannot listen on 127.0.0.1:")
+    assert err.startswith("agent-ref serve: error: cannot listen on 127.0.0.1:")
     assert "Traceback" not in err
 
 
 def test_serve_main_stops_on_ctrl_c_without_a_traceback(tmp_path: Path) -> None:
-    """``agent-ref serve`` (here ``python -m agent_ref.server``): Ctrl-C stops it with one line and status 130."""
+    """``agent-ref serve`` (here ``python -m agent_ref.serve_cli``): Ctrl-C stops it with one line and status 130."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_ref.server", "--port", "0", "--db", str(tmp_path / "a.db")],
+        [sys.executable, "-m", "agent_ref.serve_cli", "--port", "0", "--db", str(tmp_path / "a.db")],
         stderr=subprocess.PIPE,
         text=True,
     )

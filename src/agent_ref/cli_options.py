@@ -1,0 +1,254 @@
+"""What ``agent-ref run``, ``resume`` and ``serve`` share: the agent's options, the model, the database.
+
+Owns: the command-line options that configure an agent (the model: ``--model``,
+``--replay``; the agent: ``--max-steps`` … ``--loop-limit``, ``--subagents``; the store:
+``--db``, ``-v``), written once and added to each command that runs an agent, and their
+reading back into ``Agent`` arguments (``agent_config``) and a model factory
+(``model_factory``); the error type of the command lines and their one-line argument
+errors (spec ``spec/cli-agent-ref.md`` RC2-a, RC9). Does not own: the commands
+(``cli.py`` for run/resume/log/runs/abandon, ``serve_cli.py`` for serve).
+
+Imports nothing heavy at module level: the parser is built for ``--help`` and
+``--version``, which must not wait for the ``anthropic`` SDK or the web server (RC1-b).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, NoReturn
+
+from .defaults import DEFAULT_CLAUDE_MODEL, DEFAULT_DB
+from .errors import AgentRefError, ConfigError
+from .loop_guard import DEFAULT_LOOP_LIMIT
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .models import Model
+
+__all__ = [
+    "SUBAGENT_SETS",
+    "CliError",
+    "OneLineParser",
+    "add_agent_options",
+    "add_store_options",
+    "agent_config",
+    "check_db",
+    "formatter",
+    "model_factory",
+]
+
+#: ``--subagents`` values: the children registered with each agent (spec RC9-b).
+SUBAGENT_SETS: Final = ("demo", "none")
+#: The first bytes of every SQLite 3 database file (sqlite.org/fileformat.html §1.3).
+SQLITE_HEADER: Final = b"SQLite format 3\x00"
+
+MODEL_HELP: Final = (
+    "Which model answers. By default the embedded offline model (scripted: deterministic, no network, no key). "
+    f"--model alone uses Claude ({DEFAULT_CLAUDE_MODEL}); --model NAME uses that Claude model; both need "
+    "ANTHROPIC_API_KEY in the environment. --replay FILE serves recorded API calls instead."
+)
+
+
+class CliError(AgentRefError):
+    """An error of the command line, shown as ``WHERE: error: WHAT; WHAT TO DO`` (spec RC2-a)."""
+
+    def __init__(self, where: str, what: str, todo: str = "") -> None:
+        """Say where (a file, a run, a command, a flag), what went wrong, and what to do."""
+        super().__init__(f"{where}: error: {what}" + (f"; {todo}" if todo else ""))
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line in the RC2 style, exit 2 (spec RC2-a).
+
+    argparse's own error prints the usage, then the error: two or more lines, neither
+    saying where help is. Here: ``agent-ref serve: error: argument --port: ...; see
+    `agent-ref serve --help```. Subcommands inherit the class (``add_subparsers`` uses it).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print one line and exit 2."""
+        sys.stderr.write(f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+        sys.exit(2)
+
+
+def formatter(prog: str) -> argparse.HelpFormatter:
+    """The help layout of every ``agent-ref`` command: descriptions and examples as written."""
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
+def add_store_options(p: argparse.ArgumentParser) -> None:
+    """``--db`` and ``-v``, which every command has."""
+    p.add_argument("--db", default=DEFAULT_DB, help=f"the SQLite file or a postgresql:// URL (default: {DEFAULT_DB})")
+    p.add_argument("-v", "--verbose", action="store_true", help="log retries and details to stderr")
+
+
+def add_agent_options(p: argparse.ArgumentParser) -> None:
+    """The options of the agent a command runs: ``run``, ``resume`` and ``serve`` take the same (spec RC9-a)."""
+    models = p.add_argument_group("model", MODEL_HELP)
+    models.add_argument(
+        "--model",
+        nargs="?",
+        const=DEFAULT_CLAUDE_MODEL,
+        metavar="NAME",
+        help=f"use Claude; NAME defaults to {DEFAULT_CLAUDE_MODEL}",
+    )
+    models.add_argument("--replay", type=Path, metavar="FILE", help="serve recorded API calls (JSON array of events)")
+    agent = p.add_argument_group("agent")
+    agent.add_argument("--max-steps", type=int, default=8, help="model calls with tools per run (default: 8)")
+    agent.add_argument("--max-tokens", type=int, default=2048, help="max_tokens per call (default: 2048)")
+    agent.add_argument("--max-budget-usd", type=float, default=None, help="stop the run at this cost (default: none)")
+    agent.add_argument("--max-bytes", type=int, default=2048, help="bound on each envelope line (default: 2048)")
+    agent.add_argument(
+        "--profile",
+        choices=("default", "seed"),
+        default="default",
+        help="seed: send control envelopes whole, for clients written to the seed (envelope-v1 §10; default: default)",
+    )
+    agent.add_argument(
+        "--thinking", type=int, default=0, metavar="TOKENS", help="extended thinking budget (default: off)"
+    )
+    agent.add_argument(
+        "--subagents",
+        choices=SUBAGENT_SETS,
+        default="demo",
+        help="children the model may spawn: demo, a researcher with the confirm tool; none (default: demo)",
+    )
+    agent.add_argument(
+        "--memory",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="give the model a memory tool over DIR, seen as /memories (made when missing; default: none)",
+    )
+    agent.add_argument(
+        "--compact-threshold",
+        type=int,
+        default=None,
+        metavar="N",
+        help="summarise the context once it reaches N tokens (seed 001's compactor; default: off)",
+    )
+    agent.add_argument(
+        "--loop-limit",
+        type=int,
+        default=DEFAULT_LOOP_LIMIT,
+        metavar="N",
+        help=f"refuse the same tool call N times in a row; 0 turns it off (default: {DEFAULT_LOOP_LIMIT})",
+    )
+
+
+def agent_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``Agent`` keyword arguments the options ask for, ``tools`` included.
+
+    Raises:
+        CliError: a value no agent takes, named by its flag (spec RC7-a, RC8-c).
+    """
+    from .compaction import SummarizingCompactor
+    from .demo_tools import default_tools
+    from .memory import memory_tool
+    from .subagents import demo_subagents
+
+    config: dict[str, Any] = {"tools": default_tools(), "max_steps": args.max_steps, "max_bytes": args.max_bytes}
+    if args.memory is not None:
+        # spec RC7-a: the memory tool over the directory given (made when missing).
+        try:
+            config["tools"].append(memory_tool(args.memory))
+        except ConfigError as exc:
+            what = str(exc).removeprefix(f"{args.memory}: ")
+            raise CliError(str(args.memory), what, "pass --memory a directory (it is made when missing)") from None
+    config["profile"] = args.profile
+    if args.compact_threshold is not None:
+        # spec RC8-a: seed 001's summarising compactor once the context reaches N tokens.
+        if args.compact_threshold < 1:
+            raise CliError("--compact-threshold", f"{args.compact_threshold} is not a token count", "pass N >= 1")
+        config["compactor"] = SummarizingCompactor(threshold=args.compact_threshold)
+    # spec RC8-b: the loop guard's limit; 0 turns it off.
+    if args.loop_limit == 1 or args.loop_limit < 0:
+        raise CliError("--loop-limit", f"{args.loop_limit} is not a limit", "pass N >= 2, or 0 to turn it off")
+    config["loop_limit"] = args.loop_limit or None
+    if args.max_budget_usd is not None:
+        config["max_budget_usd"] = args.max_budget_usd
+    if args.thinking:
+        config["thinking_budget"] = args.thinking
+        config["max_tokens"] = max(args.max_tokens, args.thinking + 1024)
+    else:
+        config["max_tokens"] = args.max_tokens
+    # spec §13 and RC9-b: the model may spawn researchers; the embedded model does for "... in
+    # parallel" prompts. run, resume and serve register the same children (§13.5-c).
+    if args.subagents == "demo":
+        config["subagents"] = demo_subagents()
+    return config
+
+
+def model_factory(args: argparse.Namespace) -> Callable[[], Model]:
+    """What makes each run's model: the recording, Claude, or the embedded offline model.
+
+    A recording is read here, once, so that a file that is not one is an error before
+    anything runs; each model made then replays it from its first call.
+
+    Raises:
+        CliError: ``--replay`` names a file that cannot be read or is not a recording.
+    """
+    if args.replay:
+        from .models import ReplayModel
+        from .replay import ReplayError, load_events, split_calls
+
+        path = str(args.replay)
+        todo = "pass --replay a recording: a JSON array of Messages API stream events"
+        try:
+            calls = split_calls(load_events(path))
+        except ReplayError as exc:
+            raise CliError(exc.where or path, exc.what, todo) from None
+        except IsADirectoryError:
+            raise CliError(path, "is a directory, not a recording", todo) from None
+        except FileNotFoundError:
+            raise CliError(path, "no such file", todo) from None
+        except OSError as exc:
+            raise CliError(
+                path, f"cannot read it ({exc.strerror or exc})", "check the file and its permissions"
+            ) from None
+        if not calls:
+            raise CliError(path, "the recording holds no events", todo)
+        return lambda: ReplayModel(calls)
+    if args.model:
+        from .models import AnthropicModel
+
+        name: str = args.model
+        return lambda: AnthropicModel(name)
+    from .scripted import ScriptedModel
+
+    return ScriptedModel
+
+
+def check_db(db: str, *, must_exist: bool) -> None:
+    """Refuse a ``--db`` that cannot be an agent database, before anything is stored (spec RC2-a).
+
+    A PostgreSQL URL is left to the store. A file must not be a directory, must exist
+    when ``must_exist``, and, when it has bytes, must start with SQLite's header: a
+    file of another kind is named as such, never "internal error". An empty file is
+    fine (SQLite makes its database in it).
+
+    Raises:
+        CliError: naming the file.
+    """
+    if db.startswith(("postgresql://", "postgres://")):
+        return
+    path = Path(db)
+    todo = "pass --db the file `agent-ref run` used"
+    if path.is_dir():
+        raise CliError(db, "is a directory, not an agent database", todo)
+    if not path.exists():
+        if must_exist:
+            raise CliError(db, "no such database", todo)
+        return
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise CliError(db, f"cannot read it ({exc.strerror or exc})", "check the file and its permissions") from None
+    if head and head != SQLITE_HEADER:
+        raise CliError(
+            db, "is not an SQLite database (it does not start with SQLite's header)", todo + ", or a new file name"
+        )

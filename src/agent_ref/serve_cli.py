@@ -1,0 +1,219 @@
+"""``agent-ref serve``: the agent server's command line (spec ``spec/cli-agent-ref.md`` RC9).
+
+Owns: the ``serve`` subcommand's arguments (the listening address, the token, the
+allowed ``Host`` names, keep-alives; the agent's options are ``run``'s, from
+``cli_options.py``), checking them before anything listens, and running the app
+(``server.create_app`` under ``server.serve``); ``python -m agent_ref.serve_cli`` is the
+same command. Does not own: the server (``server.py``), the agent options
+(``cli_options.py``).
+
+The parser is built with ``agent-ref``'s for ``--help``: this module imports neither
+Starlette nor uvicorn nor the SDK until ``serve_main`` runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING, Any, Final
+
+from .cli_options import (
+    CliError,
+    OneLineParser,
+    add_agent_options,
+    add_store_options,
+    agent_config,
+    check_db,
+    formatter,
+    model_factory,
+)
+from .defaults import TOKEN_ENV
+from .errors import AgentRefError
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Mapping
+
+__all__ = ["add_serve_command", "main", "resolve_token", "serve_main"]
+#: The largest TCP port.
+_MAX_PORT: Final = 65535
+
+_DESCRIPTION: Final = (
+    "Serve the reference agent over HTTP: POST /agent/run streams a run as SSE envelopes,\n"
+    "POST /agent/tool_results resumes a paused one, GET /agent/runs/RUN_ID/stream replays and\n"
+    "follows one (Last-Event-ID), and / is a web page that shows the runs, subagents nested\n"
+    "under the tool call that spawned them. The agent takes the same options as `agent-ref run`\n"
+    "(model, subagents, memory, compaction, loop limit); runs are stored in --db and journaled\n"
+    "beside it (<db>.streams/), so a restarted server replays and closes what it was sending.\n\n"
+    "Bound to a loopback address (the default) only this machine can reach it. Bound beyond\n"
+    "loopback, give it --token (every /agent/... request then needs Authorization: Bearer) and\n"
+    "--allowed-host with each name clients use, or anyone who reaches the port runs the agent."
+)
+_EPILOG: Final = (
+    "examples:\n"
+    "  agent-ref serve                                   # http://127.0.0.1:8000/, offline model\n"
+    "  agent-ref serve --subagents demo --memory ./memories --compact-threshold 4000\n"
+    "  agent-ref serve --model --port 8080               # Claude (ANTHROPIC_API_KEY)\n"
+    "  agent-ref serve --replay fixtures/corpus/anthropic_events_0.json\n"
+    "  AGENT_REF_TOKEN=s3cret agent-ref serve --host 0.0.0.0 --allowed-host agents.example.org\n"
+    "  agent-ref serve --db postgresql://user@dbhost/agents   # several processes, one database\n\n"
+    "exit status: 0 stopped; 2 unusable arguments, database or address; 130 stopped by Ctrl-C."
+)
+
+
+def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``serve`` to ``agent-ref``'s subcommands; the caller dispatches it to ``serve_main``.
+
+    Args:
+        subparsers: what ``ArgumentParser.add_subparsers`` returned.
+
+    Returns:
+        The new subparser.
+    """
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        formatter_class=formatter,
+        help="serve the agent over HTTP (SSE) with a web page",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+    )
+    _serve_arguments(p)
+    return p
+
+
+def _serve_arguments(p: argparse.ArgumentParser) -> None:
+    server = p.add_argument_group("server")
+    server.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    server.add_argument("--port", type=int, default=8000, help="port, 0 to 65535 (default: 8000; 0 picks a free one)")
+    server.add_argument(
+        "--token", default=None, help=f"require this bearer token on /agent/... (default: ${TOKEN_ENV} if set)"
+    )
+    server.add_argument(
+        "--allowed-host",
+        action="append",
+        default=None,
+        metavar="HOST",
+        help="a Host name clients may use besides the loopback names and the --host address, repeatable; "
+        "others are refused with 421 (spec server §5.3-a; * allows any)",
+    )
+    server.add_argument(
+        "--keepalive",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="seconds of silence before a keep-alive comment (default: 15)",
+    )
+    add_agent_options(p)
+    add_store_options(p)
+
+
+def resolve_token(given: str | None, environ: Mapping[str, str]) -> str | None:
+    """The bearer token: ``--token`` if given, else ``$AGENT_REF_TOKEN``; empty means none (spec server §5.2-a)."""
+    token = given if given is not None else environ.get(TOKEN_ENV, "")
+    return token or None
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Refuse what cannot work before anything listens or is stored (spec RC9-d).
+
+    Raises:
+        CliError: naming the flag, the file or the model.
+    """
+    if not 0 <= args.port <= _MAX_PORT:
+        raise CliError("--port", f"{args.port} is not a port", f"pass 0 to {_MAX_PORT} (0 picks a free one)")
+    if args.keepalive <= 0:
+        raise CliError("--keepalive", f"{args.keepalive:g} is not a number of seconds", "pass a number above 0")
+    check_db(args.db, must_exist=False)
+
+
+def serve_main(args: argparse.Namespace) -> int:
+    """Run ``agent-ref serve`` with parsed arguments; returns the exit status.
+
+    The journal lives beside the database (``<db>.streams/``), so a restarted server
+    replays and closes what a killed one was sending (spec server §3.3-b). Every
+    argument is checked, and one agent made with the options, before the port is bound:
+    an error is one line, exit 2, never a traceback (spec RC2-a, RC9-d).
+    """
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="agent-ref: %(message)s")
+    try:
+        _check(args)
+        config = agent_config(args)
+        factory = model_factory(args)
+        _try_agent(factory, config)
+    except CliError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 2
+    except AgentRefError as exc:  # the agent refuses the options (a ConfigError: a missing key, a budget...)
+        sys.stderr.write(f"agent-ref serve: error: {exc}\n")
+        return 2
+    from .server import ServerConfig, _allowed, create_app, serve
+    from .server_streams import FileJournal, Journal
+    from .store import SQLiteStore, Store
+
+    # The server's own reading of a Host name (spec server §5.3-a); serve() adds both.
+    for flag, names, todo in (
+        ("--host", [args.host], "pass the address to listen on, such as 127.0.0.1 or 0.0.0.0"),
+        ("--allowed-host", args.allowed_host or [], "pass a host name or address, or * for any"),
+    ):
+        try:
+            _allowed(names)
+        except ValueError as exc:
+            sys.stderr.write(f"{flag}: error: {exc}; {todo}\n")
+            return 2
+
+    token = resolve_token(args.token, os.environ)
+    store: Store
+    journal: Journal
+    if args.db.startswith(("postgresql://", "postgres://")):  # spec/scaleout.md: several processes, one database
+        from .store_pg import PostgresJournal, PostgresStore
+
+        store, journal = PostgresStore(args.db), PostgresJournal(args.db)
+    else:
+        store, journal = SQLiteStore(args.db), FileJournal(f"{args.db}.streams")
+    tools = config.pop("tools")
+    app = create_app(
+        store=store,
+        model_factory=factory,
+        tools=tools,
+        agent_config=config,
+        journal=journal,
+        config=ServerConfig(token=token, keepalive_seconds=args.keepalive),
+    )
+
+    def ready(url: str) -> None:
+        sys.stderr.write(f"agent-ref: serving on {url} (open it in a browser; Ctrl-C stops)\n")
+        sys.stderr.flush()
+
+    try:
+        serve(app, args.host, args.port, ready=ready, allowed_hosts=args.allowed_host)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        sys.stderr.write(
+            f"agent-ref serve: error: cannot listen on {args.host}:{args.port}: {reason}; "
+            "pick another --port (0 picks a free one) or --host\n"
+        )
+        return 2
+    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
+        sys.stderr.write("agent-ref: stopped\n")
+        return 130
+    return 0
+
+
+def _try_agent(factory: Any, config: dict[str, Any]) -> None:
+    """Make one agent with the options, in memory, so that a refusal shows at start, not per request."""
+    from .agent import Agent
+    from .store import MemoryStore
+
+    Agent(factory(), store=MemoryStore(), **config)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agent_ref.serve_cli``: the same as ``agent-ref serve``."""
+    parser = OneLineParser(prog="agent-ref serve", formatter_class=formatter, description=_DESCRIPTION, epilog=_EPILOG)
+    _serve_arguments(parser)
+    return serve_main(parser.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
