@@ -14,8 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pg_support import root_conftest
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+_root = root_conftest()
+
+
+def __getattr__(name: str) -> Any:
+    """``from conftest import X`` elsewhere in the suite: the root conftest's ``X`` (see ``root_conftest``)."""
+    return getattr(_root, name)
+
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

@@ -8,16 +8,24 @@ typescript: test tools only, the package itself has no dependencies), bounded in
 from __future__ import annotations
 
 import subprocess
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from browser.agent_server import agent_serve
 from js.js_support import HERE, NPM_CI_TIMEOUT, TOKEN, tool, unavailable
+from pg_support import root_conftest
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+
+_root = root_conftest()
+
+
+def __getattr__(name: str) -> Any:
+    """``from conftest import X`` elsewhere in the suite: the root conftest's ``X`` (see ``root_conftest``)."""
+    return getattr(_root, name)
 
 
 @pytest.fixture(scope="session")
