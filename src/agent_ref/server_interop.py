@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from starlette.responses import Response
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .server import RunManager, ServerConfig
     from .server_streams import LiveStream
+    from .state import AgentState
     from .store import Store
 
     Handler = Callable[[Request], Awaitable[Response]]
@@ -123,7 +125,10 @@ def interop_routes(
         run_id = body["runId"]
         _conversation(run_id, "$.runId")
         _check(asked, body, config)
-        stream = await start(await agent_of("agui", asked), asked)
+        agent = await agent_of("agui", asked)
+        if asked.path == "/agent/tool_results":
+            asked = _answers_only(asked, agent.state)
+        stream = await start(agent, asked)
         answered = {r["tool_use_id"] for r in asked.body.get("tool_results", ())}
         converter = EnvelopeToAgui(thread_id=asked.conversation, run_id=run_id)
         return sse(_agui_events(_lines(stream), converter, answered), _headers(stream))
@@ -206,6 +211,30 @@ def _check(asked: ServerRequest, body: Mapping[str, Any], config: ServerConfig) 
     if len(asked.body["tool_results"]) > config.max_tool_results:
         raise _Refused(422, "invalid_request", f"more than {config.max_tool_results} tool results", field="$.messages")
     _tool_results(asked.body, config.max_tool_results)
+
+
+def _answers_only(asked: ServerRequest, state: AgentState) -> ServerRequest:
+    """The trailing tool messages that answer the pause: not those of calls the server answered itself.
+
+    AG-UI's reducer puts the results the server sent (``TOOL_CALL_RESULT``) right after
+    the assistant message, so the client's own answers follow them: all are trailing
+    ``tool`` messages, but only the paused calls are the client's to answer (spec
+    interop §7-a). An id the server never answered is kept, and refused by the agent.
+    """
+    pending = {p.tool_use_id for p in state.pending_frontend}
+    ours = {str(b.get("tool_use_id")) for b in state.pending_backend_results}
+    for message in state.messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            ours |= {
+                str(b.get("tool_use_id")) for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
+            }
+    results = [r for r in asked.body["tool_results"] if r["tool_use_id"] in pending or r["tool_use_id"] not in ours]
+    if not results:
+        raise _Refused(
+            422, "invalid_request", "the trailing tool messages answer no call the run waits for", field="$.messages"
+        )
+    return replace(asked, body={"tool_results": results})
 
 
 def _headers(stream: LiveStream) -> dict[str, str]:
