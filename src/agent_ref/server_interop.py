@@ -149,9 +149,12 @@ def interop_routes(
         conversation = request.path_params["id"]
         _conversation(conversation, "id")
         state = await store.load(agent_for_conversation("chat", conversation))
-        if state is None or state.status != "running" or state.run is None or state.run.responses < 1:
+        if state is None or state.status != "running" or state.run is None:
             return Response(status_code=204)
-        run_id, response = state.run.run_id, state.run.responses - 1
+        run_id = state.run.run_id
+        response = manager.latest(run_id)  # the stored claim may predate the response's index
+        if response is None:
+            return Response(status_code=204)
         live = manager.live.get((run_id, response))
         lines: AsyncIterator[bytes]
         if live is not None:
