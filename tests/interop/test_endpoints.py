@@ -245,7 +245,10 @@ def test_foreign_requests_pass_the_same_checks(tmp_path: Path) -> None:
         "state": {},
         "forwardedProps": {},
     }
-    chat = {"id": "c-checks", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}
+    chat: dict[str, Any] = {
+        "id": "c-checks",
+        "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
+    }
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with _agent_ref_serve(db) as base, httpx2.Client(base_url=base, timeout=30) as client:
 
