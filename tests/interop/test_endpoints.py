@@ -295,3 +295,46 @@ def test_foreign_requests_pass_the_same_checks(tmp_path: Path) -> None:
         return [a for a in ids if await store.load(a) is not None]
 
     assert asyncio.run(agents()) == [agent_for_conversation("chat", "c-checks")]
+
+
+# ---------------------------------------------------------------------------------------
+# a fleet: the thread's agent is found by any process
+
+
+def test_agui_thread_paused_on_one_process_resumes_on_another(pg_schema_url: str) -> None:
+    """spec server §9.2-a: two ``agent-ref serve`` on one PostgreSQL database; the thread id alone finds the agent."""
+    from agent_ref.store_pg import PostgresStore
+    from envelope import SSEReader
+
+    def events(raw: bytes) -> list[dict[str, Any]]:
+        reader = SSEReader()
+        return [json.loads(e.data) for e in [*reader.feed(raw), *reader.close()]]
+
+    user = {"id": "u1", "role": "user", "content": "Please confirm: delete the temp files"}
+    run_input: dict[str, Any] = {"threadId": "fleet-1", "runId": "r1", "messages": [user], "tools": [], "context": []}
+    command = [sys.executable, "-m", "agent_ref", "serve", "--db", pg_schema_url, "--port", "0", "--token", TOKEN]
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with _serving(command, url_on="stderr") as a, _serving(command, url_on="stderr") as b:
+        first = httpx2.post(f"{a}/agui", json=run_input, headers=auth, timeout=30)
+        assert first.status_code == 200, first.text
+        (finished,) = [e for e in events(first.content) if e["type"] == "RUN_FINISHED"]
+        (pending,) = finished["outcome"]["pendingToolCallIds"]
+        answer = {"id": "t1", "role": "tool", "toolCallId": pending, "content": "yes"}
+        resume = {**run_input, "runId": "r2", "messages": [user, answer]}
+        second = httpx2.post(f"{b}/agui", json=resume, headers=auth, timeout=30)
+        assert second.status_code == 200, second.text
+    assert first.headers["x-agent-uuid"] == second.headers["x-agent-uuid"] == agent_for_conversation("agui", "fleet-1")
+    assert first.headers["x-run-id"] == second.headers["x-run-id"]
+    texts = [e["delta"] for e in events(second.content) if e["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert "".join(texts).endswith("You confirmed, so I went ahead.")
+
+    async def stored() -> list[list[bytes]]:
+        store = PostgresStore(pg_schema_url)
+        try:
+            return await store.run_responses(first.headers["x-run-id"])
+        finally:
+            await store.aclose()
+
+    responses = asyncio.run(stored())
+    assert len(responses) == 2
+    assert_valid_responses([line for response in responses for line in response])
