@@ -130,7 +130,7 @@ def interop_routes(
             asked = _answers_only(asked, agent.state)
         stream = await start(agent, asked)
         answered = {r["tool_use_id"] for r in asked.body.get("tool_results", ())}
-        converter = EnvelopeToAgui(thread_id=asked.conversation, run_id=run_id)
+        converter = EnvelopeToAgui(thread_id=asked.conversation, run_id=run_id, message_prefix=_prefix(stream))
         return sse(_agui_events(_lines(stream), converter, answered), _headers(stream))
 
     async def chat(request: Request) -> Response:
@@ -238,6 +238,15 @@ def _answers_only(asked: ServerRequest, state: AgentState) -> ServerRequest:
             422, "invalid_request", "the trailing tool messages answer no call the run waits for", field="$.messages"
         )
     return replace(asked, body={"tool_results": results})
+
+
+def _prefix(stream: LiveStream) -> str:
+    """The ``messageId`` prefix of a response's AG-UI events: ids stay unique across a thread's runs.
+
+    AG-UI's reducer appends a ``TEXT_MESSAGE_CONTENT`` to the message of that id already in
+    the client's history; each request's converter counts from 1 again.
+    """
+    return f"{stream.run_id}.{stream.response}."
 
 
 def _headers(stream: LiveStream) -> dict[str, str]:

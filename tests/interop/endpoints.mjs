@@ -1,6 +1,6 @@
 // The other protocols' own clients against a real `agent-ref serve` (issue 27 item 5).
 //
-//   node endpoints.mjs agui BASE TOKEN THREAD   -> HttpAgent: a prompt, then the confirm call answered
+//   node endpoints.mjs agui BASE TOKEN THREAD [PROMPT] -> HttpAgent: a prompt, then the confirm calls answered
 //   node endpoints.mjs chat BASE TOKEN CHAT     -> useChat's logic (AbstractChat + DefaultChatTransport),
 //                                                  onToolCall answering confirm, sent again automatically
 //   node endpoints.mjs resume BASE CHAT GATE    -> a response cut by the client, picked up again with
@@ -60,7 +60,7 @@ async function recordingFetch(url, init = {}) {
   return response;
 }
 
-async function agui(base, token, thread) {
+async function agui(base, token, thread, prompt = PROMPT) {
   globalThis.fetch = recordingFetch;
   const agent = new HttpAgent({ url: `${base}/agui`, threadId: thread, headers: { Authorization: `Bearer ${token}` } });
   const tools = [
@@ -72,7 +72,7 @@ async function agui(base, token, thread) {
   ];
   const runs = [];
   agent.subscribe({ onEvent: ({ event }) => runs[runs.length - 1].push(event) });
-  agent.addMessage({ id: "u1", role: "user", content: PROMPT });
+  agent.addMessage({ id: "u1", role: "user", content: prompt });
   runs.push([]);
   const first = await agent.runAgent({ tools });
   // the client's part of AG-UI's client-tool flow: answer the calls the run left pending

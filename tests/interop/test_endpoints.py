@@ -157,20 +157,57 @@ def test_agui_endpoint_runs_httpagent_with_a_frontend_tool(node: str, tmp_path: 
     assert results == [(calls["calculator"], "5"), (calls["confirm"], "yes")]
     assert messages[-1]["role"] == "assistant"
     assert messages[-1]["content"] == "2 + 3 = 5. You confirmed, so I went ahead."
+    assert len({m["id"] for m in messages}) == len(messages)
     # the server kept the envelope stream, strictly valid, in the thread's agent
     (meta_init,) = [e for e in first if e["type"] == "CUSTOM" and e["name"] == "envelope.meta_init"]
     assert meta_init["value"]["data"]["agent_uuid"] == agent_for_conversation("agui", "thread-1")
     stored = _stored(db, meta_init["value"]["data"]["run_id"])
     assert len(stored) == 2
     # what HttpAgent received is our conversion of what was stored, the echo of its own answer left out
-    for run, response, request in zip((first, second), stored, seen["requests"], strict=True):
-        converter = EnvelopeToAgui(thread_id="thread-1", run_id=request["body"]["runId"])
+    for index, (run, response, request) in enumerate(zip((first, second), stored, seen["requests"], strict=True)):
+        prefix = f"{request['runId']}.{index}."
+        converter = EnvelopeToAgui(thread_id="thread-1", run_id=request["body"]["runId"], message_prefix=prefix)
         want = [e for line in response for e in converter.feed(line)] + converter.close()
         if run is second:
             echoed = [e for e in want if e["type"] == "TOOL_CALL_RESULT"]
             assert [e["toolCallId"] for e in echoed] == [calls["confirm"]]
             want = [e for e in want if e["type"] != "TOOL_CALL_RESULT"]
         assert run == want
+
+
+def test_agui_endpoint_runs_subagents_that_pause(node: str, tmp_path: Path) -> None:
+    """spec server §9.1-a: interleaved subagents reach HttpAgent as subagent messages; the run pauses and goes on.
+
+    The server is ``agent-ref serve`` with the demo subagents (the browser tests' launcher,
+    until the CLI has ``--subagents``). Each agent's messages in the client's history are
+    that agent's texts in the stored transcript, and no two messages share an id (each
+    request's converter counts from 1: a shared id would merge two answers).
+    """
+    db = tmp_path / "agent-ref.db"
+    launcher = HERE.parent / "browser" / "serve_page.py"
+    command = [sys.executable, str(launcher), "--db", str(db), "--port", "0", "--subagents", "demo", "--token", TOKEN]
+    prompt = "Research cats and dogs in parallel, then confirm"
+    with _serving(command, url_on="stderr") as base:
+        seen = _client(node, "agui", base, TOKEN, "thread-sub", prompt)
+    assert [r["status"] for r in seen["requests"]] == [200, 200]
+    messages = seen["messages"]
+    assert len({m["id"] for m in messages}) == len(messages)
+    main = agent_for_conversation("agui", "thread-sub")
+    got: dict[str, list[str]] = {}
+    for m in messages:
+        if m["role"] == "assistant" and m.get("content"):
+            got.setdefault(m.get("subagentRunId", main), []).append(m["content"])
+    assert len(got) == 3  # the thread's agent and two children
+    stored = _stored(db, seen["requests"][0]["runId"])
+    want: dict[str, list[str]] = {}
+    for response in stored:
+        rebuilt = Reconstructor()
+        for line in response:
+            rebuilt.feed(line)
+        for agent, blocks in rebuilt.transcript().agents.items():
+            want.setdefault(agent, []).extend(b.content for b in blocks if b.type == "text")
+    assert got == {agent: texts for agent, texts in want.items() if texts}
+    assert got[main][-1].startswith("You confirmed.")
 
 
 # ---------------------------------------------------------------------------------------
