@@ -375,3 +375,56 @@ def test_agui_thread_paused_on_one_process_resumes_on_another(pg_schema_url: str
     responses = asyncio.run(stored())
     assert len(responses) == 2
     assert_valid_responses([line for response in responses for line in response])
+
+
+def test_chat_reconnect_on_another_process_follows_the_shared_journal(pg_schema_url: str, tmp_path: Path) -> None:
+    """spec server §9.3-a: the AI SDK's reconnect reaches a process that does not run the response."""
+    from agent_ref.store_pg import PostgresStore
+    from scaleout_support import Process
+
+    gate = tmp_path / "gate"
+    chat = {
+        "id": "fleet-chat",
+        "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "What is 6 * 7?"}]}],
+        "trigger": "submit-message",
+    }
+    a, b = Process(pg_schema_url, "--gate", str(gate)), Process(pg_schema_url)
+    try:
+        with httpx2.Client(timeout=30) as client:
+            assert client.get(f"{b.base}/api/chat/fleet-chat/stream").status_code == 204
+            with client.stream("POST", f"{a.base}/api/chat", json=chat) as first:
+                assert first.status_code == 200
+                run_id = first.headers["x-run-id"]
+                for line in first.iter_lines():
+                    if '"tool-input-available"' in line:
+                        break  # the calculator waits for the gate; this client goes away
+            chunks: list[Any] = []
+            with client.stream("GET", f"{b.base}/api/chat/fleet-chat/stream") as again:
+                assert again.status_code == 200
+                assert again.headers["x-vercel-ai-ui-message-stream"] == "v1"
+                assert again.headers["x-run-id"] == run_id
+                for line in again.iter_lines():
+                    if line.startswith("data: "):
+                        chunks.append(line[6:] if line == "data: [DONE]" else json.loads(line[6:]))
+                        gate.touch()
+            assert client.get(f"{b.base}/api/chat/fleet-chat/stream").status_code == 204
+    finally:
+        a.stop()
+        b.stop()
+    assert chunks[0] == {"type": "start"}  # replayed from the response's start
+    assert chunks[-2:] == [{"type": "finish", "finishReason": "stop"}, "[DONE]"]
+    texts: dict[str, str] = {}
+    for c in chunks:
+        if isinstance(c, dict) and c["type"] == "text-delta":
+            texts[c["id"]] = texts.get(c["id"], "") + c["delta"]
+
+    async def stored() -> list[list[bytes]]:
+        store = PostgresStore(pg_schema_url)
+        try:
+            return await store.run_responses(run_id)
+        finally:
+            await store.aclose()
+
+    (response,) = asyncio.run(stored())
+    assert_valid_responses(response)
+    assert list(texts.values()) == _texts([response])
