@@ -6,7 +6,9 @@ A real ``agent-ref serve`` process on loopback (a bearer token set), and node ru
 ``POST /api/chat``, each with the scripted model's ``confirm`` frontend tool answered by
 the client. The reconnect (``GET /api/chat/{id}/stream``) runs on the test launcher whose
 calculator waits for a gate file, so the response is still being written when the
-client comes back. Every envelope stream the server stored or journaled for those runs
+client comes back. On a PostgreSQL fleet (two processes, one database), a thread paused
+on one resumes on the other, and the reconnect is answered by the process that does not
+run the response. Every envelope stream the server stored or journaled for those runs
 passes the strict validator; what each client received is compared with our own
 conversion of the stored stream, or with its transcript.
 """
