@@ -225,6 +225,8 @@ def _answers_only(asked: ServerRequest, state: AgentState) -> ServerRequest:
     interop §7-a). An id the server never answered is kept, and refused by the agent.
     """
     pending = {p.tool_use_id for p in state.pending_frontend}
+    if not pending:
+        return asked  # not paused: the agent refuses a stale answer (409 agent_state, spec server §1.2-b)
     ours = {str(b.get("tool_use_id")) for b in state.pending_backend_results}
     for message in state.messages:
         content = message.get("content")

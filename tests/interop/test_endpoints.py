@@ -362,6 +362,8 @@ def test_agui_thread_paused_on_one_process_resumes_on_another(pg_schema_url: str
         resume = {**run_input, "runId": "r2", "messages": [user, answer]}
         second = httpx2.post(f"{b}/agui", json=resume, headers=auth, timeout=30)
         assert second.status_code == 200, second.text
+        again = httpx2.post(f"{a}/agui", json={**resume, "runId": "r3"}, headers=auth, timeout=30)
+        assert (again.status_code, again.json()["error"]["type"]) == (409, "agent_state")  # a stale answer
     assert first.headers["x-agent-uuid"] == second.headers["x-agent-uuid"] == agent_for_conversation("agui", "fleet-1")
     assert first.headers["x-run-id"] == second.headers["x-run-id"]
     texts = [e["delta"] for e in events(second.content) if e["type"] == "TEXT_MESSAGE_CONTENT"]
