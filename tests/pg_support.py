@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 import subprocess
 import tempfile
 import uuid
@@ -93,3 +94,81 @@ def root_conftest() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+class Cluster:
+    """A PostgreSQL server of one test's own, that the test may stop and start for real (``tests/faults/``).
+
+    Made by ``scripts/pg-test-server start`` in a temporary directory; ``stop()`` is
+    ``pg_ctl stop -m fast`` (every session is cut, as an operator's restart does) and
+    ``start()`` starts it again on the same port with the same options (read back from
+    the ``postmaster.opts`` file PostgreSQL writes at each start). Every step is bounded.
+
+    Attributes:
+        url: the server's URL (``postgresql://user@127.0.0.1:PORT/postgres``).
+        directory: the temporary directory (data in ``data/``, the server's log in ``server.log``).
+    """
+
+    def __init__(self, url: str, directory: Path) -> None:
+        """Wrap a server ``scripts/pg-test-server`` started in ``directory``."""
+        self.url = url
+        self.directory = directory
+        data = directory / "data"
+        opts = shlex.split((data / "postmaster.opts").read_text())
+        self._bin = Path(opts[0]).parent
+        given = opts[1:]
+        keep: list[str] = []
+        while given:  # every option but -D (pg_ctl passes it)
+            flag = given.pop(0)
+            if flag == "-D":
+                given.pop(0)
+                continue
+            keep.append(flag)
+        self._options = shlex.join(keep)
+
+    def _ctl(self, *args: str) -> None:
+        command = [str(self._bin / "pg_ctl"), "-D", str(self.directory / "data"), "-w", "-t", "30", *args]
+        if os.geteuid() == 0:  # the server refuses to run as root (scripts/pg-test-server does the same)
+            command = ["runuser", "-u", "postgres", "--", *command]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_ctl {' '.join(args[:1])} failed: {done.stderr.strip()[-400:]}")
+
+    def stop(self) -> None:
+        """``pg_ctl stop -m fast``: open sessions are terminated, the server is gone until ``start``."""
+        self._ctl("-m", "fast", "stop")
+
+    def start(self) -> None:
+        """``pg_ctl start`` with the first start's options; returns once it accepts connections."""
+        self._ctl("-l", str(self.directory / "server.log"), "-o", self._options, "start")
+
+    def ensure_running(self) -> None:
+        """Start it if a test left it stopped (a failed test may have)."""
+        try:
+            with psycopg.connect(self.url, connect_timeout=2):
+                return
+        except psycopg.OperationalError:
+            self.start()
+
+
+def cluster() -> Iterator[Cluster]:
+    """Yield a PostgreSQL server of the caller's own (a generator for a fixture); removed afterwards.
+
+    Unlike ``server()`` it never uses ``AGENT_REF_TEST_PG_URL``: a test that stops the
+    server must own it. No server can be had: skipped loudly, or failed with ``CI=true``.
+    """
+    directory = Path(tempfile.mkdtemp(prefix="agent-ref-pgfault-"))
+    try:
+        started = subprocess.run(
+            [str(SCRIPT), "start", str(directory)], capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _unavailable(f"scripts/pg-test-server could not run: {exc}")
+        return
+    try:
+        if started.returncode != 0:
+            _unavailable(f"scripts/pg-test-server failed ({started.returncode}): {started.stderr.strip()[-400:]}")
+            return
+        yield Cluster(started.stdout.strip(), directory)
+    finally:
+        subprocess.run([str(SCRIPT), "stop", str(directory)], capture_output=True, timeout=60, check=False)

@@ -21,6 +21,7 @@ class Process:
 
     def __init__(self, url: str, *args: str) -> None:
         """Start it and wait (at most 60 s) for the URL it prints."""
+        self.log = ""
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "serve_pg.py"), url, *args],
@@ -34,8 +35,7 @@ class Process:
         reader.start()
         reader.join(60)
         if not line or not line[0].startswith("http://"):
-            self.stop()
-            err = self.proc.stderr.read() if self.proc.stderr else ""
+            err = self.stop()
             raise RuntimeError(f"the server process did not start: {err[-2000:]}")
         self.base = line[0].strip().rstrip("/")
         # The URL is printed once the port is bound; it answers once the lifespan
@@ -56,14 +56,17 @@ class Process:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(30)
 
-    def stop(self) -> None:
-        """Stop it (SIGTERM, then SIGKILL after 20 s)."""
+    def stop(self) -> str:
+        """Stop it (SIGTERM, then SIGKILL after 20 s); return what it wrote on stderr (its log)."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
                 self.kill()
+        if self.proc.stderr is not None and not self.proc.stderr.closed:
+            self.log += self.proc.stderr.read()
         for pipe in (self.proc.stdout, self.proc.stderr):
             if pipe is not None:
                 pipe.close()
+        return self.log

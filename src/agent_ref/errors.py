@@ -13,8 +13,10 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "StateError",
+    "StoreError",
     "ToolDefinitionError",
     "ToolResultsError",
+    "UnavailableError",
 ]
 
 
@@ -39,6 +41,38 @@ class ConflictError(StateError):
 
     Nothing was applied: the caller may reload the agent and look at its new state.
     """
+
+
+class StoreError(StateError):
+    """The store's (or the server journal's) database failed.
+
+    ``str(error)`` says where and why, for the log and the command line (it may name the
+    database's host, port and name, and quote the driver); ``public`` says what failed in
+    words a remote client may read: no location, no driver text (spec server §3.4-a).
+
+    Attributes:
+        public: the message a server may send to its clients.
+    """
+
+    def __init__(self, message: str, *, public: str = "the server's database failed") -> None:
+        """Create the error; ``message`` is the detailed one."""
+        super().__init__(message)
+        self.public = public
+
+
+class UnavailableError(StoreError):
+    """The database cannot be reached now (down, restarting, unreachable): try again later.
+
+    Attributes:
+        retry_after: seconds after which trying again makes sense (at least 1).
+    """
+
+    def __init__(
+        self, message: str, *, retry_after: int = 1, public: str = "the server's database is unavailable"
+    ) -> None:
+        """Create the error; ``message`` is the detailed one."""
+        super().__init__(message, public=public)
+        self.retry_after = max(1, retry_after)
 
 
 class ToolResultsError(StateError):

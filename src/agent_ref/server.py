@@ -58,15 +58,17 @@ from envelope import Emitter, EnvelopeError, MetaFinal, decode
 
 from .agent import Agent
 from .demo_tools import default_tools
-from .errors import ConflictError, StateError, ToolResultsError
+from .errors import ConflictError, StateError, StoreError, ToolResultsError, UnavailableError
 from .finish import STOP_LOST
 from .models import DEFAULT_CLAUDE_MODEL, AnthropicModel, Model, ReplayModel
 from .scripted import ScriptedModel
 from .server_streams import (
     DONE_LINE,
+    JOURNAL_LOST,
     RUN_ID_PATTERN,
     FileJournal,
     Journal,
+    JournalFailedError,
     LiveStream,
     MemoryJournal,
     closing_lines,
@@ -99,6 +101,7 @@ _WEB_FILES: Final = {
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
     "envelope-decoder.mjs": "text/javascript; charset=utf-8",
+    "envelope-client.mjs": "text/javascript; charset=utf-8",
 }
 
 
@@ -146,6 +149,20 @@ class _Start:
     agent: Agent
     first: asyncio.Future[LiveStream]
     stream: LiveStream | None = None
+    #: The lease owner the run claimed the agent under, known from its first line on.
+    owner: str | None = None
+
+
+@dataclass(slots=True)
+class _Debt:
+    """A response this process ended without the journal or the store (spec server §3.3-d): owed once they answer."""
+
+    run_id: str
+    response: int
+    agent_uuid: str
+    owner: str | None
+    error: dict[str, str]
+    journal_open: bool
 
 
 @dataclass(slots=True)
@@ -161,30 +178,43 @@ class RunManager:
     store: Store
     journal: Journal
     max_bytes: int = 2048
+    #: Loads a stored agent with the server's model and tools (to recover a run this process lost).
+    reload: Callable[[str], Awaitable[Agent]] | None = None
     live: dict[tuple[str, int], LiveStream] = field(default_factory=dict)
     agents: dict[str, Agent] = field(default_factory=dict)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    #: Responses ended without the journal or the store, to settle once they answer (spec server §3.3-d).
+    owed: dict[tuple[str, int], _Debt] = field(default_factory=dict)
+    repair: asyncio.Task[None] | None = None
 
     async def start(self, agent: Agent, call: Callable[[Sink], Awaitable[AgentResult]]) -> LiveStream:
         """Run ``call(sink)`` as a task of its own; return its stream once the first line is out.
 
         Raises:
             Whatever the run raised before it sent a line (``StateError``,
-            ``ConflictError``, ``ToolResultsError``...): nothing was sent or changed.
+            ``ConflictError``, ``ToolResultsError``, ``UnavailableError``...): nothing
+            was sent. ``JournalFailedError`` if the first line could not be journaled.
         """
+        await self._settle_agent(agent)
         start = _Start(agent, asyncio.get_running_loop().create_future())
+        start.first.add_done_callback(_retrieved)  # a client gone before the first line never reads it
 
         def sink(line: bytes) -> None:
             stream = start.stream
             if stream is None:
                 run = agent.state.run
                 assert run is not None  # the agent sets its run before its first line
-                stream = LiveStream(run.run_id, run.responses - 1, agent.agent_uuid, self.journal)
+                start.owner = agent.state.lease_owner  # the claim is stored before the first line
+                stream = LiveStream(
+                    run.run_id, run.responses - 1, agent.agent_uuid, self.journal, max_bytes=self.max_bytes
+                )
+                stream.append(line)  # JournalFailedError: nothing was sent; the start fails (503)
                 start.stream = stream
                 self.live[(stream.run_id, stream.response)] = stream
                 self.agents[stream.run_id] = agent
                 start.first.set_result(stream)
-            stream.append(line)
+            else:
+                stream.append(line)
             if stream.done:
                 self._forget(stream)
 
@@ -194,6 +224,7 @@ class RunManager:
         return await asyncio.shield(start.first)
 
     async def _drive(self, start: _Start, call: Callable[[Sink], Awaitable[AgentResult]], sink: Sink) -> None:
+        """Run the call; whatever happens, end its response and never raise (spec server §3.3)."""
         try:
             await call(sink)
         except asyncio.CancelledError:
@@ -202,21 +233,25 @@ class RunManager:
         except Exception as exc:
             if not start.first.done():
                 start.first.set_exception(exc)
-                return
-            log.exception("run %s failed inside the server", start.stream.run_id if start.stream else "?")
-            self._close(start, {"type": "internal_error", "message": "the server failed during this response"})
+            elif isinstance(exc, JournalFailedError | StoreError):
+                log.warning("run %s stopped: %s", start.stream.run_id if start.stream else "?", exc)
+            else:
+                log.exception("run %s failed inside the server", start.stream.run_id if start.stream else "?")
+            error = JOURNAL_LOST if isinstance(exc, JournalFailedError | UnavailableError) else INTERNAL_ERROR
+            self._close(start, error)
+            if start.owner is not None:  # the claim was stored: the agent may be left running (spec server §3.3-d)
+                self._owe(start, error)
         else:
             if not start.first.done():  # pragma: no cover  # the agent always sends meta_init
                 start.first.set_exception(RuntimeError("the run ended without sending a line"))
             self._close(start, {"type": "internal_error", "message": "the run ended without closing its response"})
 
     def _close(self, start: _Start, error: dict[str, str]) -> None:
-        """End a response its run left open (spec server §3.3-a)."""
+        """End a response its run left open (spec server §3.3-a); never raises (§3.3-d)."""
         stream = start.stream
-        if stream is None or stream.done:
+        if stream is None:
             return
-        for line in closing_lines(stream.lines, stream.run_id, error, max_bytes=self.max_bytes):
-            stream.append(line)
+        stream.end(error)
         self._forget(stream)
 
     def _forget(self, stream: LiveStream) -> None:
@@ -224,6 +259,138 @@ class RunManager:
         self.live.pop((stream.run_id, stream.response), None)
         if self.agents.get(stream.run_id) is not None and not any(k[0] == stream.run_id for k in self.live):
             del self.agents[stream.run_id]
+
+    def _owe(self, start: _Start, error: dict[str, str]) -> None:
+        """Remember a failed run's response and agent; settle them once the database answers (spec server §3.3-d)."""
+        run = start.agent.state.run
+        stream = start.stream
+        if stream is not None:
+            key = (stream.run_id, stream.response)
+        elif run is not None:
+            key = (run.run_id, run.responses - 1)
+        else:
+            return
+        journal_open = stream is not None and stream.unjournaled > 0
+        self.owed[key] = _Debt(key[0], key[1], start.agent.agent_uuid, start.owner, error, journal_open)
+        if self.repair is None or self.repair.done():
+            self.repair = asyncio.create_task(self._settle_owed())
+
+    async def _settle_owed(self) -> None:
+        """Settle every debt, trying again with a growing pause (0.25 s to 2 s) while the database is unavailable."""
+        pause = 0.25
+        while self.owed:
+            for key, debt in list(self.owed.items()):
+                with contextlib.suppress(UnavailableError):  # tried again after the pause
+                    await self._settle(key, debt)
+            if self.owed:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 2.0)
+
+    async def _settle(self, key: tuple[str, int], debt: _Debt) -> None:
+        """Close the debt's response in the journal, recover its agent, forget the debt.
+
+        Raises:
+            UnavailableError: the database still cannot be reached (the debt is kept).
+        """
+        try:
+            if debt.journal_open:
+                self.end_in_journal(debt.run_id, debt.response, debt.error)
+                debt.journal_open = False
+            await self._recover_agent(debt)
+        except UnavailableError:
+            raise
+        except Exception:
+            log.exception("cannot settle response %s:%d; left to the next start", *key)
+        self.owed.pop(key, None)
+
+    async def _settle_agent(self, agent: Agent) -> None:
+        """Before a run of an agent this process owes a recovery: settle it now, and reload the agent's state.
+
+        Raises:
+            UnavailableError: the database still cannot be reached.
+        """
+        debts = [(key, debt) for key, debt in self.owed.items() if debt.agent_uuid == agent.agent_uuid]
+        if not debts:
+            return
+        for key, debt in debts:
+            await self._settle(key, debt)
+        fresh = await self.store.load(agent.agent_uuid)
+        if fresh is not None:
+            agent.state = fresh
+
+    async def _recover_agent(self, debt: _Debt) -> None:
+        """Put an agent whose run this process lost back in order, by the agent's own recovery (spec agent-ref §10.2-b).
+
+        Only when the store still shows it running that run under this process's lease:
+        the lease is ours and the run is dead, so it need not wait for the lease to expire.
+        """
+        if self.reload is None or debt.owner is None:
+            return
+        agent = await self.reload(debt.agent_uuid)
+        state = agent.state
+        if state.status != "running" or state.run is None or state.run.run_id != debt.run_id:
+            return
+        if state.lease_owner != debt.owner:
+            return  # another process took it over meanwhile
+        state.lease_expires_at = 0.0
+        await agent.recover()
+        log.warning("agent %s: run %s, lost with the database, was recovered", debt.agent_uuid, debt.run_id)
+
+    def claim(self, run_id: str, response: int) -> bool:
+        """Become the only writer of a response whose writer is gone (``journal.claim``; a journal without it: yes)."""
+        claim = getattr(self.journal, "claim", None)
+        return claim is None or bool(claim(run_id, response))
+
+    async def writer_dead(self, run_id: str, response: int) -> bool:
+        """Whether a journaled response's writer is gone for sure (spec scaleout §2.2-b).
+
+        The caller saw its writer lock free; that alone is not enough (a database restart
+        frees every lock while the writers live and reconnect). Dead means, besides: not
+        written here, not ended, and its agent is no longer running that response under a
+        live lease (the lease expired, or the agent went on: idle, paused, or a later
+        response claimed it).
+        """
+        if (run_id, response) in self.live:
+            return False
+        lines = self.journal.read(run_id, response) or []
+        if not lines or lines[-1] == DONE_LINE:
+            return False
+        agent_uuid = stream_agent(lines)
+        state = await self.store.load(agent_uuid) if agent_uuid is not None else None
+        if state is None or state.status != "running" or state.run is None or state.run.run_id != run_id:
+            return True
+        return state.run.responses > response or state.lease_expires_at <= time.time()
+
+    def end_in_journal(self, run_id: str, response: int, error: dict[str, str]) -> list[bytes] | None:
+        """Write the closing lines of a response this process ended without the journal (spec server §3.3-d).
+
+        They are ``closing_lines`` of what the journal holds with the same ``error``, so
+        the journal ends as the client's stream did. With a shared journal (``claim``),
+        only if no other live session holds the response. A response that ended already,
+        or that has no line, gets nothing.
+
+        Returns:
+            The response's lines, closing lines included, or ``None`` if another
+            process writes it or it holds nothing.
+
+        Raises:
+            UnavailableError: the journal's database cannot be reached.
+        """
+        if (run_id, response) in self.live:
+            return None
+        claim = getattr(self.journal, "claim", None)
+        if claim is not None and not claim(run_id, response):
+            return None
+        lines = self.journal.read(run_id, response) or []
+        tail = closing_lines(lines, run_id, error, max_bytes=self.max_bytes) if lines else []
+        if not tail:
+            release = getattr(self.journal, "release", None)
+            if release is not None:
+                release(run_id, response)
+            return lines or None
+        for line in tail:
+            self.journal.append(run_id, response, line)
+        return [*lines, *tail]
 
     def latest(self, run_id: str) -> int | None:
         """The index of the run's newest response known here, or ``None``."""
@@ -359,7 +526,11 @@ class RunManager:
             log.exception("could not recover agent %s of interrupted run %s", state.agent_uuid, run_id)
 
     async def shutdown(self, grace: float) -> None:
-        """Abort every run; give them ``grace`` seconds to end their streams, then cancel them."""
+        """Abort every run; give them ``grace`` seconds to end their streams, then cancel them.
+
+        Debts still owed (the database never came back) are left to the next start, which
+        closes what the journal holds (spec server §3.3-b).
+        """
         for agent in list(self.agents.values()):
             agent.abort()
         tasks = list(self.tasks)
@@ -368,6 +539,19 @@ class RunManager:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+        if self.repair is not None:
+            self.repair.cancel()
+            await asyncio.gather(self.repair, return_exceptions=True)
+
+
+def _retrieved(future: asyncio.Future[LiveStream]) -> None:
+    """Mark a start's outcome as read (asyncio logs a failure nobody read)."""
+    if not future.cancelled():
+        future.exception()
+
+
+#: The ``error`` payload of a response the server ended after a failure of its own (spec server §3.3-a).
+INTERNAL_ERROR: Final = {"type": "internal_error", "message": "the server failed during this response"}
 
 
 def _paused_closing(
@@ -604,7 +788,19 @@ def _tool_results(body: Mapping[str, Any], limit: int) -> list[dict[str, Any]]:
 
 
 def _refusal_of(exc: Exception) -> _Refused:
-    """What a run that failed before its first line answers (nothing was sent or changed)."""
+    """What a run that failed before its first line answers (nothing was sent); also any database failure.
+
+    A database that cannot be reached (``UnavailableError``, or a first line the journal
+    refused) is ``503`` with ``Retry-After``; another database failure is ``503`` too, as
+    it may pass. Either way the client reads the error's public text only: the database's
+    host, port, name and the driver's words stay in the log (spec server §3.4-a).
+    """
+    if isinstance(exc, JournalFailedError):
+        exc = exc.cause if isinstance(exc.cause, StoreError) else UnavailableError(str(exc))
+    if isinstance(exc, StoreError):
+        log.warning("refused a request, the database failed: %s", exc)
+        retry = exc.retry_after if isinstance(exc, UnavailableError) else 5
+        return _Unavailable(exc.public, retry)
     if isinstance(exc, ToolResultsError):
         return _Refused(
             422,
@@ -620,6 +816,24 @@ def _refusal_of(exc: Exception) -> _Refused:
         return _Refused(409, "agent_state", str(exc))
     log.error("run failed before its first line: %s", type(exc).__name__, exc_info=exc)
     return _Refused(500, "internal_error", "the server could not start the run; see its log")
+
+
+class _Unavailable(_Refused):
+    """``503 database_unavailable`` with ``Retry-After`` (spec server §3.4-a)."""
+
+    def __init__(self, public: str, retry_after: int) -> None:
+        super().__init__(503, "database_unavailable", f"{public}; try again in {retry_after} s")
+        self.retry_after = retry_after
+
+    def response(self) -> JSONResponse:
+        answer = super().response()
+        answer.headers["Retry-After"] = str(self.retry_after)
+        return answer
+
+
+async def _store_failure(_: Request, exc: Exception) -> Response:
+    """The app's handler of a ``StoreError`` no endpoint caught: the same ``503`` (spec server §3.4-a)."""
+    return _refusal_of(exc).response()
 
 
 #: The names a server answers to when not told otherwise (spec server §5.3-a): loopback only.
@@ -713,6 +927,9 @@ def create_app(
         agent_config: other ``Agent`` arguments (``max_steps``, ``max_bytes``...).
         journal: where lines are written before they are sent; a ``MemoryJournal`` when
             ``None`` (then a restart forgets the streams; the store keeps finished runs' logs).
+            That one is bounded (spec server §3.1-d): finished responses are replayed from
+            the store's log after 600 s or 256 newer ones; pass
+            ``MemoryJournal(keep_finished=..., keep_seconds=...)`` to choose.
         config: limits and the token.
         allowed_hosts: the names and addresses a request's ``Host`` may carry (port aside;
             ``"*"``: any); others are refused with 421 (spec server §5.3-a). ``None``:
@@ -729,8 +946,15 @@ def create_app(
     hosts = _allowed(LOOPBACK_HOSTS if allowed_hosts is None else allowed_hosts)
     settings = dict(agent_config or {})
     toolset = list(tools) if tools is not None else default_tools()
+
+    async def reload(agent_uuid: str) -> Agent:
+        return await Agent.load(agent_uuid, store, model_factory(), tools=toolset, **settings)
+
     manager = RunManager(
-        store, journal if journal is not None else MemoryJournal(), int(settings.get("max_bytes", 2048))
+        store,
+        journal if journal is not None else MemoryJournal(),
+        int(settings.get("max_bytes", 2048)),
+        reload=reload,
     )
 
     def headers(stream: LiveStream) -> dict[str, str]:
@@ -755,6 +979,8 @@ def create_app(
             return await handler(request)
         except _Refused as refused:
             return refused.response()
+        except StoreError as exc:  # spec server §3.4-a: the database failed: 503, naming nothing
+            return _refusal_of(exc).response()
         except Exception:
             # spec server §1: never a traceback; the details (paths, the store's text) stay in the log.
             log.exception("%s %s failed before its answer started", request.method, request.url.path)
@@ -764,7 +990,8 @@ def create_app(
         """A stored agent, or a 404 that names it (both endpoints that continue an agent).
 
         Only an agent the store does not have is a 404; a store that fails is the server's
-        error (500 by ``guarded``), whose text, which may name the database, stays in the log.
+        error (503 by ``guarded`` for a ``StoreError``, spec server §3.4-a; else 500), whose
+        text, which may name the database, stays in the log.
         """
         state = await store.load(agent_uuid)
         if state is None:
@@ -839,7 +1066,7 @@ def create_app(
         shared = getattr(manager.journal, "follow", None)
         if lines[-1] != DONE_LINE and shared is not None:
             # spec scaleout §2.1-a: another process is writing this response; follow it in the shared journal
-            return sse(_followed(shared(run_id, response, after), run_id, response), extra)
+            return sse(_followed(manager, shared, run_id, response, after), extra)
         return sse(_replay(run_id, response, lines, after), extra)
 
     async def page(_: Request) -> Response:
@@ -889,6 +1116,7 @@ def create_app(
         ],
         lifespan=lifespan,
         middleware=[Middleware(_HostCheck, hosts=hosts)],
+        exception_handlers={StoreError: _store_failure},  # spec server §3.4-a: whichever endpoint met it
     )
     app.state.manager = manager
     app.state.allowed_hosts = hosts
@@ -919,10 +1147,40 @@ async def _stored_responses(store: Store, run_id: str) -> list[list[bytes]]:
     return responses
 
 
-async def _followed(lines: AsyncIterator[tuple[int, bytes]], run_id: str, response: int) -> AsyncIterator[bytes]:
-    """Frame the lines another process writes to a shared journal, as they arrive."""
-    async for seq, line in lines:
-        yield frame_event(run_id, response, seq, line)
+async def _followed(
+    manager: RunManager,
+    shared: Callable[[str, int, int], AsyncIterator[tuple[int, bytes]]],
+    run_id: str,
+    response: int,
+    after: int,
+) -> AsyncIterator[bytes]:
+    """Frame the lines another process writes to a shared journal, as they arrive, up to ``[DONE]``.
+
+    When the writer is gone without ``[DONE]`` (its lock free, and its agent's lease of
+    the run expired or taken by a later response), this process claims the response and
+    closes it then, recovering its agent (``RunManager.close_dead``, spec server §8.1,
+    scaleout §2.2-b), and the follower reads the closing lines. While the lock is
+    free but the lease lives (the writer may be reconnecting to the database), it reads
+    again every ``poll_seconds``. A database failure ends the stream without ``[DONE]``:
+    the client reconnects with ``Last-Event-ID`` (and meets a 503 while it is down).
+    """
+    position = after
+    pause = float(getattr(manager.journal, "poll_seconds", 0.5))
+    try:
+        while True:
+            async for seq, line in shared(run_id, response, position):
+                yield frame_event(run_id, response, seq, line)
+                position = seq
+                if line == DONE_LINE:
+                    return
+            if await manager.writer_dead(run_id, response):
+                if manager.claim(run_id, response):  # else another process closes it: read its lines
+                    await manager.close_dead(run_id, response)
+                    log.warning("closed response %s:%d: its writing process is gone", run_id, response)
+                continue  # read the closing lines (ours, or those of the process that claimed it first)
+            await asyncio.sleep(pause)
+    except StoreError as exc:
+        log.warning("stopped following response %s:%d: %s", run_id, response, exc)
 
 
 async def _replay(run_id: str, response: int, lines: Sequence[bytes], after: int) -> AsyncIterator[bytes]:

@@ -20,20 +20,24 @@ import asyncio
 import json
 import os
 import re
+import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from envelope import DONE, Emitter, EnvelopeError, Reconstructor, decode, frame
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
 
 __all__ = [
     "DONE_LINE",
+    "JOURNAL_LOST",
     "RUN_ID_PATTERN",
     "EventId",
     "FileJournal",
     "Journal",
+    "JournalFailedError",
     "LiveStream",
     "MemoryJournal",
     "closing_lines",
@@ -96,27 +100,74 @@ class Journal(Protocol):
 
 
 class MemoryJournal:
-    """A ``Journal`` in a dict: for tests and for a server that need not survive a restart."""
+    """A ``Journal`` in a dict: for tests and for a server that need not survive a restart.
 
-    def __init__(self) -> None:
+    Bounded (spec server §3.1-d): a finished response (its ``[DONE]`` appended) is kept
+    for ``keep_seconds`` and among the newest ``keep_finished``, then dropped; a replay of
+    it then comes from the store's log, which holds every finished response. Responses
+    still being written are always kept (there are as many as running runs).
+
+    Args:
+        keep_finished: the most finished responses kept.
+        keep_seconds: how long a finished response is kept at most.
+        clock: the time source (``time.monotonic``; tests pass their own).
+    """
+
+    def __init__(
+        self,
+        *,
+        keep_finished: int = 256,
+        keep_seconds: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """Create an empty journal."""
+        if keep_finished < 0 or keep_seconds < 0:
+            raise ValueError("keep_finished and keep_seconds must not be negative")
+        self.keep_finished = keep_finished
+        self.keep_seconds = keep_seconds
+        self._clock = clock
         self._lines: dict[tuple[str, int], list[bytes]] = {}
+        self._runs: dict[str, set[int]] = {}
+        self._finished: OrderedDict[tuple[str, int], float] = OrderedDict()  # oldest first
+
+    def __len__(self) -> int:
+        """How many responses the journal holds now (finished or not)."""
+        return len(self._lines)
 
     def append(self, run_id: str, response: int, line: bytes) -> None:
         """See ``Journal.append``."""
-        self._lines.setdefault((run_id, response), []).append(line)
+        key = (run_id, response)
+        self._lines.setdefault(key, []).append(line)
+        self._runs.setdefault(run_id, set()).add(response)
+        if line == DONE_LINE:
+            self._finished[key] = self._clock()
+        self._prune()
+
+    def _prune(self) -> None:
+        """Drop the finished responses past the count or the age bound."""
+        oldest_kept = self._clock() - self.keep_seconds
+        while self._finished:
+            key, finished_at = next(iter(self._finished.items()))
+            if len(self._finished) <= self.keep_finished and finished_at > oldest_kept:
+                return
+            del self._finished[key]
+            del self._lines[key]
+            held = self._runs[key[0]]
+            held.discard(key[1])
+            if not held:
+                del self._runs[key[0]]
 
     def read(self, run_id: str, response: int) -> list[bytes] | None:
-        """See ``Journal.read``."""
+        """See ``Journal.read`` (``None`` for a response dropped already)."""
+        self._prune()
         lines = self._lines.get((run_id, response))
         return list(lines) if lines is not None else None
 
     def responses(self, run_id: str) -> int:
-        """See ``Journal.responses``."""
-        count = 0
-        while (run_id, count) in self._lines:
-            count += 1
-        return count
+        """See ``Journal.responses``: one more than the newest response held (0 if none is)."""
+        self._prune()
+        held = self._runs.get(run_id)
+        return max(held) + 1 if held else 0
 
     def unfinished(self) -> list[tuple[str, int]]:
         """See ``Journal.unfinished``."""
@@ -206,6 +257,26 @@ class FileJournal:
         self._fds.clear()
 
 
+class JournalFailedError(Exception):
+    """A line could not be journaled; the live stream was ended for its followers (spec server §3.3-d).
+
+    Attributes:
+        cause: what the journal raised (``UnavailableError`` when its database is down).
+    """
+
+    def __init__(self, message: str, cause: Exception) -> None:
+        """Create the error."""
+        super().__init__(message)
+        self.cause = cause
+
+
+#: The ``error`` payload of a response ended because the journal could not be written (spec server §3.3-d).
+JOURNAL_LOST: Final = {
+    "type": "server_unavailable",
+    "message": "the server lost its database during this response; the run was stopped",
+}
+
+
 class LiveStream:
     """One response being written by a run in this process, read by any number of followers.
 
@@ -214,37 +285,78 @@ class LiveStream:
     waits for more until ``[DONE]``. Lines are never dropped from a live stream, so a
     follower that joins late still gets everything (spec server §3.2-a).
 
+    When the journal fails, the line is not sent; the stream is ended at once with the
+    closing lines of spec server §3.3-a, which are sent without being journaled
+    (``unjournaled``), and ``append`` raises ``JournalFailedError`` (spec server §3.3-d).
+
     Attributes:
         run_id: the run.
         response: the response's index in the run (0 first, 1 after the first resume...).
         agent_uuid: the agent that runs it.
-        lines: the envelope lines so far (unframed).
+        lines: the envelope lines so far (unframed), journaled or not.
         events: the same lines framed with their ids.
         done: ``[DONE]`` was appended.
+        unjournaled: how many lines at the end of ``lines`` the journal does not have.
     """
 
-    def __init__(self, run_id: str, response: int, agent_uuid: str, journal: Journal) -> None:
-        """See the class docstring."""
+    def __init__(self, run_id: str, response: int, agent_uuid: str, journal: Journal, *, max_bytes: int = 2048) -> None:
+        """See the class docstring; ``max_bytes`` bounds the closing lines the stream writes itself."""
         self.run_id = run_id
         self.response = response
         self.agent_uuid = agent_uuid
         self.journal = journal
+        self.max_bytes = max_bytes
         self.lines: list[bytes] = []
         self.events: list[bytes] = []
         self.done = False
+        self.unjournaled = 0
         self._changed = asyncio.Event()
 
-    def append(self, line: bytes) -> None:
-        """Journal ``line``, frame it, and wake the followers (spec server §3.1-a: journal first)."""
-        if self.done:
-            raise RuntimeError(f"response {self.run_id}:{self.response} already ended with [DONE]")
-        self.journal.append(self.run_id, self.response, line)
+    def _add(self, line: bytes) -> None:
         self.events.append(frame_event(self.run_id, self.response, len(self.lines), line))
         self.lines.append(line)
         if line == DONE_LINE:
             self.done = True
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+
+    def append(self, line: bytes) -> None:
+        """Journal ``line``, frame it, and wake the followers (spec server §3.1-a: journal first).
+
+        Raises:
+            JournalFailedError: the journal refused the line; the stream is now ended
+                (its closing lines were sent, unjournaled).
+            RuntimeError: the stream had ended already.
+        """
+        if self.done:
+            raise RuntimeError(f"response {self.run_id}:{self.response} already ended with [DONE]")
+        try:
+            self.journal.append(self.run_id, self.response, line)
+        except Exception as exc:
+            self._cut(JOURNAL_LOST)
+            raise JournalFailedError(f"cannot journal a line of run {self.run_id}: {exc}", exc) from exc
+        self._add(line)
+
+    def end(self, error: dict[str, str]) -> None:
+        """End a response its run left open (spec server §3.3-a): its closing lines, journaled if the journal can.
+
+        Never raises: if the journal fails on the way, the remaining lines are sent
+        unjournaled (``unjournaled`` counts them). Nothing happens if the stream had ended.
+        """
+        if self.done:
+            return
+        for line in closing_lines(self.lines, self.run_id, error, max_bytes=self.max_bytes):
+            try:
+                self.append(line)
+            except JournalFailedError:
+                return  # _cut ended it
+
+    def _cut(self, error: dict[str, str]) -> None:
+        """End the stream for its followers without the journal (spec server §3.3-d)."""
+        tail = closing_lines(self.lines, self.run_id, error, max_bytes=self.max_bytes)
+        for line in tail:
+            self._add(line)
+        self.unjournaled = len(tail)
 
     async def follow(self, after: int = -1) -> AsyncIterator[bytes]:
         """Yield the framed events with ``seq > after`` as they come, up to ``[DONE]``."""

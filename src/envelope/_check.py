@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Final, Literal
 import msgspec
 
 from ._decoder import DONE_DATA
-from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES
+from ._depth import too_deep
+from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES, MAX_NESTING_DEPTH
 from ._validator import Severity, StreamValidator, Violation
 
 if TYPE_CHECKING:
@@ -132,6 +133,8 @@ class CheckSummary(msgspec.Struct, kw_only=True):
         warnings: warning diagnostics.
         unusable: a status, connection or timeout failure (``envelope check`` exits 2).
         paused: the response ended on ``awaiting_frontend_tools``.
+        continuation: the request carried ``Last-Event-ID`` (spec check §3.3): the response
+            resumes a stream mid-way; with status 204 the stream had already ended.
     """
 
     url: str
@@ -155,6 +158,7 @@ class CheckSummary(msgspec.Struct, kw_only=True):
     warnings: int = 0
     unusable: bool = False
     paused: bool = False
+    continuation: bool = False
 
     def to_dict(self) -> dict[str, object]:
         """The summary as plain JSON-ready values, field order kept."""
@@ -207,6 +211,7 @@ class ResponseCheck:
         max_bytes: int = DEFAULT_MAX_BYTES,
         gap_seconds: float = DEFAULT_GAP_SECONDS,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        continuation: bool = False,
     ) -> None:
         """Create the check of one response.
 
@@ -215,15 +220,20 @@ class ResponseCheck:
             max_bytes: the bound on one envelope line (spec §6.1), as ``envelope validate --max-bytes``.
             gap_seconds: the longest silence allowed before ``W208``.
             max_line_bytes: the cap on one SSE line and one event's data (spec §2.3).
+            continuation: the request carried ``Last-Event-ID``: the response resumes a
+                stream after that event, so it starts mid-stream (spec check §3.3).
         """
-        self.summary: Final = CheckSummary(url=url)
+        self.summary: Final = CheckSummary(url=url, continuation=continuation)
         self.pending: PendingTools | None = None
         # spec check §3.1-a [C3.1-a]: the same validator as `envelope validate`, the input read as
-        # SSE (it is a text/event-stream response, whatever its first byte).
-        self.validator: Final = StreamValidator("sse", max_bytes=max_bytes, max_line_bytes=max_line_bytes)
+        # SSE (it is a text/event-stream response, whatever its first byte). spec check §3.3-a
+        # [C3.3-a]: a continuation is judged as one (validation.md [V2.1-e]), not as a whole stream.
+        self.validator: Final = StreamValidator(
+            "sse", max_bytes=max_bytes, max_line_bytes=max_line_bytes, continuation=continuation
+        )
         self._gap = gap_seconds
         self._cap = max_line_bytes
-        self._state: Literal["new", "body", "refused", "closed"] = "new"
+        self._state: Literal["new", "body", "refused", "complete", "closed"] = "new"
         # The SSE line being read: its first bytes (up to the cap).
         self._partial = bytearray()
         self._skip_lf = False  # the last chunk ended in CR: an LF opening the next is its pair
@@ -273,6 +283,11 @@ class ResponseCheck:
         s.status = status
         s.time_to_headers = at
         s.content_type = _header(headers, "content-type")
+        if status == 204 and s.continuation:
+            # spec check §3.3-b [C3.3-b]: the id named the [DONE] event (server S2.3-c): nothing
+            # follows it, and a browser's EventSource stops reconnecting. Complete, not a fault.
+            self._state = "complete"
+            return []
         if not 200 <= status < 300:
             # spec check §2.1-a [C2.1-a]: anything but 2xx is no stream at all.
             self._state = "refused"
@@ -323,6 +338,12 @@ class ResponseCheck:
         self.summary.time_total = at
         return self._count([_diag("E201" if kind == "connect" else "E202", message)])
 
+    @property
+    def wants_body(self) -> bool:
+        """``head()`` accepted the response: feed its body, then ``close()``. Otherwise
+        (``E200``, or a 204 to a continuation) go straight to ``close()``."""
+        return self._state == "body"
+
     # -- the body --------------------------------------------------------------------
 
     def feed(self, chunk: bytes, at: float) -> list[Violation]:
@@ -362,9 +383,9 @@ class ResponseCheck:
             raise RuntimeError(f"close() in state {self._state}")
         s = self.summary
         s.time_total = at
-        refused = self._state == "refused"
+        refused = self._state in ("refused", "complete")
         self._state = "closed"
-        if refused:  # after E200: nothing was read
+        if refused:  # after E200, or a 204 to a continuation: nothing was read
             return []
         out = self.validator.close()
         self._life(at, 0, out, ended=True)
@@ -507,6 +528,8 @@ class ResponseCheck:
         """Count one envelope line for the summary and follow ``awaiting_frontend_tools`` blocks."""
         s = self.summary
         s.lines += 1
+        if too_deep(text, MAX_NESTING_DEPTH) is not None:
+            return  # spec §6.7-a: never handed to a parser (it would recurse); the validator says E116
         try:
             env = _decode_head(text)
         except msgspec.DecodeError:
@@ -527,8 +550,10 @@ class ResponseCheck:
         if not env.final:
             return
         del self._awaiting[env.agent], self._awaiting_size[env.agent]
+        payload = "".join(parts) if size <= self._cap else ""
         try:
-            calls = _decode_calls("".join(parts)) if size <= self._cap else None
+            # spec §6.7-a: a payload too deep is measured, not parsed (the validator reports E116)
+            calls = _decode_calls(payload) if payload and too_deep(payload, MAX_NESTING_DEPTH) is None else None
         except msgspec.DecodeError:
             calls = None  # the validator reports the payload (E140/E141)
         if calls:

@@ -33,7 +33,7 @@ import msgspec
 from ._errors import EncodeError
 from ._limits import MAX_CODE_POINT_BYTES
 
-__all__ = ["escape", "split_escaped"]
+__all__ = ["escape", "legal_cuts", "split_escaped"]
 
 _BACKSLASH: Final = 0x5C
 _LETTER_U: Final = 0x75
@@ -93,6 +93,33 @@ def _legal_cut(body: bytes, start: int, p: int) -> int:
     return r if r + length > p else p
 
 
+def legal_cuts(body: bytes, start: int, end: int, budget: int, last_budget: int) -> list[int]:
+    """Where to cut ``body[start:end]``, an escaped JSON string body, into maximal legal pieces.
+
+    The same cuts as ``split_escaped`` gives pieces for, as offsets into ``body``, so that a
+    caller can slice the bytes it already holds (the quoted string ``escape`` returned:
+    ``start=1, end=len(quoted) - 1``) without first copying the body out of them.
+
+    Args:
+        body: bytes holding the escaped body between ``start`` and ``end``.
+        start: where the body starts (a legal cut).
+        end: where it ends.
+        budget: room for a non-last piece; at least 6 (``MAX_CODE_POINT_BYTES``).
+        last_budget: room for the last piece; at least ``budget``.
+
+    Returns:
+        The ends of every piece but the last (the last ends at ``end``); empty when the
+        whole body fits ``last_budget``.
+    """
+    if budget < MAX_CODE_POINT_BYTES or last_budget < budget:
+        raise ValueError("budget must be >= 6 and last_budget >= budget")
+    cuts: list[int] = []
+    while end - start > last_budget:
+        start = _legal_cut(body, start, start + budget)
+        cuts.append(start)
+    return cuts
+
+
 def split_escaped(body: bytes, budget: int, last_budget: int) -> list[bytes]:
     """Cut an escaped JSON string body (no quotes) into maximal legal pieces.
 
@@ -109,15 +136,9 @@ def split_escaped(body: bytes, budget: int, last_budget: int) -> list[bytes]:
     Returns:
         The pieces, in order.
     """
-    if budget < MAX_CODE_POINT_BYTES or last_budget < budget:
-        raise ValueError("budget must be >= 6 and last_budget >= budget")
-    n = len(body)
-    if n <= last_budget:
-        return [body]
-    pieces: list[bytes] = []
     start = 0
-    while n - start > last_budget:
-        cut = _legal_cut(body, start, start + budget)
+    pieces: list[bytes] = []
+    for cut in legal_cuts(body, 0, len(body), budget, last_budget):
         pieces.append(body[start:cut])
         start = cut
     pieces.append(body[start:])

@@ -15,15 +15,15 @@ this equals ``msgspec.json.encode`` of the same Struct, byte for byte.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, overload
 
 import msgspec
-from msgspec import UNSET, UnsetType
 
-from ._chunker import escape, split_escaped
+from ._chunker import escape, legal_cuts
+from ._depth import too_deep
+from ._emit_structs import CitationData, ImageRef, OversizeLine
 from ._errors import EncodeError, OversizeError
-from ._limits import DEFAULT_MAX_BYTES, MAX_CODE_POINT_BYTES
+from ._limits import DEFAULT_MAX_BYTES, MAX_CODE_POINT_BYTES, MAX_NESTING_DEPTH
 from ._types import (
     BUFFERED_TYPES,
     STREAMED_TYPES,
@@ -59,6 +59,8 @@ __all__ = [
 ]
 
 _encoder = msgspec.json.Encoder()
+_encode_str = _encoder.encode
+_decode_json = msgspec.json.decode
 _DELTA_KEY: Final = b'"delta":""'
 _FINAL_FALSE: Final = b'"final":false'
 _FINAL_TRUE: Final = b'"final":true'
@@ -72,50 +74,6 @@ Profile = Literal["default", "seed"]
 SEED_WHOLE_TYPES: Final = frozenset(
     {"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final", "meta_compaction"}
 )
-
-
-@dataclass(frozen=True, slots=True)
-class OversizeLine:
-    """Report of a line that had to exceed the bound (spec §6.5).
-
-    Attributes:
-        type: the envelope type.
-        agent: the agent.
-        size: the line's length in bytes.
-        max_bytes: the bound in force.
-        reason: why no split could help, one sentence.
-    """
-
-    type: str
-    agent: str
-    size: int
-    max_bytes: int
-    reason: str
-
-
-class ImageRef(msgspec.Struct, frozen=True, kw_only=True):
-    """An image of a multimodal tool result: a data URI or URL and its MIME type."""
-
-    src: str
-    media_type: str
-
-
-class CitationData(msgspec.Struct, frozen=True, kw_only=True):
-    """One citation to emit: the cited text and the extras of spec §4.5.
-
-    The reconstructed transcript gives citations back as dicts with these keys.
-    """
-
-    cited_text: str
-    citation_type: str
-    document_index: int | UnsetType = UNSET
-    document_title: str | UnsetType = UNSET
-    start_char_index: int | UnsetType = UNSET
-    end_char_index: int | UnsetType = UNSET
-    start_page_number: int | UnsetType = UNSET
-    end_page_number: int | UnsetType = UNSET
-    url: str | UnsetType = UNSET
-    title: str | UnsetType = UNSET
 
 
 def encode(envelope: Envelope) -> bytes:
@@ -140,14 +98,18 @@ def encode(envelope: Envelope) -> bytes:
 
 
 class _Template:
-    """The bytes of one envelope around its delta value, for both values of ``final``."""
+    """The bytes of one envelope around its delta value, for both values of ``final``.
 
-    __slots__ = ("agent", "head_false", "head_true", "tail", "type")
+    ``open_false``/``open_true`` are the head with the delta's opening quote and ``close``
+    the closing quote with the tail: a line of one escaped piece is one join of three.
+    """
+
+    __slots__ = ("agent", "close", "head_false", "head_true", "open_false", "open_true", "tail", "type")
 
     def __init__(self, envelope: Envelope) -> None:
         """Build from ``envelope``, whose ``final`` and ``delta`` are ignored."""
         self.type: str = str(envelope.__struct_config__.tag)
-        self.agent = envelope.agent
+        self.agent: str = envelope.agent
         if envelope.final or envelope.delta:
             envelope = msgspec.structs.replace(envelope, final=False, delta="")
         line = encode(envelope)
@@ -159,14 +121,16 @@ class _Template:
         at = line.index(_DELTA_KEY) + len(_DELTA_KEY) - 2
         head = line[:at]
         flag = head.index(_FINAL_FALSE)
-        self.head_false = head
-        self.head_true = b"".join((head[:flag], _FINAL_TRUE, head[flag + len(_FINAL_FALSE) :]))
-        self.tail = line[at + 2 :]
+        self.head_false: bytes = head
+        self.head_true: bytes = b"".join((head[:flag], _FINAL_TRUE, head[flag + len(_FINAL_FALSE) :]))
+        self.tail: bytes = line[at + 2 :]
+        self.open_false: bytes = head + b'"'
+        self.open_true: bytes = self.head_true + b'"'
+        self.close: bytes = b'"' + self.tail
 
     def line(self, final: bool, piece: bytes) -> bytes:
         """The line for one escaped piece (without quotes)."""
-        head = self.head_true if final else self.head_false
-        return b"".join((head, b'"', piece, b'"', self.tail))
+        return b"".join((self.open_true if final else self.open_false, piece, self.close))
 
 
 def _lines(
@@ -183,6 +147,10 @@ def _lines(
     ``max_bytes`` and every non-last piece is maximal, unless the fixed part leaves no
     room for a code point, in which case spec §6.5 applies: one line holds the whole
     payload, reported through ``on_oversize`` (or refused in strict mode).
+
+    The pieces are never copied out of ``quoted``: each line is joined from the head, a
+    view of its piece, and the tail (one copy of the payload's bytes in all, into the
+    lines).
     """
     head_last = template.head_true if final else template.head_false
     tail = template.tail
@@ -207,11 +175,18 @@ def _lines(
         )
         return [line]
     last_budget = max_bytes - len(head_last) - len(tail) - 2
-    pieces = split_escaped(quoted[1:-1], budget, last_budget)
-    head = template.head_false
-    lines = [b"".join((head, b'"', piece, b'"', tail)) for piece in pieces]
-    if final:
-        lines[-1] = b"".join((head_last, b'"', pieces[-1], b'"', tail))
+    end = len(quoted) - 1
+    cuts = legal_cuts(quoted, 1, end, budget, last_budget)
+    view = memoryview(quoted)
+    opening = template.open_false
+    close = template.close
+    join = b"".join
+    lines: list[bytes] = []
+    start = 1
+    for cut in cuts:
+        lines.append(join((opening, view[start:cut], close)))
+        start = cut
+    lines.append(join((template.open_true if final else opening, view[start:end], close)))
     return lines
 
 
@@ -245,9 +220,29 @@ def _atomic(
     return line
 
 
+@overload
 def chunk(
     envelope: Envelope,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int = ...,
+    *,
+    strict: Literal[False] = ...,
+    on_oversize: Callable[[OversizeLine], None] | None = ...,
+) -> list[bytes]: ...
+
+
+@overload
+def chunk(
+    envelope: Envelope,
+    max_bytes: int = ...,
+    *,
+    strict: Literal[True],
+    on_oversize: Callable[[OversizeLine], None] | None = ...,
+) -> list[bytes]: ...
+
+
+def chunk(
+    envelope: Envelope,
+    max_bytes: object = DEFAULT_MAX_BYTES,
     *,
     strict: bool = False,
     on_oversize: Callable[[OversizeLine], None] | None = None,
@@ -271,15 +266,68 @@ def chunk(
         EncodeError: a lone surrogate anywhere in the envelope.
         OversizeError: in strict mode, when a line cannot fit.
     """
-    _check_bound(max_bytes)
-    if isinstance(envelope, ToolResultImage | Citation):
-        return [_atomic(envelope, max_bytes, on_oversize, strict, "this type is never split (spec §6.5)")]
-    return _lines(_Template(envelope), escape(envelope.delta), envelope.final, max_bytes, on_oversize, strict)
+    bound = _check_bound(max_bytes)
+    if isinstance(envelope, (ToolResultImage, Citation)):
+        return [_atomic(envelope, bound, on_oversize, strict, "this type is never split (spec §6.5)")]
+    return _lines(_Template(envelope), escape(envelope.delta), envelope.final, bound, on_oversize, strict)
 
 
-def _check_bound(max_bytes: int) -> None:
+#: Types whose payload is JSON text (spec §4.1's table, §7.5): a strict ``Emitter``
+#: refuses any other text for them (spec §5.2-c). ``tool_result`` and
+#: ``server_tool_result`` carry text that readers do not parse.
+_JSON_PAYLOAD_TYPES: Final = frozenset(
+    {
+        "meta_init",
+        "meta_final",
+        "meta_files",
+        "meta_compaction",
+        "error",
+        "awaiting_frontend_tools",
+        "tool_call",
+        "server_tool_call",
+    }
+)
+
+
+def _refuse_non_json(type: str, payload: str) -> None:
+    """``EncodeError`` unless ``payload`` is JSON that readers parse (spec §5.2-c, §6.7, §7.5).
+
+    The same test as the validator's (``E140``, ``E116``): nested no deeper than
+    ``MAX_NESTING_DEPTH``, then RFC 8259 strictly as msgspec reads it (no ``NaN``, no
+    number beyond a double, no escaped lone surrogate).
+    """
+    deep = too_deep(payload, MAX_NESTING_DEPTH)
+    if deep is None:
+        try:
+            _decode_json(payload)
+        except msgspec.MsgspecError as exc:
+            why = str(exc).removeprefix("JSON is malformed: ")
+            why = "the text ends inside a value" if why == "Input data was truncated" else why
+        else:
+            return
+    else:
+        why = f"it nests arrays and objects deeper than {MAX_NESTING_DEPTH} levels (character {deep})"
+    raise EncodeError(
+        f"{type} payload is not JSON ({why}); a strict Emitter sends only JSON for this type: "
+        "pass json.dumps(value), or use strict=False to send the text as given",
+        field="$.delta",
+        section="5.2-c",
+    )
+
+
+def _check_bound(max_bytes: object) -> int:
+    """``max_bytes`` itself when it is a positive int (not a bool), else ``EncodeError``.
+
+    ``chunk`` takes ``max_bytes`` as ``object`` in its implementation, behind typed
+    overloads: compiled by mypyc, an ``int`` parameter would turn ``True`` into ``1``
+    before this check could refuse it. ``Emitter.__init__`` cannot do the same (mypyc
+    miscompiles an overloaded native ``__init__``): compiled, its argument check raises
+    ``TypeError`` for a value of the wrong type and takes ``True`` as ``1``
+    (spec/limits.md L4).
+    """
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise EncodeError(f"max_bytes must be a positive int, got {max_bytes!r}", section="6.1")
+    return max_bytes
 
 
 _STREAMED: Final[dict[str, type[Text] | type[Thinking]]] = {"text": Text, "thinking": Thinking}
@@ -312,14 +360,16 @@ class Emitter:
     Attributes:
         agent: the agent id written into every envelope.
         max_bytes: the bound on each line (spec §6.1).
-        strict: raise ``OversizeError`` rather than report an unavoidable oversize line.
+        strict: raise ``OversizeError`` rather than report an unavoidable oversize line,
+            and refuse a payload of a JSON type that is not JSON (``EncodeError``,
+            spec §5.2-c) rather than send it as given.
         profile: ``"default"`` or ``"seed"`` (spec §10.2).
         oversize: every oversize line reported so far (spec §6.5), oldest first. A
             control line the ``seed`` profile sends whole is its rule, not an oversize
             line, and is not reported.
     """
 
-    __slots__ = ("_markers", "_streamed", "_whole", "agent", "max_bytes", "oversize", "profile", "strict")
+    __slots__ = ("_markers", "_rooms", "_streamed", "_whole", "agent", "max_bytes", "oversize", "profile", "strict")
 
     def __init__(
         self, agent: str, max_bytes: int = DEFAULT_MAX_BYTES, *, strict: bool = False, profile: Profile = "default"
@@ -341,23 +391,26 @@ class Emitter:
             EncodeError: ``max_bytes`` is not a positive int, ``agent`` is not a str,
                 or ``profile`` is not one of the two.
         """
-        _check_bound(max_bytes)
+        bound = _check_bound(max_bytes)
         if not isinstance(agent, str):
             raise EncodeError(f"agent must be a str, got {type(agent).__name__}", field="$.agent")
-        if profile not in ("default", "seed"):
+        if profile != "default" and profile != "seed":
             raise EncodeError(f"profile must be 'default' or 'seed', got {profile!r}", section="10.2")
-        self.agent: Final = agent
-        self.max_bytes: Final = max_bytes
-        self.strict: Final = strict
+        self.agent: Final[str] = agent
+        self.max_bytes: Final[int] = bound
+        self.strict: Final[bool] = strict
         self.profile: Final[Profile] = profile
         self._whole: frozenset[str] = SEED_WHOLE_TYPES if profile == "seed" else frozenset()
         self.oversize: list[OversizeLine] = []
         self._streamed: dict[str, _Template] = {}
         self._markers: dict[str, bytes] = {}
+        #: Per streamed type: the most bytes a quoted delta may have to fit one line.
+        self._rooms: dict[str, int] = {}
         for name, cls in _STREAMED.items():
             template = _Template(cls(agent=agent, final=False, delta=""))
             self._streamed[name] = template
             self._markers[name] = template.line(True, b"")
+            self._rooms[name] = bound - len(template.head_false) - len(template.tail)
 
     def streamed(self, type: StreamedType, delta: str) -> list[bytes]:
         """Lines for one streamed delta, all ``final: false`` (spec §5.1).
@@ -380,10 +433,13 @@ class Emitter:
             raise EncodeError(f"{type!r} is not a streamed type (text, thinking)", field="$.type", section="5.1")
         if not delta:
             return []
-        quoted = escape(delta)
-        head = template.head_false
-        if len(head) + len(quoted) + len(template.tail) <= self.max_bytes:
-            return [b"".join((head, quoted, template.tail))]
+        try:
+            quoted = _encode_str(delta)
+        except UnicodeEncodeError:
+            quoted = escape(delta)  # raises the error that names the index
+        if len(quoted) <= self._rooms[type]:
+            # The common case: the delta fits one line, a single join.
+            return [b"".join((template.head_false, quoted, template.tail))]
         return _lines(template, quoted, False, self.max_bytes, self.oversize.append, self.strict)
 
     def end(self, type: StreamedType) -> bytes:
@@ -435,13 +491,26 @@ class Emitter:
         Returns:
             One or more lines.
 
+        A payload of a JSON type (``meta_*``, ``error``, ``awaiting_frontend_tools``,
+        ``tool_call``, ``server_tool_call``) that is not JSON is refused in strict mode;
+        otherwise it is sent as given, unparsed, and a reader rebuilds it as the raw text
+        (spec §5.2-c, §7.5).
+
         Raises:
-            EncodeError: unknown type, missing or unexpected ``id``/``name``, lone surrogate.
+            EncodeError: unknown type, missing or unexpected ``id``/``name``, lone
+                surrogate; strict mode, a payload of a JSON type that is not JSON.
             OversizeError: strict mode, and the fixed part leaves no room (spec §6.5).
         """
         return self._buffered(type, payload, id, name, final=True)
 
     def _buffered(self, type: str, payload: str, id: str | None, name: str | None, *, final: bool) -> list[bytes]:
+        lines = self._buffered_lines(type, payload, id, name, final)
+        if self.strict and type in _JSON_PAYLOAD_TYPES:
+            # After the lines: a lone surrogate or an oversize line is reported first.
+            _refuse_non_json(type, payload)
+        return lines
+
+    def _buffered_lines(self, type: str, payload: str, id: str | None, name: str | None, final: bool) -> list[bytes]:
         cls = _BUFFERED.get(type)
         if cls is None:
             raise EncodeError(f"{type!r} is not a buffered type", field="$.type", section="5.2")

@@ -27,24 +27,33 @@ __all__ = [
 class Position:
     """Where in the input an error was found. Every part is optional.
 
+    Numbering (spec/cli.md C8-a): lines and columns count from 1, as editors show them;
+    offsets and indexes count from 0 and their text says so (``byte offset``, ``envelope
+    index``), so nobody reads one as the other.
+
     Attributes:
         line: 1-based physical line of the input where the item starts.
         offset: 0-based byte offset into the whole input.
         index: 0-based index of the envelope in the stream.
+        column: 1-based byte column in ``line`` of the fault, when the fault lies inside
+            the line (``at()`` fills it in from a line-relative offset).
     """
 
     line: int | None = None
     offset: int | None = None
     index: int | None = None
+    column: int | None = None
 
     def __str__(self) -> str:
         parts: list[str] = []
         if self.line is not None:
             parts.append(f"line {self.line}")
+        if self.column is not None:
+            parts.append(f"column {self.column}")
         if self.offset is not None:
-            parts.append(f"byte {self.offset}")
+            parts.append(f"byte offset {self.offset}")
         if self.index is not None:
-            parts.append(f"envelope {self.index}")
+            parts.append(f"envelope index {self.index}")
         return ", ".join(parts)
 
 
@@ -90,10 +99,13 @@ class EnvelopeError(Exception):
         """Return a copy of this error with the position filled in from ``position``.
 
         Parts already known (for instance a byte offset inside the line) are combined:
-        a line-relative offset is added to the line's own offset.
+        a line-relative offset is added to the line's own offset, and gives the column.
         """
         offset = position.offset
+        column = self.position.column if self.position.column is not None else position.column
         if offset is not None and self.position.offset is not None:
+            if column is None:
+                column = self.position.offset + 1
             offset += self.position.offset
         elif offset is None:
             offset = self.position.offset
@@ -101,6 +113,7 @@ class EnvelopeError(Exception):
             line=position.line if position.line is not None else self.position.line,
             offset=offset,
             index=position.index if position.index is not None else self.position.index,
+            column=column,
         )
         return type(self)(self.message, position=merged, field=self.field, key=self.key, section=self.section)
 

@@ -13,7 +13,9 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._depth import too_deep
 from ._errors import ValidationError
+from ._limits import MAX_NESTING_DEPTH
 
 if TYPE_CHECKING:
     from ._reconstruct import Block, Transcript
@@ -97,6 +99,18 @@ def _parent_of(agent: str, blocks: tuple[Block, ...]) -> tuple[str, str] | None:
     for block in blocks:
         if block.type != "meta_init" or not block.complete:
             continue
+        deep = too_deep(block.content, MAX_NESTING_DEPTH)
+        if deep is not None:
+            # spec §8.3.1-c, §6.7-a: measured before any parser recurses into it; the link
+            # it may hold cannot be read, and making the agent a root would drop it unsaid.
+            raise ValidationError(
+                f"agent {agent!r}: meta_init payload nests arrays and objects deeper than "
+                f"MAX_NESTING_DEPTH={MAX_NESTING_DEPTH} levels (at character offset {deep}), "
+                "so its parent_agent cannot be read",
+                field="$.delta",
+                key=(agent, "meta_init"),
+                section="6.7",
+            )
         try:
             data = json.loads(block.content)
         except ValueError:
@@ -133,8 +147,9 @@ def tree(transcript: Transcript) -> AgentTree:
 
     Raises:
         ValidationError: a ``parent_agent`` or ``parent_tool_use_id`` that is present but
-            not a non-empty string, or agents nested deeper than ``MAX_AGENT_DEPTH``
-            (naming the agent and the field).
+            not a non-empty string, agents nested deeper than ``MAX_AGENT_DEPTH``, or a
+            ``meta_init`` payload nested deeper than ``MAX_NESTING_DEPTH`` (spec §6.7:
+            its link cannot be read); each names the agent and the field.
     """
     agents = transcript.agents
     parents: dict[str, tuple[str, str]] = {}

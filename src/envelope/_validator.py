@@ -222,10 +222,21 @@ class _Common(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 _decode_common = msgspec.json.Decoder(_Common).decode
 
 
-def _reason(exc: msgspec.MsgspecError) -> str:
-    """msgspec's JSON error, worded as ours."""
+_MSGSPEC_BYTE: Final = re.compile(r"\(byte (\d+)\)")
+
+
+def _reason(exc: msgspec.MsgspecError, *, line: bool = False) -> str:
+    """msgspec's JSON error, worded as ours.
+
+    msgspec's ``(byte N)`` is a 0-based offset into the text: for a ``line`` it becomes
+    the 1-based column a person reads, else a labelled offset (spec/cli.md C8-a).
+    """
     text = str(exc).removeprefix("JSON is malformed: ")
-    return "the text ends inside a value" if text == "Input data was truncated" else text
+    if text == "Input data was truncated":
+        return "the text ends inside a value"
+    if line:
+        return _MSGSPEC_BYTE.sub(lambda m: f"(column {int(m.group(1)) + 1})", text)
+    return _MSGSPEC_BYTE.sub(lambda m: f"(byte offset {m.group(1)})", text)
 
 
 #: A JSON escape: ``\\uXXXX`` (group 1: the hex) or a backslash and one character.
@@ -287,7 +298,11 @@ class Violation(msgspec.Struct, frozen=True, kw_only=True):
     column: int = 1
 
     def __str__(self) -> str:
-        return f"line {self.line}, byte {self.offset}: {self.code} {self.message} (spec §{self.section})"
+        # spec/cli.md C8-a: the 0-based offset labelled as such (it is the line's, not the column's)
+        return (
+            f"line {self.line}, column {self.column} (the line at byte offset {self.offset}): "
+            f"{self.code} {self.message} (spec §{self.section})"
+        )
 
     def to_dict(self) -> dict[str, object]:
         """The machine form: ``code, severity, line, offset, agent, type, message``."""
@@ -366,7 +381,9 @@ def _e101_not_json(text: str, exc: msgspec.MsgspecError, lno: int, off: int, out
     hint = ""
     if text.lstrip().startswith("<"):
         hint = " (this looks like the legacy XML tag format; migrate it to envelopes first)"
-    out.append(_violation("E101", f"not JSON: {_reason(exc)}{hint}", lno, off))
+    at = _MSGSPEC_BYTE.search(str(exc))
+    column = int(at.group(1)) + 1 if at else 1  # the byte msgspec stopped at, as the other columns
+    out.append(_violation("E101", f"not JSON: {_reason(exc, line=True)}{hint}", lno, off, column=column))
 
 
 @_rule("E102")
@@ -497,8 +514,7 @@ def _e117_lone_surrogate(text: str, lone: tuple[int, str], lno: int, off: int, o
     # [V6.4-a] an escaped lone surrogate is no character: the line cannot be read faithfully
     at = len(text[: lone[0]].encode("utf-8"))
     message = (
-        f"escaped lone surrogate {lone[1]} at byte {at} of the line: it encodes no "
-        "character (a UTF-16 half with no pair)"
+        f"escaped lone surrogate {lone[1]} at column {at + 1}: it encodes no character (a UTF-16 half with no pair)"
     )
     out.append(_violation("E117", message, lno, off, column=at + 1))
 
@@ -622,9 +638,9 @@ _LINE_RULES: Final[tuple[dict[str, tuple[_LineRule, ...]], dict[str, tuple[_Line
 class _Block:
     """An open block: where it started and, for JSON payloads, its deltas so far."""
 
-    __slots__ = ("id", "line", "name", "offset", "parts", "size", "unchecked")
+    __slots__ = ("begun", "id", "line", "name", "offset", "parts", "size", "unchecked")
 
-    def __init__(self, line: int, offset: int, id: object, name: object, keep: bool) -> None:
+    def __init__(self, line: int, offset: int, id: object, name: object, keep: bool, begun: bool = False) -> None:
         self.line = line
         self.offset = offset
         self.id = id
@@ -632,6 +648,7 @@ class _Block:
         self.parts: list[str] | None = [] if keep else None
         self.size = 0
         self.unchecked = False  # W149 reported; deltas no longer kept
+        self.begun = begun  # a continuation's block that may have opened before its first line [V2.1-e]
 
 
 class _Agent:
@@ -640,11 +657,13 @@ class _Agent:
     __slots__ = (
         "after_final_reported",
         "calls",
+        "carried",
         "citations_closed",
         "final_done",
         "has_text",
         "meta_init",
         "open",
+        "seen",
         "server_calls",
     )
 
@@ -657,6 +676,11 @@ class _Agent:
         self.citations_closed = False  # the last completed text's citation block has closed
         self.calls: dict[str, None] = {}  # tool_call ids awaiting a tool_result (ordered set)
         self.server_calls: dict[str, None] = {}
+        # [V2.1-e] In a continuation, an agent whose first line is not meta_init started
+        # before it (``carried``); ``seen`` holds the types of its lines so far: the first
+        # block of each other type may have opened before the continuation's first line.
+        self.carried = False
+        self.seen: set[str] | None = None
 
 
 def _remember(pending: dict[str, None], id: str) -> None:
@@ -681,6 +705,7 @@ class Validator:
     __slots__ = (
         "_agents",
         "_closed",
+        "_continuation",
         "_count",
         "_done",
         "_done_reported",
@@ -705,6 +730,7 @@ class Validator:
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_payload_bytes: int = DEFAULT_MAX_LINE_BYTES,
         profile: Profile = "default",
+        continuation: bool = False,
     ) -> None:
         """Create a validator.
 
@@ -714,6 +740,9 @@ class Validator:
                 payload checks; a larger payload is reported (W149), not checked.
             profile: ``"default"``, or ``"seed"``: the control types are sent whole,
                 exempt from the bound, and one sent in several lines is W129 (spec §10.2).
+            continuation: the stream's first response resumes one whose start it does not
+                hold (the answer to a ``Last-Event-ID``, spec §2.1-c): what lay before its
+                first line is not judged (validation.md [V2.1-e]).
 
         Raises:
             ValueError: an unknown profile.
@@ -728,6 +757,7 @@ class Validator:
         #: Types the profile's clients do not know (spec §10.2-d): E119.
         self._refused: frozenset[str] = SEED_UNKNOWN_TYPES if profile == "seed" else frozenset()
         self._agents: dict[str, _Agent] = {}
+        self._continuation = continuation  # until the recording's next response (spec §8.5)
         self._count = 0  # lines fed, [DONE] included
         self._plain = 0  # plain (not RawLine) lines fed, blank ones included
         self._next_offset = 0  # for plain lines: offset of the next one
@@ -841,7 +871,7 @@ class Validator:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            message = f"invalid UTF-8 at byte {exc.start} of the line ({exc.reason})"
+            message = f"invalid UTF-8 at column {exc.start + 1} ({exc.reason})"
             _e100_not_utf8(message, lno, off, out, exc.start + 1)
             return
         self._line(text, len(data), lno, off, out)
@@ -932,6 +962,7 @@ class Validator:
             if block is None:
                 if (
                     kind == "meta_init"  # E162 or the agent's first
+                    or (st.seen is not None and kind not in st.seen)  # [V2.1-e] may have begun before
                     or "meta_compaction" in st.open  # E130
                     or (kind == "tool_result" and wid not in st.calls)  # W165
                     or (not final and kind in whole_types)  # W129
@@ -973,7 +1004,9 @@ class Validator:
                 self._open_count -= 1
                 if kind in json_types:
                     payload = None if parts is None else "".join(parts)
-                    self._closed_block(st, agent, kind, payload, block.line, block.offset, out, where(k)[0])
+                    self._closed_block(
+                        st, agent, kind, payload, block.line, block.offset, out, where(k)[0], begun=block.begun
+                    )
                 elif kind == "text":
                     st.has_text = True
                     st.citations_closed = False
@@ -997,7 +1030,7 @@ class Validator:
             try:
                 size = len(text.encode("utf-8"))
             except UnicodeEncodeError as exc:
-                message = f"lone surrogate U+{ord(text[exc.start]):04X} at character {exc.start} cannot be UTF-8"
+                message = f"lone surrogate U+{ord(text[exc.start]):04X} at character offset {exc.start} cannot be UTF-8"
                 _e100_not_utf8(message, lno, off, out)
                 return
         self._line(text, size, lno, off, out)
@@ -1052,7 +1085,7 @@ class Validator:
             at = len(text[:deep].encode("utf-8"))
             message = (
                 f"the line nests arrays and objects deeper than {MAX_NESTING_DEPTH} levels "
-                f"(byte {at}); it is not parsed (spec/limits.md)"
+                f"(column {at + 1}); it is not parsed (spec/limits.md)"
             )
             _e116_too_deep(message, lno, off, out, column=at + 1)
             return None
@@ -1117,6 +1150,7 @@ class Validator:
         """A recording's next response starts: end this one (E120 per open block), start afresh."""
         self._e120_unclosed(out)
         self._agents.clear()  # in place: the batch loop (_run) holds this dict
+        self._continuation = False  # [V2.1-e] a next response starts at its own start
         self._open_count = 0
         self._done = False
         self._done_reported = False
@@ -1168,6 +1202,10 @@ class Validator:
     ) -> None:
         """The line's move in its key's block (spec §7.2): open, continue or close, with the rules each move meets."""
         st, first = self._agent(agent, kind, lno, off, out)
+        # [V2.1-e] in a continuation, a block may have opened before the first line seen of it
+        begun = (st.seen is not None and kind not in st.seen) or (first and self._continuation)
+        if st.seen is not None:
+            st.seen.add(kind)
         if kind in _ATOMIC:
             if kind == "citation":
                 self._citation(st, agent, final, lno, off, out)
@@ -1181,11 +1219,11 @@ class Validator:
             wid = obj.get("id")
             self._announce(st, agent, kind, wid, first, lno, off, out)
             if final:
-                self._closed_block(st, agent, kind, delta, lno, off, out)
+                self._closed_block(st, agent, kind, delta, lno, off, out, begun=begun)
                 return
             if kind in self._whole_types:
                 _w129_split_control(agent, kind, lno, off, out)
-            block = _Block(lno, off, wid, obj.get("name"), kind in _JSON_TYPES)
+            block = _Block(lno, off, wid, obj.get("name"), kind in _JSON_TYPES, begun)
             st.open[kind] = block
             self._open_count += 1
         elif kind in _ID_TYPES:
@@ -1196,7 +1234,7 @@ class Validator:
             del st.open[kind]
             self._open_count -= 1
             payload = None if block.parts is None else "".join(block.parts)
-            self._closed_block(st, agent, kind, payload, block.line, block.offset, out, lno)
+            self._closed_block(st, agent, kind, payload, block.line, block.offset, out, lno, begun=block.begun)
 
     def _agent(self, agent: str, kind: str, lno: int, off: int, out: list[Violation]) -> tuple[_Agent, bool]:
         """The agent's state, and whether this is its first message (spec §8.1: W163, E164)."""
@@ -1204,7 +1242,12 @@ class Validator:
         first = st is None
         if st is None:
             st = self._agents[agent] = _Agent()
-            _w163_first_message(agent, kind, lno, off, out)
+            if not self._continuation:
+                _w163_first_message(agent, kind, lno, off, out)
+            elif kind != "meta_init":
+                # [V2.1-e] a continuation starts mid-stream: this agent began before it
+                st.carried = True
+                st.seen = set()
         if st.final_done:
             _e164_after_final(st, agent, kind, lno, off, out)
         return st, first
@@ -1222,6 +1265,8 @@ class Validator:
             _remember(st.calls, wid)
         elif kind == "server_tool_call":
             _remember(st.server_calls, wid)
+        elif st.carried:  # [V2.1-e] its call may be before the continuation: answered, not judged
+            (st.calls if kind == "tool_result" else st.server_calls).pop(wid, None)
         elif kind == "tool_result":
             _w165_unannounced_result(st, wid, agent, lno, off, out)
         elif kind == "server_tool_result":
@@ -1253,8 +1298,14 @@ class Validator:
         off: int,
         out: list[Violation],
         last: int | None = None,
+        *,
+        begun: bool = False,
     ) -> None:
-        """A block has just closed: update the agent's flags and check its payload (spec §7.5)."""
+        """A block has just closed: update the agent's flags and check its payload (spec §7.5).
+
+        ``begun``: the block may have opened before a continuation's first line [V2.1-e],
+        so a payload that does not parse may be the tail of one: not reported.
+        """
         if kind == "text":
             st.has_text = True
             st.citations_closed = False
@@ -1268,14 +1319,15 @@ class Validator:
             # spec §6.7-a: a payload nested deeper than the limit is not parsed (given raw, §7.5)
             message = (
                 f"{kind} payload ({where}) nests arrays and objects deeper than {MAX_NESTING_DEPTH} "
-                f"levels (character {deep}); it is not parsed (spec/limits.md)"
+                f"levels (character offset {deep}); it is not parsed (spec/limits.md)"
             )
             _e116_too_deep(message, lno, off, out, agent, kind)
             return
         try:
             value = _decode_json(payload)
         except msgspec.MsgspecError as exc:
-            _e140_payload_not_json(payload, exc, kind, where, agent, lno, off, out)
+            if not begun:
+                _e140_payload_not_json(payload, exc, kind, where, agent, lno, off, out)
             return
         _e141_payload_shape(value, kind, where, agent, lno, off, out)
         if kind == "meta_init" and isinstance(value, dict):
@@ -1287,7 +1339,8 @@ class Validator:
         """An image joins the open tool_result of its agent (spec §7.3): E122, E123."""
         block = st.open.get("tool_result")
         if block is None:
-            _e122_image_outside(agent, lno, off, out)
+            if not (st.seen is not None and "tool_result" not in st.seen):  # [V2.1-e] opened before?
+                _e122_image_outside(agent, lno, off, out)
             return
         _e123_image_id(obj, block, agent, lno, off, out)
 
@@ -1298,7 +1351,8 @@ class Validator:
             if st.open:
                 _e130_compaction_order(st, agent, "citation", lno, off, out)
             if not st.has_text:
-                _e126_citation_without_text(agent, lno, off, out)
+                if not st.carried:  # [V2.1-e] its text may be before the continuation
+                    _e126_citation_without_text(agent, lno, off, out)
             elif st.citations_closed:
                 _w128_split_citations(agent, lno, off, out)
             if not final:
@@ -1430,7 +1484,12 @@ def _e110_truncated(message: str, lno: int, off: int, out: list[Violation]) -> N
 
 @_rule("E109")
 def _e109_line_over_cap(message: str, lno: int, off: int, column: int, out: list[Violation]) -> None:
-    # [V2.3-a] a physical line over the reader's cap is refused, and checking resumes after it
+    # [V2.3-a] a physical line over the reader's cap is refused, and checking resumes after it;
+    # the message says what to do (validation.md §2.2: a refusal with no remedy left the user stuck)
+    message += (
+        ". Envelope lines are far shorter (spec §6.1): this is likely a file without line ends, or a "
+        "pretty-printed or binary one; give one envelope per line, or raise the reader's cap (max_line_bytes)"
+    )
     out.append(_violation("E109", message, lno, off, column=column))
 
 
@@ -1589,7 +1648,7 @@ def _e140_payload_not_json(
     why = (
         _reason(exc)
         if lone is None
-        else f"it holds an escaped lone surrogate {lone[1]} at character {lone[0]} (spec §6.4)"
+        else f"it holds an escaped lone surrogate {lone[1]} at character offset {lone[0]} (spec §6.4)"
     )
     out.append(_violation("E140", f"{kind} payload ({where}) is not JSON: {why}", lno, off, agent, kind))
 
@@ -1816,6 +1875,7 @@ def validate(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     profile: Profile = "default",
+    continuation: bool = False,
 ) -> Iterator[Violation]:
     """Check a stream of envelope lines lazily, in bounded memory.
 
@@ -1823,11 +1883,12 @@ def validate(
         lines: envelope lines (``[DONE]`` included) as bytes, str or ``RawLine``.
         max_bytes: the bound on one line (spec §6.1).
         profile: the profile to judge by, ``"default"`` or ``"seed"`` (spec §10).
+        continuation: the stream resumes one whose start it does not hold (``Validator``).
 
     Yields:
         Each violation as soon as it is known; the end-of-stream ones last.
     """
-    validator = Validator(max_bytes=max_bytes, profile=profile)
+    validator = Validator(max_bytes=max_bytes, profile=profile, continuation=continuation)
     for line in lines:
         yield from validator.feed(line)
     yield from validator.close()
@@ -1926,6 +1987,7 @@ class StreamValidator:
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         profile: Profile = "default",
+        continuation: bool = False,
     ) -> None:
         """Create a validator for one recording.
 
@@ -1934,11 +1996,13 @@ class StreamValidator:
             max_bytes: the bound on one envelope line (spec §6.1).
             max_line_bytes: the reader's cap on one physical line (spec §2.3).
             profile: the profile to judge by, ``"default"`` or ``"seed"`` (spec §10).
+            continuation: the recording's first response resumes one whose start it does
+                not hold, as a server answers ``Last-Event-ID`` (``Validator``, [V2.1-e]).
 
         Raises:
             ValueError: an unknown profile.
         """
-        self.validator: Final = Validator(max_bytes=max_bytes, profile=profile)
+        self.validator: Final = Validator(max_bytes=max_bytes, profile=profile, continuation=continuation)
         self._format: Literal["auto", "sse", "jsonl"] = format
         self.format: Literal["sse", "jsonl"] | None = None if format == "auto" else format
         self._max_line = max_line_bytes

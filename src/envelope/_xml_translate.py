@@ -187,7 +187,7 @@ class _Translator(_Scanner):
             # §M2.9-b (spec/limits.md L2): measured before any parser recurses.
             self._problem(
                 f"{what} nests deeper than MAX_NESTING_DEPTH={MAX_NESTING_DEPTH} "
-                f"(at character {deep}); carried as text",
+                f"(at character offset {deep}); carried as text",
                 pos,
                 "M2.9",
             )

@@ -31,6 +31,7 @@ import msgspec
 
 from ._check import DEFAULT_GAP_SECONDS, CheckSummary, PendingTools, ResponseCheck
 from ._limits import DEFAULT_MAX_BYTES
+from .cli import add_max_line_bytes, code_advice, discard
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -132,6 +133,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"the bound on one envelope line in bytes (default: {DEFAULT_MAX_BYTES})",
     )
+    add_max_line_bytes(parser)
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors, exit 1 (default: off)")
     parser.add_argument(
         "--follow-frontend-tools",
@@ -192,6 +194,8 @@ def _load(text: str, what: str) -> object:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{what} is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:  # the reader's own limit, near 1,000 levels: an error, never a traceback
+        raise UsageError(f"{what} nests arrays and objects too deeply to read") from None
 
 
 def _headers(items: Sequence[str]) -> list[tuple[str, str]]:
@@ -207,41 +211,69 @@ def _headers(items: Sequence[str]) -> list[tuple[str, str]]:
 
 
 class _Output:
-    """Prints diagnostics as they come (text or streamed JSON) and the summaries at the end."""
+    """Prints diagnostics as they come (text or streamed JSON) and the summaries at the end.
 
-    def __init__(self, as_json: bool, follow: bool, out: IO[str], err: IO[str]) -> None:
+    A stream that cannot be written (a full disk) is remembered, not raised: the check
+    goes on to the end (the capture of ``--save`` stays whole), and ``run`` reports the
+    failure and exits 2 (spec/cli.md C3-c, check §5-a). A broken pipe still propagates
+    (spec/cli.md C4).
+    """
+
+    def __init__(self, as_json: bool, follow: bool, out: IO[str], err: IO[str], max_line_bytes: int) -> None:
         self.as_json = as_json
+        self.max_line_bytes = max_line_bytes
         self.follow = follow
         self.out = out
         self.err = err
         self.first = True
+        #: The streams that failed: ``(name, the system's reason, errno)``, in order.
+        self.failures: list[tuple[str, str, int | None]] = []
         if as_json:
-            out.write('{"violations": [\n')
-            out.flush()
+            self._put(out, '{"violations": [\n')
+
+    def _put(self, stream: IO[str], text: str) -> None:
+        name = "<stdout>" if stream is self.out else "<stderr>"
+        if any(failed == name for failed, _, _ in self.failures):
+            return
+        try:
+            stream.write(text)
+            stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            self.failures.append((name, exc.strerror or str(exc), exc.errno))
+            discard(stream)
+        except (AttributeError, ValueError):  # closed: started with `2>&-` (None), or closed since
+            self.failures.append((name, "the stream is closed", None))
+
+    def error(self, text: str) -> None:
+        """One error line on stderr, when stderr can still be written."""
+        self._put(self.err, text + "\n")
 
     def diagnostic(self, url: str, index: int, v: Violation) -> None:
         if self.as_json:
             item: dict[str, object] = v.to_dict()
             if self.follow:
                 item = {"response": index, "url": url, **item}
-            self.out.write(("" if self.first else ",\n") + "    " + msgspec.json.encode(item).decode())
+            self._put(self.out, ("" if self.first else ",\n") + "    " + msgspec.json.encode(item).decode())
             self.first = False
         else:
-            self.out.write(f"{url}:{v.line}:{v.column}: {v.code} {v.message}\n")
-        self.out.flush()
+            advice = code_advice(v.code, self.max_line_bytes)
+            self._put(self.out, f"{url}:{v.line}:{v.column}: {v.code} {v.message}{advice}\n")
 
     def finish(self, summaries: list[CheckSummary]) -> None:
         if self.as_json:
             items = ",\n".join("    " + msgspec.json.encode(s.to_dict()).decode() for s in summaries)
-            self.out.write(("" if self.first else "\n") + '], "responses": [\n' + items + "\n]}\n")
-            self.out.flush()
-        for s in summaries:
-            self.err.write(_render(s))
+            self._put(self.out, ("" if self.first else "\n") + '], "responses": [\n' + items + "\n]}\n")
+        text = "".join(_render(s) for s in summaries)
         errors = sum(s.errors for s in summaries)
         warnings = sum(s.warnings for s in summaries)
         n = len(summaries)
-        self.err.write(f"{errors} error(s), {warnings} warning(s) in {n} response{'' if n == 1 else 's'}\n")
-        self.err.flush()
+        text += f"{errors} error(s), {warnings} warning(s) in {n} response{'' if n == 1 else 's'}\n"
+        self._put(self.err, text)
+        for name, reason, errno in self.failures:
+            advice = "; free some space or write somewhere else" if errno == 28 else ""
+            self.error(f"{name}: error: {reason}{advice} (the report is incomplete)")
 
 
 def _seconds(value: float | None) -> str:
@@ -259,6 +291,10 @@ def _render(s: CheckSummary) -> str:
     where = f"before line {s.longest_gap_line}" if s.longest_gap_line else "before the end"
     verdict = "unusable" if s.unusable else ("valid" if not s.errors else "invalid")
     ending = "[DONE]" if s.done else "no [DONE]"
+    if s.continuation:
+        ending += ", a continuation (Last-Event-ID)"
+        if s.status == 204:
+            ending = "nothing after Last-Event-ID: the stream had ended (HTTP 204)"
     return (
         f"summary of {s.url} ({status})\n"
         f"  {_n(s.lines, 'envelope line')}, {_n(s.agents, 'agent')}, {_n(s.blocks, 'block')}, {_n(s.bytes, 'byte')}, "
@@ -292,12 +328,18 @@ def run(args: argparse.Namespace, *, out: IO[str] | None = None, err: IO[str] | 
         out: where diagnostics go (default: standard output).
         err: where the summary and errors go (default: standard error).
     """
+    if out is None and sys.stdout is None:  # spec/cli.md C3-b: started with `>&-`
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            sys.stderr.write("<stdout>: error: standard output is closed; redirect it to a file\n")
+        return 2
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     try:
         return _run(args, out, err)
     except UsageError as exc:
-        err.write(f"envelope check: error: {exc}\n")
+        with contextlib.suppress(OSError, AttributeError, ValueError):  # no stderr: the status still says it
+            err.write(f"envelope check: error: {exc}\n")
+            err.flush()
         return 2
 
 
@@ -328,7 +370,7 @@ def _run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             save = open(args.save, "wb")  # noqa: SIM115  # closed in the finally below
         except OSError as exc:
             raise UsageError(f"--save: cannot write {args.save}: {exc.strerror or exc}") from None
-    printer = _Output(args.format == "json", args.follow_frontend_tools, out, err)
+    printer = _Output(args.format == "json", args.follow_frontend_tools, out, err, args.max_line_bytes)
     summaries: list[CheckSummary] = []
     try:
         with httpx2.Client(timeout=httpx2.Timeout(args.timeout), follow_redirects=False) as client:
@@ -340,7 +382,7 @@ def _run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                 if not (args.follow_frontend_tools and pending and not check.summary.unusable):
                     break
                 if len(summaries) >= MAX_RESPONSES:
-                    err.write(f"envelope check: stopped after {MAX_RESPONSES} responses, the run still pausing\n")
+                    printer.error(f"envelope check: stopped after {MAX_RESPONSES} responses, the run still pausing")
                     break
                 # spec check §4-a [C4-a]: the answers go to the resume endpoint; its response is checked too.
                 target, body = resume_url, _resume_body(pending, answers)
@@ -348,8 +390,8 @@ def _run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         if save is not None:
             save.close()
     printer.finish(summaries)
-    # spec check §5-a [C5-a]: unusable before violations, violations before warnings.
-    if any(s.unusable for s in summaries):
+    # spec check §5-a [C5-a]: unusable (or an output not written) before violations, violations before warnings.
+    if printer.failures or any(s.unusable for s in summaries):
         return 2
     if any(s.errors for s in summaries) or (args.strict and any(s.warnings for s in summaries)):
         return 1
@@ -370,7 +412,17 @@ def _one(
     import httpx2
 
     shown = str(url)
-    check = ResponseCheck(shown, max_bytes=args.max_bytes, gap_seconds=args.max_gap)
+    # spec check §3.3-a [C3.3-a]: a request with Last-Event-ID asks for what follows that
+    # event, so its response starts mid-stream (only the first request: a resume answer
+    # starts a response of its own, spec §8.4).
+    resumed = index == 0 and any(k.lower() == "last-event-id" and v for k, v in headers)
+    check = ResponseCheck(
+        shown,
+        max_bytes=args.max_bytes,
+        gap_seconds=args.max_gap,
+        max_line_bytes=args.max_line_bytes,
+        continuation=resumed,
+    )
     send = list(headers)
     content = None
     if body is not None:
@@ -393,7 +445,7 @@ def _one(
             snippet = _first_bytes(response) if refused else b""
             items = response.headers.multi_items()
             report(check.head(response.status_code, response.reason_phrase, items, now(), snippet))
-            if refused:
+            if not check.wants_body:
                 report(check.close(now()))
                 return check
             timed_out = _read_body(response, check, save, now, report, args.timeout)

@@ -25,9 +25,10 @@ work is long (spec/cli.md C6).
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Final, Literal
 
@@ -35,7 +36,7 @@ import msgspec
 
 from ._decoder import RawLine, StreamReader
 from ._errors import EnvelopeError
-from ._limits import DEFAULT_MAX_BYTES
+from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES
 from ._reconstruct import Reconstructor
 from ._sse import DONE, frame
 from ._tree import tree
@@ -64,6 +65,18 @@ STDOUT_NAME: Final = "<stdout>"
 _SECTION_ADVICE: Final = {
     "M5.1": "give the agent with --agent UUID",
 }
+#: The same for violations, by code (spec/cli.md C2-c): the flag that changes the verdict.
+_CODE_ADVICE: Final = {
+    "E109": "the cap is --max-line-bytes N (now {max_line_bytes})",
+}
+
+
+def code_advice(code: str, max_line_bytes: int) -> str:
+    """The ``; WHAT TO DO`` part the command line adds to a violation's message ("" when none)."""
+    advice = _CODE_ADVICE.get(code)
+    return f"; {advice.format(max_line_bytes=max_line_bytes)}" if advice else ""
+
+
 #: The benchmark's stages, listed by ``envelope bench --help`` (a test compares this with
 #: the engine's own list, which is not imported until ``bench`` runs).
 BENCH_STAGES: Final = (
@@ -175,6 +188,36 @@ class _Input:
         return CliError(self.name, f"{what}: nothing to {command}", "check that the recording was written")
 
 
+class _Stderr:
+    """Standard error for messages: a stream that cannot be written (``2> /dev/full``) is
+    remembered, not raised, so the exit status still tells (spec/cli.md C3-d)."""
+
+    failed = False
+
+    @classmethod
+    def say(cls, text: str) -> None:
+        """Write one message line, unless stderr has already failed."""
+        if cls.failed:
+            return
+        try:
+            sys.stderr.write(text + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError, AttributeError):  # a full disk, a closed or missing stderr
+            cls.failed = True
+            discard(sys.stderr)
+
+
+def discard(stream: object) -> None:
+    """Point a failed stream's descriptor at /dev/null: the interpreter's last flush at exit
+    then succeeds (a failing one would turn any exit status into 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())  # type: ignore[attr-defined]  # a file object
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def _stdout() -> BinaryIO:
     if sys.stdout is None:  # started with stdout closed (`>&-`)
         raise CliError(STDOUT_NAME, "standard output is closed", "redirect it to a file, or use -o where offered")
@@ -223,14 +266,15 @@ class _Output:
 
 
 @contextmanager
-def _progress(source: _Input, label: str) -> Iterator[Callable[[], None]]:
+def _progress(source: _Input, label: str, *, shown: bool = True) -> Iterator[Callable[[], None]]:
     """Yield a callable that updates a progress bar with ``source.seen`` (spec/cli.md C6).
 
     The bar appears only when stderr is a terminal and the input is large (its size is
     known and at least ``PROGRESS_MIN_BYTES``, or that much has been read from a stream);
-    it is transient, so nothing of it stays in the terminal. Otherwise nothing is drawn.
+    it is transient, so nothing of it stays in the terminal. Otherwise (or when not
+    ``shown``: ``--quiet``) nothing is drawn.
     """
-    if not sys.stderr or not sys.stderr.isatty():
+    if not shown or not sys.stderr or not sys.stderr.isatty():
         yield lambda: None
         return
     bar: list[object] = []
@@ -264,6 +308,51 @@ def _progress(source: _Input, label: str) -> Iterator[Callable[[], None]]:
             bar[0].stop()  # type: ignore[attr-defined]  # rich's Progress
 
 
+@contextmanager
+def _destination(target: str | None) -> Iterator[_Output]:
+    """The output of a command: standard output, or the file ``-o`` names, written all or nothing.
+
+    A file is written as ``TARGET.partial`` beside it and renamed over ``TARGET`` only when
+    the block ends without an exception, so a failed command leaves no half file and an
+    existing ``TARGET`` untouched (spec/cli.md C3-e). A ``TARGET`` that exists and is not
+    a regular file (a device, a pipe) is written in place. Failures name ``TARGET``.
+    """
+    if not target:
+        out = _Output(_stdout(), STDOUT_NAME)
+        yield out
+        out.flush()
+        return
+    if os.path.isdir(target):
+        raise _os_error(target, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)), reading=False)
+    # A device or a pipe (/dev/full, /dev/stdout, a FIFO) is written in place: renaming a
+    # file over it would replace the device itself.
+    in_place = os.path.exists(target) and not os.path.isfile(target)
+    # A symbolic link keeps pointing where it did: the file it names is the one replaced.
+    final = os.path.realpath(target) if os.path.islink(target) else target
+    path = target if in_place else f"{final}.partial"
+    try:
+        out = _Output(open(path, "wb"), target)  # noqa: SIM115  # closed below
+    except OSError as exc:
+        raise _os_error(target, exc, reading=False) from None
+    try:
+        yield out
+        out.flush()
+        out.stream.close()
+    except BaseException:
+        with suppress(OSError):  # closing flushes again, and would fail as the write did
+            out.stream.close()
+        if not in_place:
+            os.unlink(path)
+        raise
+    if in_place:
+        return
+    try:
+        os.replace(path, final)
+    except OSError as exc:
+        os.unlink(path)
+        raise _os_error(target, exc, reading=False) from None
+
+
 def iter_lines(stream: BinaryIO, format: Literal["auto", "sse", "jsonl"] = "auto") -> Iterator[RawLine]:
     """Read a recorded stream in 64 KiB pieces and yield its envelope lines."""
     reader = StreamReader(format)
@@ -274,7 +363,7 @@ def iter_lines(stream: BinaryIO, format: Literal["auto", "sse", "jsonl"] = "auto
 
 def _reconstruct(args: argparse.Namespace) -> int:
     rebuilder = Reconstructor()
-    reader = StreamReader(args.input_format)
+    reader = StreamReader(args.input_format, max_line_bytes=args.max_line_bytes)
     source = _Input(args.file)
     try:
         with _progress(source, "reconstructing") as tick:
@@ -288,22 +377,64 @@ def _reconstruct(args: argparse.Namespace) -> int:
     finally:
         source.close()
     rebuilder.close()
-    out = _Output(_stdout(), STDOUT_NAME)
     transcript = rebuilder.transcript()
     data = tree(transcript).to_dict() if args.tree else transcript.to_dict()
-    out.write(msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n")
-    out.flush()
+    with _destination(args.output) as out:
+        out.write(msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n")
     return EXIT_OK
+
+
+def _warnings_mode(args: argparse.Namespace) -> str:
+    """``all``, ``summary`` or ``none`` (spec/cli.md C9-a): as asked, else by where stderr goes."""
+    if args.quiet:
+        return "none"
+    if args.warnings:
+        return str(args.warnings)
+    return "summary" if sys.stderr is not None and sys.stderr.isatty() else "all"
+
+
+class _WarningTally:
+    """The warnings of one migration, counted per code (the spec section), in order of first sight.
+
+    Memory: one entry per code, whatever the number of warnings.
+    """
+
+    def __init__(self) -> None:
+        self.codes: dict[str, tuple[int, MigrationWarning]] = {}
+        self.total = 0
+
+    def add(self, warning: MigrationWarning) -> None:
+        """Count one warning."""
+        self.total += 1
+        code = warning.section or "-"
+        count, first = self.codes.get(code, (0, warning))
+        self.codes[code] = (count + 1, first)
+
+    def lines(self, where: str) -> list[str]:
+        """The summary: one line per code (its count and its first warning), then the total."""
+        out = []
+        for code, (count, first) in self.codes.items():
+            label = f"spec §{code}" if code != "-" else "no spec section"
+            text = f"{first.position}: {first.message}" if str(first.position) else first.message
+            out.append(f"{where}: warning: {count} × {label}, the first at {text}")
+        kinds = _plural(len(self.codes), "code")
+        out.append(f"{where}: {_plural(self.total, 'warning')} ({kinds}); --warnings all prints each")
+        return out
 
 
 def _migrate(args: argparse.Namespace) -> int:
     source = _Input(args.file)
     recovered = 0
+    mode = _warnings_mode(args)
+    tally = _WarningTally()
 
     def warn(warning: MigrationWarning) -> None:
         nonlocal recovered
         recovered += warning.recovered
-        print(f"{source.name}: warning: {warning}", file=sys.stderr)
+        if mode == "all":
+            _Stderr.say(f"{source.name}: warning: {warning}")
+        elif mode == "summary":  # spec/cli.md C9-a: counted, said once at the end
+            tally.add(warning)
 
     migrator = XmlMigrator(
         agent=args.agent,
@@ -315,40 +446,25 @@ def _migrate(args: argparse.Namespace) -> int:
         on_warning=warn,
     )
     sse = args.format == "sse"
-    target = args.output
-    tmp = f"{target}.partial" if target else None
-    if tmp:
-        try:
-            out = _Output(open(tmp, "wb"), target)  # noqa: SIM115  # closed below
-        except OSError as exc:
-            source.close()
-            raise _os_error(target, exc, reading=False) from None
-    else:
-        out = _Output(_stdout(), STDOUT_NAME)
-
-    def write(lines: list[bytes]) -> None:
-        for line in lines:
-            out.write((DONE if line == DONE_LINE else frame(line)) if sse else line + b"\n")
-
     try:
-        with _progress(source, "migrating") as tick:
-            while chunk := source.read():
-                write(migrator.feed(chunk))
-                tick()
-        if source.blank:  # spec/cli.md C5
-            raise source.empty_error("migrate")
-        write(migrator.close())
-        out.flush()
-    except BaseException:
-        if tmp:
-            out.stream.close()
-            os.unlink(tmp)
-        raise
+        with _destination(args.output) as out:
+
+            def write(lines: list[bytes]) -> None:
+                for line in lines:
+                    out.write((DONE if line == DONE_LINE else frame(line)) if sse else line + b"\n")
+
+            with _progress(source, "migrating", shown=not args.quiet) as tick:
+                while chunk := source.read():
+                    write(migrator.feed(chunk))
+                    tick()
+            if source.blank:  # spec/cli.md C5
+                raise source.empty_error("migrate")
+            write(migrator.close())
     finally:
         source.close()
-    if tmp and target:
-        out.stream.close()
-        os.replace(tmp, target)  # all or nothing: a failed migration leaves no half file
+        if tally.total:  # also when the migration stopped: what was seen before the error
+            for line in tally.lines(source.name):
+                _Stderr.say(line)
     return EXIT_FOUND if recovered else EXIT_OK
 
 
@@ -392,7 +508,13 @@ def _validate_one(path: str, args: argparse.Namespace, emit: Callable[[str, Viol
     Raises:
         CliError: the file cannot be opened or read, or it is empty (spec/cli.md C5).
     """
-    checker = StreamValidator(args.input_format, max_bytes=args.max_bytes, profile=args.profile)
+    checker = StreamValidator(
+        args.input_format,
+        max_bytes=args.max_bytes,
+        profile=args.profile,
+        max_line_bytes=args.max_line_bytes,
+        continuation=args.continuation,
+    )
     errors = warnings = 0
     source = _Input(path)
     try:
@@ -417,6 +539,21 @@ def _validate_one(path: str, args: argparse.Namespace, emit: Callable[[str, Viol
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _summary(errors: int, warnings: int, files: int, unusable: int) -> str:
+    """``validate``'s last line: what was found, whatever happened to the report (C3-c).
+
+    A file that could not be checked leads the line (C3-a): ``0 error(s) in 1 file`` for a
+    file that was never read would look clean to a person and to a script.
+    """
+    counts = f"{errors} error(s), {warnings} warning(s)"
+    if not unusable:
+        return f"{counts} in {_plural(files, 'file')}"
+    failed = f"could not check {unusable} of {_plural(files, 'file')}"
+    if unusable == files:
+        return f"{failed}: nothing was validated"
+    return f"{failed}; {counts} in the {files - unusable} checked"
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -445,7 +582,8 @@ def _validate(args: argparse.Namespace) -> int:
             out.write((b"" if first else b",\n") + b"    " + msgspec.json.encode(item))
             first = False
         else:
-            text = f"{_shown(path)}:{violation.line}:{violation.column}: {violation.code} {violation.message}\n"
+            advice = code_advice(violation.code, args.max_line_bytes)
+            text = f"{_shown(path)}:{violation.line}:{violation.column}: {violation.code} {violation.message}{advice}\n"
             out.write(text.encode("utf-8", "backslashreplace"))
 
     if as_json:
@@ -455,7 +593,7 @@ def _validate(args: argparse.Namespace) -> int:
         try:
             e, w = _validate_one(path, args, emit)
         except CliError as exc:
-            print(exc, file=sys.stderr)
+            _Stderr.say(str(exc))
             unusable += 1
             continue
         errors += e
@@ -464,13 +602,8 @@ def _validate(args: argparse.Namespace) -> int:
         out.write((b"" if first else b"\n") + b"]}\n")
     out.flush()
     if out.failure is not None:
-        print(f"{out.failure} (the report is incomplete)", file=sys.stderr)
-    # The summary counts what was found, whatever happened to the report (C3).
-    files = len(args.files)
-    summary = f"{errors} error(s), {warnings} warning(s) in {_plural(files, 'file')}"
-    if unusable:
-        summary += f"; {unusable} of them could not be checked"
-    print(summary, file=sys.stderr)
+        _Stderr.say(f"{out.failure} (the report is incomplete)")
+    _Stderr.say(_summary(errors, warnings, len(args.files), unusable))
     if unusable or out.failure is not None:
         return EXIT_UNUSABLE
     if errors or (args.strict and warnings):
@@ -501,6 +634,19 @@ def _add_input_format(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="the input format (default: auto, detected from the first byte that is not whitespace)",
     )
+    add_max_line_bytes(parser)
+
+
+def add_max_line_bytes(parser: argparse.ArgumentParser) -> None:
+    """``--max-line-bytes N``: the reader's cap on one physical line (spec §2.3, E109's remedy)."""
+    parser.add_argument(
+        "--max-line-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_LINE_BYTES,
+        metavar="N",
+        help=f"the reader's cap on one physical line in bytes; a longer line is refused (E109) "
+        f"(default: {DEFAULT_MAX_LINE_BYTES})",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -527,9 +673,16 @@ def _parser() -> argparse.ArgumentParser:
         "Errors name the line and byte, and exit with status 2.",
         epilog="examples:\n"
         "  envelope reconstruct fixtures/golden/seed_tool_result_multimodal/input.sse\n"
-        "  curl -sN https://example.test/stream | envelope reconstruct -",
+        "  curl -sN https://example.test/stream | envelope reconstruct -\n"
+        "  envelope reconstruct --tree capture.sse -o transcript.json",
     )
     rec.add_argument("file", metavar="FILE", help="the recording, or - for standard input")
+    rec.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="write the transcript here, only on success (default: standard output)",
+    )
     rec.add_argument(
         "--tree",
         action="store_true",
@@ -542,11 +695,13 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         help="convert a legacy XML stream (raw SSE capture or tag text) to JSON envelopes",
         description="Convert a legacy XML tag stream to JSON envelopes (spec/legacy-xml.md). Writes SSE\n"
-        "to standard output by default; warnings and errors (with line and byte) go to stderr.\n"
+        "to standard output by default; errors and warnings (with line and byte offset) go to\n"
+        "stderr: each warning, or on a terminal one line per warning code with its count (--warnings).\n"
         "Exit 0: converted; 1: converted, but --lenient recovered from broken input; 2: not converted.",
         epilog="examples:\n"
         "  envelope migrate fixtures/corpus/legacy_xml_sse_capture.txt --format jsonl -o capture.jsonl\n"
-        "  printf '<content-block-text>hi</content-block-text>' | envelope migrate - --agent UUID",
+        "  printf '<content-block-text>hi</content-block-text>' | envelope migrate - --agent UUID\n"
+        "  envelope migrate big-log.txt --warnings summary -o big-log.sse",
     )
     mig.add_argument("file", metavar="FILE", help="the legacy stream, or - for standard input")
     mig.add_argument("--format", choices=("sse", "jsonl"), default="sse", help="output framing (default: sse)")
@@ -578,6 +733,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"the bound on each line in bytes (default: {DEFAULT_MAX_BYTES})",
     )
+    loud = mig.add_mutually_exclusive_group()
+    loud.add_argument(
+        "--warnings",
+        choices=("all", "summary", "none"),
+        help="each warning as it comes, one line per warning code with its count at the end, or none "
+        "(default: summary when stderr is a terminal, all otherwise)",
+    )
+    loud.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no warnings and no progress bar; errors are still shown (default: off)",
+    )
     mig.set_defaults(handler=_migrate)
     stages = "\n".join(f"  {key:<27} {about}" for key, about in BENCH_STAGES)
     bench = commands.add_parser(
@@ -586,15 +754,20 @@ def _parser() -> argparse.ArgumentParser:
         help="compare speed and memory with the stdlib baseline, peers and msgspec",
         description="Compare the codec's speed and memory with a stdlib baseline, peers and the practical\n"
         "limits; print the table, check the targets, and write DIR/bench.md and DIR/bench.png.\n"
-        "Each stage runs in a fresh process. Needs the checkout's benchmarks/ and the bench extra\n"
-        "(pip install -e '.[bench]').\n\n"
+        "Each stage runs in a fresh process; in a stage every round runs every candidate once, and\n"
+        "each target is the median of the per-round CPU-time ratios, its spread printed beside it\n"
+        "(a spread across the goal is reported as too noisy, neither met nor missed).\n"
+        "Needs the checkout's benchmarks/ and the bench extra (pip install -e '.[bench]').\n\n"
         f"stages (--stage KEY):\n{stages}",
         epilog="examples:\n"
         "  envelope bench                        # every stage, 100 MiB, 5 rounds (several minutes)\n"
-        "  envelope bench --size-mb 10 --stage read --stage validate",
+        "  envelope bench --size-mb 10 --stage read --stage validate\n"
+        "  envelope bench --stage emit_small --stage emit_10m_escape --rounds 11   # the emitter's targets",
     )
     bench.add_argument("--size-mb", type=float, default=100.0, help="read stream size in MiB (default: 100)")
-    bench.add_argument("--rounds", type=int, default=5, help="timed passes per candidate (default: 5)")
+    bench.add_argument(
+        "--rounds", type=int, default=5, help="rounds: timed passes per candidate, alternated (default: 5)"
+    )
     bench.add_argument(
         "--out", default="bench-out", metavar="DIR", help="where to write bench.md, bench.png (default: bench-out)"
     )
@@ -651,6 +824,13 @@ def _parser() -> argparse.ArgumentParser:
         "(default: default)",
     )
     val.add_argument(
+        "--continuation",
+        action="store_true",
+        help='the recording resumes a stream after a Last-Event-ID (as \'envelope check -H "Last-Event-ID: ID" '
+        "--save FILE' records it): agents and blocks may have begun before its first line "
+        "(default: off, the recording holds each response from its start)",
+    )
+    val.add_argument(
         "--explain", metavar="CODE", help="print what a code means (e.g. E107) and exit (default: validate files)"
     )
     _add_input_format(val)
@@ -666,7 +846,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _library_error(args: argparse.Namespace, exc: EnvelopeError) -> CliError:
     where = _shown(getattr(args, "file", None) or "-") if args.command != "bench" else "envelope bench"
-    return CliError(where, str(exc), _SECTION_ADVICE.get(getattr(exc, "section", None) or "", ""))
+    advice = _SECTION_ADVICE.get(getattr(exc, "section", None) or "", "")
+    if "longer than max_line_bytes=" in exc.message and hasattr(args, "max_line_bytes"):
+        # the reader's cap (spec §2.3): the library's message names its parameter, not the flag (C2-b)
+        advice = f"give one envelope per line, or raise the cap with --max-line-bytes N (now {args.max_line_bytes})"
+    return CliError(where, str(exc), advice)
 
 
 def _silence_stdout() -> None:
@@ -691,21 +875,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         output went away (a broken pipe); 130 interrupted.
     """
     args = _parser().parse_args(argv)
+    _Stderr.failed = False  # per run: main() may be called more than once in a process
     try:
         status: int = args.handler(args)
     except BrokenPipeError:  # spec/cli.md C4: the reader stopped reading; not an error
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except CliError as exc:
-        print(exc, file=sys.stderr)
+        _Stderr.say(str(exc))
         return EXIT_UNUSABLE
     except EnvelopeError as exc:
-        print(_library_error(args, exc), file=sys.stderr)
+        _Stderr.say(str(_library_error(args, exc)))
         return EXIT_UNUSABLE
     except OSError as exc:  # anything the handlers did not name: the file the system names
         where = exc.filename if isinstance(exc.filename, str) else f"envelope {args.command}"
-        print(_os_error(where, exc, reading=False), file=sys.stderr)
+        _Stderr.say(str(_os_error(where, exc, reading=False)))
         return EXIT_UNUSABLE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    return status
+    # spec/cli.md C3-c: a message that could not be written is an output that failed.
+    return EXIT_UNUSABLE if _Stderr.failed else status

@@ -26,7 +26,7 @@ def test_agreement_runs_both_tools_on_one_stage(tmp_path: Path, capsys: pytest.C
     (stage,) = doc
     assert stage["ours"] == "ours: XmlMigrator"
     for tool in ("bench", "suite"):
-        assert set(stage[tool]) == {"ours: XmlMigrator", "UTF-8 decode"}
+        assert set(stage[tool]) == {"ours: XmlMigrator", "stdlib html.parser tokenizer", "UTF-8 decode"}
         assert stage[tool]["ours: XmlMigrator"] == [1.0, 1.0]
         assert all(r > 0 for r in stage[tool]["UTF-8 decode"])
     md = (tmp_path / "agreement.md").read_text(encoding="utf-8")

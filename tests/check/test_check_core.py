@@ -325,3 +325,17 @@ def test_findings_do_not_depend_on_chunking_fixed_seeds(n: int) -> None:
         _check_split(events, data)
 
     prop()
+
+
+def test_lines_and_pause_payloads_nested_too_deep_are_measured_not_parsed() -> None:
+    """spec §6.7-a, check [C3.1-b]: the check's own readers (the summary's head, the pause's calls) met msgspec's
+    recursion limit on a 100,000-deep member (RecursionError); now the validator's E116 is the verdict."""
+    deep = "[" * 100_000 + "]" * 100_000
+    line = b'{"type":"text","agent":"%s","final":true,"delta":"","x":%s}' % (AGENT.encode(), deep.encode())
+    calls = '[{"tool_use_id":"t","name":"n","input":' + deep + "}]"
+    em = Emitter(AGENT)
+    body = sse([*valid_lines()[:-1], line]) + b"".join(frame(x) for x in em.buffered("awaiting_frontend_tools", calls))
+    check, codes = run([body])
+    assert codes.count("E116") == 2  # the line, and the reassembled pause payload
+    assert check.pending is None  # a pause whose calls cannot be read is not answered
+    assert check.summary.lines == len(valid_lines()) + len(em.buffered("awaiting_frontend_tools", calls))

@@ -533,7 +533,7 @@ def test_help_says_what_defaults_and_examples(capsys: pytest.CaptureFixture[str]
     assert "examples:" in text
     assert "Exit status: 0 valid, 1 violations, 2 unusable" in " ".join(text.split())
     entries = re.split(r"\n  (?=-)", text.split("options:", 1)[1].split("examples:", 1)[0])[1:]
-    assert len(entries) == 12  # -h and the eleven options
+    assert len(entries) == 13  # -h and the twelve options
     for entry in entries:
         if not entry.startswith("-h, --help"):
             assert "default" in entry, f"{entry.split()[0]} does not say its default"
@@ -566,3 +566,108 @@ def test_broken_pipe_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.
     monkeypatch.setattr(check_module, "run", gone)
     assert main(["http://127.0.0.1:9/x"]) == 141
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("full", ["stdout", "stderr", "both"])
+def test_outputs_on_a_full_disk_exit_2(full: str) -> None:
+    """spec/cli.md [C3-c] [C3-d], check §5-a: an output that cannot be written is exit 2, whatever the
+    stream's verdict (issue 24 §6: both on /dev/full gave 1); the other output says which."""
+    cut = sse(valid_lines(), done=False)  # W161 and E209: exit 1 when the outputs work
+    with ScriptServer({"*": Script(steps=[cut])}) as server, open("/dev/full", "w") as dev_full:
+        out = dev_full if full in ("stdout", "both") else subprocess.PIPE
+        err = dev_full if full in ("stderr", "both") else subprocess.PIPE
+        proc = subprocess.run(
+            [sys.executable, "-m", "envelope", "check", server.url()],
+            stdout=out,
+            stderr=err,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert proc.returncode == 2
+    if full == "stdout":
+        assert "Traceback" not in proc.stderr
+        last = proc.stderr.splitlines()[-1]
+        assert last.startswith("<stdout>: error: No space left on device; free some space")
+        assert "1 error(s), 1 warning(s) in 1 response" in proc.stderr  # the judging went on
+    if full == "stderr":
+        assert codes(proc.stdout.splitlines()) == ["W161", "E209"]
+
+
+def test_a_last_event_id_continuation_is_judged_as_one(tmp_path: Path) -> None:
+    """check §3.3-a [C3.3-a]: with ``Last-Event-ID`` the response starts mid-stream: no W163 (issue 25 §4).
+
+    The same body without the header is a stream that should start with meta_init (W163),
+    and ``envelope validate --continuation`` on the saved body agrees with the check.
+    """
+    lines = valid_lines()
+    tail = sse(lines[2:])  # after the meta_init and the first text chunk (server S2.3-a replays from there)
+    assert_valid(sse(lines))
+    saved = tmp_path / "tail.sse"
+    with ScriptServer({"*": Script(steps=[tail])}) as server:
+        status, out, err = check([server.url(), "-H", "Last-Event-ID: run-1:0:2", "--save", str(saved)])
+        plain_status, plain_out, _ = check([server.url()])
+        assert server.requests[0].headers["last-event-id"] == "run-1:0:2"
+    assert (status, out) == (0, [])
+    assert "a continuation (Last-Event-ID)" in err
+    assert (plain_status, codes(plain_out)) == (0, ["W163"])
+    assert saved.read_bytes() == tail
+    assert cli_main(["validate", "--continuation", str(saved)]) == 0
+    assert cli_main(["validate", "--strict", str(saved)]) == 1
+
+
+def test_a_204_to_a_continuation_is_a_stream_that_had_ended() -> None:
+    """check §3.3-b [C3.3-b]: ``Last-Event-ID`` of the [DONE] event gets 204 (server S2.3-c): complete, exit 0."""
+    with ScriptServer({"*": Script(head=head("204 No Content"))}) as server:
+        status, out, err = check([server.url(), "-H", "Last-Event-ID: run-1:0:9"])
+        refused_status, refused_out, _ = check([server.url()])
+    assert (status, out) == (0, [])
+    assert "nothing after Last-Event-ID: the stream had ended (HTTP 204)" in err
+    assert refused_status == 1  # without the header a 204 is no event stream at all
+    assert "E203" in codes(refused_out)
+
+
+def test_data_nested_too_deep_is_a_usage_error(tmp_path: Path) -> None:
+    """[C3.1-b] ``--data @FILE`` nested past the JSON reader's limit: one message, exit 2, no traceback."""
+    body = tmp_path / "deep.json"
+    body.write_text("[" * 100_000 + "]" * 100_000)
+    status, out, err = check(["http://127.0.0.1:9/x", "--data", f"@{body}"])
+    assert (status, out) == (2, [])
+    assert err == "envelope check: error: --data nests arrays and objects too deeply to read\n"
+
+
+def test_e109_in_the_check_names_the_flag_that_raises_the_cap() -> None:
+    """spec/cli.md C2-c: the check prints E109 with ``--max-line-bytes`` as the remedy, and the flag reads the line."""
+    lines = valid_lines(text="z" * 3000)
+    body = sse(lines)
+    with ScriptServer({"*": Script(steps=[body])}) as server:
+        capped_status, capped, _ = check([server.url(), "--max-bytes", "8192", "--max-line-bytes", "1000"])
+        raised_status, raised, _ = check([server.url(), "--max-bytes", "8192", "--max-line-bytes", "10000"])
+    assert capped_status == 1
+    e109 = [line for line in capped if " E109 " in line]
+    assert e109
+    assert all(line.endswith("; the cap is --max-line-bytes N (now 1000)") for line in e109)
+    assert (raised_status, raised) == (0, [])
+
+
+@pytest.mark.parametrize("closed", [">&-", "2>&-"])
+def test_closed_outputs_exit_2_without_a_traceback(closed: str) -> None:
+    """spec/cli.md [C3-b] [C3-d]: started with stdout or stderr closed, the check exits 2 (it raised
+    AttributeError on the missing stream); a closed stdout is named before any request."""
+    with ScriptServer({"*": Script(steps=[sse(valid_lines(), done=False)])}) as server:
+        proc = subprocess.run(
+            f'exec "{sys.executable}" -m envelope check "{server.url()}" {closed}',
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        requests = len(server.requests)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    if closed == ">&-":
+        assert proc.stderr == "<stdout>: error: standard output is closed; redirect it to a file\n"
+        assert requests == 0
+    else:
+        assert codes(proc.stdout.splitlines()) == ["W161", "E209"]

@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import pytest
 
@@ -22,6 +22,9 @@ from conftest import CORPUS, FIXTURES, ROOT
 from envelope import DONE, Emitter, frame
 from envelope.cli import BENCH_STAGES, PROGRESS_MIN_BYTES
 from validating import assert_valid
+
+if TYPE_CHECKING:
+    from envelope._decoder import RawLine
 
 ENVELOPE = Path(sys.executable).with_name("envelope")
 AGENT = "0b6f5a4e-1c2d-4e3f-8a9b-0c1d2e3f4a5b"
@@ -132,7 +135,7 @@ def test_spec_c2_library_errors_get_where_what_and_advice() -> None:
     assert done.returncode == 2
     [err] = errors_of(done.stderr)
     assert err["where"] == "<stdin>"
-    assert err["what"].startswith("line 1, byte 0: no agent")
+    assert err["what"].startswith("line 1, byte offset 0: no agent")
     assert err["todo"] == "give the agent with --agent UUID"
 
 
@@ -181,8 +184,10 @@ def test_spec_c3_bad_input_files(command: list[str], make: str, what: str, todo:
     assert err["what"] == what
     if todo:
         assert todo in err["todo"]
-    if command[0] == "validate":  # the summary does not pretend the file was checked
-        assert "1 of them could not be checked" in done.stderr.decode()
+    if command[0] == "validate":  # the summary does not pretend the file was checked (issue 24 §6)
+        lines = done.stderr.decode().splitlines()
+        assert lines == [lines[0], "could not check 1 of 1 file: nothing was validated"]
+        assert "error(s)" not in done.stderr.decode()
 
 
 def test_spec_c3_validate_checks_the_other_files(tmp_path: Path) -> None:
@@ -191,7 +196,10 @@ def test_spec_c3_validate_checks_the_other_files(tmp_path: Path) -> None:
     done = run("validate", str(tmp_path / "nope.sse"), str(bad))
     assert done.returncode == 2
     assert b"E121" in done.stdout
-    assert "1 error(s), 0 warning(s) in 2 files; 1 of them could not be checked" in done.stderr.decode()
+    assert (
+        done.stderr.decode().splitlines()[-1]
+        == "could not check 1 of 2 files; 1 error(s), 0 warning(s) in the 1 checked"
+    )
 
 
 @pytest.mark.parametrize("command", [["reconstruct", "-"], ["validate", "-"], ["migrate", "-"]])
@@ -449,3 +457,308 @@ def test_validate_explain_reads_the_code_table() -> None:
     nothing = run("validate")
     assert nothing.returncode == 2
     assert b"no file given" in nothing.stderr
+
+
+# --- issue 24 §6: the agent tree's entry point meets the depth rule ---------------------------
+
+
+def deep_meta_init_stream(depth: int = 1000) -> bytes:
+    """A 2 KB-scale stream whose one agent's meta_init payload nests ``depth`` levels."""
+    em = Emitter(AGENT)
+    nested = "[" * depth + "]" * depth
+    meta = f'{{"format":"json","user_query":"q","agent_uuid":"{AGENT}","model":"m","x":{nested}}}'
+    lines = [*em.buffered("meta_init", meta), *em.streamed("text", "hi"), em.end("text")]
+    return b"".join(frame(line) for line in lines) + DONE
+
+
+def test_tree_refuses_a_meta_init_nested_too_deep_with_a_coded_error() -> None:
+    """envelope-v1 §8.3.1-c, §6.7-a: ``tree()`` measures the payload before parsing it (was RecursionError)."""
+    from envelope import Reconstructor, ValidationError, tree
+    from envelope._limits import MAX_NESTING_DEPTH
+
+    data = deep_meta_init_stream()
+    assert_valid(data, expect=["E116"])  # the validator's verdict on the same payload
+    rebuilder = Reconstructor()
+    rebuilder.feed_many(_lines_of(data))
+    rebuilder.close()
+    with pytest.raises(ValidationError) as info:
+        tree(rebuilder.transcript())
+    assert info.value.section == "6.7"
+    assert info.value.key == (AGENT, "meta_init")
+    assert f"MAX_NESTING_DEPTH={MAX_NESTING_DEPTH}" in str(info.value)
+    # At the limit the payload is read as any other (the agent is a root, not an error).
+    shallow = deep_meta_init_stream(MAX_NESTING_DEPTH - 1)
+    assert_valid(shallow)
+    rebuilder = Reconstructor()
+    rebuilder.feed_many(_lines_of(shallow))
+    rebuilder.close()
+    assert [node.agent for node in tree(rebuilder.transcript()).roots] == [AGENT]
+
+
+def _lines_of(data: bytes) -> list[RawLine]:
+    """The envelope lines of a recording, as ``StreamReader`` reads them."""
+    from envelope import StreamReader
+
+    reader = StreamReader()
+    return [*reader.feed(data), *reader.close()]
+
+
+def test_reconstruct_tree_on_a_too_deep_meta_init_is_one_error_line(tmp_path: Path) -> None:
+    """``envelope reconstruct --tree``: exit 2, one ``WHERE: error: WHAT`` line, no traceback."""
+    path = tmp_path / "deep.sse"
+    path.write_bytes(deep_meta_init_stream())
+    assert path.stat().st_size < 3000  # the issue's 2 KB stream
+    done = run("reconstruct", "--tree", str(path))
+    assert done.returncode == 2
+    assert done.stdout == b""
+    [err] = errors_of(done.stderr)
+    assert err["where"] == str(path)
+    assert "MAX_NESTING_DEPTH=256" in err["what"]
+    assert len(done.stderr.decode().splitlines()) == 1
+
+
+# --- issue 25 §4: E109 says what to do; --max-line-bytes is the cap it names --------------
+
+
+def long_line_stream(tmp_path: Path) -> tuple[Path, int]:
+    """A valid recording with one 3,000-byte envelope line; the size of that line."""
+    em = Emitter(AGENT)
+    meta = {"format": "json", "user_query": "q", "agent_uuid": AGENT, "model": "m"}
+    lines = [*em.buffered("meta_init", json.dumps(meta)), *em.streamed("text", "z" * 2000), em.end("text")]
+    lines.append(b'{"type":"text","agent":"%s","final":false,"delta":"%s"}' % (AGENT.encode(), b"y" * 2900))
+    lines.append(em.end("text"))
+    lines += em.buffered("meta_final", json.dumps({"stop_reason": "end_turn", "total_steps": 1}))
+    data = b"".join(frame(line) for line in lines) + DONE
+    assert_valid(data, max_bytes=4096)
+    path = tmp_path / "long.sse"
+    path.write_bytes(data)
+    return path, max(len(line) for line in lines)
+
+
+def test_e109_names_the_option_that_raises_the_cap(tmp_path: Path) -> None:
+    """[C2-c] ``envelope validate``: the E109 line says what to do, and the flag it names reads the line."""
+    path, longest = long_line_stream(tmp_path)
+    capped = run("validate", "--max-bytes", "4096", "--max-line-bytes", "1000", str(path))
+    assert capped.returncode == 1
+    found = capped.stdout.decode().splitlines()
+    assert found
+    for e109 in found:
+        assert " E109 " in e109
+        assert "give one envelope per line" in e109
+        assert e109.endswith("; the cap is --max-line-bytes N (now 1000)")
+    raised = run("validate", "--max-bytes", "4096", "--max-line-bytes", str(longest + 16), str(path))
+    assert (raised.returncode, raised.stdout) == (0, b"")
+
+
+def test_reconstruct_over_the_cap_gives_the_remedy(tmp_path: Path) -> None:
+    """[C2-c] ``envelope reconstruct``: the reader's refusal is one error line with the flag; the flag reads it."""
+    path, longest = long_line_stream(tmp_path)
+    capped = run("reconstruct", "--max-line-bytes", "1000", str(path))
+    assert capped.returncode == 2
+    [err] = errors_of(capped.stderr)
+    assert "longer than max_line_bytes=1000" in err["what"]
+    assert err["todo"] == "give one envelope per line, or raise the cap with --max-line-bytes N (now 1000)"
+    raised = run("reconstruct", "--max-line-bytes", str(longest + 16), str(path))
+    assert raised.returncode == 0
+    assert json.loads(raised.stdout)["done"] is True
+
+
+# --- issue 25 §4: reconstruct -o, written as migrate -o is (C3-e) ----------------------------
+
+
+def test_reconstruct_output_file_is_the_transcript(tmp_path: Path) -> None:
+    """[C3-e] ``reconstruct -o PATH``: the transcript goes to PATH, nothing to stdout, no partial file left."""
+    target = tmp_path / "t.json"
+    done = run("reconstruct", str(SEED_SSE), "-o", str(target))
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert target.read_bytes() == run("reconstruct", str(SEED_SSE)).stdout
+    assert json.loads(target.read_text()) == json.loads((SEED_SSE.parent / "blocks.json").read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+@pytest.mark.parametrize("command", ["reconstruct", "migrate"])
+def test_output_file_is_all_or_nothing(command: str, tmp_path: Path) -> None:
+    """[C3-e] a command that fails leaves an existing ``-o`` file as it was, and no partial file."""
+    target = tmp_path / "out"
+    target.write_bytes(b"kept\n")
+    if command == "reconstruct":
+        bad = tmp_path / "deep.sse"
+        bad.write_bytes(deep_meta_init_stream())
+        args = ["reconstruct", "--tree", str(bad)]
+    else:
+        args = ["migrate", "-"]  # no agent: MigrationError (spec §M5.1)
+    done = run(*args, "-o", str(target), stdin=b"<content-block-text>hi</content-block-text>")
+    assert done.returncode == 2
+    assert len(errors_of(done.stderr)) == 1
+    assert target.read_bytes() == b"kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["out", *(["deep.sse"] if command == "reconstruct" else [])]
+    )
+
+
+@pytest.mark.parametrize("command", ["reconstruct", "migrate"])
+def test_output_that_fails_is_named(command: str, tmp_path: Path) -> None:
+    """[C3-c] [C3-e] ``-o`` on a full device, in a missing folder, or on a folder: an error naming it, exit 2.
+
+    A device is written in place: renaming a finished file over /dev/full would replace the device.
+    """
+    source = CAPTURE if command == "migrate" else SEED_SSE
+    cases = [
+        ("/dev/full", "No space left on device", "free some space"),
+        (str(tmp_path / "no" / "such" / "out"), "No such file or directory", "check that the folder exists"),
+        (str(tmp_path), "Is a directory", "give a file, not a folder"),
+    ]
+    for target, what, todo in cases:
+        done = run(command, str(source), "-o", target)
+        assert done.returncode == 2, target
+        [err] = errors_of(done.stderr)
+        assert (err["where"], err["what"]) == (target, what)
+        assert todo in err["todo"]
+    assert Path("/dev/full").is_char_device()
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- C8: one numbering for every subcommand (issue 25 §4) -----------------------------------
+
+
+def test_spec_c8_lines_and_columns_from_1_offsets_from_0_and_labelled(tmp_path: Path) -> None:
+    """[C8-a] validate and reconstruct place the same fault at the same line and column; the
+    byte offset they name is the fault's 0-based offset in the file."""
+    first = b'{"type":"text","agent":"a","final":false,"delta":"x"}\n'
+    second = b'{"type":"text","agent":"a","final":fals,"delta":""}\n'
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(first + second)
+    rebuilt = run("reconstruct", str(path))
+    [err] = errors_of(rebuilt.stderr)
+    found = re.match(r"line 2, column (\d+), byte offset (\d+), envelope index 1: not JSON", err["what"])
+    assert found, err["what"]
+    column, offset = int(found[1]), int(found[2])
+    assert len(first) <= offset < len(first) + len(second) - 1  # inside line 2, counted from 0
+    assert column == offset - len(first) + 1  # the same place, counted from 1 within the line
+    assert b"fals" in second[column - 6 : column]  # where the parser gave up, just past 'fals'
+    judged = run("validate", str(path))
+    [e101] = [line for line in judged.stdout.decode().splitlines() if " E101 " in line]
+    assert e101.startswith(f"{path}:2:{column}: E101 not JSON: ")
+    assert e101.endswith(f"(column {column})")
+
+
+def test_spec_c8_migrate_offsets_are_labelled_and_point_at_the_tag() -> None:
+    """[C8-a] each migrate warning's line is 1-based and its byte offset 0-based, at the tag it names."""
+    done = run("migrate", str(CAPTURE))
+    assert done.returncode == 0
+    data = CAPTURE.read_bytes()
+    warnings = [line for line in done.stderr.decode().splitlines() if ": warning: " in line]
+    assert len(warnings) == 12
+    for warning in warnings:
+        found = re.search(r"warning: line (\d+), byte offset (\d+): older label: (<[^>]+>)", warning)
+        assert found, warning
+        line, offset, tag = int(found[1]), int(found[2]), found[3].encode()
+        assert data.count(b"\n", 0, offset) + 1 == line
+        assert tag[:-1] in data[offset : offset + 400], warning  # the tag starts at (or just after) the offset
+
+
+# --- C9: migrate's warnings: each, a summary per code, or none (issue 25 §4) -----------------
+
+
+@pytest.fixture(scope="module")
+def big_legacy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """The real legacy capture of ``fixtures/``, repeated past the progress bar's threshold: its
+    12 older-label warnings each time (the issue's 36,000 came from the same capture, repeated)."""
+    capture = CAPTURE.read_bytes()
+    body = capture[: capture.rfind(b"data: [DONE]")]
+    copies = PROGRESS_MIN_BYTES // len(body) + 2
+    path = tmp_path_factory.mktemp("legacy") / "big.txt"
+    path.write_bytes(body * copies + b"data: [DONE]\n\n")
+    return path, copies
+
+
+def _warning_lines(stderr: bytes) -> list[str]:
+    return [line for line in stderr.decode().splitlines() if ": warning: line " in line]
+
+
+def test_spec_c9_migrate_warnings_all_summary_none(big_legacy: tuple[Path, int], tmp_path: Path) -> None:
+    """[C9-a] ``--warnings all`` prints each; ``summary`` one line per code with the count; ``none`` and
+    ``-q`` nothing; the converted stream is the same in every mode."""
+    path, copies = big_legacy
+    expected = 12 * copies
+    every = run("migrate", str(path), "--warnings", "all", "--format", "jsonl", "-o", str(tmp_path / "all.jsonl"))
+    assert every.returncode == 0
+    assert len(_warning_lines(every.stderr)) == expected
+    assert all("older label" in line and "(spec §M2.7)" in line for line in _warning_lines(every.stderr))
+    # Each copy of the recorded agent opens with its meta_init again (E162), as in test_spec_c6.
+    assert_valid((tmp_path / "all.jsonl").read_bytes(), expect=["E162"] * (copies - 1))
+    summary = run("migrate", str(path), "--warnings", "summary", "--format", "jsonl", "-o", str(tmp_path / "s.jsonl"))
+    assert summary.returncode == 0
+    name = str(path)
+    lines = summary.stderr.decode().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"{name}: warning: {expected} × spec §M2.7, the first at line 93, byte offset 1416: ")
+    assert lines[1] == f"{name}: {expected} warnings (1 code); --warnings all prints each"
+    for quiet in (["--warnings", "none"], ["-q"], ["--quiet"]):
+        done = run("migrate", str(path), *quiet, "--format", "jsonl", "-o", str(tmp_path / "q.jsonl"))
+        assert (done.returncode, done.stderr) == (0, b"")
+        assert (tmp_path / "q.jsonl").read_bytes() == (tmp_path / "all.jsonl").read_bytes()
+    assert (tmp_path / "s.jsonl").read_bytes() == (tmp_path / "all.jsonl").read_bytes()
+    both = run("migrate", str(path), "-q", "--warnings", "all")
+    assert both.returncode == 2  # argparse: the two say opposite things
+    assert b"not allowed with argument" in both.stderr
+
+
+def test_spec_c9_default_is_a_summary_on_a_terminal_and_each_warning_otherwise(
+    big_legacy: tuple[Path, int], tmp_path: Path
+) -> None:
+    """[C9-a] on a terminal no warning goes through the live bar one by one (issue 25 §4: 175 s
+    against 14.5 s); the summary is printed once the bar is gone. To a pipe, every warning."""
+    path, copies = big_legacy
+    status, seen = _with_tty_stderr(["migrate", str(path), "--format", "jsonl", "-o", str(tmp_path / "t.jsonl")])
+    assert status == 0
+    text = seen.decode("utf-8", "replace")
+    assert b"migrating" in seen  # the bar was drawn: the input is over the threshold
+    assert ": warning: line " not in text
+    assert f"{12 * copies} × spec §M2.7" in text
+    assert f"{12 * copies} warnings (1 code)" in text
+    quiet_status, quiet_seen = _with_tty_stderr(["migrate", str(path), "-q", "-o", str(tmp_path / "q.sse")])
+    assert (quiet_status, quiet_seen) == (0, b"")  # neither warnings nor the bar
+    piped = run("migrate", str(path), "-o", str(tmp_path / "p.sse"))
+    assert len(_warning_lines(piped.stderr)) == 12 * copies
+
+
+def test_spec_c9_a_failed_migration_still_summarises_what_it_saw(tmp_path: Path) -> None:
+    """[C9-a] the summary comes before the error when the migration stops part way."""
+    capture = CAPTURE.read_bytes()
+    body = capture[: capture.rfind(b"data: [DONE]")]
+    path = tmp_path / "cut.txt"
+    path.write_bytes(body + b"data: [DONE]\n\ndata: more\n\n")  # content after [DONE]: an error (§M1.3)
+    done = run("migrate", str(path), "--warnings", "summary")
+    assert done.returncode == 2
+    lines = done.stderr.decode().splitlines()
+    assert "12 × spec §M2.7" in lines[0]
+    assert lines[1].startswith(f"{path}: 12 warnings")
+    assert ": error: " in lines[2]
+
+
+@pytest.mark.parametrize("command", ["validate", "migrate"])
+def test_spec_c3_d_a_stderr_that_cannot_be_written_is_exit_2(command: str) -> None:
+    """[C3-d] the summary (validate) or the warnings (migrate) cannot be written: exit 2, not 0."""
+    source = CAPTURE if command == "migrate" else SEED_SSE  # valid, with a warning: 0 on a working stderr
+    assert run(command, str(source)).returncode == 0
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [str(ENVELOPE), command, str(source)], stdout=subprocess.PIPE, stderr=full, check=False, timeout=120
+        )
+    assert done.returncode == 2
+    if command == "migrate":
+        assert_valid(done.stdout)  # the output itself was written whole
+
+
+def test_spec_c3_e_output_through_a_symbolic_link_replaces_the_file_it_names(tmp_path: Path) -> None:
+    """[C3-e] ``-o LINK``: the link stays a link, and the file it points to holds the output."""
+    real = tmp_path / "real.json"
+    real.write_text("old\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    done = run("reconstruct", str(SEED_SSE), "-o", str(link))
+    assert done.returncode == 0
+    assert link.is_symlink()
+    assert json.loads(real.read_text()) == json.loads((SEED_SSE.parent / "blocks.json").read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "real.json"]

@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools
+from agent_ref.server import create_app
 from agent_ref.subagents import demo_subagents
 from envelope import EnvelopeError, Reconstructor, StreamReader, tree
+from server_support import get, running
 from validating import assert_valid
 
 ROOT = Path(__file__).resolve().parents[2]
-DECODER = ROOT / "js" / "envelope-decoder.mjs"
-SERVED = ROOT / "src" / "agent_ref" / "web" / "envelope-decoder.mjs"
 CASES = sorted(
     [*ROOT.glob("fixtures/golden/*/input.sse"), *ROOT.glob("fixtures/golden/*/envelopes.jsonl")]
     + [p for p in ROOT.glob("spec/conformance/*/*") if p.suffix in (".sse", ".jsonl")]
@@ -68,9 +68,33 @@ def test_spec_server_7_1_a_node_test_runner_passes() -> None:
     assert re.search(r"^# fail 0$", result.stdout, re.MULTILINE)
 
 
-def test_spec_server_7_1_b_the_published_file_is_the_served_file() -> None:
-    """[S7.1-a]: ``js/envelope-decoder.mjs`` and the page's copy are one file."""
-    assert DECODER.read_bytes() == SERVED.read_bytes()
+@pytest.mark.parametrize("name", ["envelope-decoder.mjs", "envelope-client.mjs"])
+def test_spec_server_7_1_b_the_published_file_is_the_served_file(name: str) -> None:
+    """[S7.1-a]: the package's module (``js/``, the source) and the page's copy are the same bytes, and real files."""
+    source, served = ROOT / "js" / name, ROOT / "src" / "agent_ref" / "web" / name
+    assert not source.is_symlink(), "npm pack leaves symlinks out: js/ holds the real file"
+    assert not served.is_symlink(), "the wheel must hold the real file: src/agent_ref/web/ holds a copy"
+    assert source.read_bytes() == served.read_bytes(), f"edit js/{name}, then run scripts/sync-web-js"
+
+
+def test_spec_server_6_1_a_every_module_the_page_imports_is_served_as_it_is() -> None:
+    """[S6.1-a] [S7.1-a]: each relative import of the page's modules is served under /static/, byte for byte."""
+    web = ROOT / "src" / "agent_ref" / "web"
+    wanted: set[str] = set()
+    todo = ["app.js"]
+    while todo:
+        name = todo.pop()
+        for found in re.findall(r'^import [^;]*? from "\./([\w.-]+)";$', (web / name).read_text(), re.MULTILINE):
+            if found not in wanted:
+                wanted.add(found)
+                todo.append(found)
+    assert wanted == {"envelope-decoder.mjs", "envelope-client.mjs"}
+    with running(create_app(store=MemoryStore(), model_factory=ScriptedModel)) as base:
+        for name in sorted(wanted):
+            answer = get(base, f"/static/{name}")
+            assert answer.status_code == 200, name
+            assert answer.headers["content-type"].startswith("text/javascript"), name
+            assert answer.content == (web / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("path", CASES, ids=[str(p.relative_to(ROOT)) for p in CASES])

@@ -302,7 +302,7 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     assert good.stdout.splitlines()[0].startswith(b'{"type":"text"')
     bad = cli("-", stdin=b"<content-block-text>a</content-block-text>")
     assert bad.returncode == 2
-    assert b"<stdin>: error: line 1, byte 0: no agent" in bad.stderr
+    assert b"<stdin>: error: line 1, byte offset 0: no agent" in bad.stderr
     out = tmp_path / "out.sse"
     lenient = cli("-", "--agent", A, "--lenient", "-o", str(out), stdin=b"<foo/>")
     assert lenient.returncode == 1
@@ -423,7 +423,7 @@ def test_m2_9_b_the_limit_is_exact() -> None:
     """[M2.9-b] 256 levels are read; the bracket opening level 257 is named."""
     template = DEEP_PLACES["arguments"]
     run(template.replace("{}", "[" * 256 + "]" * 256))
-    with pytest.raises(MigrationError, match=r"at character 256\)"):
+    with pytest.raises(MigrationError, match=r"at character offset 256\)"):
         run(template.replace("{}", DEEP))
 
 
@@ -458,9 +458,9 @@ def test_m4_2_b_text_outside_blocks_is_reported_once_per_run_wherever_it_splits(
         reports.append([str(w) for w in m.warnings])
         assert reconstruct(lines).to_dict()["agents"][A]["blocks"][0]["content"] == text
     assert reports[0] == [
-        "line 1, byte 0: malformed tag: '<]]>'; kept as text (spec §M4.2)",
-        "line 1, byte 4: text outside any block: 'meta_init data=\"x\">'; kept as text (spec §M4.2)",
-        "line 1, byte 23: closing tag </meta_init> with no open block: '</meta_init>'; kept as text (spec §M4.2)",
+        "line 1, byte offset 0: malformed tag: '<]]>'; kept as text (spec §M4.2)",
+        "line 1, byte offset 4: text outside any block: 'meta_init data=\"x\">'; kept as text (spec §M4.2)",
+        "line 1, byte offset 23: closing tag </meta_init> with no open block: '</meta_init>'; kept as text (spec §M4.2)",
     ]
     assert all(r == reports[0] for r in reports)
 
@@ -478,7 +478,7 @@ def test_m4_2_b_a_long_run_is_shown_cut_and_strict_mode_names_the_same_text() ->
         with pytest.raises(MigrationError) as info:
             migrate_all([text[:cut], text[cut:]])
         messages.add(str(info.value))
-    assert messages == {"line 1, byte 44: text outside any block: '" + "x" * 60 + "…' (spec §M4.2)"}
+    assert messages == {"line 1, byte offset 44: text outside any block: '" + "x" * 60 + "…' (spec §M4.2)"}
 
 
 def test_m4_2_b_held_stray_text_ends_before_done() -> None:
@@ -486,7 +486,9 @@ def test_m4_2_b_held_stray_text_ends_before_done() -> None:
     m = XmlMigrator(agent=A, lenient=True)
     lines = m.feed(b"data: ab\n\ndata: [DONE]\n\n") + m.close()
     assert lines[-1] == b"[DONE]"
-    assert [str(w) for w in m.warnings] == ["line 1, byte 6: text outside any block: 'ab'; kept as text (spec §M4.2)"]
+    assert [str(w) for w in m.warnings] == [
+        "line 1, byte offset 6: text outside any block: 'ab'; kept as text (spec §M4.2)"
+    ]
 
 
 def test_m3_2_a_bad_later_escape_in_a_streamed_body_is_placed_at_its_open_tag() -> None:

@@ -11,51 +11,37 @@
 * A block right below a line ``*Not run by the README test: REASON.*`` is skipped, and
   says so to the reader; ``*Run by the README test, output not compared: REASON.*``
   runs the commands, checks their status and streams, and leaves the output alone.
+
+The machinery is shared with the documentation site's test: ``tests/doc_blocks.py``.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from validating import assert_valid
+from doc_blocks import (
+    ROOT,
+    Block,
+    check_console_block,
+    ignored_by_git,
+    make_root_like,
+    parse,
+    reasons,
+    run_python_block,
+    written_files,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
+if TYPE_CHECKING:
+    from pathlib import Path
+
 README = ROOT / "README.md"
-BIN = Path(sys.executable).parent
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
-NOT_RUN = "*Not run by the README test: "
-NOT_COMPARED = "*Run by the README test, output not compared: "
-
-
-@dataclass
-class Block:
-    """One fenced block of the README."""
-
-    kind: str
-    text: str
-    line: int
-    marker: str  # "", "not run" or "not compared"
-
-    @property
-    def id(self) -> str:
-        return f"{self.kind}@{self.line}"
+NAME = "README"  # the markers read "*Not run by the README test: ...*"
 
 
 def blocks() -> list[Block]:
-    text = README.read_text(encoding="utf-8")
-    found = []
-    for match in FENCE.finditer(text):
-        before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        marker = "not run" if before.startswith(NOT_RUN) else "not compared" if before.startswith(NOT_COMPARED) else ""
-        found.append(Block(match.group(1), match.group(2), text.count("\n", 0, match.start()) + 1, marker))
-    return found
+    return parse(README.read_text(encoding="utf-8"), NAME)
 
 
 BLOCKS = blocks()
@@ -66,19 +52,7 @@ CONSOLE = [b for b in BLOCKS if b.kind == "console" and b.marker != "not run"]
 @pytest.fixture
 def root_like(tmp_path: Path) -> Path:
     """A scratch folder that looks like the repository's root to the examples."""
-    for name in ("fixtures", "spec"):
-        (tmp_path / name).symlink_to(ROOT / name)
-    (tmp_path / ".venv").symlink_to(BIN.parent)  # the venv this test runs in
-    return tmp_path
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    env["VIRTUAL_ENV"] = str(BIN.parent)
-    env.pop("ANTHROPIC_API_KEY", None)  # no example needs a key
-    env["COLUMNS"] = "100"
-    return env
+    return make_root_like(tmp_path)
 
 
 def test_the_readme_has_what_the_test_expects() -> None:
@@ -92,115 +66,27 @@ def test_the_readme_has_what_the_test_expects() -> None:
 
 def test_blocks_not_run_say_why() -> None:
     """Each block the test leaves out carries its reason in the README, for the reader."""
-    text = README.read_text(encoding="utf-8")
-    reasons = re.findall(re.escape(NOT_RUN) + r"(.+?)\*$", text, re.M)
-    assert len(reasons) == sum(b.marker == "not run" for b in BLOCKS)
-    assert all(len(reason) > 20 for reason in reasons)
+    found = reasons(README.read_text(encoding="utf-8"), NAME)
+    assert len(found) == sum(b.marker == "not run" for b in BLOCKS)
+    assert all(len(reason) > 20 for reason in found)
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=lambda b: b.id)
 def test_python_block_runs(block: Block, root_like: Path) -> None:
-    assert block.marker == "", f"python blocks are all run; {block.id} is marked"
-    done = subprocess.run(
-        [sys.executable, "-c", block.text], cwd=root_like, env=_env(), capture_output=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr.decode()
-
-
-def _pattern(expected: list[str]) -> re.Pattern[str]:
-    parts = []
-    for line in expected:
-        if line.strip() in {"…", "..."}:
-            parts.append(r"(?:[^\n]*\n)*?")
-        else:
-            parts.append(".*?".join(re.escape(piece) for piece in line.split("…")) + r"\n")
-    return re.compile("".join(parts), re.S)
-
-
-def _commands(block: Block) -> list[tuple[str, list[str]]]:
-    """``($ command, [shown output lines])`` in order."""
-    steps: list[tuple[str, list[str]]] = []
-    for line in block.text.splitlines():
-        if line.startswith("$ "):
-            steps.append((line[2:], []))
-        else:
-            assert steps, f"{block.id}: output before the first command"
-            steps[-1][1].append(line)
-    return steps
-
-
-#: Streams a README command prints that are incomplete on purpose, and what the validator says.
-EXPECTED_CODES = {
-    # A bare tag fragment migrated: it has no meta_init and no [DONE], and the output says so.
-    "envelope migrate - --agent": ["W163", "W161"],
-}
-UUID = re.compile(r"[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}|[0-9a-f]{8}-…")
-
-
-def _same_ids(text: str) -> str:
-    """Agent ids differ from run to run: every UUID (or its shortened ``xxxxxxxx-…``) reads ``UUID``."""
-    return UUID.sub("UUID", text)
-
-
-def _stream_of(output: str) -> bytes:
-    """The envelope stream within a command's output (stderr lines mixed in are left out)."""
-    keep = [line for line in output.split("\n") if not line or line.startswith(("data:", "{", "[DONE]"))]
-    text = "\n".join(keep).strip("\n")
-    return (text + ("\n\n" if text.startswith("data:") else "\n")).encode()
-
-
-def _run_block(block: Block, cwd: Path) -> list[tuple[str, int, str]]:
-    """Run the block's commands in one bash session (so ``$?`` works as shown); per command,
-    its status and what it printed (stdout and stderr together)."""
-    commands = _commands(block)
-    script = "".join(
-        f'{command}\n__status=$?; printf \'\\0%d\\0\' "$__status"; (exit "$__status")\n' for command, _ in commands
-    )
-    done = subprocess.run(
-        ["bash", "-c", script],
-        cwd=cwd,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        timeout=300,
-        check=False,
-    )
-    pieces = done.stdout.decode().split("\0")
-    outputs, statuses = pieces[0:-1:2], pieces[1::2]
-    assert len(statuses) == len(commands), done.stdout.decode()
-    return [(command, int(status), out) for (command, _), status, out in zip(commands, statuses, outputs, strict=True)]
+    run_python_block(block, root_like)
 
 
 @pytest.mark.parametrize("block", CONSOLE, ids=lambda b: b.id)
 def test_console_block_runs_as_shown(block: Block, root_like: Path) -> None:
-    steps = _commands(block)
-    ran = _run_block(block, root_like)
-    for i, ((command, shown), (_, status, out)) in enumerate(zip(steps, ran, strict=True)):
-        status_shown = "echo $?" in command or (i + 1 < len(steps) and steps[i + 1][0] == "echo $?")
-        if not status_shown and not any(": error: " in line for line in shown):
-            assert status == 0, f"{command}: status {status}: {out}"
-        if status == 0 and re.search(
-            r"\benvelope migrate\b(?!.* -o )|\bagent-ref (run|resume)\b(?!.*--pretty)", command
-        ):
-            expect = next((codes for part, codes in EXPECTED_CODES.items() if part in command), [])
-            assert_valid(_stream_of(out), expect=expect)  # what the project printed is a valid stream
-        if block.marker == "not compared":
-            continue
-        want = _pattern([_same_ids(line) for line in shown])
-        assert want.fullmatch(_same_ids(out)), f"{block.id}: `{command}` printed:\n{out}\nshown:\n" + "\n".join(shown)
+    check_console_block(block, root_like)
 
 
 def test_files_the_commands_write_are_ignored_by_git() -> None:
     """Every file a README command writes (``-o``, ``>``, ``--out``, the agent's default db) is in .gitignore."""
     text = README.read_text(encoding="utf-8")
-    commands = [c for b in BLOCKS if b.kind == "console" for c, _ in _commands(b)]
-    commands += [line.split("#", 1)[0] for b in BLOCKS if b.kind == "sh" for line in b.text.splitlines()]
-    written = {m for line in commands for m in re.findall(r"(?:-o|--out|>)\s+([\w./-]+)", line)}
-    written.discard("/dev/null")
+    written = written_files(BLOCKS)
     assert {"capture.jsonl", "results.json", "bench-out"} <= written, "the parse found the README's outputs"
     if "agent-ref run" in text:
         written.add("agent-ref.db")  # agent-ref's default --db, in the current folder
-    ignored = {
-        line.strip().strip("/") for line in (ROOT / ".gitignore").read_text().splitlines() if not line.startswith("#")
-    }
+    ignored = ignored_by_git()
     assert sorted(w for w in written if w.strip("/") not in ignored) == []

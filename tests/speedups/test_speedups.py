@@ -207,6 +207,12 @@ def test_values_a_user_keeps_pickle_and_copy() -> None:
     assert warnings
     values: list[object] = [transcript, transcript.agents["a"][0], envelope.Position(line=3, offset=9)]
     values += [envelope.DecodeError("bad", position=envelope.Position(line=1)), *warnings]
+    # what the (compiled) emitter takes and reports: kept in _emit_structs, never compiled
+    values += [
+        envelope.OversizeLine(type="text", agent="a", size=9, max_bytes=8, reason="r"),
+        envelope.ImageRef(src="data:,", media_type="image/png"),
+        envelope.CitationData(cited_text="c", citation_type="char_location", start_char_index=1),
+    ]
     for value in values:
         for again in (pickle.loads(pickle.dumps(value)), copy.copy(value), copy.deepcopy(value)):
             assert type(again) is type(value)

@@ -54,7 +54,7 @@ def test_msgspec_byte_is_said_once() -> None:
     with pytest.raises(DecodeError) as bad:
         decode(b'{"type":"text",}')
     assert "(byte" not in bad.value.message
-    assert str(bad.value).startswith(f"byte {bad.value.position.offset}: not JSON")
+    assert str(bad.value).startswith(f"byte offset {bad.value.position.offset}: not JSON")
 
 
 @given(st.text(), st.integers(0, 0x7FF))

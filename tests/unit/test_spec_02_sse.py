@@ -37,7 +37,7 @@ def test_spec_02_1_frame_then_read_is_identity_at_any_split(deltas: list[str], d
 
 def test_spec_02_1_frame_refuses_line_ends() -> None:
     """[2.1-b] a data line holding CR or LF would break the framing: refused with its offset."""
-    with pytest.raises(EncodeError, match="byte 2") as info:
+    with pytest.raises(EncodeError, match="byte offset 2") as info:
         frame(b'{"\ra')
     assert info.value.position.offset == 2
     with pytest.raises(EncodeError):

@@ -21,7 +21,7 @@ def test_spec_03_1_base_fields_required_with_positions() -> None:
     err = info.value
     assert err.field == "$.final"
     assert (err.position.line, err.position.offset) == (4, 100)
-    assert str(err) == "line 4, byte 100: expected `bool`, got `int` - at `$.final` (spec §3.1)".replace(
+    assert str(err) == "line 4, byte offset 100: expected `bool`, got `int` - at `$.final` (spec §3.1)".replace(
         " - at `$.final`", " at $.final"
     )
     for missing in ("agent", "final", "delta"):

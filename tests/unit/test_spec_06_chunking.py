@@ -10,7 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import envelope
-from envelope import CitationData, Emitter, EncodeError, ImageRef, OversizeError, chunk, decode, encode
+from envelope import CitationData, Emitter, EncodeError, ImageRef, OversizeError, Text, _speedups, chunk, decode, encode
 from envelope._chunker import escape, split_escaped
 from streams import ident, nasty_text
 
@@ -236,11 +236,19 @@ def test_emitter_refuses_wrong_types_and_ids() -> None:
         em.buffered("tool_call", "{}", id="x")
     with pytest.raises(EncodeError, match="carries no id or name"):
         em.buffered("meta_init", "{}", id="x")
-    for bad in (0, -5, True, 2.5):
+    for bad in (0, -5):
         with pytest.raises(EncodeError, match="max_bytes must be a positive int"):
-            Emitter(AGENT, bad)  # type: ignore[arg-type]  # deliberately wrong
-    with pytest.raises(EncodeError, match="agent must be a str"):
-        Emitter(5)  # type: ignore[arg-type]  # deliberately wrong
+            Emitter(AGENT, bad)
+    # Wrong Python types: the pure build's EncodeError; compiled, mypyc's argument check
+    # raises TypeError first and takes a bool as an int (spec/limits.md L4).
+    compiled = _speedups.loaded() == "compiled"
+    for wrong in ((AGENT, 2.5), (5,)) + (() if compiled else ((AGENT, True),)):
+        with pytest.raises(TypeError if compiled else EncodeError) as caught:
+            Emitter(*wrong)
+        assert compiled or "must be" in str(caught.value)
+    for wrong_bound in (0, -5, True, 2.5):
+        with pytest.raises(EncodeError, match="max_bytes must be a positive int"):
+            chunk(Text(agent=AGENT, final=True, delta="x"), wrong_bound)  # type: ignore[arg-type]  # deliberately wrong
 
 
 @given(payload=nasty_text, extra=st.integers(0, 300), final=st.booleans())

@@ -80,7 +80,8 @@ def test_cli_reports_errors_with_positions(tmp_path: Path, capsys: pytest.Captur
     bad.write_bytes(LINE + b"\n" + b'{"type":"text","agent":"a","final":"no","delta":""}\n')
     assert main(["reconstruct", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"{bad}: error: line 2, byte {len(LINE) + 1}, envelope 1: expected `bool`, got `str`")
+    # spec/cli.md C8-a: line from 1, byte offset and envelope index from 0, each named
+    assert err.startswith(f"{bad}: error: line 2, byte offset {len(LINE) + 1}, envelope index 1: expected `bool`")
     assert "Traceback" not in err
     assert main(["reconstruct", str(tmp_path / "missing.sse")]) == 2
     assert "No such file or directory" in capsys.readouterr().err

@@ -257,7 +257,9 @@ def test_feed_after_close_is_an_envelope_error() -> None:
 
 def test_str_of_a_violation_reads_like_an_error() -> None:
     found = list(validate([meta_init(), env("text", True, "x"), "[DONE]"]))
-    assert str(found[0]).startswith("line 2, byte ")
+    line_start = len(meta_init()) + 1
+    # spec/cli.md C8-a: line and column from 1, the byte offset from 0 and named as one
+    assert str(found[0]).startswith(f"line 2, column 1 (the line at byte offset {line_start}): E121 ")
     assert found[0].to_dict()["agent"] == A
 
 
@@ -345,3 +347,14 @@ def test_spec_08_4_resumed_meta_init_announces_tool_calls() -> None:
     # an id not listed there still gets its warning
     other = [resumed, env("tool_result", True, "no", id="u", name="confirm"), meta_final()]
     assert [v.code for v in validate([*other, "[DONE]"])] == ["W165"]
+
+
+def test_e109_says_what_to_do() -> None:
+    """Issue 25 §4: E109 named the cap and stopped; it now gives the remedies (validation.md §2.2)."""
+    data = jsonl(meta_init(), env("text", False, "z" * 500), *text("after"), meta_final(), "[DONE]")
+    [found] = run(data, max_line_bytes=300)
+    assert found.code == "E109"
+    assert "max_line_bytes=300" in found.message
+    assert "give one envelope per line" in found.message
+    assert "raise the reader's cap (max_line_bytes)" in found.message
+    assert "--" not in found.message  # spec/cli.md C2-b: the library names no flag

@@ -52,7 +52,7 @@ def test_spec_06_7_deep_line_is_e116_with_its_byte() -> None:
     found = list(validate([deep]))
     assert [v.code for v in found] == ["E116", "W161"]
     at = len(deep[: deep.index("[") + MAX_NESTING_DEPTH - 1].encode())  # the object is level 1
-    assert f"byte {at}" in found[0].message
+    assert f"(column {at + 1})" in found[0].message  # spec/cli.md C8-a: a column, from 1
     assert found[0].column == at + 1
 
 
@@ -91,7 +91,7 @@ def test_spec_06_4_escaped_lone_surrogate_is_named_with_its_byte() -> None:
     hit = next(iter(validate([LONE])))
     at = LONE.index("\\ud800")
     assert hit.code == "E117"
-    assert f"\\ud800 at byte {at}" in hit.message
+    assert f"\\ud800 at column {at + 1}:" in hit.message  # spec/cli.md C8-a
     assert hit.column == at + 1
 
 
@@ -111,4 +111,4 @@ def test_lone_surrogate_in_a_payload_is_e140_naming_it() -> None:
     )
     found = list(validate(lines))
     assert [v.code for v in found] == ["E140"]
-    assert "escaped lone surrogate \\ud800 at character 7 (spec §6.4)" in found[0].message
+    assert "escaped lone surrogate \\ud800 at character offset 7 (spec §6.4)" in found[0].message

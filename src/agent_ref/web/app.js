@@ -1,17 +1,19 @@
 // app.js: the agent-ref page (spec/server.md §6). One module, no build step, no framework.
 //
-// Owns: posting prompts and frontend-tool answers, reading each SSE response with fetch
-// streaming, reconnecting with Last-Event-ID, retrying a server that does not answer,
-// asking for the token, keeping the newest output in view, and drawing the rebuilt
-// blocks: one subtree per agent, each subagent inside the call that spawned it, thinking
-// collapsed, tool calls with their results and images, citations under their text.
+// Owns: what the user sees and answers: the prompt, the frontend-tool questions, retrying
+// a server that does not answer, asking for the token, keeping the newest output in view,
+// and drawing the rebuilt blocks: one subtree per agent, each subagent inside the call
+// that spawned it, thinking collapsed, tool calls with their results and images,
+// citations under their text.
 // Does not own: the protocol (envelope-decoder.mjs rebuilds the blocks and the agent
-// tree; this file only draws them).
-import { Reconstructor, SSEReader, tree } from "./envelope-decoder.mjs";
+// tree) nor the connection (envelope-client.mjs reads each response with fetch
+// streaming, resumes it with Last-Event-ID and posts the answers, spec server §7).
+import { DONE, Reconstructor, tree } from "./envelope-decoder.mjs";
+import { connect } from "./envelope-client.mjs";
 
 const $ = (sel) => document.querySelector(sel);
-/** Delays between reconnections of a broken response (spec server §6.4-a). */
-const RETRY_DELAYS_MS = [250, 500, 1000, 2000, 4000];
+/** Reconnections of a broken response and their delays (spec server §6.4-a): 0.25 s doubling to 4 s, 5 in a row. */
+const RECONNECT = { retries: 5, backoff: { initialMs: 250, maxMs: 4000, factor: 2 } };
 /** Delays between attempts to reach a server that does not answer at all (spec server §6.6-a). */
 const OFFLINE_DELAYS_MS = [1000, 2000, 4000, 8000, 15000, 15000, 15000, 15000];
 /** How close to the bottom (px) still counts as "at the end" (spec server §6.5-a). */
@@ -171,85 +173,33 @@ async function api(path, init = {}) {
   }
 }
 
-async function errorText(response) {
-  try {
-    const body = await response.json();
-    return body.error ? `${body.error.type}: ${body.error.message}` : `HTTP ${response.status}`;
-  } catch {
-    return `HTTP ${response.status}`;
+// ------------------------------------------------------------------ a response
+
+/** One response of a run as the page holds it: its own rebuilt blocks (the client reads and resumes it). */
+class Stream {
+  constructor(index) {
+    this.rebuilt = new Reconstructor();
+    this.index = index;
+    this.runId = null;
+    this.reconnects = 0;
   }
 }
 
-// ------------------------------------------------------------------ a response
+function setRun(runId) {
+  history.replaceState(null, "", `#run=${encodeURIComponent(runId)}`);
+}
 
-class Stream {
-  constructor(turn) {
-    this.turn = turn;
-    this.rebuilt = new Reconstructor();
-    this.runId = null;
-    this.lastId = null;
-    this.index = null;
-    this.reconnects = 0;
-  }
-
-  apply(event) {
-    this.rebuilt.feed(event.data);
-    if (event.id) this.lastId = event.id;
-    if (this.runId === null && event.data !== "[DONE]") {
-      const env = JSON.parse(event.data);
-      if (env.type === "meta_init" && env.final) {
-        const meta = this.rebuilt.transcript().agents[env.agent].blocks[0].data;
-        if (meta && meta.run_id) this.setRun(meta.run_id); // spec server §2.2-a: from the stream itself
-      }
-    }
-  }
-
-  setRun(runId) {
-    this.runId = runId;
-    history.replaceState(null, "", `#run=${encodeURIComponent(runId)}`);
-  }
-
-  /** Read one HTTP answer into this response; true when [DONE] was reached. */
-  async read(httpResponse) {
-    if (this.runId === null && httpResponse.headers.get("X-Run-Id")) this.setRun(httpResponse.headers.get("X-Run-Id"));
-    if (this.index === null) this.index = Number(httpResponse.headers.get("X-Response-Index") || 0);
-    const reader = httpResponse.body.getReader();
-    const sse = new SSEReader();
-    try {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        for (const event of sse.feed(value)) {
-          this.apply(event);
-          this.turn.schedule();
-        }
-      }
-    } catch (err) {
-      if (err.name === "DecodeError" && this.rebuilt.done) throw err;
-      console.warn("stream broken:", err.message); // a dropped connection: reconnect below
-    }
-    return this.rebuilt.done;
-  }
-
-  /** spec server §6.4-a: resume a broken response with Last-Event-ID until [DONE]. */
-  async follow(httpResponse) {
-    let done = await this.read(httpResponse);
-    while (!done) {
-      if (this.runId === null || this.reconnects >= RETRY_DELAYS_MS.length) {
-        throw new Error("the connection broke and could not be resumed");
-      }
-      setState("streaming", `reconnecting (${this.reconnects + 1} of ${RETRY_DELAYS_MS.length})…`);
-      await new Promise((r) => setTimeout(r, RETRY_DELAYS_MS[this.reconnects++]));
-      const headers = this.lastId ? { "Last-Event-ID": this.lastId } : {};
-      const query = this.lastId ? "" : `?response=${this.index ?? 0}`;
-      const answer = await api(`/agent/runs/${encodeURIComponent(this.runId)}/stream${query}`, { headers });
-      if (answer.status === 204) break;
-      if (!answer.ok) throw new Error(await errorText(answer));
-      setState("streaming", "streaming");
-      done = await this.read(answer);
-    }
-    this.turn.schedule();
-  }
+/** A run read through the client (spec server §7): the page's fetch (token, outages), its status line. */
+function readRun(url, turn, options = {}) {
+  return connect(url, {
+    ...options,
+    ...RECONNECT,
+    fetch: api,
+    onReconnect: ({ attempt, retries }) => {
+      turn.current().reconnects++;
+      setState("streaming", `reconnecting (${attempt} of ${retries})…`);
+    },
+  });
 }
 
 // ------------------------------------------------------------------ a turn (prompt + its responses)
@@ -265,6 +215,16 @@ class Turn {
     this.pending = false;
     $("#transcript").append(this.el);
     scroller.resume();
+  }
+
+  /** The response being read: the last one, or a new one once the last has its [DONE]. */
+  current(run) {
+    const last = this.responses[this.responses.length - 1];
+    if (last && !last.rebuilt.done) return last;
+    const next = new Stream(this.responses.length);
+    this.responses.push(next);
+    if (run && run.runId) next.runId = run.runId;
+    return next;
   }
 
   schedule() {
@@ -499,32 +459,34 @@ async function frontendAnswers(pending, root) {
   return results;
 }
 
-/** Follow a response to its end; answer frontend tools and follow the continuations (spec server §6.3-a). */
-async function drive(turn, httpResponse, afterFirst = () => {}) {
-  for (;;) {
-    const response = new Stream(turn);
-    turn.responses.push(response);
-    setState("streaming", "streaming");
-    await response.follow(httpResponse);
+/** Follow the run to its end: each response into its own Stream; answer frontend tools (spec server §6.3-a). */
+async function drive(turn, run, afterFirst = () => {}) {
+  setState("streaming", "streaming");
+  run.started.then(() => run.runId && setRun(run.runId), () => {});
+  for await (const event of run.events()) {
+    const response = turn.current(run);
+    if (response.runId === null && run.runId !== null) {
+      response.runId = run.runId; // spec server §2.2-a: from X-Run-Id or the stream itself
+      setRun(run.runId);
+    }
+    response.rebuilt.feed(event.data);
+    if (document.body.dataset.state !== "streaming") setState("streaming", "streaming");
+    turn.schedule();
+    if (event.data !== DONE) continue;
     if (turn.responses.length === 1) afterFirst();
     const transcript = response.rebuilt.transcript();
     const main = Object.keys(transcript.agents)[0];
-    const blocks = main ? transcript.agents[main].blocks : [];
-    const last = blocks[blocks.length - 1];
     if (main) state.agentUuid = main;
-    if (!last || last.type !== "awaiting_frontend_tools" || !Array.isArray(last.data)) return;
+    if (!run.pending) continue; // the iteration ends with the run
     setState("waiting", "waiting for you");
-    const results = await frontendAnswers(last.data, main);
+    const results = await frontendAnswers(run.pending, main);
     for (const r of results) turn.answered.set(r.tool_use_id, r.content);
     turn.schedule();
     scroller.resume();
-    httpResponse = await api("/agent/tool_results", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ agent_uuid: main, tool_results: results }),
-    });
-    if (!httpResponse.ok) throw new Error(await errorText(httpResponse));
+    await run.answer(results);
+    setState("streaming", "streaming");
   }
+  turn.schedule();
 }
 
 function busy(on) {
@@ -543,14 +505,9 @@ async function send(prompt) {
   try {
     const body = { prompt };
     if (state.agentUuid) body.agent_uuid = state.agentUuid;
-    const first = await api("/agent/run", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    if (!first.ok) throw new Error(await errorText(first));
-    started = true;
-    await drive(turn, first);
+    const run = readRun("/agent/run", turn, { body });
+    run.started.then(() => (started = true), () => {});
+    await drive(turn, run);
     setState("idle", "ready");
   } catch (err) {
     const message = String(err.message || err);
@@ -584,9 +541,7 @@ async function openRun(runId) {
     }
   };
   try {
-    const first = await api(`/agent/runs/${encodeURIComponent(runId)}/stream`);
-    if (!first.ok) throw new Error(await errorText(first));
-    await drive(turn, first, showQuery);
+    await drive(turn, readRun(`/agent/runs/${encodeURIComponent(runId)}/stream`, turn), showQuery);
     setState("idle", "ready");
   } catch (err) {
     turn.note(String(err.message || err));

@@ -1,0 +1,410 @@
+// envelope-client.mjs: a client of an envelope-streaming agent server (spec/server.md §1-§2,
+// the JS side in §7), for browsers and node. No dependencies but envelope-decoder.mjs.
+//
+// Owns: starting a run (or opening one), reading each SSE response with fetch streaming,
+// resuming a broken response with Last-Event-ID and a bounded backoff, checking that the
+// event ids neither skip nor repeat, the frontend-tool round trip (answer()), and
+// offering the run as envelopes, raw events and the growing transcript. Does not own:
+// rendering, asking the user, retrying a request that never got an answer (that is the
+// caller's `fetch` option), stopping the run on the server (no endpoint for it yet).
+//
+//   import { connect } from "./envelope-client.mjs";
+//   const run = connect("/agent/run", { body: { prompt: "hi" }, headers: { Authorization: `Bearer ${token}` } });
+//   for await (const transcript of run.transcripts()) render(transcript);
+//   // at a pause (run.pending is the list of frontend calls): await run.answer([{ tool_use_id, content }])
+import { DONE, DecodeError, Reconstructor, SSEReader } from "./envelope-decoder.mjs";
+
+/** An answer other than 2xx (or a 204 where events were due): its status and the server's error, if JSON. */
+export class HTTPError extends Error {
+  constructor(status, body, url) {
+    const error = body && typeof body === "object" && body.error && typeof body.error === "object" ? body.error : null;
+    super(error ? `${error.type}: ${error.message}` : `HTTP ${status} from ${url}`);
+    this.name = "HTTPError";
+    this.status = status;
+    this.body = body;
+    this.type = error ? String(error.type) : null;
+  }
+}
+
+/** A response that cannot be resumed: ids that skip or repeat, no id to resume from, retries spent. */
+export class ResumeError extends Error {
+  constructor(message, { cause } = {}) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = "ResumeError";
+  }
+}
+
+const EVENT_ID = /^([A-Za-z0-9_-]{1,128}):(\d+):(\d+)$/;
+
+/** `{run, response, seq}` of an id of the form `run:response:seq` (spec server §2.1-a), or null. */
+export function parseEventId(id) {
+  const m = typeof id === "string" ? EVENT_ID.exec(id) : null;
+  return m ? { run: m[1], response: Number(m[2]), seq: Number(m[3]) } : null;
+}
+
+function abortError(signal) {
+  if (signal.reason !== undefined) return signal.reason;
+  const err = new Error("the run's signal was aborted");
+  err.name = "AbortError";
+  return err;
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(abortError(signal));
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(abortError(signal));
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+async function readError(response) {
+  try {
+    return await response.json();
+  } catch {
+    return null;
+  }
+}
+
+/** The pending frontend calls when the root agent's last block is awaiting_frontend_tools, else null. */
+function pendingOf(transcript) {
+  const root = Object.keys(transcript.agents)[0];
+  if (root === undefined) return null;
+  const blocks = transcript.agents[root].blocks;
+  const last = blocks[blocks.length - 1];
+  return last && last.type === "awaiting_frontend_tools" && Array.isArray(last.data) ? last.data : null;
+}
+
+/**
+ * One run of an agent, over as many HTTP responses as it takes (spec server §2): the
+ * first (a POST or GET of `url`), the continuations after each answer(), and the
+ * resumptions of any of them that broke. Made by connect(); reading starts at once.
+ */
+export class Run {
+  constructor(url, options = {}) {
+    const base = typeof location === "object" && location ? location.href : undefined;
+    this.url = new URL(String(url), base);
+    const path = this.url.pathname;
+    const at = path.lastIndexOf("/runs/");
+    /** The agent API's root: `…/agent/` of `…/agent/run` or of `…/agent/runs/ID/stream`. */
+    this.api = new URL(options.api ?? (at >= 0 ? path.slice(0, at + 1) : "."), this.url);
+    this._options = {
+      body: options.body,
+      method: options.method ?? (options.body === undefined ? "GET" : "POST"),
+      headers: options.headers ?? {},
+      fetch: options.fetch ?? ((...args) => globalThis.fetch(...args)),
+      retries: options.retries ?? 5,
+      initialMs: options.backoff?.initialMs ?? 250,
+      maxMs: options.backoff?.maxMs ?? 4000,
+      factor: options.backoff?.factor ?? 2,
+      onReconnect: options.onReconnect ?? null,
+    };
+    this._abort = new AbortController();
+    this.signal = this._abort.signal;
+    if (options.signal) {
+      const outer = options.signal;
+      if (outer.aborted) this._abort.abort(outer.reason);
+      else outer.addEventListener("abort", () => this._abort.abort(outer.reason), { once: true });
+    }
+    /** The run id, from `X-Run-Id`, the event ids or meta_init's `run_id` (spec server §2.2-a). */
+    this.runId = null;
+    /** The agent to answer for (`X-Agent-Uuid`, else the first agent of the stream). */
+    this.agentUuid = null;
+    /** Index of the response being read (spec server §2.1-a). */
+    this.response = null;
+    /** Id of the last event applied: what a resumption sends as Last-Event-ID. */
+    this.lastEventId = null;
+    /** Resumptions so far (all responses). */
+    this.reconnects = 0;
+    /** The frontend calls the run waits for (an `awaiting_frontend_tools` payload) while paused, else null. */
+    this.pending = null;
+    /** True once a response ended with `[DONE]` and no pause: the run is over. */
+    this.done = false;
+    this._rebuilt = new Reconstructor();
+    this._events = [];
+    this._error = null;
+    this._wake = [];
+    this._responseDone = null;
+    this._nextResponse = null;
+    this._answering = false;
+    /** Resolves with the first HTTP response once it answered 2xx; rejects as the run does before that. */
+    this.started = new Promise((resolve, reject) => {
+      this._started = { resolve, reject };
+    });
+    /** Resolves when the run is over; rejects with what ended it otherwise. */
+    this.finished = this._pump();
+    this.started.catch(() => {});
+    this.finished.catch(() => {});
+  }
+
+  /** The transcript of every response so far, as one recording (spec envelope §8.5): `{done, agents}`. */
+  transcript() {
+    return this._rebuilt.transcript();
+  }
+
+  /** Every envelope (a parsed object; `[DONE]` left out), from the run's first, until the run is over. */
+  async *[Symbol.asyncIterator]() {
+    for await (const event of this.events()) {
+      if (event.data !== DONE) yield JSON.parse(event.data);
+    }
+  }
+
+  /** Every SSE event `{data, id, response}` (`[DONE]` included), from the run's first, until the run is over. */
+  async *events() {
+    for (let i = 0; ; ) {
+      if (i < this._events.length) {
+        yield this._events[i++];
+        continue;
+      }
+      if (this._error !== null) throw this._error;
+      if (this.done) return;
+      await this._changed();
+    }
+  }
+
+  /** The growing transcript: the current one, then again after each batch of new events, the last when the run is over. */
+  async *transcripts() {
+    let seen = -1;
+    for (;;) {
+      if (this._events.length !== seen) {
+        seen = this._events.length;
+        yield this.transcript();
+        continue;
+      }
+      if (this._error !== null) throw this._error;
+      if (this.done) return;
+      await this._changed();
+    }
+  }
+
+  /**
+   * Send the frontend tools' results (spec server §1.2-a): `POST {api}tool_results`.
+   * Waits for the current response's `[DONE]`; resolves once the continuation answered
+   * 2xx (the iterations then go on with it); rejects with HTTPError (422, 409…) and the
+   * run stays paused.
+   */
+  async answer(toolResults) {
+    if (this._responseDone !== null) await this._responseDone.catch(() => {});
+    if (this._error !== null) throw this._error;
+    if (this.pending === null || this._answering) throw new Error("the run is not waiting for tool results");
+    this._answering = true;
+    try {
+      const url = new URL("tool_results", this.api);
+      const response = await this._fetch(url, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ agent_uuid: this.agentUuid, tool_results: toolResults }),
+      });
+      if (!response.ok) throw new HTTPError(response.status, await readError(response), url.href);
+      this.pending = null;
+      this._nextResponse(response);
+    } finally {
+      this._answering = false;
+    }
+  }
+
+  _changed() {
+    return new Promise((resolve) => this._wake.push(resolve));
+  }
+
+  _notify() {
+    const wake = this._wake;
+    this._wake = [];
+    for (const resolve of wake) resolve();
+  }
+
+  async _headers(extra) {
+    const given = typeof this._options.headers === "function" ? await this._options.headers() : this._options.headers;
+    const out = {};
+    if (given) new Headers(given).forEach((value, name) => (out[name] = value));
+    return { ...out, ...extra };
+  }
+
+  async _fetch(url, { method = "GET", headers = {}, body } = {}) {
+    if (this.signal.aborted) throw abortError(this.signal);
+    const init = { method, headers: await this._headers(headers), signal: this.signal };
+    if (body !== undefined) init.body = body;
+    return this._options.fetch(url.href, init);
+  }
+
+  async _pump() {
+    try {
+      const first = this._options;
+      const body = first.body === undefined ? undefined : JSON.stringify(first.body);
+      const headers = body === undefined ? {} : { "Content-Type": "application/json" };
+      let response = await this._fetch(this.url, { method: first.method, headers, body });
+      if (!response.ok) throw new HTTPError(response.status, await readError(response), this.url.href);
+      this._started.resolve(response);
+      for (;;) {
+        let finish;
+        this._responseDone = new Promise((resolve, reject) => (finish = { resolve, reject }));
+        this._responseDone.catch(() => {});
+        try {
+          await this._follow(response);
+          finish.resolve();
+        } catch (err) {
+          finish.reject(err);
+          throw err;
+        }
+        if (this.pending === null) {
+          this.done = true;
+          this._notify();
+          return;
+        }
+        this._notify();
+        response = await new Promise((resolve, reject) => {
+          this._nextResponse = resolve;
+          if (this.signal.aborted) reject(abortError(this.signal));
+          else this.signal.addEventListener("abort", () => reject(abortError(this.signal)), { once: true });
+        });
+      }
+    } catch (err) {
+      this._error = err;
+      this._started.reject(err);
+      this._notify();
+      throw err;
+    }
+  }
+
+  /** Read one response to its `[DONE]`, resuming it while it breaks (spec server §2.3-a, §7.4). */
+  async _follow(response) {
+    this._take(response, true);
+    const state = { seq: -1, applied: 0 };
+    let failures = 0;
+    for (;;) {
+      const before = state.applied;
+      let broke = response.failed; // a resumption that got no answer
+      if (broke === undefined) {
+        try {
+          if (await this._read(response, state)) return;
+          broke = new Error("the response ended before [DONE]");
+        } catch (err) {
+          if (this.signal.aborted || !err || err.name !== "Broken") throw this.signal.aborted ? abortError(this.signal) : err;
+          broke = err.cause;
+        }
+      }
+      if (state.applied > before) failures = 0; // it got somewhere: the backoff starts again
+      if (failures >= this._options.retries) {
+        throw new ResumeError(`the response broke ${failures + 1} times in a row without progress; giving up`, { cause: broke });
+      }
+      if (this.runId === null) throw new ResumeError("the response broke before its run id was known", { cause: broke });
+      if (state.applied > 0 && this.lastEventId === null) {
+        throw new ResumeError("the response broke and its events carry no id to resume from", { cause: broke });
+      }
+      const delayMs = Math.min(this._options.maxMs, this._options.initialMs * this._options.factor ** failures);
+      failures++;
+      this.reconnects++;
+      this._options.onReconnect?.({ attempt: failures, retries: this._options.retries, delayMs, lastEventId: this.lastEventId, response: this.response, error: broke });
+      await sleep(delayMs, this.signal);
+      response = await this._resume(state, broke);
+    }
+  }
+
+  async _resume(state, broke) {
+    const url = new URL(`runs/${encodeURIComponent(this.runId)}/stream`, this.api);
+    const headers = {};
+    if (state.applied > 0) headers["Last-Event-ID"] = this.lastEventId;
+    else url.searchParams.set("response", String(this.response ?? 0));
+    let response;
+    try {
+      response = await this._fetch(url, { headers });
+    } catch (err) {
+      if (this.signal.aborted || !(err instanceof TypeError)) throw err; // only "nothing answered" is retried
+      return { failed: err };
+    }
+    if (response.status === 204) {
+      throw new ResumeError("the server says this response is complete, but its [DONE] never arrived", { cause: broke });
+    }
+    if (response.status >= 500) {
+      await response.body?.cancel().catch(() => {});
+      return { failed: new HTTPError(response.status, null, url.href) };
+    }
+    if (!response.ok) throw new HTTPError(response.status, await readError(response), url.href);
+    this._take(response);
+    return response;
+  }
+
+  /** What an answer's headers say about the run (spec server §1.1-a); `fresh`: a new response, not a resumption. */
+  _take(response, fresh = false) {
+    const runId = response.headers.get("X-Run-Id");
+    const agent = response.headers.get("X-Agent-Uuid");
+    const index = response.headers.get("X-Response-Index");
+    if (runId && this.runId === null) this.runId = runId;
+    if (agent && this.agentUuid === null) this.agentUuid = agent;
+    if (index !== null && /^\d+$/.test(index)) this.response = Number(index);
+    else if (fresh) this.response = null; // learnt from the event ids, if any
+  }
+
+  /** Read one HTTP body; true at `[DONE]`. A broken body throws {name: "Broken", cause}. */
+  async _read(response, state) {
+    if (!response.body) return false;
+    const reader = response.body.getReader();
+    const sse = new SSEReader();
+    try {
+      for (;;) {
+        let chunk;
+        try {
+          chunk = await reader.read();
+        } catch (err) {
+          throw Object.assign(new Error("the connection broke"), { name: "Broken", cause: err });
+        }
+        if (chunk.done) return false;
+        const events = sse.feed(chunk.value);
+        for (const event of events) {
+          this._apply(event, state);
+          if (event.data === DONE) return true;
+        }
+        if (events.length) this._notify();
+      }
+    } finally {
+      reader.cancel().catch(() => {});
+    }
+  }
+
+  _apply(event, state) {
+    const id = parseEventId(event.id);
+    if (id !== null) {
+      if (this.runId !== null && id.run !== this.runId) throw new ResumeError(`event id ${event.id} is not of run ${this.runId}`);
+      if (this.response !== null && id.response !== this.response) {
+        throw new ResumeError(`event id ${event.id} is not of response ${this.response}`);
+      }
+      if (id.seq !== state.seq + 1) {
+        throw new ResumeError(`event id ${event.id} after ${this.lastEventId ?? "the start"}: an event is ${id.seq > state.seq ? "missing" : "repeated"}`);
+      }
+      this.runId ??= id.run;
+      this.response ??= id.response;
+      state.seq = id.seq;
+    }
+    this._rebuilt.feed(event.data);
+    if (event.data === DONE) this.pending = pendingOf(this.transcript()); // known when [DONE] is yielded
+    if (event.data !== DONE && (this.runId === null || this.agentUuid === null)) {
+      const env = JSON.parse(event.data);
+      if (this.agentUuid === null) this.agentUuid = env.agent;
+      if (this.runId === null && env.type === "meta_init" && env.final) {
+        const blocks = this._rebuilt.transcript().agents[env.agent].blocks;
+        const meta = blocks[blocks.length - 1].data;
+        if (meta && typeof meta.run_id === "string") this.runId = meta.run_id;
+      }
+    }
+    this.lastEventId = event.id || null;
+    state.applied++;
+    this._events.push({ data: event.data, id: event.id, response: this.response ?? 0 });
+    if (event.data === DONE) this._notify();
+  }
+}
+
+/**
+ * Start a run (`body` given: `POST url` with it as JSON, e.g. `connect("/agent/run", {body: {prompt}})`)
+ * or follow one (`GET url`, e.g. `connect("/agent/runs/ID/stream")`), and read it to its end.
+ */
+export function connect(url, options = {}) {
+  return new Run(url, options);
+}
+
+export { DecodeError };

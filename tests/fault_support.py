@@ -1,0 +1,76 @@
+"""Helpers of the fault-injection suite (``tests/faults/``): reading a stream while a fault is injected.
+
+``Reader`` reads one HTTP answer (an SSE stream) in a thread, so the test can stop a
+database or kill a process while the stream is open, then wait for its end with a
+deadline: a server that hangs fails the test instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import httpx2
+
+
+class Reader(threading.Thread):
+    """Read one streamed answer in the background: ``Reader("POST", url, json=...)``.
+
+    Attributes:
+        status: the status code, once the headers came.
+        headers: the headers, once they came.
+        body: every byte read so far.
+        error: what ended the read abnormally (a dropped connection), if anything.
+        opened: set when the headers came.
+    """
+
+    def __init__(self, method: str, url: str, *, timeout: float = 60, **kwargs: Any) -> None:
+        """Start reading at once (a daemon thread: a stuck read never keeps the test process alive)."""
+        super().__init__(daemon=True)
+        self.method = method
+        self.url = url
+        self.timeout = timeout
+        self.kwargs = kwargs
+        self.status: int | None = None
+        self.headers: dict[str, str] = {}
+        self.body = bytearray()
+        self.error: Exception | None = None
+        self.opened = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        """Read until the server ends the answer, the connection drops, or ``timeout`` passes."""
+        try:
+            with (
+                httpx2.Client(timeout=self.timeout) as client,
+                client.stream(self.method, self.url, **self.kwargs) as answer,
+            ):
+                self.status = answer.status_code
+                self.headers = dict(answer.headers)
+                self.opened.set()
+                for chunk in answer.iter_bytes():
+                    self.body.extend(chunk)
+        except httpx2.HTTPError as exc:
+            self.error = exc
+        finally:
+            self.opened.set()
+
+    def wait_open(self, timeout: float = 30) -> None:
+        """Wait (bounded) for the headers; fail if they did not come."""
+        assert self.opened.wait(timeout), f"no answer from {self.url} within {timeout} s"
+        assert self.status is not None, f"{self.url}: {self.error!r}"
+
+    def wait_for(self, needle: bytes, timeout: float = 30) -> None:
+        """Wait (bounded) until ``needle`` was read."""
+        deadline = time.monotonic() + timeout
+        while needle not in self.body:
+            assert self.is_alive() or needle in self.body, f"the stream ended without {needle!r}: {bytes(self.body)!r}"
+            assert time.monotonic() < deadline, f"{needle!r} not read within {timeout} s: {bytes(self.body)[-600:]!r}"
+            time.sleep(0.02)
+
+    def finish(self, timeout: float) -> bytes:
+        """Wait (bounded) for the server to end the answer; return everything read."""
+        self.join(timeout)
+        assert not self.is_alive(), f"the stream did not end within {timeout} s; read: {bytes(self.body)[-600:]!r}"
+        return bytes(self.body)
