@@ -1088,8 +1088,19 @@ def create_app(
 
         return endpoint
 
+    from .server_interop import interop_routes  # spec server §9: AG-UI and useChat on the same runs
+
+    interop = interop_routes(
+        store=store,
+        manager=manager,
+        config=cfg,
+        new_agent=lambda uuid: Agent(model_factory(), store=store, agent_uuid=uuid, tools=toolset, **settings),
+        route=route,
+        sse=sse,
+    )
     app = Starlette(
         routes=[
+            *interop,
             Route("/", page, methods=["GET"]),
             Route("/static/{name}", static, methods=["GET"]),
             Route("/agent/run", route(run), methods=["POST"]),

@@ -53,12 +53,20 @@ class EnvelopeToAgui(EnvelopeReader):
     """
 
     def __init__(
-        self, *, thread_id: str = "thread", run_id: str | None = None, max_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES
+        self,
+        *,
+        thread_id: str = "thread",
+        run_id: str | None = None,
+        max_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES,
+        message_prefix: str = "",
     ) -> None:
         """Create a converter.
 
         Args:
             thread_id: the AG-UI ``threadId`` of every run.
+            message_prefix: put before every ``messageId`` made (``<agent>.<kind><n>``);
+                a server that converts each response of a thread with a new converter
+                gives each its own, since a client's reducer merges messages by id.
             run_id: the ``runId``; by default the first ``meta_init``'s ``run_id`` when the
                 response opens with a one-line ``meta_init`` carrying one, else ``run-<n>``
                 for the n-th response.
@@ -75,6 +83,10 @@ class EnvelopeToAgui(EnvelopeReader):
         self._pending: list[str] = []  # awaiting_frontend_tools ids of the run's agent
         self._suspended: set[str] = set()
         self._last_msg: dict[str, str] = {}
+        self.message_prefix = message_prefix
+
+    def _ref(self, agent: str, kind: str) -> str:
+        return self.message_prefix + super()._ref(agent, kind)
 
     def _attr(self, agent: str, event: dict[str, Any]) -> dict[str, Any]:
         if agent != self.main:

@@ -82,6 +82,7 @@ class EnvelopeToVercel(EnvelopeReader):
         self._calls: dict[str, str] = {}  # tool call id -> agent, this response
         self._answered: set[str] = set()  # tool call ids with an output, this response
         self._paused = False
+        self._step_answered = False  # a result of the run's agent was sent since the step began
 
     def _meta(self, agent: str, **extra: Any) -> dict[str, Any]:
         ours: dict[str, Any] = {} if agent == self.main else {"agent": agent}
@@ -92,8 +93,9 @@ class EnvelopeToVercel(EnvelopeReader):
         self._calls = {}
         self._answered = set()
         self._paused = False
+        self._step_answered = False
         run: dict[str, Any] = {"agent": main} if main is not None else {}
-        return [{"type": "start"}, {"type": _RUN, "data": run, "transient": True}]
+        return [{"type": "start"}, {"type": _RUN, "data": run, "transient": True}, {"type": "start-step"}]
 
     def _on_run_end(self) -> list[Any]:
         return [{"type": "finish", "finishReason": "tool-calls" if self._paused else "stop"}, DONE]
@@ -110,6 +112,11 @@ class EnvelopeToVercel(EnvelopeReader):
         return [{"type": _SUBAGENT, "data": data}]
 
     def _on_open(self, block: OpenBlock, delta: str) -> list[Any]:
+        step: list[Any] = []
+        if block.agent == self.main and self._step_answered:
+            # the run's agent speaks again after results: a new model step (spec/interop.md §5.1)
+            self._step_answered = False
+            step = [{"type": "start-step"}]
         if block.type in ("text", "thinking"):
             kind = "text" if block.type == "text" else "reasoning"
             start: dict[str, Any] = {"type": f"{kind}-start", "id": block.ref}
@@ -124,7 +131,7 @@ class EnvelopeToVercel(EnvelopeReader):
                 start["providerExecuted"] = True
             if block.agent != self.main:
                 start["providerMetadata"] = self._meta(block.agent)
-        return [start, *(self._on_delta(block, delta) if delta else [])]
+        return [*step, start, *(self._on_delta(block, delta) if delta else [])]
 
     def _on_delta(self, block: OpenBlock, delta: str) -> list[Any]:
         if block.type == "text":
@@ -162,6 +169,7 @@ class EnvelopeToVercel(EnvelopeReader):
         agent = block.agent
         if block.type in ("tool_result", "server_tool_result"):
             assert block.id is not None
+            self._step_answered |= agent == self.main
             if self._calls.get(block.id) != agent or block.id in self._answered:
                 # no call in this response to attach to (a resumed response's answers), or
                 # a call already answered: the AI SDK refuses an output without its call
@@ -199,6 +207,8 @@ class EnvelopeToVercel(EnvelopeReader):
         return [{"type": data_type(block.type), "data": data}]
 
     def _on_piece(self, block: OpenBlock, text: str, images: list[ImageRef], final: bool) -> list[Any]:
+        if block.type in ("tool_result", "server_tool_result"):
+            self._step_answered |= block.agent == self.main
         data: dict[str, Any] = {"agent": block.agent, "type": block.type, "text": text, "final": final}
         if block.id is not None:
             data["id"] = block.id

@@ -1,0 +1,313 @@
+"""The server's AG-UI and AI SDK (``useChat``) endpoints: the same runs, in the frontends' own dialects.
+
+Owns (spec ``spec/server.md`` §9, ``spec/interop.md`` §8): ``POST /agui`` (an AG-UI
+``RunAgentInput`` in, SSE of AG-UI events out), ``POST /api/chat`` (a ``useChat`` body
+in, the UI message stream out) and ``GET /api/chat/{id}/stream`` (the AI SDK's
+reconnect); the map from a conversation id (AG-UI ``threadId``, the chat ``id``) to its
+agent (``agent_for_conversation``); converting each response's envelope lines as the
+run writes them.
+Does not own: the runs (``server.py``'s ``RunManager``, journal and store: every run
+goes through the same manager as ``/agent/run``, so what is stored and journaled is the
+envelope stream itself), the request checks (``server.py``'s, imported), reading the
+foreign requests and converting streams (``envelope.interop``).
+
+``create_app`` mounts ``interop_routes(...)``; every route goes through its ``route``
+wrapper (the token, JSON errors) and its Host check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Final
+
+from starlette.responses import Response
+from starlette.routing import Route
+
+from envelope.interop import InteropError
+from envelope.interop.agui import CUSTOM_PREFIX, EnvelopeToAgui, request_from_run_input
+from envelope.interop.vercel import HEADERS, EnvelopeToVercel, request_from_chat
+
+from .server import _read_json, _refusal_of, _Refused, _tool_results
+from .server_streams import DONE_LINE
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+
+    from sse_starlette import EventSourceResponse
+    from starlette.requests import Request
+
+    from envelope.interop.agui import ServerRequest
+
+    from .agent import Agent
+    from .server import RunManager, ServerConfig
+    from .server_streams import LiveStream
+    from .state import AgentState
+    from .store import Store
+
+    Handler = Callable[[Request], Awaitable[Response]]
+
+__all__ = ["BODY_FACTOR", "MAX_CONVERSATION_CHARS", "agent_for_conversation", "interop_routes"]
+
+log = logging.getLogger("agent_ref.server")
+
+#: The foreign clients send the whole conversation with every request: their bodies may
+#: be this many times ``max_body_bytes`` (4 MiB by default), still read with a bound.
+BODY_FACTOR: Final = 16
+#: The longest conversation id (``threadId``, chat ``id``) accepted.
+MAX_CONVERSATION_CHARS: Final = 256
+
+_VERCEL_HEADER: Final = {"x-vercel-ai-ui-message-stream": HEADERS["x-vercel-ai-ui-message-stream"]}
+
+
+def agent_for_conversation(dialect: str, conversation: str) -> str:
+    """The agent of a conversation: ``<dialect>-`` and 32 hex digits of the id's SHA-256.
+
+    Deterministic, so every process of a fleet on one store finds the same agent with no
+    stored map (spec server §9.2-a); ``dialect`` (``agui``, ``chat``) keeps the two
+    clients' id spaces apart.
+    """
+    digest = hashlib.sha256(conversation.encode("utf-8")).hexdigest()[:32]
+    return f"{dialect}-{digest}"
+
+
+def interop_routes(
+    *,
+    store: Store,
+    manager: RunManager,
+    config: ServerConfig,
+    new_agent: Callable[[str], Agent],
+    route: Callable[[Handler], Handler],
+    sse: Callable[[AsyncIterator[bytes], Mapping[str, str]], EventSourceResponse],
+) -> list[Route]:
+    """The routes ``create_app`` mounts (spec server §9).
+
+    Args:
+        store: the agents' store.
+        manager: the app's run manager (journal, live streams).
+        config: the app's limits.
+        new_agent: a new ``Agent`` with the given id, configured as the app's agents are.
+        route: wraps a handler with the token check and the JSON error answers.
+        sse: the app's SSE response (keep-alive comments, headers).
+    """
+    limit = config.max_body_bytes * BODY_FACTOR
+
+    async def agent_of(dialect: str, asked: ServerRequest) -> Agent:
+        uuid = agent_for_conversation(dialect, asked.conversation)
+        state = await store.load(uuid)
+        if state is None:
+            if asked.path == "/agent/tool_results":
+                raise _Refused(404, "unknown_conversation", f"conversation {asked.conversation!r} has no run to resume")
+            return new_agent(uuid)
+        agent = new_agent(uuid)
+        agent.state = state
+        return agent
+
+    async def start(agent: Agent, asked: ServerRequest) -> LiveStream:
+        try:
+            if asked.path == "/agent/run":
+                prompt: str = asked.body["prompt"]
+                return await manager.start(agent, lambda sink: agent.run(prompt, sink))
+            results: list[dict[str, Any]] = asked.body["tool_results"]
+            return await manager.start(agent, lambda sink: agent.continue_with_tool_results(results, sink))
+        except Exception as exc:
+            raise _refusal_of(exc) from None
+
+    async def agui(request: Request) -> Response:
+        body = await _read_json(request, limit)
+        try:
+            asked = request_from_run_input(body)
+        except InteropError as exc:
+            raise _invalid(exc) from None
+        _conversation(asked.conversation, "$.threadId")
+        run_id = body["runId"]
+        _conversation(run_id, "$.runId")
+        _check(asked, body, config)
+        agent = await agent_of("agui", asked)
+        if asked.path == "/agent/tool_results":
+            asked = _answers_only(asked, agent.state)
+        stream = await start(agent, asked)
+        answered = {r["tool_use_id"] for r in asked.body.get("tool_results", ())}
+        converter = EnvelopeToAgui(thread_id=asked.conversation, run_id=run_id, message_prefix=_prefix(stream))
+        return sse(_agui_events(_lines(stream), converter, answered), _headers(stream))
+
+    async def chat(request: Request) -> Response:
+        body = await _read_json(request, limit)
+        try:
+            asked = request_from_chat(body)
+        except InteropError as exc:
+            raise _invalid(exc) from None
+        _conversation(asked.conversation, "$.id")
+        _check(asked, body, config)
+        stream = await start(await agent_of("chat", asked), asked)
+        return sse(_vercel_chunks(_lines(stream), EnvelopeToVercel()), {**_VERCEL_HEADER, **_headers(stream)})
+
+    async def chat_stream(request: Request) -> Response:
+        """The AI SDK's reconnect: the chat's response being written, from its start; else 204."""
+        conversation = request.path_params["id"]
+        _conversation(conversation, "id")
+        state = await store.load(agent_for_conversation("chat", conversation))
+        if state is None or state.status != "running" or state.run is None:
+            return Response(status_code=204)
+        run_id = state.run.run_id
+        response = manager.latest(run_id)  # the stored claim may predate the response's index
+        if response is None:
+            return Response(status_code=204)
+        live = manager.live.get((run_id, response))
+        lines: AsyncIterator[bytes]
+        if live is not None:
+            lines = _lines(live)
+        else:
+            shared = getattr(manager.journal, "follow", None)
+            journaled = manager.journal.read(run_id, response)
+            if shared is None or not journaled or journaled[-1] == DONE_LINE:
+                return Response(status_code=204)
+            lines = _followed(shared(run_id, response, -1))
+        extra = {"X-Run-Id": run_id, "X-Agent-Uuid": state.agent_uuid, "X-Response-Index": str(response)}
+        return sse(_vercel_chunks(lines, EnvelopeToVercel()), {**_VERCEL_HEADER, **extra})
+
+    return [
+        Route("/agui", route(agui), methods=["POST"]),
+        Route("/api/chat", route(chat), methods=["POST"]),
+        Route("/api/chat/{id}/stream", route(chat_stream), methods=["GET"]),
+    ]
+
+
+# ---------------------------------------------------------------------- checks
+
+
+def _invalid(exc: InteropError) -> _Refused:
+    """A foreign request ``envelope.interop`` cannot read: 422, with its code and path."""
+    extra: dict[str, Any] = {"code": exc.code}
+    if exc.field is not None:
+        extra["field"] = exc.field
+    return _Refused(422, "invalid_request", f"{exc.code}: {exc.message}", **extra)
+
+
+def _conversation(value: str, where: str) -> None:
+    if not value.strip() or len(value) > MAX_CONVERSATION_CHARS:
+        raise _Refused(
+            422,
+            "invalid_request",
+            f"{where} must be a non-blank string of at most {MAX_CONVERSATION_CHARS} characters",
+            field=where,
+        )
+
+
+def _check(asked: ServerRequest, body: Mapping[str, Any], config: ServerConfig) -> None:
+    """The checks of ``/agent/run`` and ``/agent/tool_results`` (spec server §5.1), at the foreign paths."""
+    where = f"$.messages[{len(body['messages']) - 1}]"
+    if asked.path == "/agent/run":
+        prompt: str = asked.body["prompt"]
+        if not prompt.strip():
+            raise _Refused(422, "invalid_request", f"{where}: the user message has no text", field=where)
+        if len(prompt) > config.max_prompt_chars:
+            raise _Refused(
+                422,
+                "invalid_request",
+                f"{where}: the user message is longer than {config.max_prompt_chars} characters",
+                field=where,
+            )
+        return
+    if len(asked.body["tool_results"]) > config.max_tool_results:
+        raise _Refused(422, "invalid_request", f"more than {config.max_tool_results} tool results", field="$.messages")
+    _tool_results(asked.body, config.max_tool_results)
+
+
+def _answers_only(asked: ServerRequest, state: AgentState) -> ServerRequest:
+    """The trailing tool messages that answer the pause: not those of calls the server answered itself.
+
+    AG-UI's reducer puts the results the server sent (``TOOL_CALL_RESULT``) right after
+    the assistant message, so the client's own answers follow them: all are trailing
+    ``tool`` messages, but only the paused calls are the client's to answer (spec
+    interop §7-a). An id the server never answered is kept, and refused by the agent.
+    """
+    pending = {p.tool_use_id for p in state.pending_frontend}
+    if not pending:
+        return asked  # not paused: the agent refuses a stale answer (409 agent_state, spec server §1.2-b)
+    ours = {str(b.get("tool_use_id")) for b in state.pending_backend_results}
+    for message in state.messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            ours |= {
+                str(b.get("tool_use_id")) for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
+            }
+    results = [r for r in asked.body["tool_results"] if r["tool_use_id"] in pending or r["tool_use_id"] not in ours]
+    if not results:
+        raise _Refused(
+            422, "invalid_request", "the trailing tool messages answer no call the run waits for", field="$.messages"
+        )
+    return replace(asked, body={"tool_results": results})
+
+
+def _prefix(stream: LiveStream) -> str:
+    """The ``messageId`` prefix of a response's AG-UI events: ids stay unique across a thread's runs.
+
+    AG-UI's reducer appends a ``TEXT_MESSAGE_CONTENT`` to the message of that id already in
+    the client's history; each request's converter counts from 1 again.
+    """
+    return f"{stream.run_id}.{stream.response}."
+
+
+def _headers(stream: LiveStream) -> dict[str, str]:
+    return {"X-Run-Id": stream.run_id, "X-Agent-Uuid": stream.agent_uuid, "X-Response-Index": str(stream.response)}
+
+
+# ---------------------------------------------------------------------- streams
+
+
+async def _lines(stream: LiveStream) -> AsyncIterator[bytes]:
+    """The envelope lines of a live response, as the run writes them, up to ``[DONE]``."""
+    seq = 0
+    async for _ in stream.follow():
+        yield stream.lines[seq]
+        seq += 1
+
+
+async def _followed(lines: AsyncIterator[tuple[int, bytes]]) -> AsyncIterator[bytes]:
+    async for _, line in lines:
+        yield line
+
+
+def _data(value: Any) -> bytes:
+    return b"data: " + json.dumps(value, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def _agui_events(
+    lines: AsyncIterator[bytes], converter: EnvelopeToAgui, answered: set[str]
+) -> AsyncIterator[bytes]:
+    """AG-UI events of one response; the results the client itself just sent are not echoed (spec interop §8-b)."""
+    try:
+        async for line in lines:
+            for event in converter.feed(line):
+                if not _echo(event, answered):
+                    yield _data(event)
+        for event in converter.close():
+            yield _data(event)
+    except InteropError as exc:
+        log.error("AG-UI conversion of a stored response failed: %s", exc)
+        yield _data({"type": "RUN_ERROR", "message": "the server could not convert this response", "code": exc.code})
+
+
+def _echo(event: Mapping[str, Any], answered: set[str]) -> bool:
+    if event.get("type") == "TOOL_CALL_RESULT":
+        return event.get("toolCallId") in answered
+    if event.get("type") == "CUSTOM" and event.get("name") == CUSTOM_PREFIX + "piece":
+        value = event.get("value")
+        return isinstance(value, dict) and value.get("type") == "tool_result" and value.get("id") in answered
+    return False
+
+
+async def _vercel_chunks(lines: AsyncIterator[bytes], converter: EnvelopeToVercel) -> AsyncIterator[bytes]:
+    """UI message stream chunks of one response, ``[DONE]`` last."""
+    try:
+        async for line in lines:
+            for chunk in [*converter.feed(line)]:
+                yield b"data: [DONE]\n\n" if chunk == "[DONE]" else _data(chunk)
+        for chunk in converter.close():
+            yield b"data: [DONE]\n\n" if chunk == "[DONE]" else _data(chunk)
+    except InteropError as exc:
+        log.error("UI message stream conversion of a stored response failed: %s", exc)
+        yield _data({"type": "error", "errorText": f"the server could not convert this response ({exc.code})"})
