@@ -180,14 +180,25 @@ def test_agui_endpoint_runs_httpagent_with_a_frontend_tool(node: str, tmp_path: 
 def test_agui_endpoint_runs_subagents_that_pause(node: str, tmp_path: Path) -> None:
     """spec server §9.1-a: interleaved subagents reach HttpAgent as subagent messages; the run pauses and goes on.
 
-    The server is ``agent-ref serve`` with the demo subagents (the browser tests' launcher,
-    until the CLI has ``--subagents``). Each agent's messages in the client's history are
+    The server is ``agent-ref serve --subagents demo``. Each agent's messages in the client's history are
     that agent's texts in the stored transcript, and no two messages share an id (each
     request's converter counts from 1: a shared id would merge two answers).
     """
     db = tmp_path / "agent-ref.db"
-    launcher = HERE.parent / "browser" / "serve_page.py"
-    command = [sys.executable, str(launcher), "--db", str(db), "--port", "0", "--subagents", "demo", "--token", TOKEN]
+    command = [
+        sys.executable,
+        "-m",
+        "agent_ref",
+        "serve",
+        "--db",
+        str(db),
+        "--port",
+        "0",
+        "--subagents",
+        "demo",
+        "--token",
+        TOKEN,
+    ]
     prompt = "Research cats and dogs in parallel, then confirm"
     with _serving(command, url_on="stderr") as base:
         seen = _client(node, "agui", base, TOKEN, "thread-sub", prompt)
