@@ -27,6 +27,7 @@ from .._decoder import decode
 from .._encoder import CitationData, Emitter, ImageRef
 from .._errors import EnvelopeError, Position
 from .._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_BYTES
+from .._types import ENVELOPE_TYPES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -415,22 +416,7 @@ class OpenBlock:
     pieces: bool = False
 
 
-_TAGS: Final = {
-    "meta_init",
-    "thinking",
-    "text",
-    "citation",
-    "tool_call",
-    "server_tool_call",
-    "tool_result",
-    "tool_result_image",
-    "server_tool_result",
-    "awaiting_frontend_tools",
-    "meta_files",
-    "error",
-    "meta_final",
-    "meta_compaction",
-}
+_TAGS: Final = frozenset(ENVELOPE_TYPES)
 
 
 class EnvelopeReader:
