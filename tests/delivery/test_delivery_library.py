@@ -232,3 +232,20 @@ def test_spec_delivery_3_3_a_file_journal_drops_a_cut_tail(tmp_path: Path) -> No
     assert again.unfinished() == []
     with pytest.raises(ValueError, match="not a run id"):
         again.append("../etc", 0, b"x")
+
+
+def test_spec_delivery_3_1_a_a_line_is_journaled_before_any_follower_can_see_it() -> None:
+    """[D3.1-a]: when the journal gets a line, the stream holds no event of it yet."""
+    seen: list[int] = []
+
+    class Watching(MemoryJournal):
+        def append(self, run_id: str, response: int, line: bytes) -> None:
+            seen.append(len(stream.events))
+            super().append(run_id, response, line)
+
+    stream = LiveStream("r", 0, Watching())
+    lines = _response()
+    for line in lines:
+        stream.append(line)
+    assert seen == list(range(len(lines)))
+    assert len(stream.events) == len(lines)
