@@ -8,6 +8,8 @@ built by ``agent.py`` from a short public message, never from a traceback (spec
 
 from __future__ import annotations
 
+from envelope.delivery import JournalError, JournalUnavailableError
+
 __all__ = [
     "AgentRefError",
     "ConfigError",
@@ -43,8 +45,11 @@ class ConflictError(StateError):
     """
 
 
-class StoreError(StateError):
-    """The store's (or the server journal's) database failed.
+class StoreError(StateError, JournalError):
+    """The store's database failed.
+
+    A ``JournalError`` too (``envelope.delivery``): the server answers a failing store and
+    a failing journal alike, catching ``JournalError`` for both.
 
     ``str(error)`` says where and why, for the log and the command line (it may name the
     database's host, port and name, and quote the driver); ``public`` says what failed in
@@ -60,8 +65,10 @@ class StoreError(StateError):
         self.public = public
 
 
-class UnavailableError(StoreError):
+class UnavailableError(StoreError, JournalUnavailableError):
     """The database cannot be reached now (down, restarting, unreachable): try again later.
+
+    A ``JournalUnavailableError`` too, for the same reason as ``StoreError``.
 
     Attributes:
         retry_after: seconds after which trying again makes sense (at least 1).

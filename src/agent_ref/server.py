@@ -52,6 +52,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from envelope import Emitter, EnvelopeError, MetaFinal, decode
+from envelope.delivery import JournalError, JournalUnavailableError, replay_events
 
 from .agent import Agent
 from .demo_tools import default_tools
@@ -273,7 +274,7 @@ class RunManager:
         pause = 0.25
         while self.owed:
             for key, debt in list(self.owed.items()):
-                with contextlib.suppress(UnavailableError):  # tried again after the pause
+                with contextlib.suppress(JournalUnavailableError):  # tried again after the pause (store or journal)
                     await self._settle(key, debt)
             if self.owed:
                 await asyncio.sleep(pause)
@@ -290,7 +291,7 @@ class RunManager:
                 self.end_in_journal(debt.run_id, debt.response, debt.error)
                 debt.journal_open = False
             await self._recover_agent(debt)
-        except UnavailableError:
+        except JournalUnavailableError:
             raise
         except Exception:
             log.exception("cannot settle response %s:%d; left to the next start", *key)
@@ -789,10 +790,10 @@ def _refusal_of(exc: Exception) -> _Refused:
     host, port, name and the driver's words stay in the log (spec server §3.4-a).
     """
     if isinstance(exc, JournalFailedError):
-        exc = exc.cause if isinstance(exc.cause, StoreError) else UnavailableError(str(exc))
-    if isinstance(exc, StoreError):
+        exc = exc.cause if isinstance(exc.cause, JournalError) else UnavailableError(str(exc))
+    if isinstance(exc, JournalError):  # the store's StoreError is one too
         log.warning("refused a request, the database failed: %s", exc)
-        retry = exc.retry_after if isinstance(exc, UnavailableError) else 5
+        retry = exc.retry_after if isinstance(exc, JournalUnavailableError) else 5
         return _Unavailable(exc.public, retry)
     if isinstance(exc, ToolResultsError):
         return _Refused(
@@ -972,7 +973,7 @@ def create_app(
             return await handler(request)
         except _Refused as refused:
             return refused.response()
-        except StoreError as exc:  # spec server §3.4-a: the database failed: 503, naming nothing
+        except JournalError as exc:  # spec server §3.4-a: the database (store or journal) failed: 503, naming nothing
             return _refusal_of(exc).response()
         except Exception:
             # spec server §1: never a traceback; the details (paths, the store's text) stay in the log.
@@ -1109,7 +1110,7 @@ def create_app(
         ],
         lifespan=lifespan,
         middleware=[Middleware(_HostCheck, hosts=hosts)],
-        exception_handlers={StoreError: _store_failure},  # spec server §3.4-a: whichever endpoint met it
+        exception_handlers={JournalError: _store_failure},  # spec server §3.4-a: whichever endpoint met it
     )
     app.state.manager = manager
     app.state.allowed_hosts = hosts
@@ -1172,13 +1173,13 @@ async def _followed(
                     log.warning("closed response %s:%d: its writing process is gone", run_id, response)
                 continue  # read the closing lines (ours, or those of the process that claimed it first)
             await asyncio.sleep(pause)
-    except StoreError as exc:
+    except JournalError as exc:
         log.warning("stopped following response %s:%d: %s", run_id, response, exc)
 
 
 async def _replay(run_id: str, response: int, lines: Sequence[bytes], after: int) -> AsyncIterator[bytes]:
-    for seq in range(after + 1, len(lines)):
-        yield frame_event(run_id, response, seq, lines[seq])
+    for event in replay_events(run_id, response, lines, after):
+        yield event
 
 
 def _web(name: str) -> bytes:

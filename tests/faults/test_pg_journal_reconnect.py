@@ -1,6 +1,6 @@
 """The journal's writer connection lost and replaced (spec scaleout §2.3-a), and the store's pool renewed (§1.4-a).
 
-[P2.3-a] [P1.4-a] [P4-b]
+[P2.3-a] [D3.4-d] [P1.4-a] [P4-b]
 
 Connections are cut for real: ``pg_terminate_backend`` from another session (the
 writer's process lives; its connection dies), or the whole server stopped and started
@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 
-from agent_ref.errors import UnavailableError
 from agent_ref.store_pg import JournalTakenOverError, PostgresJournal, PostgresStore
+
+# The journal is envelope.delivery's now and raises its errors; the store's UnavailableError is one of them.
+from envelope.delivery import JournalUnavailableError as UnavailableError
 
 if TYPE_CHECKING:
     from pg_support import Cluster

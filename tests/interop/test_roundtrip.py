@@ -57,7 +57,7 @@ def test_every_project_stream_round_trips(path: Path, protocol: str) -> None:
         lines = read_lines(path)
     except DecodeError:
         # bytes no SSE or JSON-lines reader reads (spec §2.3): no converter sees them;
-        # ``envelope convert`` reports the same error (test_cli)
+        # ``envelope convert`` reports the same error (test_interop_cli)
         unreadable = True
     else:
         unreadable = False

@@ -58,7 +58,7 @@ def test_spec_server_3_3_b_unfinished_lists_responses_without_done(journal_facto
 
 
 def test_spec_scaleout_2_2_a_a_live_writers_response_is_not_unfinished(pg_schema_url: str) -> None:
-    """A starting process never closes a response another live process is writing [P2.2-a]."""
+    """A starting process never closes a response another live process is writing [P2.2-a] [D3.4-c]."""
     writer, starter, other = PostgresJournal(pg_schema_url), PostgresJournal(pg_schema_url), None
     try:
         writer.append("live", 0, b"x")
@@ -79,7 +79,7 @@ def test_spec_scaleout_2_2_a_a_live_writers_response_is_not_unfinished(pg_schema
 
 @pytest.mark.parametrize("listen", [True, False])
 def test_spec_scaleout_2_1_a_follow_gets_every_line_once_in_order(pg_schema_url: str, listen: bool) -> None:
-    """A follower that starts before, during or after the writing gets each line once, in order [P2.1-a]."""
+    """A follower that starts before, during or after the writing gets each line once, in order [P2.1-a] [D3.4-a]."""
     writer = PostgresJournal(pg_schema_url)
     reader = PostgresJournal(pg_schema_url, poll_seconds=0.05, listen=listen)
     lines = [f'{{"n":{i}}}'.encode() for i in range(40)] + [b"[DONE]"]
@@ -106,7 +106,7 @@ def test_spec_scaleout_2_1_a_follow_gets_every_line_once_in_order(pg_schema_url:
 
 
 def test_spec_scaleout_2_1_b_follow_stops_when_the_writer_is_gone(pg_schema_url: str) -> None:
-    """A follower of a response whose writer died gets what was written, then stops, never hangs [P2.1-b]."""
+    """A follower of a response whose writer died gets what was written, then stops, never hangs [P2.1-b] [D3.4-b]."""
     writer = PostgresJournal(pg_schema_url)
     reader = PostgresJournal(pg_schema_url, poll_seconds=0.05)
 

@@ -1,0 +1,61 @@
+"""Resumable delivery of envelope streams over SSE: event ids, journals, live followers, replay.
+
+A server that streams envelope lines to browsers makes every response resumable with
+this package (``spec/delivery.md``):
+
+- every event carries ``id: <run>:<response>:<seq>`` (``event_id``, ``frame_event``);
+- every line is written to a ``Journal`` *before* it is sent (``MemoryJournal``,
+  bounded; ``FileJournal``, append-only files; ``envelope.delivery.postgres`` for
+  several processes on one PostgreSQL database);
+- a ``LiveStream`` hands each line, framed, to any number of followers, each of which
+  sees every line once and in order from wherever it joined;
+- a client that reconnects with ``Last-Event-ID`` gets the rest (``resume_point``,
+  ``replay_events``, ``caught_up``: pure functions over the journal's lines);
+- a response whose writer failed or died is ended validly by ``closing_lines``.
+
+The pure parts do no I/O; only ``FileJournal`` touches files. Only msgspec and the
+standard library are used here; ``import envelope`` does not import this package.
+"""
+
+from __future__ import annotations
+
+from ._errors import JournalError, JournalGapError, JournalTakenOverError, JournalUnavailableError, ResumeError
+from ._ids import (
+    DONE_LINE,
+    RUN_ID_PATTERN,
+    EventId,
+    caught_up,
+    event_id,
+    frame_event,
+    parse_event_id,
+    replay_events,
+    resume_point,
+    stream_agent,
+)
+from ._journal import FileJournal, Journal, MemoryJournal
+from ._live import JOURNAL_LOST, JournalFailedError, LiveStream, closing_lines
+
+__all__ = [
+    "DONE_LINE",
+    "JOURNAL_LOST",
+    "RUN_ID_PATTERN",
+    "EventId",
+    "FileJournal",
+    "Journal",
+    "JournalError",
+    "JournalFailedError",
+    "JournalGapError",
+    "JournalTakenOverError",
+    "JournalUnavailableError",
+    "LiveStream",
+    "MemoryJournal",
+    "ResumeError",
+    "caught_up",
+    "closing_lines",
+    "event_id",
+    "frame_event",
+    "parse_event_id",
+    "replay_events",
+    "resume_point",
+    "stream_agent",
+]

@@ -1,0 +1,182 @@
+"""Live responses and their followers, and the closing lines of a response its writer could not end.
+
+``LiveStream`` is one response being written in this process: each line is journaled,
+then framed with its event id and handed to every follower, each of which sees every
+line once, in order, from wherever it joined (spec delivery §2.2). ``closing_lines``
+computes, from what a response holds, the lines that end it validly when its writer
+failed or died (spec delivery §4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Final
+
+from envelope import Emitter, Reconstructor
+
+from ._ids import DONE_LINE, frame_event
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
+    from ._journal import Journal
+
+__all__ = ["JOURNAL_LOST", "JournalFailedError", "LiveStream", "closing_lines"]
+
+
+class JournalFailedError(Exception):
+    """A line could not be journaled; the live stream was ended for its followers (spec delivery §4.2-a).
+
+    Attributes:
+        cause: what the journal raised (``JournalUnavailableError`` when its database is down).
+    """
+
+    def __init__(self, message: str, cause: Exception) -> None:
+        """Create the error."""
+        super().__init__(message)
+        self.cause = cause
+
+
+#: The ``error`` payload of a response ended because the journal could not be written (spec delivery §4.2-a).
+JOURNAL_LOST: Final = {
+    "type": "server_unavailable",
+    "message": "the server lost its database during this response; the run was stopped",
+}
+
+
+class LiveStream:
+    """One response being written in this process, read by any number of followers.
+
+    ``append`` journals the line first, then keeps its framed event and wakes the
+    followers; ``follow(after)`` yields every event after ``after`` exactly once, then
+    waits for more until ``[DONE]``. Lines are never dropped from a live stream, so a
+    follower that joins late still gets everything (spec delivery §2.2-a).
+
+    When the journal fails, the line is not sent; the stream is ended at once with the
+    closing lines of spec delivery §4.1, which are sent without being journaled
+    (``unjournaled``), and ``append`` raises ``JournalFailedError`` (spec delivery §4.2-a).
+
+    Attributes:
+        run_id: the run.
+        response: the response's index in the run (0 first, 1 after the first resume...).
+        lines: the envelope lines so far (unframed), journaled or not.
+        events: the same lines framed with their ids.
+        done: ``[DONE]`` was appended.
+        unjournaled: how many lines at the end of ``lines`` the journal does not have.
+    """
+
+    def __init__(self, run_id: str, response: int, journal: Journal, *, max_bytes: int = 2048) -> None:
+        """See the class docstring; ``max_bytes`` bounds the closing lines the stream writes itself."""
+        self.run_id = run_id
+        self.response = response
+        self.journal = journal
+        self.max_bytes = max_bytes
+        self.lines: list[bytes] = []
+        self.events: list[bytes] = []
+        self.done = False
+        self.unjournaled = 0
+        self._changed = asyncio.Event()
+
+    def _add(self, line: bytes) -> None:
+        self.events.append(frame_event(self.run_id, self.response, len(self.lines), line))
+        self.lines.append(line)
+        if line == DONE_LINE:
+            self.done = True
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def append(self, line: bytes) -> None:
+        """Journal ``line``, frame it, and wake the followers (spec delivery §3.1-a: journal first).
+
+        Raises:
+            JournalFailedError: the journal refused the line; the stream is now ended
+                (its closing lines were sent, unjournaled).
+            RuntimeError: the stream had ended already.
+        """
+        if self.done:
+            raise RuntimeError(f"response {self.run_id}:{self.response} already ended with [DONE]")
+        try:
+            self.journal.append(self.run_id, self.response, line)
+        except Exception as exc:
+            self._cut(JOURNAL_LOST)
+            raise JournalFailedError(f"cannot journal a line of run {self.run_id}: {exc}", exc) from exc
+        self._add(line)
+
+    def end(self, error: dict[str, str]) -> None:
+        """End a response its run left open (spec delivery §4.1): its closing lines, journaled if the journal can.
+
+        Never raises: if the journal fails on the way, the remaining lines are sent
+        unjournaled (``unjournaled`` counts them). Nothing happens if the stream had ended.
+        """
+        if self.done:
+            return
+        for line in closing_lines(self.lines, self.run_id, error, max_bytes=self.max_bytes):
+            try:
+                self.append(line)
+            except JournalFailedError:
+                return  # _cut ended it
+
+    def _cut(self, error: dict[str, str]) -> None:
+        """End the stream for its followers without the journal (spec delivery §4.2-a)."""
+        tail = closing_lines(self.lines, self.run_id, error, max_bytes=self.max_bytes)
+        for line in tail:
+            self._add(line)
+        self.unjournaled = len(tail)
+
+    async def follow(self, after: int = -1) -> AsyncIterator[bytes]:
+        """Yield the framed events with ``seq > after`` as they come, up to ``[DONE]``."""
+        index = after + 1
+        while True:
+            changed = self._changed
+            while index < len(self.events):
+                yield self.events[index]
+                index += 1
+            if self.done:
+                return
+            await changed.wait()
+
+
+def closing_lines(lines: Sequence[bytes], run_id: str, error: dict[str, str], *, max_bytes: int = 2048) -> list[bytes]:
+    """The lines that end a response its run could not end (spec delivery §4.1).
+
+    For every agent of the response: close each block left open (the final marker of a
+    streamed block, an empty final chunk of a buffered one, as the agent's own abort
+    does), then, for each agent without a ``meta_final``: an ``error`` envelope with
+    ``error`` as its payload and a ``meta_final`` with ``stop_reason: "error"``. Then
+    ``[DONE]``. A response that already ended (``[DONE]``) gets nothing.
+
+    Args:
+        lines: the response's lines so far.
+        run_id: the run, repeated in ``meta_final``.
+        error: the ``error`` payload (``{"type", "message"}``).
+        max_bytes: the line bound.
+
+    Returns:
+        The lines to append, ``[DONE]`` last; empty if the response had ended.
+    """
+    rebuilt = Reconstructor()
+    for line in lines:
+        rebuilt.feed(line)
+    if rebuilt.done:
+        return []
+    transcript = rebuilt.transcript()
+    out: list[bytes] = []
+    for agent, blocks in transcript.agents.items():
+        emitter = Emitter(agent, max_bytes)
+        for block in blocks:
+            if block.complete:
+                continue
+            if block.type in ("text", "thinking"):
+                out.append(emitter.end(block.type))  # type: ignore[arg-type]  # narrowed just above
+            elif block.type in ("tool_call", "server_tool_call", "tool_result", "server_tool_result"):
+                out += emitter.buffered(block.type, "", id=block.id or "", name=block.name or "")  # type: ignore[arg-type]  # narrowed just above
+            else:
+                out += emitter.buffered(block.type, "")  # type: ignore[arg-type]  # the JSON-payload types
+        if any(b.type == "meta_final" for b in blocks):  # the agent was ending: its own meta_final stands
+            continue
+        out += emitter.buffered("error", json.dumps(error, ensure_ascii=False))
+        meta = {"stop_reason": "error", "total_steps": 0, "cumulative_usage": {}, "run_id": run_id}
+        out += emitter.buffered("meta_final", json.dumps(meta))
+    out.append(DONE_LINE)
+    return out

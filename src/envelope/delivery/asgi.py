@@ -1,0 +1,189 @@
+"""Resumable SSE responses for Starlette (and FastAPI) apps: ``Delivery`` (spec delivery §6).
+
+Install the extra that brings Starlette and sse-starlette:
+``pip install 'envelope-stream[asgi]'``. This module is the only one of
+``envelope.delivery`` that imports them.
+
+``Delivery(journal)`` turns an async iterator of envelope lines into a streaming
+response whose events carry ids (spec delivery §1.1-a), with keep-alive comments and the
+headers that stop proxies buffering; ``resume`` answers a client that reconnects with
+``Last-Event-ID`` (header, or ``last_event_id`` in the query). The lines are produced by
+a task of their own, journaled as they come: a client that goes away stops reading, not
+producing, so it can come back for the rest (spec delivery §6.1-a).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Final
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ._errors import ResumeError
+from ._ids import DONE_LINE, RUN_ID_PATTERN, caught_up, replay_events, resume_point
+from ._live import LiveStream
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterable, AsyncIterator, Mapping
+
+    from starlette.requests import Request
+
+    from ._journal import Journal
+
+__all__ = ["NO_BUFFERING", "Delivery"]
+
+log = logging.getLogger("envelope.delivery.asgi")
+
+#: Headers of every stream: no cache, and no buffering by nginx-like proxies (spec delivery §6.1-b).
+NO_BUFFERING: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+#: The ``error`` payload of a response whose producer raised or stopped before ``[DONE]``.
+PRODUCER_FAILED: Final = {"type": "internal_error", "message": "the server failed during this response"}
+
+
+class Delivery:
+    """Streams of one app: their journal, the responses being written, and the SSE responses.
+
+    Args:
+        journal: where every line is written before it is sent.
+        keepalive_seconds: seconds of silence before a ``: keep-alive`` comment.
+        max_bytes: the line bound of the closing lines written for a failed producer.
+    """
+
+    def __init__(self, journal: Journal, *, keepalive_seconds: float = 15.0, max_bytes: int = 2048) -> None:
+        """See the class docstring."""
+        self.journal = journal
+        self.keepalive_seconds = keepalive_seconds
+        self.max_bytes = max_bytes
+        self.live: dict[tuple[str, int], LiveStream] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, run_id: str, lines: AsyncIterable[bytes], *, response: int = 0) -> LiveStream:
+        """Produce ``lines`` into a new live response, in a task of its own; return that response.
+
+        The task journals each line (spec delivery §3.1-a). If ``lines`` raises, or ends
+        without ``[DONE]``, the response is ended with ``closing_lines`` (spec delivery
+        §4.1-a); the error goes to the log, not to the client.
+
+        Raises:
+            ValueError: ``run_id`` is not a run id (spec delivery §1.1-b), or that
+                response is being written already.
+        """
+        if not RUN_ID_PATTERN.fullmatch(run_id):
+            raise ValueError(f"not a run id: {run_id[:80]!r} (letters, digits, '_' and '-', 1 to 128)")
+        key = (run_id, response)
+        if key in self.live:
+            raise ValueError(f"response {run_id}:{response} is being written already")
+        stream = LiveStream(run_id, response, self.journal, max_bytes=self.max_bytes)
+        self.live[key] = stream
+        task = asyncio.create_task(self._produce(stream, lines))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return stream
+
+    async def _produce(self, stream: LiveStream, lines: AsyncIterable[bytes]) -> None:
+        try:
+            async for line in lines:
+                stream.append(line)
+                if stream.done:
+                    break
+        except Exception:
+            log.exception("the producer of response %s:%d failed", stream.run_id, stream.response)
+        finally:
+            stream.end(PRODUCER_FAILED)  # nothing if it ended with [DONE]
+            self.live.pop((stream.run_id, stream.response), None)
+
+    def response(
+        self, stream: LiveStream, *, after: int = -1, headers: Mapping[str, str] | None = None
+    ) -> EventSourceResponse:
+        """The SSE response following ``stream`` from the line after ``after``."""
+        extra = {"X-Run-Id": stream.run_id, "X-Response-Index": str(stream.response), **(headers or {})}
+        return self._sse(stream.follow(after), extra)
+
+    def stream(
+        self,
+        run_id: str,
+        lines: AsyncIterable[bytes],
+        *,
+        response: int = 0,
+        headers: Mapping[str, str] | None = None,
+    ) -> EventSourceResponse:
+        """``start`` then ``response``: what an endpoint returns to stream ``lines`` resumably."""
+        return self.response(self.start(run_id, lines, response=response), headers=headers)
+
+    def _sse(self, events: AsyncIterator[bytes], headers: Mapping[str, str]) -> EventSourceResponse:
+        return EventSourceResponse(
+            events,
+            headers={**NO_BUFFERING, **headers},
+            ping=self.keepalive_seconds,
+            sep="\n",
+            ping_message_factory=lambda: ServerSentEvent(comment="keep-alive", sep="\n"),
+        )
+
+    async def resume(self, request: Request) -> Response:
+        """Answer a reconnecting client of run ``request.path_params["run_id"]`` (spec delivery §2.3).
+
+        ``Last-Event-ID`` (or ``?last_event_id=``) names the last event the client got:
+        it gets the rest, live if the response is still being written here. Without an
+        id, the run's newest response from its start. ``204`` when the client has the
+        whole ended response; ``400`` for an id that is not one of this run or is past
+        what was sent; ``404`` for an unknown run or response.
+        """
+        run_id = str(request.path_params.get("run_id", ""))
+        if not RUN_ID_PATTERN.fullmatch(run_id):
+            return _refused(404, "unknown_run", "no such run")
+        last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+        try:
+            if last:
+                response, after = resume_point(last, run_id)
+            else:
+                live = [r for (run, r) in self.live if run == run_id]
+                response, after = max([*live, self.journal.responses(run_id) - 1]), -1
+                if response < 0:
+                    return _refused(404, "unknown_run", f"no run {run_id} here")
+            stream = self.live.get((run_id, response))
+            if stream is not None:
+                if after >= len(stream.lines):
+                    raise ResumeError(f"Last-Event-ID {last!r} is past what was sent")
+                return self.response(stream, after=after)
+            lines = self.journal.read(run_id, response)
+            if lines is None:
+                return _refused(404, "unknown_run", f"no response {response} of run {run_id} here")
+            if caught_up(lines, after):
+                return Response(status_code=204)
+            events = replay_events(run_id, response, lines, after)
+        except ResumeError as exc:
+            return _refused(400, "invalid_last_event_id", str(exc))
+        headers = {"X-Run-Id": run_id, "X-Response-Index": str(response)}
+        return self._sse(_from_list(events, lines[-1] == DONE_LINE), headers)
+
+    def route(self, path: str = "/streams/{run_id}") -> Route:
+        """A ``GET`` route to ``resume`` (its path must hold ``{run_id}``)."""
+        if "{run_id}" not in path:
+            raise ValueError(f"the resume route's path must hold {{run_id}}: {path!r}")
+        return Route(path, self.resume, methods=["GET"])
+
+    async def aclose(self) -> None:
+        """Cancel the producers still running (their responses get closing lines)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _from_list(events: list[bytes], ended: bool) -> AsyncIterator[bytes]:
+    """Replayed events; a response left without ``[DONE]`` by a dead writer ends where its journal does."""
+    for event in events:
+        yield event
+    if not ended:
+        log.warning("replayed a response its writer left without [DONE]")
+
+
+def _refused(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)

@@ -1,0 +1,401 @@
+"""A ``Journal`` on PostgreSQL for several server processes: ``PostgresJournal`` (spec delivery §3.4).
+
+Install the extra that brings the driver: ``pip install 'envelope-stream[postgres]'``
+(psycopg 3 with its binary wheels). This module is the only one of ``envelope`` that
+imports psycopg; ``import envelope`` and ``import envelope.delivery`` never load it.
+
+Why psycopg 3: a sync API for ``append`` (the ``Journal`` protocol is synchronous
+because ``LiveStream.append`` is) and an async one for ``follow``, one driver and one
+set of errors for both, and LISTEN/NOTIFY on either.
+
+Every process appends through one autocommit connection and follows through its own:
+a line is committed before it is sent (spec delivery §3.1-a), a NOTIFY names it, and a
+follower on any process reads it from the table (the notification is only a wake-up).
+A session advisory lock per response says "a live process writes this response", so a
+starting process closes only responses whose writer is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Final, TypeVar
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from ._errors import JournalError, JournalGapError, JournalTakenOverError, JournalUnavailableError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
+    from psycopg.rows import TupleRow
+
+__all__ = ["CHANNEL", "JOURNAL_TABLE", "PostgresJournal", "create_journal_table", "describe_database"]
+
+log = logging.getLogger("envelope.delivery.postgres")
+
+_T = TypeVar("_T")
+
+#: The terminator as the journal stores it.
+_DONE: Final = b"[DONE]"
+#: The NOTIFY channel on which the journal announces each appended line (a wake-up hint only).
+CHANNEL: Final = "envelope_journal"
+#: Key of the advisory lock that serialises creating the table across processes starting together.
+_SCHEMA_LOCK: Final = 0x656E7632
+
+#: The journal's table: one row per line. The reference agent's migration ``0001`` creates the same table.
+JOURNAL_TABLE: Final = (
+    "CREATE TABLE IF NOT EXISTS stream_journal ("
+    " run_id TEXT NOT NULL, response INTEGER NOT NULL, seq INTEGER NOT NULL, line BYTEA NOT NULL,"
+    " PRIMARY KEY (run_id, response, seq))"
+)
+
+
+def describe_database(url: str) -> str:
+    """The database a URL names, for error messages: host, port and name, never a password."""
+    try:
+        info = conninfo_to_dict(url)
+    except psycopg.Error:
+        return "the PostgreSQL database (unparsable URL)"
+    return f"PostgreSQL {info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+
+
+def create_journal_table(conn: psycopg.Connection[TupleRow]) -> None:
+    """Create the ``stream_journal`` table if it is missing (``PostgresJournal``'s default ``prepare``)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        conn.execute(JOURNAL_TABLE)
+
+
+async def _writer_alive(conn: psycopg.AsyncConnection[tuple[object, ...]], run_id: str, response: int) -> bool:
+    """Whether some session holds the writer lock of a response (read from ``pg_locks``, taking nothing)."""
+    cur = await conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND classid = ((hashtext(%s)::bigint + 4294967296) %% 4294967296)::oid"
+        " AND objid = %s::bigint::oid AND objsubid = 2",
+        (run_id, response),
+    )
+    row = await cur.fetchone()
+    return row is not None and int(str(row[0])) > 0
+
+
+class PostgresJournal:
+    """A ``Journal`` in PostgreSQL: every process sees every process's lines (spec delivery §3.4).
+
+    One autocommit connection writes; each ``append`` is one round trip that inserts the
+    line at the next ``seq`` of its response and sends a NOTIFY naming it, so the line is
+    durable (committed) before the server sends it (spec delivery §3.1-a). The first append
+    of a response takes a session advisory lock on it, released after ``[DONE]``: the
+    lock says "a live process writes this response", so ``unfinished()`` on a starting
+    process returns only responses whose writer is gone (its connection closed; spec
+    delivery §3.4-c) and never closes a response another live process is writing.
+
+    The writer connection is replaced when it dies (spec delivery §3.4-d): the next call
+    opens a new one (``connect_timeout``), and an append cut by the failure is tried once
+    more on it. The locks died with the old session, so each response this process was
+    writing takes its lock again before its next line, and checks that nobody wrote to it
+    meanwhile (``JournalTakenOverError`` otherwise). While the database cannot be reached,
+    calls fail with ``JournalUnavailableError``; a failed connection attempt is not repeated for
+    four times as long as it took, so a database that times out connections blocks the
+    event loop at most a fifth of the time.
+
+    The protocol is synchronous (``LiveStream.append`` is), so ``append`` blocks the event
+    loop for one loopback round trip; ``follow`` is async and uses its own connection.
+
+    Args:
+        url: the database (the same one as the store's, or another).
+        poll_seconds: the longest a follower waits before it reads the table again
+            without a notification (notifications are hints; the table is the truth).
+        listen: wake followers by LISTEN/NOTIFY; ``False`` polls every ``poll_seconds``.
+        connect_timeout: seconds a new connection may take (at least 2, libpq's floor).
+        prepare: what makes the database ready on the first connection (default
+            ``create_journal_table``; an application that creates ``stream_journal`` in
+            its own migrations passes those).
+
+    Raises:
+        JournalUnavailableError: the database cannot be reached (the text names it; never a password).
+        JournalError: ``prepare`` failed on it.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        poll_seconds: float = 0.5,
+        listen: bool = True,
+        connect_timeout: float = 3.0,
+        prepare: Callable[[psycopg.Connection[TupleRow]], object] = create_journal_table,
+    ) -> None:
+        """Connect and make the table ready (``prepare``)."""
+        self.url = url
+        self.poll_seconds = poll_seconds
+        self.listen = listen
+        self.connect_timeout = max(2, int(connect_timeout))
+        self._where = describe_database(url)
+        self._lock = threading.Lock()
+        self._next: dict[tuple[str, int], int] = {}
+        self._held: set[tuple[str, int]] = set()
+        self._quiet_until = 0.0
+        try:
+            conn = psycopg.connect(url, autocommit=True, connect_timeout=self.connect_timeout)
+        except psycopg.Error as exc:
+            raise JournalUnavailableError(f"cannot open the journal in {describe_database(url)}: {exc}") from None
+        try:
+            prepare(conn)
+        except psycopg.Error as exc:
+            conn.close()
+            raise JournalError(f"cannot prepare the journal in {describe_database(url)}: {exc}") from None
+        except BaseException:
+            conn.close()
+            raise
+        self._conn: psycopg.Connection[TupleRow] | None = conn
+
+    def _connection(self) -> psycopg.Connection[TupleRow]:
+        """The writer connection; a new one if the last one died (caller holds ``_lock``)."""
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        if conn is not None:
+            conn.close()
+            self._conn = None
+            self._held.clear()  # the session's advisory locks ended with it
+        now = time.monotonic()
+        if now < self._quiet_until:
+            raise JournalUnavailableError(f"cannot reach {self._where}: its last connection attempt failed just now")
+        try:
+            self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=self.connect_timeout)
+        except psycopg.Error as exc:
+            self._quiet_until = time.monotonic() + 4 * (time.monotonic() - now)
+            raise JournalUnavailableError(f"cannot reach {self._where}: {exc}") from None
+        log.warning("journal: a new connection to %s replaces the lost one", self._where)
+        return self._conn
+
+    def _run(self, doing: str, work: Callable[[psycopg.Connection[TupleRow]], _T]) -> _T:
+        """``work(connection)`` under the lock, tried once more on a new connection if the first one was lost."""
+        with self._lock:
+            for attempt in (1, 2):
+                conn = self._connection()
+                try:
+                    return work(conn)
+                except psycopg.OperationalError as exc:
+                    if attempt == 1 and (conn.closed or conn.broken):
+                        log.warning("journal: lost the connection to %s (%s); trying again", self._where, exc)
+                        continue
+                    raise JournalUnavailableError(f"cannot {doing} in {self._where}: {exc}") from None
+                except psycopg.Error as exc:
+                    raise JournalError(f"cannot {doing} in {self._where}: {type(exc).__name__}: {exc}") from None
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    def _hold(self, conn: psycopg.Connection[TupleRow], run_id: str, response: int, *, wait: bool) -> bool:
+        """Take the writer lock of a response; with ``wait=False``, only if it is free."""
+        verb = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
+        row = conn.execute(f"SELECT {verb}(hashtext(%s), %s)::text", (run_id, response)).fetchone()
+        taken = wait or (row is not None and row[0] == "true")
+        if taken:
+            self._held.add((run_id, response))
+        return taken
+
+    def _let_go(self, conn: psycopg.Connection[TupleRow], run_id: str, response: int) -> None:
+        key = (run_id, response)
+        self._next.pop(key, None)
+        if key in self._held:
+            self._held.discard(key)
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s), %s)", (run_id, response))
+
+    @staticmethod
+    def _tail(conn: psycopg.Connection[TupleRow], run_id: str, response: int) -> tuple[int, bytes | None]:
+        """The next free ``seq`` of a response and its last line (``None`` if it has none)."""
+        row = conn.execute(
+            "SELECT seq, line FROM stream_journal WHERE run_id = %s AND response = %s ORDER BY seq DESC LIMIT 1",
+            (run_id, response),
+        ).fetchone()
+        return (0, None) if row is None else (int(row[0]) + 1, bytes(row[1]))
+
+    def append(self, run_id: str, response: int, line: bytes) -> None:
+        """See ``Journal.append``: committed before it returns; the response's lock is released after ``[DONE]``.
+
+        Raises:
+            JournalUnavailableError: the database cannot be reached (the line may not be journaled).
+            JournalTakenOverError: another process closed the response while this one's
+                connection was lost.
+            JournalError: the database refused the line.
+        """
+        key = (run_id, response)
+
+        def work(conn: psycopg.Connection[TupleRow]) -> None:
+            seq = self._next.get(key)
+            if seq is None:  # the first line this process writes there (a new response, or a recovery)
+                self._hold(conn, run_id, response, wait=True)
+                seq = self._tail(conn, run_id, response)[0]
+            elif key not in self._held:  # a new connection: take the lock again, check nobody wrote meanwhile
+                if not self._hold(conn, run_id, response, wait=False):
+                    self._next.pop(key, None)
+                    raise JournalTakenOverError(f"response {run_id}:{response} is being closed by another process")
+                stored, last = self._tail(conn, run_id, response)
+                if stored == seq + 1 and last == line:  # the lost connection had committed this very line
+                    self._next[key] = seq + 1
+                    if line == _DONE:
+                        self._let_go(conn, run_id, response)
+                    return
+                if stored != seq:
+                    self._let_go(conn, run_id, response)
+                    raise JournalTakenOverError(
+                        f"response {run_id}:{response} was written by another process (line {stored}, expected {seq})"
+                    )
+            conn.execute(
+                "WITH added AS (INSERT INTO stream_journal (run_id, response, seq, line)"
+                " VALUES (%s, %s, %s, %s)) SELECT pg_notify(%s, %s)",
+                (run_id, response, seq, line, CHANNEL, f"{run_id}:{response}:{seq}"),
+            )
+            self._next[key] = seq + 1
+            if line == _DONE:
+                self._let_go(conn, run_id, response)
+
+        self._run(f"journal a line of run {run_id}", work)
+
+    def read(self, run_id: str, response: int) -> list[bytes] | None:
+        """See ``Journal.read``."""
+        rows = self._run(
+            f"read the journal of run {run_id}",
+            lambda conn: conn.execute(
+                "SELECT line FROM stream_journal WHERE run_id = %s AND response = %s ORDER BY seq",
+                (run_id, response),
+            ).fetchall(),
+        )
+        return [bytes(r[0]) for r in rows] if rows else None
+
+    def responses(self, run_id: str) -> int:
+        """See ``Journal.responses``."""
+        row = self._run(
+            f"read the journal of run {run_id}",
+            lambda conn: conn.execute(
+                "SELECT coalesce(max(response) + 1, 0) FROM stream_journal WHERE run_id = %s", (run_id,)
+            ).fetchone(),
+        )
+        return int(str(row[0])) if row is not None else 0
+
+    def unfinished(self) -> list[tuple[str, int]]:
+        """See ``Journal.unfinished``: only responses no live process is writing (spec delivery §3.4-c).
+
+        A response returned here stays locked by this journal, so the caller's closing
+        lines are appended by this process alone even if others start at the same time.
+        """
+
+        def work(conn: psycopg.Connection[TupleRow]) -> list[tuple[str, int]]:
+            rows = conn.execute(
+                "SELECT run_id, response FROM (SELECT DISTINCT ON (run_id, response) run_id, response, line"
+                " FROM stream_journal ORDER BY run_id, response, seq DESC) AS last WHERE line <> %s",
+                (_DONE,),
+            ).fetchall()
+            out: list[tuple[str, int]] = []
+            for run_id, response in rows:
+                key = (str(run_id), int(str(response)))
+                if key in self._next or not self._hold(conn, *key, wait=False):
+                    continue  # written by this process, or by another live one
+                self._next[key] = self._tail(conn, *key)[0]
+                out.append(key)
+            return out
+
+        return self._run("list the unfinished responses", work)
+
+    def claim(self, run_id: str, response: int) -> bool:
+        """Become the writer of a response whose writer is gone, to close it (spec delivery §3.4-d).
+
+        Returns:
+            ``True`` if this journal now holds the response's writer lock (the caller
+            appends its closing lines, or calls ``release``); ``False`` if another live
+            session holds it. The caller makes sure this process is not writing it.
+        """
+        key = (run_id, response)
+
+        def work(conn: psycopg.Connection[TupleRow]) -> bool:
+            if key not in self._held and not self._hold(conn, run_id, response, wait=False):
+                return False
+            self._next[key] = self._tail(conn, run_id, response)[0]  # what the table holds, not what was meant
+            return True
+
+        return self._run(f"claim response {run_id}:{response}", work)
+
+    def release(self, run_id: str, response: int) -> None:
+        """Give back a response taken by ``claim`` or ``unfinished`` without ending it."""
+        self._run(f"release response {run_id}:{response}", lambda conn: self._let_go(conn, run_id, response))
+
+    async def follow(self, run_id: str, response: int, after: int = -1) -> AsyncIterator[tuple[int, bytes]]:
+        """Yield ``(seq, line)`` of a response for ``seq > after`` as any process writes them, up to ``[DONE]``.
+
+        Reads the table, then waits for a NOTIFY naming this response (or ``poll_seconds``)
+        and reads again from the next expected ``seq``. Lines are committed in ``seq`` order
+        by their single writer, so each read returns a gap-free continuation.
+
+        Stops without ``[DONE]`` when no process holds the response's writer lock and no
+        line is left to read (its writer died; a process that starts later closes it).
+
+        Raises:
+            JournalGapError: a read skipped or repeated a ``seq`` (a broken invariant).
+            JournalUnavailableError: the database cannot be reached.
+            JournalError: the database failed.
+        """
+        expected = after + 1
+        prefix = f"{run_id}:{response}:"
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=self.connect_timeout
+            ) as conn:
+                if self.listen:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                while True:
+                    cur = await conn.execute(
+                        "SELECT seq, line FROM stream_journal WHERE run_id = %s AND response = %s AND seq >= %s"
+                        " ORDER BY seq",
+                        (run_id, response, expected),
+                    )
+                    for seq, line in await cur.fetchall():
+                        if seq != expected:
+                            raise JournalGapError(
+                                f"journal of run {run_id} response {response}: expected line {expected}, read {seq}"
+                            )
+                        expected += 1
+                        yield seq, bytes(line)
+                        if line == _DONE:
+                            return
+                    if not await _writer_alive(conn, run_id, response):
+                        # spec delivery §3.4-b: nobody writes it (its process died before [DONE]):
+                        # read once more (a last line may have landed), then stop rather than hang.
+                        cur = await conn.execute(
+                            "SELECT count(*) FROM stream_journal WHERE run_id = %s AND response = %s AND seq >= %s",
+                            (run_id, response, expected),
+                        )
+                        row = await cur.fetchone()
+                        if row is None or int(str(row[0])) == 0:
+                            return
+                        continue
+                    if not self.listen:
+                        await asyncio.sleep(self.poll_seconds)
+                        continue
+                    async for note in conn.notifies(timeout=self.poll_seconds):
+                        if note.payload.startswith(prefix):
+                            break
+        except psycopg.OperationalError as exc:
+            raise JournalUnavailableError(f"cannot follow run {run_id} in {self._where}: {exc}") from None
+        except psycopg.Error as exc:
+            raise JournalError(f"cannot follow run {run_id} in {self._where}: {exc}") from None
+
+    def close(self) -> None:
+        """Close the writer connection; its response locks are released before this returns.
+
+        (A closed session's locks are released when its server process exits, a moment
+        later; releasing them first makes ``close`` a clear point for the next claimer.)
+        """
+        with self._lock:
+            self._next.clear()
+            self._held.clear()
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    if not conn.closed and not conn.broken:
+                        conn.execute("SELECT pg_advisory_unlock_all()")
+                conn.close()
