@@ -154,7 +154,7 @@ def test_the_readme_shows_lines_of_the_example() -> None:
     """The README's "Resumable delivery" block is an excerpt of the example: each of its lines is in the file."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("\n## Resumable delivery for your server\n") :]
-    block = section[section.index("```python\n") + len("```python\n") :]
+    block = section[section.index("\n```\n") + len("\n```\n") :]
     block = block[: block.index("```")]
     shown = [line.strip() for line in block.splitlines() if line.strip() and line.strip() != "..."]
     assert len(shown) >= 5
