@@ -228,7 +228,7 @@ def measure_delivery(lines: Sequence[bytes], rounds: int, pg_url: str | None) ->
             order = names[r % len(names) :] + names[: r % len(names)]
             for name in order:
                 wall, cpu = time.perf_counter(), time.process_time()
-                body = await _get(apps[name], f"/s/{run_id}")
+                body = await asyncio.wait_for(_get(apps[name], f"/s/{run_id}"), 120)  # bounded
                 rows[name].wall.append(time.perf_counter() - wall)
                 rows[name].cpu.append(time.process_time() - cpu)
                 if body != b"".join(events):
