@@ -1,0 +1,45 @@
+// The JavaScript decoder against a bare JSON.parse loop over the same lines (issue 26 §5).
+// Run by benchmarks/delivery.py: node delivery_js.mjs LINES_FILE ROUNDS, LINES_FILE holding
+// one envelope line per line ([DONE] last). Each round times every candidate once, in an
+// order rotated round by round; prints {node, lines, times: {candidate: [ms per round]}}.
+import { readFileSync } from "node:fs";
+import { Reconstructor, SSEReader } from "../js/envelope-decoder.mjs";
+
+const [file, roundsArg] = process.argv.slice(2);
+const rounds = Number(roundsArg ?? 9);
+const lines = readFileSync(file, "utf8").split("\n").slice(0, -1);
+const body = new TextEncoder().encode(lines.map((line) => `data: ${line}\n\n`).join(""));
+
+let sink = 0; // keeps the work observable
+const candidates = {
+  "JSON.parse loop": () => {
+    for (const line of lines) if (line !== "[DONE]") sink += JSON.parse(line).type.length;
+  },
+  "Reconstructor.feed per line": () => {
+    const rebuilt = new Reconstructor();
+    for (const line of lines) rebuilt.feed(line);
+    if (!rebuilt.done) throw new Error("the stream did not end");
+    sink += rebuilt.transcript ? 1 : 0;
+  },
+  "SSEReader + Reconstructor, SSE body in 64 KiB reads": () => {
+    const reader = new SSEReader();
+    const rebuilt = new Reconstructor();
+    for (let at = 0; at < body.length; at += 65536) {
+      for (const event of reader.feed(body.subarray(at, at + 65536))) rebuilt.feed(event.data);
+    }
+    for (const event of reader.close()) rebuilt.feed(event.data);
+    if (!rebuilt.done) throw new Error("the stream did not end");
+  },
+};
+const names = Object.keys(candidates);
+for (const name of names) candidates[name](); // warm-up: every candidate compiled before timing
+const times = Object.fromEntries(names.map((name) => [name, []]));
+for (let round = 0; round < rounds; round++) {
+  const order = [...names.slice(round % names.length), ...names.slice(0, round % names.length)];
+  for (const name of order) {
+    const start = process.hrtime.bigint();
+    candidates[name]();
+    times[name].push(Number(process.hrtime.bigint() - start) / 1e6);
+  }
+}
+process.stdout.write(JSON.stringify({ node: process.version, lines: lines.length, times, sink: sink > 0 }));
