@@ -107,6 +107,25 @@ async def _finished(store: Store, agent_uuid: str, run_id: str, state: AgentStat
     )
 
 
+async def _abandon(manager: RunManager, agent: Agent) -> None:
+    """Close a paused run (``Agent.abandon``) and journal its closing response, as any response is.
+
+    ``abandon`` stores every line before it sends one (they are all closing lines), so the
+    lines are gathered and journaled once it returns; a follower or a replay then finds
+    them in the journal like those of any other response.
+    """
+    run = agent.state.run
+    assert run is not None
+    index = run.responses
+    lines: list[bytes] = []
+    try:
+        await agent.abandon(lines.append, reason=STOP_REASON_TEXT)
+    except Exception as exc:
+        raise _refusal_of(exc) from None
+    for line in lines:
+        manager.journal.append(run.run_id, index, line)
+
+
 def stop_route(
     *,
     store: Store,
@@ -131,13 +150,7 @@ def stop_route(
             raise await _finished(store, agent_uuid, run_id, state)
         assert state is not None
         if state.status == "awaiting_frontend_tools":
-            agent = await load(agent_uuid)
-            try:
-                stream = await manager.start(agent, lambda sink: agent.abandon(sink, reason=STOP_REASON_TEXT))
-            except Exception as exc:
-                raise _refusal_of(exc) from None
-            async for _ in stream.follow():  # the closing response is short; it ends with [DONE]
-                pass
+            await _abandon(manager, await load(agent_uuid))
             return await _ended(store, agent_uuid, run_id)
         deadline = time.monotonic() + wait_seconds
         sent = 0.0
