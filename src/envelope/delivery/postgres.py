@@ -30,7 +30,7 @@ from psycopg.conninfo import conninfo_to_dict
 from ._errors import JournalError, JournalGapError, JournalTakenOverError, JournalUnavailableError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
     from psycopg.rows import TupleRow
 
@@ -402,7 +402,7 @@ class PostgresJournal:
             lambda conn: conn.execute("SELECT pg_notify(%s, %s)", (STOP_CHANNEL, run_id)),
         )
 
-    async def stop_requests(self) -> AsyncIterator[str]:
+    async def stop_requests(self) -> AsyncGenerator[str, None]:
         """Yield the run id of every stop request any process sends from now on (spec delivery §3.5).
 
         One connection of its own, listening on ``STOP_CHANNEL``; it ends only by its
