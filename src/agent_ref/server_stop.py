@@ -166,7 +166,9 @@ def stop_route(
                 sent = time.monotonic()
             await asyncio.sleep(0.05)
             state = await store.load(agent_uuid)
-            if not _runs_it(state, run_id) or (state is not None and state.status == "awaiting_frontend_tools"):
+            if state is not None and _runs_it(state, run_id) and state.status == "awaiting_frontend_tools":
+                await _abandon(manager, await load(agent_uuid))  # it reached a pause before the abort: §1.4-b
+            if not _runs_it(await store.load(agent_uuid), run_id):
                 return await _ended(store, agent_uuid, run_id)
             if time.monotonic() > deadline:
                 body: dict[str, Any] = {"run_id": run_id, "agent_uuid": agent_uuid, "stopped": False}
