@@ -111,6 +111,24 @@ export class Run implements AsyncIterable<Envelope> {
   transcripts(): AsyncIterableIterator<Transcript>;
   /** Send the frontend tools' results; resolves once the continuation answered 2xx. */
   answer(toolResults: ToolResult[]): Promise<void>;
+  /**
+   * Ask the server to stop the run (`POST …/runs/{id}/stop`); its stream then ends with
+   * its closing lines. Rejects with HTTPError (409 `run_finished` if it had ended).
+   */
+  stop(): Promise<StopAnswer>;
+}
+
+/** The server's answer to a stop (spec server §1.4-a). */
+export interface StopAnswer {
+  run_id: string;
+  agent_uuid: string;
+  /** False on a 202: the stop was sent, the run had not ended within the server's bound. */
+  stopped: boolean;
+  /** How the run ended (`aborted`, `abandoned` for a paused run…), when it has. */
+  stop_reason?: string | null;
+  /** The agent's status after the stop (`idle`). */
+  status?: string | null;
+  message?: string;
 }
 
 /** `{run, response, seq}` of an event id `run:response:seq`, or null. */

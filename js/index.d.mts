@@ -8,5 +8,6 @@ export type {
   PendingCall,
   ReconnectInfo,
   RunEvent,
+  StopAnswer,
   ToolResult,
 } from "./envelope-client.mjs";

@@ -1077,7 +1077,9 @@ def create_app(
         closed = await manager.recover()
         if closed:
             log.warning("closed %d response(s) left open by a previous process", len(closed))
+        stops = asyncio.create_task(listen_for_stops(manager))  # spec server §1.4-c: stops sent by other processes
         yield
+        stops.cancel()
         await manager.shutdown(cfg.shutdown_grace_seconds)
         close = getattr(store, "aclose", None)
         if close is not None:  # a pooled store (PostgreSQL) stops its workers with the app
@@ -1090,6 +1092,9 @@ def create_app(
         return endpoint
 
     from .server_interop import interop_routes  # spec server §9: AG-UI and useChat on the same runs
+    from .server_stop import listen_for_stops, stop_route  # spec server §1.4: stopping a run
+
+    stop = stop_route(store=store, manager=manager, max_body_bytes=cfg.max_body_bytes, load=load, route=route)
 
     interop = interop_routes(
         store=store,
@@ -1107,6 +1112,7 @@ def create_app(
             Route("/agent/run", route(run), methods=["POST"]),
             Route("/agent/tool_results", route(tool_results), methods=["POST"]),
             Route("/agent/runs/{run_id}/stream", route(follow), methods=["GET"]),
+            stop,
         ],
         lifespan=lifespan,
         middleware=[Middleware(_HostCheck, hosts=hosts)],

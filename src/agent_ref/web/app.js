@@ -459,8 +459,37 @@ async function frontendAnswers(pending, root) {
   return results;
 }
 
+/** The Stop button while a run streams (spec server §6.8-a): asks the server to stop it; the stream then ends with its closing lines. */
+function offerStop(turn, run) {
+  const button = $("#stop");
+  button.hidden = false;
+  button.disabled = false;
+  button.onclick = async () => {
+    button.disabled = true;
+    setState("streaming", "stopping…");
+    try {
+      await run.stop();
+    } catch (err) {
+      if (err.type !== "run_finished") turn.note(`Could not stop the run: ${err.message || err}`); // it ended meanwhile: nothing to say
+    }
+  };
+  return () => {
+    button.hidden = true;
+    button.onclick = null;
+  };
+}
+
 /** Follow the run to its end: each response into its own Stream; answer frontend tools (spec server §6.3-a). */
 async function drive(turn, run, afterFirst = () => {}) {
+  const hideStop = offerStop(turn, run);
+  try {
+    await follow(turn, run, afterFirst);
+  } finally {
+    hideStop();
+  }
+}
+
+async function follow(turn, run, afterFirst) {
   setState("streaming", "streaming");
   run.started.then(() => run.runId && setRun(run.runId), () => {});
   for await (const event of run.events()) {

@@ -6,12 +6,13 @@
 // event ids neither skip nor repeat, the frontend-tool round trip (answer()), and
 // offering the run as envelopes, raw events and the growing transcript. Does not own:
 // rendering, asking the user, retrying a request that never got an answer (that is the
-// caller's `fetch` option), stopping the run on the server (no endpoint for it yet).
+// caller's `fetch` option). stop() asks the server to stop the run (spec server §1.4).
 //
 //   import { connect } from "./envelope-client.mjs";
 //   const run = connect("/agent/run", { body: { prompt: "hi" }, headers: { Authorization: `Bearer ${token}` } });
 //   for await (const transcript of run.transcripts()) render(transcript);
 //   // at a pause (run.pending is the list of frontend calls): await run.answer([{ tool_use_id, content }])
+//   // a Stop button: await run.stop() (the stream then ends with its closing lines)
 import { DONE, DecodeError, Reconstructor, SSEReader } from "./envelope-decoder.mjs";
 
 /** An answer other than 2xx (or a 204 where events were due): its status and the server's error, if JSON. */
@@ -207,6 +208,39 @@ export class Run {
     } finally {
       this._answering = false;
     }
+  }
+
+  /**
+   * Ask the server to stop the run (spec server §1.4): `POST {api}runs/{runId}/stop`,
+   * with the run's headers but not its signal (a run no longer read can still be
+   * stopped). A streaming run ends on its own stream with its closing lines (`error`
+   * aborted, `meta_final`, `[DONE]`); a paused run is abandoned, and its closing response
+   * is read as the run's next one. Resolves with the server's answer (`{run_id,
+   * agent_uuid, stopped, stop_reason, status}`; `stopped: false` when it answered 202,
+   * the run not ended within its bound); rejects with HTTPError (409 `run_finished`
+   * when the run had already ended, with its `stop_reason`).
+   */
+  async stop() {
+    if (this.runId === null) await this.started.catch(() => {});
+    if (this.runId === null) throw new Error("the run's id is not known yet: nothing to stop");
+    const url = new URL(`runs/${encodeURIComponent(this.runId)}/stop`, this.api);
+    const response = await this._options.fetch(url.href, {
+      method: "POST",
+      headers: await this._headers({ "Content-Type": "application/json" }),
+      body: "{}",
+    });
+    const answer = await readError(response);
+    if (!response.ok) throw new HTTPError(response.status, answer, url.href);
+    if (answer && answer.stop_reason === "abandoned" && this.pending !== null && !this._answering) {
+      // The closing response of the pause (spec server §1.4-b): follow it like a continuation.
+      const next = new URL(`runs/${encodeURIComponent(this.runId)}/stream`, this.api);
+      next.searchParams.set("response", String((this.response ?? 0) + 1));
+      const closing = await this._fetch(next);
+      if (!closing.ok) throw new HTTPError(closing.status, await readError(closing), next.href);
+      this.pending = null;
+      this._nextResponse(closing);
+    }
+    return answer;
   }
 
   _changed() {

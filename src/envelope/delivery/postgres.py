@@ -30,11 +30,11 @@ from psycopg.conninfo import conninfo_to_dict
 from ._errors import JournalError, JournalGapError, JournalTakenOverError, JournalUnavailableError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
     from psycopg.rows import TupleRow
 
-__all__ = ["CHANNEL", "JOURNAL_TABLE", "PostgresJournal", "create_journal_table", "describe_database"]
+__all__ = ["CHANNEL", "JOURNAL_TABLE", "STOP_CHANNEL", "PostgresJournal", "create_journal_table", "describe_database"]
 
 log = logging.getLogger("envelope.delivery.postgres")
 
@@ -44,6 +44,8 @@ _T = TypeVar("_T")
 _DONE: Final = b"[DONE]"
 #: The NOTIFY channel on which the journal announces each appended line (a wake-up hint only).
 CHANNEL: Final = "envelope_journal"
+#: The NOTIFY channel on which a stop request names its run (spec delivery §3.5); the payload is the run id.
+STOP_CHANNEL: Final = "envelope_stop"
 #: Key of the advisory lock that serialises creating the table across processes starting together.
 _SCHEMA_LOCK: Final = 0x656E7632
 
@@ -383,6 +385,45 @@ class PostgresJournal:
             raise JournalUnavailableError(f"cannot follow run {run_id} in {self._where}: {exc}") from None
         except psycopg.Error as exc:
             raise JournalError(f"cannot follow run {run_id} in {self._where}: {exc}") from None
+
+    def request_stop(self, run_id: str) -> None:
+        """Ask whichever process writes ``run_id`` to stop it: a NOTIFY on ``STOP_CHANNEL`` (spec delivery §3.5).
+
+        A notification reaches only the sessions listening at that moment, so a caller
+        that must know the run ended sends it again until it sees the end (the journal's
+        ``[DONE]``, or its own state), within a bound of its choosing.
+
+        Raises:
+            JournalUnavailableError: the database cannot be reached.
+            JournalError: the database refused it.
+        """
+        self._run(
+            f"request a stop of run {run_id}",
+            lambda conn: conn.execute("SELECT pg_notify(%s, %s)", (STOP_CHANNEL, run_id)),
+        )
+
+    async def stop_requests(self) -> AsyncGenerator[str, None]:
+        """Yield the run id of every stop request any process sends from now on (spec delivery §3.5).
+
+        One connection of its own, listening on ``STOP_CHANNEL``; it ends only by its
+        caller (cancellation, or leaving the loop) or by a database failure, after which
+        the caller listens again (requests sent meanwhile are missed: senders repeat them).
+
+        Raises:
+            JournalUnavailableError: the database cannot be reached, or the connection was lost.
+            JournalError: the database failed.
+        """
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=self.connect_timeout
+            ) as conn:
+                await conn.execute(f"LISTEN {STOP_CHANNEL}")
+                async for note in conn.notifies():
+                    yield note.payload
+        except psycopg.OperationalError as exc:
+            raise JournalUnavailableError(f"cannot listen for stop requests in {self._where}: {exc}") from None
+        except psycopg.Error as exc:
+            raise JournalError(f"cannot listen for stop requests in {self._where}: {exc}") from None
 
     def close(self) -> None:
         """Close the writer connection; its response locks are released before this returns.

@@ -2,7 +2,7 @@
 // with tsc (strict) by tests/js/test_js_package.py, once against js/ and once inside a
 // scratch project that installed the packed tarball, then run there on a golden stream
 // served by a real server. Prints {transcript, tree, whole} as JSON.
-import { connect, HTTPError, ResumeError, tree, type ConnectOptions, type Run, type Transcript } from "envelope-stream";
+import { connect, HTTPError, ResumeError, tree, type ConnectOptions, type Run, type StopAnswer, type Transcript } from "envelope-stream";
 import { reconstructSSE, SSEReader, type Block, type Envelope } from "envelope-stream/decoder";
 import { parseEventId } from "envelope-stream/client";
 
@@ -43,9 +43,23 @@ function refused(run: Run, envelope: Envelope): void {
   const id: string = run.runId;
   // @ts-expect-error: feed takes a line or an envelope
   new SSEReader().feed(42);
+  // @ts-expect-error: stop takes no argument
+  void run.stop("now");
   void kind, id, envelope;
 }
 void refused;
+
+/** Never called (it would stop a real run): a Stop button's handler, typed. */
+async function stopButton(run: Run): Promise<string> {
+  try {
+    const answer: StopAnswer = await run.stop();
+    return answer.stopped ? `stopped: ${answer.stop_reason ?? "?"}` : "stop sent; the run goes on ending";
+  } catch (err) {
+    if (err instanceof HTTPError && err.type === "run_finished") return "it had already ended";
+    throw err;
+  }
+}
+void stopButton;
 
 async function main(streamUrl: string): Promise<void> {
   const controller = new AbortController();
