@@ -29,16 +29,19 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 
 from agent_ref import SQLiteStore
-from agent_ref.server_interop import agent_for_conversation
+from agent_ref.server_interop import _agui_events, _vercel_chunks, agent_for_conversation
 from agent_ref_support import assert_valid_responses
 from envelope import Reconstructor
 from envelope.interop.agui import EnvelopeToAgui
+from envelope.interop.vercel import EnvelopeToVercel
 from interop import test_clients
 from validating import assert_valid
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator, Iterator
     from pathlib import Path
+
+    import pytest
 
 HERE = test_clients.HERE
 TOKEN = "interop-test-token"
@@ -141,7 +144,7 @@ def _texts(responses: list[list[bytes]]) -> list[str]:
 
 
 def test_agui_endpoint_runs_httpagent_with_a_frontend_tool(node: str, tmp_path: Path) -> None:
-    """spec server §9.1-a: HttpAgent runs, the confirm call is answered by a tool message, the run goes on."""
+    """spec server §9.1-a [S9.1-a]: HttpAgent runs, the confirm call is answered by a tool message, the run goes on."""
     db = tmp_path / "agent-ref.db"
     with _agent_ref_serve(db) as base:
         seen = _client(node, "agui", base, TOKEN, "thread-1")
@@ -166,6 +169,7 @@ def test_agui_endpoint_runs_httpagent_with_a_frontend_tool(node: str, tmp_path: 
     stored = _stored(db, meta_init["value"]["data"]["run_id"])
     assert len(stored) == 2
     # what HttpAgent received is our conversion of what was stored, the echo of its own answer left out
+    # (spec interop [8-b])
     for index, (run, response, request) in enumerate(zip((first, second), stored, seen["requests"], strict=True)):
         prefix = f"{request['runId']}.{index}."
         converter = EnvelopeToAgui(thread_id="thread-1", run_id=request["body"]["runId"], message_prefix=prefix)
@@ -178,7 +182,7 @@ def test_agui_endpoint_runs_httpagent_with_a_frontend_tool(node: str, tmp_path: 
 
 
 def test_agui_endpoint_runs_subagents_that_pause(node: str, tmp_path: Path) -> None:
-    """spec server §9.1-a: interleaved subagents reach HttpAgent as subagent messages; the run pauses and goes on.
+    """spec server §9.1-a [S9.1-a]: interleaved subagents reach HttpAgent as subagent messages; the run pauses and goes on.
 
     The server is ``agent-ref serve --subagents demo``. Each agent's messages in the client's history are
     that agent's texts in the stored transcript, and no two messages share an id (each
@@ -228,7 +232,7 @@ def test_agui_endpoint_runs_subagents_that_pause(node: str, tmp_path: Path) -> N
 
 
 def test_chat_endpoint_runs_use_chat_with_a_frontend_tool(node: str, tmp_path: Path) -> None:
-    """spec server §9.1-b: onToolCall answers confirm, sendAutomaticallyWhen resumes, once, and the turn ends."""
+    """spec server §9.1-b [S9.1-b]: onToolCall answers confirm, sendAutomaticallyWhen resumes, once, and the turn ends."""
     db = tmp_path / "agent-ref.db"
     with _agent_ref_serve(db) as base:
         seen = _client(node, "chat", base, TOKEN, "chat-1")
@@ -253,7 +257,7 @@ def test_chat_endpoint_runs_use_chat_with_a_frontend_tool(node: str, tmp_path: P
 
 
 def test_chat_reconnect_replays_the_live_response(node: str, tmp_path: Path) -> None:
-    """spec server §9.3-a: a client gone mid-response picks it up with resumeStream; 204 when nothing is live."""
+    """spec server §9.3-a [S9.3-a]: a client gone mid-response picks it up with resumeStream; 204 when nothing is live."""
     db = tmp_path / "agent-ref.db"
     gate = tmp_path / "gate"
     command = [sys.executable, str(HERE.parent / "server" / "serve_for_test.py"), str(db), "--gate", str(gate)]
@@ -284,7 +288,7 @@ def test_chat_reconnect_replays_the_live_response(node: str, tmp_path: Path) -> 
 
 
 def test_foreign_requests_pass_the_same_checks(tmp_path: Path) -> None:
-    """spec server §9.4-a: token, Host, body checks before any claim; errors are JSON naming the field."""
+    """spec server §9.4-a [S9.4-a]: token, Host, body checks before any claim; errors are JSON naming the field."""
     db = tmp_path / "agent-ref.db"
     run_input = {
         "threadId": "t-checks",
@@ -352,7 +356,7 @@ def test_foreign_requests_pass_the_same_checks(tmp_path: Path) -> None:
 
 
 def test_agui_thread_paused_on_one_process_resumes_on_another(pg_schema_url: str) -> None:
-    """spec server §9.2-a: two ``agent-ref serve`` on one PostgreSQL database; the thread id alone finds the agent."""
+    """spec server §9.2-a [S9.2-a]: two ``agent-ref serve`` on one PostgreSQL database; the thread id alone finds the agent."""
     from agent_ref.store_pg import PostgresStore
     from envelope import SSEReader
 
@@ -393,7 +397,7 @@ def test_agui_thread_paused_on_one_process_resumes_on_another(pg_schema_url: str
 
 
 def test_chat_reconnect_on_another_process_follows_the_shared_journal(pg_schema_url: str, tmp_path: Path) -> None:
-    """spec server §9.3-a: the AI SDK's reconnect reaches a process that does not run the response."""
+    """spec server §9.3-a [S9.3-a]: the AI SDK's reconnect reaches a process that does not run the response."""
     from agent_ref.store_pg import PostgresStore
     from scaleout_support import Process
 
@@ -443,3 +447,29 @@ def test_chat_reconnect_on_another_process_follows_the_shared_journal(pg_schema_
     (response,) = asyncio.run(stored())
     assert_valid_responses(response)
     assert list(texts.values()) == _texts([response])
+
+
+def test_a_stored_response_the_converter_refuses_ends_with_the_dialects_error(caplog: pytest.LogCaptureFixture) -> None:
+    """spec server [S9.5-a]: a response the converter refuses ends the answer with the dialect's error, the cause logged.
+
+    The two converting generators of the routes are fed a valid line, then one no converter
+    reads (not JSON): the client's last event is AG-UI's ``RUN_ERROR`` or the UI message
+    stream's ``error`` chunk naming the code, and the log has the converter's message.
+    """
+    lines = [b'{"type":"text","agent":"a","final":false,"delta":"hi"}', b"not json"]
+
+    async def source() -> AsyncIterator[bytes]:
+        for line in lines:
+            yield line
+
+    async def collect(events: AsyncIterator[bytes]) -> list[dict[str, Any]]:
+        return [json.loads(chunk.removeprefix(b"data: ")) async for chunk in events]
+
+    with caplog.at_level("ERROR"):
+        agui = asyncio.run(collect(_agui_events(source(), EnvelopeToAgui(), set())))
+        vercel = asyncio.run(collect(_vercel_chunks(source(), EnvelopeToVercel())))
+    assert agui[-1] == {"type": "RUN_ERROR", "message": "the server could not convert this response", "code": "I207"}
+    assert any(e["type"] == "TEXT_MESSAGE_CONTENT" and e["delta"] == "hi" for e in agui)
+    assert vercel[-1] == {"type": "error", "errorText": "the server could not convert this response (I207)"}
+    assert any(e["type"] == "text-delta" and e["delta"] == "hi" for e in vercel)
+    assert sum("not JSON" in r.getMessage() for r in caplog.records) == 2

@@ -48,7 +48,7 @@ def _run_in_thread(base: str, opened: dict[str, Any], body: bytearray) -> thread
 
 
 def test_spec_server_1_4_c_a_run_on_a_is_stopped_through_b(processes: Callable[..., Process], tmp_path: Path) -> None:
-    """The stop posted to B ends A's run within the bound: aborted, its call answered, closing lines, valid."""
+    """spec server [S1.4-c]: the stop posted to B ends A's run within the bound: aborted, its call answered, closing lines, valid."""
     a = processes("--gate", str(tmp_path / "never"))
     b = processes()
     opened: dict[str, Any] = {}
