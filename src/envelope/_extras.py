@@ -4,7 +4,7 @@ Owns: ``EXTRAS`` (each extra of ``pyproject.toml`` that code asks for, with the
 top-level modules it must bring), ``missing`` (which of them are not installed: a
 lookup with ``importlib.util.find_spec``, nothing is imported) and ``needs`` (the one
 line naming the extra and the ``pip install`` that brings it).
-Does not own: the lists of requirements (``pyproject.toml``; ``tests/packaging`` checks
+Does not own: the lists of requirements (``pyproject.toml``; ``tests/install`` checks
 that each module below comes from a distribution the extra lists), or what a caller
 does with the line (the command lines print it and exit 2; ``agent_ref`` raises
 ``ImportError`` with it).
