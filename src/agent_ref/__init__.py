@@ -6,13 +6,17 @@ Owns: the public names of the reference agent. Does not own: the codec (``envelo
 The names load on first use (PEP 562 ``__getattr__``): ``import agent_ref`` alone, and
 so ``agent-ref --version`` and ``--help``, never import the ``anthropic`` SDK, whose
 import takes seconds (spec ``spec/cli-agent-ref.md`` RC1-b). ``from agent_ref import
-Agent`` works as before; each name is its module's own object.
+Agent`` works as before; each name is its module's own object. Without the ``agent``
+extra (``pip install 'envelope-stream[agent]'``), ``import agent_ref`` still works and
+the first public name used raises ``ImportError`` with one line naming the extra.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any, Final
+
+from envelope._extras import MissingExtraError, missing, needs
 
 if TYPE_CHECKING:
     from .agent import DONE_LINE, Agent, AgentResult, Sink
@@ -90,7 +94,14 @@ def __getattr__(name: str) -> Any:
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    try:
+        module = importlib.import_module(f".{home}", __name__)
+    except ModuleNotFoundError:
+        # issue 28: the codec installs alone; the agent is the 'agent' extra. One line, naming it.
+        if missing("agent"):
+            raise MissingExtraError(needs("agent_ref", "agent")) from None
+        raise
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

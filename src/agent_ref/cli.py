@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from envelope import EnvelopeError, Reconstructor, frame
+from envelope._extras import missing, needs
 
 from . import __version__
 from .cli_options import (
@@ -621,6 +622,13 @@ def _silence_stdout() -> None:
         pass
 
 
+def _needs(what: str, extra: str) -> int:
+    """Say in one line that ``what`` needs ``extra`` (no traceback); the exit status of unusable input."""
+    with contextlib.suppress(OSError, AttributeError, ValueError):  # no stderr: the status still says it
+        sys.stderr.write(f"agent-ref: error: {needs(what, extra)}\n")
+    return EXIT_UNUSABLE
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``agent-ref`` (spec ``spec/cli-agent-ref.md``).
 
@@ -632,7 +640,14 @@ def main(argv: list[str] | None = None) -> int:
         2 unusable input, arguments or state, 3 a lost concurrent resume, 130
         interrupted, 141 the reader of stdout went away.
     """
+    # issue 28: `pip install envelope-stream` is the codec alone; say which extra is missing, in one line.
+    if missing("agent"):  # before parsing: --version and --help too
+        return _needs("the agent", "agent")
     args = _parser().parse_args(argv)
+    if args.command == "serve" and missing("server"):
+        return _needs("agent-ref serve", "server")
+    if str(getattr(args, "db", "")).startswith(("postgresql://", "postgres://")) and missing("postgres"):
+        return _needs("a PostgreSQL --db", "postgres")
     if args.command == "serve":  # uvicorn runs its own event loop, outside asyncio.run
         from .serve_cli import serve_main
 

@@ -1,8 +1,8 @@
 """``envelope check URL``: validate a live server's stream as it arrives (``spec/check.md``).
 
-Owns: the I/O shell around ``_check.ResponseCheck``: the HTTP client (``httpx2``, which
-the ``anthropic`` SDK already installs; this is the only module of the package that
-imports it, and only when a check runs), the clock, ``--save``, printing, the
+Owns: the I/O shell around ``_check.ResponseCheck``: the HTTP client (``httpx2``, the
+``check`` extra; this is the only module of the package that imports it, and only when
+a check runs), the clock, ``--save``, printing, the
 frontend-tool round trip (``--follow-frontend-tools``) and the exit status; and
 ``add_check_command``, which puts the ``check`` subcommand into the ``envelope``
 command line. ``python -m envelope.check URL ...`` runs it alone.
@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING, Final
 import msgspec
 
 from ._check import DEFAULT_GAP_SECONDS, CheckSummary, PendingTools, ResponseCheck
+from ._extras import missing, needs
 from ._limits import DEFAULT_MAX_BYTES
 from .cli import add_max_line_bytes, code_advice, discard
 
@@ -344,6 +345,8 @@ def run(args: argparse.Namespace, *, out: IO[str] | None = None, err: IO[str] | 
 
 
 def _run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    if missing("check"):  # issue 28: the codec installs alone; the HTTP client is the 'check' extra
+        raise UsageError(needs("checking a live server", "check"))
     import httpx2  # only here: `import envelope` and the other subcommands never load a client
 
     headers = _headers(args.header)

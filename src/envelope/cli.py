@@ -36,6 +36,7 @@ import msgspec
 
 from ._decoder import RawLine, StreamReader
 from ._errors import EnvelopeError
+from ._extras import missing, needs
 from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES
 from ._reconstruct import Reconstructor
 from ._sse import DONE, frame
@@ -280,6 +281,11 @@ def _progress(source: _Input, label: str, *, shown: bool = True) -> Iterator[Cal
     bar: list[object] = []
 
     def start() -> None:
+        if missing("progress"):  # issue 28: no bar without rich, and one line saying why
+            with suppress(OSError, ValueError):
+                sys.stderr.write(f"envelope: no progress bar: {needs('a progress bar', 'progress')}\n")
+            bar[:] = [None, None]
+            return
         from rich.console import Console
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
@@ -297,14 +303,14 @@ def _progress(source: _Input, label: str, *, shown: bool = True) -> Iterator[Cal
     def update() -> None:
         if not bar and (source.seen >= PROGRESS_MIN_BYTES or (source.size or 0) >= PROGRESS_MIN_BYTES):
             start()
-        if bar:
+        if bar and bar[0] is not None:
             progress, task = bar
             progress.update(task, completed=source.seen)  # type: ignore[attr-defined]  # rich's Progress
 
     try:
         yield update
     finally:
-        if bar:
+        if bar and bar[0] is not None:
             bar[0].stop()  # type: ignore[attr-defined]  # rich's Progress
 
 
@@ -481,6 +487,8 @@ def _bench(args: argparse.Namespace) -> int:
             "the benchmarks are not part of the installed package",
             "run it from a clone of the repository, installed with pip install -e '.[bench]'",
         )
+    if missing("bench"):  # issue 28: its peers, chart and status line are the 'bench' extra
+        raise CliError("envelope bench", "the benchmark needs the 'bench' extra", "pip install -e '.[bench]'")
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     import importlib

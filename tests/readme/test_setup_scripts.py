@@ -121,7 +121,7 @@ def test_install_adds_a_missing_extra(repo: Path) -> None:
 
 def test_demo_stdout_is_the_stream_alone(repo: Path) -> None:
     """`scripts/demo`: the set-up line on stderr, a strictly valid SSE stream on stdout."""
-    _install(repo)
+    _install(repo, "agent")  # what scripts/demo asks for (issue 28: the agent is an extra)
     done = subprocess.run(
         ["bash", str(repo / "scripts" / "demo")],
         capture_output=True,
