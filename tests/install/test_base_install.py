@@ -126,6 +126,7 @@ def _one_line(done: subprocess.CompletedProcess[str], extra: str) -> str:
 
 
 def test_only_msgspec_is_installed(base: BaseVenv) -> None:
+    """spec cli [C10-a]: the base install brings msgspec and nothing else."""
     done = base.run(base.python, "-m", "pip", "list", "--format=json", "--disable-pip-version-check")
     assert done.returncode == 0, done.stderr
     names = {row["name"].lower() for row in json.loads(done.stdout)}
@@ -199,6 +200,7 @@ def _strict_stream(path: Path) -> bytes:
 
 
 def test_the_three_commands_run(base: BaseVenv, tmp_path: Path) -> None:
+    """spec cli [C10-a]: validate, reconstruct, migrate (and convert) run on the base install."""
     body = _strict_stream(tmp_path / "stream.sse")
     done = base.run("envelope", "validate", "--strict", str(tmp_path / "stream.sse"))
     assert (done.returncode, done.stdout) == (0, ""), done.stderr
@@ -223,6 +225,7 @@ def test_the_three_commands_run(base: BaseVenv, tmp_path: Path) -> None:
 
 
 def test_agent_ref_names_the_agent_extra(base: BaseVenv) -> None:
+    """spec agent-ref CLI [RC1-c], cli [C10-b]: one line naming the extra, exit 2, for every subcommand."""
     for args in (["--version"], ["--help"], ["run", "hi"], ["serve"]):
         line = _one_line(base.run("agent-ref", *args), "agent")
         assert line.startswith("agent-ref: error: ")
@@ -236,6 +239,7 @@ def test_import_agent_ref_names_the_agent_extra(base: BaseVenv) -> None:
 
 
 def test_envelope_check_names_the_check_extra(base: BaseVenv) -> None:
+    """spec cli [C10-b]: envelope check without its extra is one line naming it."""
     line = _one_line(base.run("envelope", "check", "http://127.0.0.1:9/"), "check")
     assert line.startswith("envelope check: error: ")
 
