@@ -210,3 +210,48 @@ def test_spec_8_3_1_c_js_tree_orphans_cycles_and_refusals_as_python(tmp_path: Pa
         assert js == python
         if name != "two_children_one_call":
             assert any(node.get("orphan") for node in python["agents"])
+
+
+_HEAD = '{"type":"text","agent":"11111111-1111-1111-1111-111111111111","final":false,"delta":'
+#: Lines at the edge of what the decoder reads (spec §7.5, §6.4): numbers JSON.parse makes
+#: infinite or keeps finite (in unknown members, which both sides ignore, and in a payload, given
+#: raw), surrogate escapes lone or paired, in values and in keys. The JS decoder skips its walk
+#: over the parsed envelope when the line's text cannot hold a lone surrogate: both sides must
+#: still accept and refuse the same lines, and rebuild the same transcript.
+_EDGES = {
+    "exponent_overflows": _HEAD + '"x","n":1e400}',
+    "exponent_just_over": _HEAD + '"x","n":1.8e308}',
+    "exponent_just_under": _HEAD + '"x","n":1.7e308}',
+    "exponent_negative": _HEAD + '"x","n":1e-400}',
+    "digits_overflow_short_exponent": _HEAD + '"x","n":' + "9" * 215 + "e99}",
+    "digits_finite": _HEAD + '"x","n":' + "9" * 250 + "}",
+    "digits_overflow": _HEAD + '"x","n":' + "9" * 320 + "}",
+    "two_digit_exponent": _HEAD + '"x","n":1e99}',
+    "lone_surrogate_value": _HEAD + '"\\ud800"}',
+    "lone_surrogate_upper_case": _HEAD + '"\\uDC00"}',
+    "paired_surrogates": _HEAD + '"\\uD83D\\uDE00"}',
+    "lone_surrogate_key": _HEAD + '"x","\\udbff":1}',
+    "lone_surrogate_unknown_member": _HEAD + '"x","note":["\\udbff"]}',
+    "overflow_in_the_payload": '{"type":"tool_call","agent":"11111111-1111-1111-1111-111111111111","final":true,"delta":"{\\"n\\":1e400}","id":"t","name":"f"}',
+    "escaped_backslash_then_u": _HEAD + '"\\\\ud800"}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EDGES))
+def test_spec_7_5_js_and_python_accept_and_refuse_the_same_edges(tmp_path: Path, name: str) -> None:
+    """[S7.1-a], spec §7.5: the decoder's text test never lets a line through that Python refuses."""
+    path = tmp_path / f"{name}.jsonl"
+    done = '{"type":"text","agent":"11111111-1111-1111-1111-111111111111","final":true,"delta":""}'
+    path.write_text(_EDGES[name] + "\n" + done + "\n", encoding="utf-8")
+    result = subprocess.run(
+        [_node(), str(ROOT / "tests" / "js" / "transcript.mjs"), str(path)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    js = json.loads(result.stdout)
+    python = _python_transcript(path)
+    assert ("error" in js) == ("error" in python), f"python: {python.get('error')}\njs: {js.get('error')}"
+    if "error" not in python:
+        assert js == python
