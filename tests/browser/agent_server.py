@@ -29,47 +29,44 @@ _URL = re.compile(r"serving on (http://127\.0\.0\.1:\d+)/")
 
 
 @contextlib.contextmanager
-def agent_serve(db: Path, *extra: str, port: int = 0) -> Iterator[str]:
-    """Run ``agent-ref serve --db DB --port PORT --subagents demo EXTRA...``; yield its base URL."""
-    command = [
-        *CLI,
-        "--db",
-        str(db),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--subagents",
-        "demo",
-        *extra,
-    ]
+def serving(command: list[str], *, url_on: str = "stderr", url: re.Pattern[str] = _URL) -> Iterator[str]:
+    """Run a server process; yield the base URL it prints on ``url_on``; stop it by its pid.
+
+    ``url``'s first group is the URL (default: ``agent-ref serve``'s "serving on URL/" line).
+    Everything is bounded: the wait for the URL, the stop (SIGTERM, then SIGKILL).
+    """
     proc = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if url_on == "stdout" else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    stream = proc.stdout if url_on == "stdout" else proc.stderr
+    assert stream is not None
     lines: queue.Queue[str | None] = queue.Queue()
     said: list[str] = []
 
     def pump() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
+        for line in stream:
             lines.put(line)
         lines.put(None)
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     try:
-        url = None
-        while url is None:
+        base = None
+        while base is None:
             try:
                 line = lines.get(timeout=START_TIMEOUT)
             except queue.Empty:
-                raise AssertionError(f"agent-ref serve printed no URL in {START_TIMEOUT} s: {''.join(said)}") from None
+                raise AssertionError(f"{command[0]} printed no URL in {START_TIMEOUT} s: {''.join(said)}") from None
             if line is None:
-                raise AssertionError(f"agent-ref serve exited ({proc.wait(10)}): {''.join(said)}")
+                raise AssertionError(f"the server exited ({proc.wait(10)}): {''.join(said)}")
             said.append(line)
-            match = _URL.search(line)
-            url = match.group(1) if match else None
-        yield url
+            match = url.search(line)
+            base = match.group(1) if match else None
+        yield base
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -79,5 +76,12 @@ def agent_serve(db: Path, *extra: str, port: int = 0) -> Iterator[str]:
             proc.kill()
             proc.wait(10)
         reader.join(10)  # the pipe is at its end once the process is gone
-        assert proc.stderr is not None
-        proc.stderr.close()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def agent_serve(db: Path, *extra: str, port: int = 0) -> contextlib.AbstractContextManager[str]:
+    """Run ``agent-ref serve --db DB --port PORT --subagents demo EXTRA...``; yield its base URL."""
+    command = [*CLI, "--db", str(db), "--host", "127.0.0.1", "--port", str(port), "--subagents", "demo", *extra]
+    return serving(command)

@@ -16,14 +16,10 @@ conversion of the stored stream, or with its transcript.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import queue
 import re
-import signal
 import subprocess
 import sys
-import threading
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -31,6 +27,7 @@ import httpx2
 from agent_ref import SQLiteStore
 from agent_ref.server_interop import _agui_events, _vercel_chunks, agent_for_conversation
 from agent_ref_support import assert_valid_responses
+from browser.agent_server import serving
 from envelope import Reconstructor
 from envelope.interop.agui import EnvelopeToAgui
 from envelope.interop.vercel import EnvelopeToVercel
@@ -38,7 +35,8 @@ from interop import test_clients
 from validating import assert_valid
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    import contextlib
+    from collections.abc import AsyncIterator
     from pathlib import Path
 
     import pytest
@@ -47,62 +45,12 @@ HERE = test_clients.HERE
 TOKEN = "interop-test-token"
 #: The session fixture that installs the pinned client packages (``npm ci``).
 node = test_clients.node
-START_TIMEOUT = 60
 _URL = re.compile(r"(http://127\.0\.0\.1:\d+)")
-
-
-@contextlib.contextmanager
-def _serving(command: list[str], *, url_on: str) -> Iterator[str]:
-    """Run a server process; yield the base URL it prints (on ``url_on``); stop it by its pid."""
-    proc = subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE if url_on == "stdout" else subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    stream = proc.stdout if url_on == "stdout" else proc.stderr
-    assert stream is not None
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        for line in stream:
-            lines.put(line)
-        lines.put(None)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        said: list[str] = []
-        url = None
-        while url is None:
-            try:
-                line = lines.get(timeout=START_TIMEOUT)
-            except queue.Empty:
-                raise AssertionError(f"no URL in {START_TIMEOUT} s: {''.join(said)}") from None
-            if line is None:
-                raise AssertionError(f"the server exited ({proc.wait(10)}): {''.join(said)}")
-            said.append(line)
-            match = _URL.search(line)
-            url = match.group(1) if match else None
-        yield url
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        reader.join(10)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
 
 
 def _agent_ref_serve(db: Path) -> contextlib.AbstractContextManager[str]:
     command = [sys.executable, "-m", "agent_ref", "serve", "--db", str(db), "--port", "0", "--token", TOKEN]
-    return _serving(command, url_on="stderr")
+    return serving(command, url=_URL)
 
 
 def _client(node: str, *args: str) -> dict[str, Any]:
@@ -204,7 +152,7 @@ def test_agui_endpoint_runs_subagents_that_pause(node: str, tmp_path: Path) -> N
         TOKEN,
     ]
     prompt = "Research cats and dogs in parallel, then confirm"
-    with _serving(command, url_on="stderr") as base:
+    with serving(command, url=_URL) as base:
         seen = _client(node, "agui", base, TOKEN, "thread-sub", prompt)
     assert [r["status"] for r in seen["requests"]] == [200, 200]
     messages = seen["messages"]
@@ -261,7 +209,7 @@ def test_chat_reconnect_replays_the_live_response(node: str, tmp_path: Path) -> 
     db = tmp_path / "agent-ref.db"
     gate = tmp_path / "gate"
     command = [sys.executable, str(HERE.parent / "server" / "serve_for_test.py"), str(db), "--gate", str(gate)]
-    with _serving(command, url_on="stdout") as base:
+    with serving(command, url_on="stdout", url=_URL) as base:
         seen = _client(node, "resume", base, "chat-2", str(gate))
     assert seen["before"] is True  # no agent for the chat yet: 204
     assert seen["seen"][-1] == "tool-input-available", seen
@@ -368,7 +316,7 @@ def test_agui_thread_paused_on_one_process_resumes_on_another(pg_schema_url: str
     run_input: dict[str, Any] = {"threadId": "fleet-1", "runId": "r1", "messages": [user], "tools": [], "context": []}
     command = [sys.executable, "-m", "agent_ref", "serve", "--db", pg_schema_url, "--port", "0", "--token", TOKEN]
     auth = {"Authorization": f"Bearer {TOKEN}"}
-    with _serving(command, url_on="stderr") as a, _serving(command, url_on="stderr") as b:
+    with serving(command, url=_URL) as a, serving(command, url=_URL) as b:
         first = httpx2.post(f"{a}/agui", json=run_input, headers=auth, timeout=30)
         assert first.status_code == 200, first.text
         (finished,) = [e for e in events(first.content) if e["type"] == "RUN_FINISHED"]
