@@ -15,7 +15,11 @@ written (``README``, ``docs``):
   strict validator.
 * A block right below a line ``*Not run by the NAME test: REASON.*`` is skipped, and
   says so to the reader; ``*Run by the NAME test, output not compared: REASON.*``
-  runs the commands, checks their status and streams, and leaves the output alone.
+  runs the commands, checks their status and streams, and leaves the output alone;
+  ``*Run by the NAME test against a fresh `agent-ref serve` …*`` runs them against a
+  server started on a free port, its URL put where the block says
+  ``http://127.0.0.1:8000``, and compares the output but for the numbers of its timing
+  line (issue 25 §6: the ``envelope check`` example's byte count had gone stale).
 """
 
 from __future__ import annotations
@@ -24,10 +28,16 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from validating import assert_valid
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -44,6 +54,15 @@ def not_compared_marker(name: str) -> str:
     return f"*Run by the {name} test, output not compared: "
 
 
+def served_marker(name: str) -> str:
+    """The line prefix of a block run against a fresh ``agent-ref serve``."""
+    return f"*Run by the {name} test against a fresh `agent-ref serve` "
+
+
+#: Where a served block says the server is.
+SHOWN_URL = "http://127.0.0.1:8000"
+
+
 @dataclass
 class Block:
     """One fenced block of a page."""
@@ -51,7 +70,7 @@ class Block:
     kind: str
     text: str
     line: int
-    marker: str  # "", "not run" or "not compared"
+    marker: str  # "", "not run", "not compared" or "served"
     page: str = ""  # the page's name in test ids, when a test reads several
 
     @property
@@ -61,11 +80,15 @@ class Block:
 
 def parse(text: str, name: str, page: str = "") -> list[Block]:
     """The fenced blocks of ``text`` in order, each with the marker written above it."""
-    not_run, not_compared = not_run_marker(name), not_compared_marker(name)
+    markers = {
+        not_run_marker(name): "not run",
+        not_compared_marker(name): "not compared",
+        served_marker(name): "served",
+    }
     found = []
     for match in FENCE.finditer(text):
         before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        marker = "not run" if before.startswith(not_run) else "not compared" if before.startswith(not_compared) else ""
+        marker = next((kind for prefix, kind in markers.items() if before.startswith(prefix)), "")
         found.append(Block(match.group(1), match.group(2), text.count("\n", 0, match.start()) + 1, marker, page))
     return found
 
@@ -200,3 +223,57 @@ def ignored_by_git() -> set[str]:
     """The names ``.gitignore`` lists (without leading or trailing slashes)."""
     lines = (ROOT / ".gitignore").read_text().splitlines()
     return {line.strip().strip("/") for line in lines if not line.startswith("#")}
+
+
+@contextmanager
+def agent_serve(cwd: Path) -> Iterator[str]:
+    """``agent-ref serve`` on a free loopback port with a fresh database; its URL without the last ``/``."""
+    proc = subprocess.Popen(
+        [str(BIN / "agent-ref"), "serve", "--port", "0", "--db", "served.db"],
+        cwd=cwd,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    try:
+        deadline = time.monotonic() + 60
+        url = None
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            if "serving on " in line:
+                url = line.split("serving on ", 1)[1].split()[0].rstrip("/")
+        assert url is not None, f"agent-ref serve did not start (exit {proc.poll()})"
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        proc.stderr.close()
+
+
+def _timings_as_words(line: str) -> str:
+    """A timing line with each number left out (``…``): they differ from run to run."""
+    if line.lstrip().startswith("time to first byte"):
+        return re.sub(r"\d+(?:\.\d+)?", "…", line)
+    return line
+
+
+def check_served_block(block: Block, cwd: Path, url: str) -> None:
+    """Run a served block against the server at ``url``: each command succeeds and prints what
+    is shown, with the server's URL for ``SHOWN_URL`` and the timing line's numbers left out."""
+    assert block.marker == "served", block.id
+    assert SHOWN_URL in block.text, f"{block.id}: a served block says where the server is"
+    ran = run_block(replace(block, text=block.text.replace(SHOWN_URL, url)), cwd)
+    for (command, shown), (_, status, out) in zip(commands(block), ran, strict=True):
+        assert status == 0, f"{command}: status {status}: {out}"
+        expected = [_timings_as_words(line.replace(SHOWN_URL, url)) for line in shown]
+        want = pattern([same_ids(line) for line in expected])
+        got = "\n".join(_timings_as_words(line) for line in out.split("\n"))
+        assert want.fullmatch(same_ids(got)), f"{block.id}: `{command}` printed:\n{out}\nshown:\n" + "\n".join(shown)

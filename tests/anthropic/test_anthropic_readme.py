@@ -1,7 +1,8 @@
-"""The README's "Translate Anthropic streams in your server" recipe runs, offline, as printed.
+"""The Anthropic adapter page's relay recipe runs, offline, as printed (``docs/anthropic.md``;
+the README's "Translate Anthropic streams in your server" until issue 28 §4 moved it).
 
 Every way an API call can end goes through the real SDK client (served by a local
-``httpx2.MockTransport``) and the recipe copied from the README, and every stream it
+``httpx2.MockTransport``) and the recipe copied from the page, and every stream it
 writes must pass the strict validator (issue 12 §1): a complete call, a call whose
 tool JSON ``max_tokens`` cut, a mid-stream ``error`` event, a stream cut before
 ``message_stop``, a connection dropped while the body is read, tool JSON that is not
@@ -29,20 +30,22 @@ if TYPE_CHECKING:
 
     from anthropic import AsyncAnthropic
 
-HEADING = "## Translate Anthropic streams in your server"
+PAGE = ROOT / "docs" / "anthropic.md"
+HEADING = "# The Anthropic adapter\n"
 AGENT = "agent-1"
 
 
 def _section() -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index(HEADING)
-    end = text.index("\n## ", start + len(HEADING))
-    return text[start:end]
+    """The page, which is about the adapter alone (its one python block is the relay)."""
+    text = PAGE.read_text(encoding="utf-8")
+    assert text.startswith(HEADING)
+    return text
 
 
 def _relay() -> Callable[..., AsyncIterator[bytes]]:
     (code,) = re.findall(r"```python\n(.*?)```", _section(), re.S)
-    scope: dict[str, Any] = {}
+    assert "async def relay(" in code
+    scope: dict[str, Any] = {"__name__": "relay_recipe"}  # not __main__: define relay, do not run the page's demo
     exec(code, scope)
     relay: Callable[..., AsyncIterator[bytes]] = scope["relay"]
     return relay
@@ -103,7 +106,7 @@ def test_complete_call_from_the_corpus(corpus: Path) -> None:
     history: list[Any] = [{"role": "user", "content": "Make an invoice image"}]
     body = _run(ReplayServer(load_events(corpus / "anthropic_events_1.json")).client(), history)
     envelopes = _envelopes(body)
-    assert len(envelopes) == 128  # the number the README states
+    assert len(envelopes) == 128  # the number the page states
     assert "128 lines" in _section()
     assert envelopes[0]["type"] == "meta_init"
     assert envelopes[-1]["type"] == "meta_final"

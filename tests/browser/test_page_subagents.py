@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 #: Two researchers; the second one's task says "confirm", so it calls the frontend confirm tool.
 ONE_PAUSES = "Research tides and volcanoes (confirm first) in parallel"
-#: The README's picture of the page (one canonical file); the screenshot test writes it when
+#: The picture of the page on the docs' server page (one canonical file); the screenshot test writes it when
 #: this variable names it: ``AGENT_REF_SCREENSHOT=src/agent_ref/web/screenshot.png``.
 SCREENSHOT_ENV = "AGENT_REF_SCREENSHOT"
 
@@ -102,7 +102,7 @@ def test_spec_server_6_2_a_real_subagents_nest_inside_their_calls_and_the_paused
 def test_readme_screenshot_nested_children_a_paused_child_and_the_newest_output_in_view(
     page: Any, tmp_path: Path
 ) -> None:
-    """[S6.2-a] [S6.3-b] [S6.5-a]: the README's picture, checked before it is taken.
+    """[S6.2-a] [S6.3-b] [S6.5-a]: the docs' picture of the page, checked before it is taken.
 
     A finished run with two nested researchers, then a second run whose researcher waits
     on ``confirm``; the page, taller than the window, has followed to the newest output,

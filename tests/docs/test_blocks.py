@@ -3,7 +3,9 @@
 The same rules as the README's (``tests/doc_blocks.py``), for every page of ``docs/``
 and every spec file the site renders: python blocks run and exit 0; console blocks run
 command by command and print what they show; a block the test does not run says why
-right above it, ``*Not run by the docs test: REASON.*``.
+right above it, ``*Not run by the docs test: REASON.*``; a block marked
+``*Run by the docs test against a fresh `agent-ref serve` …*`` runs against a server
+started on a free port (the ``envelope check`` example, moved here from the README).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from doc_blocks import (
     FENCE,
     ROOT,
     Block,
+    agent_serve,
     check_console_block,
+    check_served_block,
     ignored_by_git,
     make_root_like,
     parse,
@@ -41,7 +45,8 @@ def _page_id(path: Path) -> str:
 
 BLOCKS = [b for page in PAGES for b in parse(page.read_text(encoding="utf-8"), NAME, _page_id(page))]
 PYTHON = [b for b in BLOCKS if b.kind == "python"]
-CONSOLE = [b for b in BLOCKS if b.kind == "console" and b.marker != "not run"]
+CONSOLE = [b for b in BLOCKS if b.kind == "console" and b.marker not in {"not run", "served"}]
+SERVED = [b for b in BLOCKS if b.marker == "served"]
 
 
 @pytest.fixture
@@ -52,8 +57,8 @@ def root_like(tmp_path: Path) -> Path:
 
 def test_the_docs_have_what_the_test_expects() -> None:
     """The parse finds the blocks; every block is of a kind this test knows; sh is never run silently."""
-    assert len(PYTHON) >= 10
-    assert len(CONSOLE) >= 7
+    assert len(PYTHON) >= 15
+    assert len(CONSOLE) >= 14
     assert {b.kind for b in BLOCKS} <= {"python", "console", "sh"} | SHOWN_ONLY
     unmarked_sh = [b.id for b in BLOCKS if b.kind == "sh" and b.marker != "not run"]
     assert unmarked_sh == [], "a sh block is either a console block (run) or marked not run"
@@ -90,3 +95,14 @@ def test_files_the_commands_write_are_ignored_by_git() -> None:
     if any("agent-ref run" in b.text for b in BLOCKS):
         written.add("agent-ref.db")  # agent-ref's default --db, in the current folder
     assert sorted(w for w in written if w.strip("/") not in ignored_by_git()) == []
+
+
+def test_the_check_example_is_served() -> None:
+    """The ``envelope check`` example runs against a real server, not left out."""
+    assert [b.page for b in SERVED if b.kind == "console" and "$ envelope check " in b.text] == ["docs/check.md"]
+
+
+@pytest.mark.parametrize("block", SERVED, ids=lambda b: b.id)
+def test_served_block_runs_as_shown(block: Block, root_like: Path) -> None:
+    with agent_serve(root_like) as url:
+        check_served_block(block, root_like, url)

@@ -17,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
+from docs.hooks.repo_images import IMAGES
 from docs.hooks.spec_pages import spec_text
 
 import agent_ref
@@ -72,6 +73,23 @@ def test_the_reference_renders_every_public_name(site: Path, page: str) -> None:
     assert public, module.__name__
     missing = [name for name in public if f"{module.__name__}.{name}" not in anchors]
     assert missing == []
+
+
+def test_the_pictures_are_in_the_site_and_shown(site: Path) -> None:
+    """The pictures made beside their makers are added under ``images/`` (never copied into
+    ``docs/``), byte for byte, and every ``images/`` picture a page shows is there."""
+    for name, source in IMAGES.items():
+        assert (site / "images" / name).read_bytes() == (ROOT / source).read_bytes(), name
+    assert not (DOCS / "images").exists()
+    shown = {m for page in DOCS.glob("*.md") for m in re.findall(r"\]\(images/([\w.-]+)\)", page.read_text("utf-8"))}
+    assert shown == set(IMAGES)
+
+
+def test_the_guide_pages_are_in_the_navigation() -> None:
+    """Every page of ``docs/`` is reachable from the navigation (the build warns only when it is missing)."""
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\s+- [^:]+: ((?!spec/)\S+\.md)$", config, re.M))
+    assert listed == {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
 
 
 def test_private_modules_stay_out_of_the_reference(site: Path) -> None:

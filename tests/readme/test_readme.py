@@ -1,4 +1,4 @@
-"""The README's code blocks run as written (issue 13 §2), so they cannot rot.
+"""The README's code blocks run as written (issue 13 §2), so they cannot rot; the README stays short.
 
 * Every ```python block runs in a fresh interpreter, in a scratch folder that sees the
   repository's ``fixtures/`` and ``spec/`` (as the README's root does), and must exit 0.
@@ -10,11 +10,11 @@
   strict validator.
 * A block right below a line ``*Not run by the README test: REASON.*`` is skipped, and
   says so to the reader; ``*Run by the README test, output not compared: REASON.*``
-  runs the commands, checks their status and streams, and leaves the output alone;
-  ``*Run by the README test against a fresh `agent-ref serve` …*`` runs them against a
-  server started on a free port, its URL put where the block says
-  ``http://127.0.0.1:8000``, and compares the output but for the numbers of its timing
-  line (issue 25 §6: the ``envelope check`` example's byte count had gone stale).
+  runs the commands, checks their status and streams, and leaves the output alone.
+* Issue 28 §4: the README is the pitch, the two commands, three short examples, the
+  delivery example, the target table and links; under 200 lines. The reference moved
+  to the documentation site (``docs/``, tested by ``tests/docs/``), and every link the
+  README makes into it names a page that exists.
 
 The machinery is shared with the documentation site's test: ``tests/doc_blocks.py``.
 """
@@ -22,58 +22,38 @@ The machinery is shared with the documentation site's test: ``tests/doc_blocks.p
 from __future__ import annotations
 
 import re
-import subprocess
-import time
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pytest
 
 from doc_blocks import (
-    BIN,
     ROOT,
     Block,
     check_console_block,
-    commands,
-    env,
     ignored_by_git,
     make_root_like,
     parse,
-    pattern,
     reasons,
-    run_block,
     run_python_block,
-    same_ids,
     written_files,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 README = ROOT / "README.md"
 NAME = "README"  # the markers read "*Not run by the README test: ...*"
-#: The marker of a block run against a fresh ``agent-ref serve`` (this test's own).
-SERVED = "*Run by the README test against a fresh `agent-ref serve` "
-#: Where a served block says the server is.
-SHOWN_URL = "http://127.0.0.1:8000"
+#: The README's length limit (issue 28 §4): the rest is on the documentation site.
+MAX_LINES = 200
 
 
 def blocks() -> list[Block]:
     return parse(README.read_text(encoding="utf-8"), NAME)
 
 
-def _served(block: Block) -> bool:
-    """Whether the line above the block (blank lines aside) is the served marker."""
-    lines = README.read_text(encoding="utf-8").split("\n")[: block.line - 1]
-    above = next((line for line in reversed(lines) if line.strip()), "")
-    return above.startswith(SERVED)
-
-
 BLOCKS = blocks()
 PYTHON = [b for b in BLOCKS if b.kind == "python"]
-SERVED_BLOCKS = [b for b in BLOCKS if b.kind == "console" and _served(b)]
-CONSOLE = [b for b in BLOCKS if b.kind == "console" and b.marker != "not run" and b not in SERVED_BLOCKS]
+CONSOLE = [b for b in BLOCKS if b.kind == "console" and b.marker != "not run"]
 
 
 @pytest.fixture
@@ -84,9 +64,10 @@ def root_like(tmp_path: Path) -> Path:
 
 def test_the_readme_has_what_the_test_expects() -> None:
     """The parse finds the blocks; every block is of a kind this test knows."""
-    assert len(PYTHON) >= 4
-    assert len(CONSOLE) >= 5
+    assert len(PYTHON) >= 2  # emit, read
+    assert len(CONSOLE) >= 2  # the venv's envelope --version, validate
     assert {b.kind for b in BLOCKS} <= {"python", "console", "sh", ""}
+    assert {b.marker for b in BLOCKS} <= {"", "not run"}, "served blocks live on the docs pages (tests/docs/)"
     unmarked_sh = [b.id for b in BLOCKS if b.kind == "sh" and b.marker != "not run"]
     assert unmarked_sh == [], "a sh block is either a console block (run) or marked not run"
 
@@ -112,65 +93,50 @@ def test_files_the_commands_write_are_ignored_by_git() -> None:
     """Every file a README command writes (``-o``, ``>``, ``--out``, the agent's default db) is in .gitignore."""
     text = README.read_text(encoding="utf-8")
     written = written_files(BLOCKS)
-    assert {"capture.jsonl", "results.json", "bench-out"} <= written, "the parse found the README's outputs"
     if "agent-ref run" in text:
         written.add("agent-ref.db")  # agent-ref's default --db, in the current folder
     ignored = ignored_by_git()
     assert sorted(w for w in written if w.strip("/") not in ignored) == []
 
 
-@pytest.fixture
-def served_url(root_like: Path) -> Iterator[str]:
-    """``agent-ref serve`` on a free loopback port with a fresh database; its URL without the last ``/``."""
-    proc = subprocess.Popen(
-        [str(BIN / "agent-ref"), "serve", "--port", "0", "--db", "served.db"],
-        cwd=root_like,
-        env=env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    try:
-        deadline = time.monotonic() + 60
-        url = None
-        while url is None and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            if "serving on " in line:
-                url = line.split("serving on ", 1)[1].split()[0].rstrip("/")
-        assert url is not None, f"agent-ref serve did not start (exit {proc.poll()})"
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        proc.stderr.close()
+def test_the_readme_is_short() -> None:
+    """Issue 28 §4: under 200 lines; the reference lives on the documentation site."""
+    lines = README.read_text(encoding="utf-8").count("\n")
+    assert lines < MAX_LINES, f"README.md has {lines} lines; move the detail to docs/"
 
 
-def _timings_as_words(line: str) -> str:
-    """A timing line with each number left out (``…``): they differ from run to run."""
-    if line.lstrip().startswith("time to first byte"):
-        return re.sub(r"\d+(?:\.\d+)?", "…", line)
-    return line
+def test_the_readme_keeps_what_it_promises() -> None:
+    """The two commands, the three examples (emit, read, validate), the delivery example, the target table."""
+    text = README.read_text(encoding="utf-8")
+    sh = [b.text for b in BLOCKS if b.kind == "sh"]
+    assert any(t.startswith("./scripts/demo ") and "\n./scripts/test " in t for t in sh)
+    assert "Emitter(" in PYTHON[0].text
+    assert "StreamReader(" in PYTHON[1].text
+    assert any("$ envelope validate " in b.text for b in CONSOLE)
+    assert "\n## Resumable delivery for your server\n" in text
+    assert "\n#### Targets\n" in text
 
 
-def test_the_readme_has_served_blocks() -> None:
-    """The envelope check example is run against a real server, not left out."""
-    assert any("$ envelope check " in b.text for b in SERVED_BLOCKS)
+def _links(text: str) -> list[str]:
+    return [t for t in re.findall(r"\]\(([^)\s]+)\)", text) if "://" not in t]
 
 
-@pytest.mark.parametrize("block", SERVED_BLOCKS, ids=lambda b: b.id)
-def test_served_block_runs_as_shown(block: Block, root_like: Path, served_url: str) -> None:
-    assert SHOWN_URL in block.text, f"{block.id}: a served block says where the server is"
-    ran = run_block(replace(block, text=block.text.replace(SHOWN_URL, served_url)), root_like)
-    for (command, shown), (_, status, out) in zip(commands(block), ran, strict=True):
-        assert status == 0, f"{command}: status {status}: {out}"
-        expected = [_timings_as_words(line.replace(SHOWN_URL, served_url)) for line in shown]
-        want = pattern([same_ids(line) for line in expected])
-        got = "\n".join(_timings_as_words(line) for line in out.split("\n"))
-        assert want.fullmatch(same_ids(got)), f"{block.id}: `{command}` printed:\n{out}\nshown:\n" + "\n".join(shown)
+def test_the_readme_links_into_the_docs_site() -> None:
+    """Every relative link names a file of the repository (anchors aside), and every guide page is linked."""
+    text = README.read_text(encoding="utf-8")
+    links = _links(text)
+    missing = [link for link in links if not (ROOT / link.split("#", 1)[0]).is_file()]
+    assert missing == []
+    pages = {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")} - {"docs/index.md"}
+    assert sorted(pages - {link.split("#", 1)[0] for link in links}) == []
+
+
+def test_the_readme_anchors_exist() -> None:
+    """A link to ``docs/PAGE.md#anchor`` names a heading of that page (MkDocs' own slugs)."""
+    for link in _links(README.read_text(encoding="utf-8")):
+        if "#" not in link:
+            continue
+        page, anchor = link.split("#", 1)
+        headings = re.findall(r"^#+ (.+)$", (ROOT / page).read_text(encoding="utf-8"), re.M)
+        slugs = {re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", h.replace("`", "")).strip().lower()) for h in headings}
+        assert anchor in slugs, f"{link}: no heading with that anchor"
