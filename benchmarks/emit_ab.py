@@ -3,9 +3,11 @@
 Run: ``python -m benchmarks.emit_ab --before REV`` (a git revision of this checkout, for
 example ``54da1bd``, the emitter before issue 31). It loads that revision's
 ``_chunker.py`` and ``_encoder.py`` as extra modules beside today's (pure Python, as
-they were then), checks that both give the same lines, and times the ``emit_small`` and
-``emit_10m_escape`` workloads of ``envelope bench`` with the three candidates
-alternated round by round, printing the median of the per-round CPU ratios to bare
+they were then); or ``--before-import MODULE``, an older ``_encoder`` built elsewhere (for
+example compiled with mypyc from an older revision, its relative imports made absolute),
+so that a compiled before meets a compiled after. It checks that both give the same
+lines, and times the ``emit_small`` and ``emit_10m_escape`` workloads of ``envelope
+bench`` with the three candidates alternated round by round, printing the median of the per-round CPU ratios to bare
 msgspec and their quartiles. This is how the commits of issue 31 quote before/after.
 Does not own: the stages or inputs (``benchmarks.engine``, ``benchmarks.inputs``).
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import importlib.util
 import statistics
 import subprocess
@@ -72,12 +75,20 @@ def _alternate(candidates: dict[str, Callable[[], Any]], rounds: int) -> dict[st
 def main(argv: list[str] | None = None) -> int:
     """Parse the options, time both workloads, print the ratios."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.emit_ab", description=__doc__.splitlines()[0])
-    parser.add_argument("--before", required=True, help="the git revision of the emitter to compare with")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--before", help="the git revision of the emitter to compare with (loaded as pure Python)")
+    which.add_argument(
+        "--before-import",
+        metavar="MODULE",
+        help="an importable module holding the older Emitter, for example one compiled with mypyc from an "
+        "older revision (put its folder on PYTHONPATH): a compiled before against a compiled after",
+    )
     parser.add_argument("--small-count", type=int, default=20_000, help="20-byte deltas per pass (default: 20000)")
     parser.add_argument("--big-mb", type=float, default=10.0, help="escape-heavy payload in MiB (default: 10)")
     parser.add_argument("--rounds", type=int, default=15, help="alternated rounds (default: 15)")
     args = parser.parse_args(argv)
-    before = load_before(args.before)
+    before = importlib.import_module(args.before_import) if args.before_import else load_before(args.before)
+    label = args.before_import or f"{args.before} (pure Python)"
     agent = AGENTS[0]
     enc = msgspec.json.Encoder().encode
     items = deltas(args.small_count, 20)
@@ -107,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             "bare msgspec": lambda: enc(ToolResult(agent=agent, final=True, id=TOOL_ID, name=TOOL_NAME, delta=payload)),
         },
     }
-    print(f"before = {args.before} (pure Python), after = this checkout ({_speedups.loaded()}); CPU time")
+    print(f"before = {label}, after = this checkout ({_speedups.loaded()}); CPU time")
     for key, candidates in workloads.items():
         if candidates["before"]() != candidates["after"]():
             print(f"{key}: before and after give different lines", file=sys.stderr)

@@ -321,20 +321,7 @@ def seed_chunk_and_emit(
         base.update(extras)
     base["delta"] = ""
     overhead = len(dumps(base, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
-    budget = max(1, max_bytes - overhead)
-    raw = payload.encode("utf-8")
-    n = len(raw)
-    pieces: list[bytes] = []
-    start = 0
-    while True:
-        end = start + budget
-        if end >= n:
-            pieces.append(raw[start:])
-            break
-        while end > start + 1 and raw[end] & 0xC0 == 0x80:
-            end -= 1
-        pieces.append(raw[start:end])
-        start = end
+    pieces = _seed_pieces(payload.encode("utf-8"), max(1, max_bytes - overhead))
     last = len(pieces) - 1
     lines: list[bytes] = []
     for i, piece in enumerate(pieces):
@@ -343,6 +330,22 @@ def seed_chunk_and_emit(
         message["delta"] = piece.decode("utf-8")
         lines.append(dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
     return lines
+
+
+def _seed_pieces(raw: bytes, budget: int) -> list[bytes]:
+    """The seed's cut of the raw UTF-8 payload: ``budget`` bytes, stepped back off continuation bytes."""
+    n = len(raw)
+    pieces: list[bytes] = []
+    start = 0
+    while True:
+        end = start + budget
+        if end >= n:
+            pieces.append(raw[start:])
+            return pieces
+        while end > start + 1 and raw[end] & 0xC0 == 0x80:
+            end -= 1
+        pieces.append(raw[start:end])
+        start = end
 
 
 def _agui_encoder() -> tuple[Callable[[str], bytes] | None, str]:
@@ -994,16 +997,6 @@ def run_stage(
         if cand.run is None:
             rows.append(Row(stage.key, cand.name, cand.role, missing=cand.missing, note=cand.note))
             continue
-        seconds = statistics.median(t[0] for t in times[cand.name])
-        cpu_seconds = statistics.median(t[1] for t in times[cand.name])
-        ratio = ratio_cpu = None
-        band = None
-        if ours_times:
-            wall_ratios, cpu_ratios = paired_ratios(times[cand.name], ours_times)
-            ratio, ratio_cpu = statistics.median(wall_ratios), statistics.median(cpu_ratios)
-            band = spread(cpu_ratios)
-        else:
-            cpu_ratios = []
         measured = stage.measure(cand.run())
         peak: int | None = None
         if memory:
@@ -1011,26 +1004,45 @@ def run_stage(
                 peak = _tracemalloc_peak(cand.run)
             elif rss is not None and cand.rss_key:
                 peak = rss(cand.rss_key, stage.rss_size)
-        rows.append(
-            Row(
-                stage=stage.key,
-                candidate=cand.name,
-                role=cand.role,
-                seconds=seconds,
-                events=measured.events,
-                events_per_s=measured.events / seconds,
-                mb_per_s=stage.input_bytes / 1e6 / seconds,
-                peak_bytes=peak,
-                ratio=ratio,
-                violations=measured.violations if cand.role != "limit" else None,
-                note=cand.note,
-                cpu_seconds=cpu_seconds,
-                ratio_cpu=ratio_cpu,
-                spread_cpu=band,
-                cpu_ratios=cpu_ratios,
-            )
-        )
+        rows.append(_row(stage, cand, times[cand.name], ours_times, measured, peak))
     return rows
+
+
+def _row(
+    stage: Stage,
+    cand: Candidate,
+    mine: list[tuple[float, float]],
+    ours_times: list[tuple[float, float]] | None,
+    measured: Measured,
+    peak: int | None,
+) -> Row:
+    """One candidate's row: medians of its rounds, its per-round ratios to ours, what its output holds."""
+    seconds = statistics.median(t[0] for t in mine)
+    cpu_seconds = statistics.median(t[1] for t in mine)
+    ratio = ratio_cpu = None
+    band = None
+    cpu_ratios: list[float] = []
+    if ours_times:
+        wall_ratios, cpu_ratios = paired_ratios(mine, ours_times)
+        ratio, ratio_cpu = statistics.median(wall_ratios), statistics.median(cpu_ratios)
+        band = spread(cpu_ratios)
+    return Row(
+        stage=stage.key,
+        candidate=cand.name,
+        role=cand.role,
+        seconds=seconds,
+        events=measured.events,
+        events_per_s=measured.events / seconds,
+        mb_per_s=stage.input_bytes / 1e6 / seconds,
+        peak_bytes=peak,
+        ratio=ratio,
+        violations=measured.violations if cand.role != "limit" else None,
+        note=cand.note,
+        cpu_seconds=cpu_seconds,
+        ratio_cpu=ratio_cpu,
+        spread_cpu=band,
+        cpu_ratios=cpu_ratios,
+    )
 
 
 @dataclass(frozen=True)
@@ -1438,6 +1450,26 @@ def render_markdown(report: Report) -> str:
     return "\n".join(out)
 
 
+def _stage_panel(
+    ax: Any, stage: StageInfo, rows: list[Row], colour: dict[str, Any], limits: tuple[float, float]
+) -> None:
+    """One stage's bars: ``time / ours`` per candidate on a log axis, ours on top."""
+    import textwrap
+
+    ys = list(range(len(rows)))[::-1]  # ours on top, bars centred on their ticks
+    values = [r.ratio or 0.0 for r in rows]
+    ax.barh(ys, values, height=0.7, color=[colour[r.candidate] for r in rows], left=0)
+    for y, value in zip(ys, values, strict=True):
+        ax.text(value * 1.08, y, f"{value:.2f}" if value >= 0.1 else f"{value:.2g}", va="center", fontsize=8)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlim(*limits)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.set_yticks([])
+    ax.set_title("\n".join(textwrap.wrap(stage.title, 46)), fontsize=9)
+    ax.tick_params(axis="x", labelsize=8)
+
+
 def render_png(report: Report, path: str) -> None:
     """The chart: one panel per stage, ``time / ours`` per candidate (log scale), to ``path``.
 
@@ -1447,8 +1479,6 @@ def render_png(report: Report, path: str) -> None:
     Raises:
         ImportError: matplotlib is not installed (it is in the ``bench`` extra).
     """
-    import textwrap
-
     import matplotlib  # bench-only dependency
 
     matplotlib.use("Agg")
@@ -1467,21 +1497,9 @@ def render_png(report: Report, path: str) -> None:
     rows_n = max(1, -(-len(stages) // cols))
     fig, axes = plt.subplots(rows_n, cols, figsize=(5.2 * cols, 2.9 * rows_n + 1.4), squeeze=False)
     ratios = [r.ratio for r in measured if r.ratio]
-    low, high = min([0.5, *ratios]) / 1.6, max([2.0, *ratios]) * 2.2
+    limits = (min([0.5, *ratios]) / 1.6, max([2.0, *ratios]) * 2.2)
     for ax, stage in zip(axes.flat, stages, strict=False):
-        rows = [r for r in measured if r.stage == stage.key]
-        ys = list(range(len(rows)))[::-1]  # ours on top, bars centred on their ticks
-        values = [r.ratio or 0.0 for r in rows]
-        ax.barh(ys, values, height=0.7, color=[colour[r.candidate] for r in rows], left=0)
-        for y, value in zip(ys, values, strict=True):
-            ax.text(value * 1.08, y, f"{value:.2f}" if value >= 0.1 else f"{value:.2g}", va="center", fontsize=8)
-        ax.axvline(1.0, color="black", linewidth=0.8)
-        ax.set_xscale("log")
-        ax.set_xlim(low, high)
-        ax.set_ylim(-0.7, len(rows) - 0.3)
-        ax.set_yticks([])
-        ax.set_title("\n".join(textwrap.wrap(stage.title, 46)), fontsize=9)
-        ax.tick_params(axis="x", labelsize=8)
+        _stage_panel(ax, stage, [r for r in measured if r.stage == stage.key], colour, limits)
     for ax in list(axes.flat)[len(stages) :]:
         ax.axis("off")
     fig.legend(

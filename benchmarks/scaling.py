@@ -668,6 +668,19 @@ def render_png(report: Report, out: Path) -> None:
 
     fig, axes = plt.subplots(2, 3, figsize=(15, 8.5))
     (t_ax, r_ax, m_ax), (a_ax, am_ax, s_ax) = axes
+    _plot_sweeps(report, t_ax, r_ax, m_ax, a_ax, am_ax)
+    _label_axes(report, ticker, t_ax, r_ax, m_ax, a_ax, am_ax)
+    _plot_server(report, ticker, s_ax)
+    handles, labels = t_ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False)
+    fig.suptitle("envelope scaling: each point in a fresh process (medians)")
+    fig.tight_layout(rect=(0, 0.08, 1, 0.96))
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
+def _plot_sweeps(report: Report, t_ax: Any, r_ax: Any, m_ax: Any, a_ax: Any, am_ax: Any) -> None:
+    """One line per path on the size panels and the agents panels, and the slope-1 guide."""
     for path in PATHS:
         pts = report.of("size", path)
         if pts:
@@ -695,6 +708,10 @@ def render_png(report: Report, out: Path) -> None:
             linestyle=":",
             label="linear (slope 1)",
         )
+
+
+def _label_axes(report: Report, ticker: Any, t_ax: Any, r_ax: Any, m_ax: Any, a_ax: Any, am_ax: Any) -> None:
+    """Log scales, titles, axis labels and grids of the five sweep panels."""
     for ax, title, ylabel in (
         (t_ax, "CPU time vs input size", "CPU seconds (log)"),
         (r_ax, "CPU time per MB vs input size", "CPU ms per MB (log)"),
@@ -718,26 +735,24 @@ def render_png(report: Report, out: Path) -> None:
     for ax in (m_ax, am_ax):  # at least a decade, so a flat line looks flat and the axis has labels
         low, high = ax.get_ylim()
         ax.set_ylim(min(low, 10.0), max(high, 100.0))
-    if report.server:
-        conc = [s.concurrency for s in report.server]
-        s_ax.plot(conc, [s.lines_per_s for s in report.server], color="#ff7f0e", marker="D", label="lines/s")
-        s_ax.set_xscale("log")
-        s_ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
-        s_ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-        s_ax.set_xticks(conc)
-        s_ax.set_xlabel("runs in flight (log)")
-        s_ax.set_ylabel("envelope lines/s, all responses")
-        s_ax.set_ylim(bottom=0)
-        s_ax.set_title("server: agent-ref serve, SSE lines/s under load")
-        s_ax.grid(True, which="both", alpha=0.3)
-    else:
+
+
+def _plot_server(report: Report, ticker: Any, s_ax: Any) -> None:
+    """The server panel: SSE lines/s per concurrency, or an empty panel when not measured."""
+    if not report.server:
         s_ax.set_axis_off()
-    handles, labels = t_ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False)
-    fig.suptitle("envelope scaling: each point in a fresh process (medians)")
-    fig.tight_layout(rect=(0, 0.08, 1, 0.96))
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+        return
+    conc = [s.concurrency for s in report.server]
+    s_ax.plot(conc, [s.lines_per_s for s in report.server], color="#ff7f0e", marker="D", label="lines/s")
+    s_ax.set_xscale("log")
+    s_ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
+    s_ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    s_ax.set_xticks(conc)
+    s_ax.set_xlabel("runs in flight (log)")
+    s_ax.set_ylabel("envelope lines/s, all responses")
+    s_ax.set_ylim(bottom=0)
+    s_ax.set_title("server: agent-ref serve, SSE lines/s under load")
+    s_ax.grid(True, which="both", alpha=0.3)
 
 
 # --------------------------------------------------------------------------- command

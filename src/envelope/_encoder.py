@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final, Literal, overload
 
 import msgspec
 
-from ._chunker import escape, legal_cuts
+from ._chunker import cut_lines, escape
 from ._depth import too_deep
 from ._emit_structs import CitationData, ImageRef, OversizeLine
 from ._errors import EncodeError, OversizeError
@@ -175,19 +175,8 @@ def _lines(
         )
         return [line]
     last_budget = max_bytes - len(head_last) - len(tail) - 2
-    end = len(quoted) - 1
-    cuts = legal_cuts(quoted, 1, end, budget, last_budget)
-    view = memoryview(quoted)
     opening = template.open_false
-    close = template.close
-    join = b"".join
-    lines: list[bytes] = []
-    start = 1
-    for cut in cuts:
-        lines.append(join((opening, view[start:cut], close)))
-        start = cut
-    lines.append(join((template.open_true if final else opening, view[start:end], close)))
-    return lines
+    return cut_lines(quoted, budget, last_budget, opening, template.open_true if final else opening, template.close)
 
 
 def _report(record: OversizeLine, on_oversize: Callable[[OversizeLine], None] | None, strict: bool) -> None:

@@ -71,70 +71,93 @@ def _digest(value: Any) -> str:
 
 
 def cases() -> dict[str, list[Any]]:
-    """``{case: outputs}``: what the emitter gives for each case of the corpus."""
+    """``{case: outputs}``: what the emitter gives for each case of the corpus.
+
+    The helpers below fill ``out`` in this order with one shared ``rng``: the order of
+    the cases and of the random draws is what the golden digests were made from.
+    """
     rng = random.Random(31)
     out: dict[str, list[Any]] = {}
     for agent_no, agent in enumerate(_AGENTS):
         for bound in _BOUNDS:
             for strict in (False, True):
-                em = Emitter(agent, bound, strict=strict)
-                tag = f"agent{agent_no} bound{bound} strict{int(strict)}"
-                for name, alphabet in _ALPHABETS.items():
-                    lengths = sorted({0, 1, 2, 5, 19, 20, bound // 6, bound // 2, bound - 60, bound, 3 * bound + 7})
-                    for n in (x for x in lengths if x >= 0):
-                        text = _text(rng, alphabet, n)
-                        for kind in ("text", "thinking"):
-                            out[f"{tag} streamed {kind} {name} {n}"] = _outcome(em.streamed, kind, text)
-                        as_json = json.dumps(text, ensure_ascii=False)
-                        for kind in _BUFFERED_PLAIN:
-                            payload = as_json if strict and kind in _JSON_TYPES else text
-                            out[f"{tag} buffered {kind} {name} {n}"] = _outcome(em.buffered, kind, payload)
-                        for kind in _BUFFERED_ID:
-                            payload = as_json if strict and kind in _JSON_TYPES else text
-                            out[f"{tag} buffered {kind} {name} {n}"] = _outcome(
-                                em.buffered, kind, payload, id="toolu_01" + "x" * (n % 7), name="read_file"
-                            )
-                for kind in ("text", "thinking"):
-                    out[f"{tag} end {kind}"] = _outcome(em.end, kind)
-                big_id = "i" * (bound + 5)
-                out[f"{tag} oversize id"] = _outcome(em.buffered, "tool_call", "{}", id=big_id, name="n")
-                images = [
-                    ImageRef(src="data:image/png;base64," + "A" * (bound // 3 * k), media_type="image/png")
-                    for k in (1, 4)
-                ]
-                payload = _text(rng, _ALPHABETS["mixed"], bound)
-                out[f"{tag} tool_result images"] = _outcome(em.tool_result, "toolu_9", "shot", payload, images)
-                out[f"{tag} tool_result no images"] = _outcome(em.tool_result, "toolu_9", "shot", payload)
-                cites = [
-                    CitationData(
-                        cited_text=_text(rng, _ALPHABETS["mixed"], 30),
-                        citation_type="char_location",
-                        document_index=0,
-                        start_char_index=3,
-                        end_char_index=33,
-                    ),
-                    CitationData(
-                        cited_text="x" * bound,
-                        citation_type="web_search_result_location",
-                        url="https://e.x/a",
-                        title="T",
-                    ),
-                ]
-                out[f"{tag} citations"] = _outcome(em.citations, cites)
-                out[f"{tag} citations none"] = _outcome(em.citations, [])
-                out[f"{tag} surrogate streamed"] = _outcome(em.streamed, "text", "ok\ud800ok")
-                out[f"{tag} surrogate buffered"] = _outcome(em.buffered, "error", "x" * n + "\udfff")
-                out[f"{tag} surrogate short"] = _outcome(em.buffered, "tool_result", "\ud83d", id="i", name="n")
-                out[f"{tag} reports"] = _reports(em)
-            seed = Emitter(agent, bound, profile="seed")
+                _emitter_cases(rng, out, agent_no, agent, bound, strict)
+            _seed_profile_cases(rng, out, agent_no, agent, bound)
+    _chunk_cases(rng, out)
+    _long_cases(rng, out)
+    return out
+
+
+def _payload_cases(rng: random.Random, out: dict[str, list[Any]], em: Emitter, tag: str, strict: bool) -> int:
+    """Streamed and buffered payloads of every alphabet at lengths around the bound; the last length."""
+    bound = em.max_bytes
+    n = 0
+    for name, alphabet in _ALPHABETS.items():
+        lengths = sorted({0, 1, 2, 5, 19, 20, bound // 6, bound // 2, bound - 60, bound, 3 * bound + 7})
+        for n in (x for x in lengths if x >= 0):
+            text = _text(rng, alphabet, n)
+            for kind in ("text", "thinking"):
+                out[f"{tag} streamed {kind} {name} {n}"] = _outcome(em.streamed, kind, text)
+            as_json = json.dumps(text, ensure_ascii=False)
             for kind in _BUFFERED_PLAIN:
-                text = _text(rng, _ALPHABETS["mixed"], 2 * bound)
-                out[f"agent{agent_no} bound{bound} seed {kind}"] = _outcome(seed.buffered, kind, text)
-            text = _text(rng, _ALPHABETS["mixed"], 2 * bound)
-            out[f"agent{agent_no} bound{bound} seed tool_call"] = _outcome(
-                seed.buffered, "tool_call", text, id="t", name="n"
-            )
-            out[f"agent{agent_no} bound{bound} seed reports"] = _reports(seed)
+                payload = as_json if strict and kind in _JSON_TYPES else text
+                out[f"{tag} buffered {kind} {name} {n}"] = _outcome(em.buffered, kind, payload)
+            for kind in _BUFFERED_ID:
+                payload = as_json if strict and kind in _JSON_TYPES else text
+                out[f"{tag} buffered {kind} {name} {n}"] = _outcome(
+                    em.buffered, kind, payload, id="toolu_01" + "x" * (n % 7), name="read_file"
+                )
+    return n
+
+
+def _emitter_cases(
+    rng: random.Random, out: dict[str, list[Any]], agent_no: int, agent: str, bound: int, strict: bool
+) -> None:
+    """One default-profile emitter: payloads, markers, oversize, images, citations, surrogates, reports."""
+    em = Emitter(agent, bound, strict=strict)
+    tag = f"agent{agent_no} bound{bound} strict{int(strict)}"
+    n = _payload_cases(rng, out, em, tag, strict)
+    for kind in ("text", "thinking"):
+        out[f"{tag} end {kind}"] = _outcome(em.end, kind)
+    big_id = "i" * (bound + 5)
+    out[f"{tag} oversize id"] = _outcome(em.buffered, "tool_call", "{}", id=big_id, name="n")
+    images = [ImageRef(src="data:image/png;base64," + "A" * (bound // 3 * k), media_type="image/png") for k in (1, 4)]
+    payload = _text(rng, _ALPHABETS["mixed"], bound)
+    out[f"{tag} tool_result images"] = _outcome(em.tool_result, "toolu_9", "shot", payload, images)
+    out[f"{tag} tool_result no images"] = _outcome(em.tool_result, "toolu_9", "shot", payload)
+    cites = [
+        CitationData(
+            cited_text=_text(rng, _ALPHABETS["mixed"], 30),
+            citation_type="char_location",
+            document_index=0,
+            start_char_index=3,
+            end_char_index=33,
+        ),
+        CitationData(
+            cited_text="x" * bound, citation_type="web_search_result_location", url="https://e.x/a", title="T"
+        ),
+    ]
+    out[f"{tag} citations"] = _outcome(em.citations, cites)
+    out[f"{tag} citations none"] = _outcome(em.citations, [])
+    out[f"{tag} surrogate streamed"] = _outcome(em.streamed, "text", "ok\ud800ok")
+    out[f"{tag} surrogate buffered"] = _outcome(em.buffered, "error", "x" * n + "\udfff")
+    out[f"{tag} surrogate short"] = _outcome(em.buffered, "tool_result", "\ud83d", id="i", name="n")
+    out[f"{tag} reports"] = _reports(em)
+
+
+def _seed_profile_cases(rng: random.Random, out: dict[str, list[Any]], agent_no: int, agent: str, bound: int) -> None:
+    """The ``seed`` profile: control types whole, the rest bounded."""
+    seed = Emitter(agent, bound, profile="seed")
+    for kind in _BUFFERED_PLAIN:
+        text = _text(rng, _ALPHABETS["mixed"], 2 * bound)
+        out[f"agent{agent_no} bound{bound} seed {kind}"] = _outcome(seed.buffered, kind, text)
+    text = _text(rng, _ALPHABETS["mixed"], 2 * bound)
+    out[f"agent{agent_no} bound{bound} seed tool_call"] = _outcome(seed.buffered, "tool_call", text, id="t", name="n")
+    out[f"agent{agent_no} bound{bound} seed reports"] = _reports(seed)
+
+
+def _chunk_cases(rng: random.Random, out: dict[str, list[Any]]) -> None:
+    """``chunk`` of each envelope type at each bound, reporting and strict."""
     for bound in _BOUNDS:
         text = _text(rng, _ALPHABETS["mixed"], 3 * bound)
         envs: list[envelope.Envelope] = [
@@ -153,7 +176,10 @@ def cases() -> dict[str, list[Any]]:
             out[f"chunk {bound} {i}"] = _outcome(envelope.chunk, env, bound, on_oversize=reported.append)
             out[f"chunk {bound} {i} reports"] = [[r.type, r.size, r.reason] for r in reported]
             out[f"chunk {bound} {i} strict"] = _outcome(envelope.chunk, env, bound, strict=True)
-    # Long payloads (over 8192 characters), at lengths around multiples of 8192.
+
+
+def _long_cases(rng: random.Random, out: dict[str, list[Any]]) -> None:
+    """Long payloads (over 8192 characters), at lengths around multiples of 8192."""
     for bound in (2048, 200, 97):
         em = Emitter(_AGENTS[1], bound)
         for name, alphabet in _ALPHABETS.items():
@@ -166,7 +192,6 @@ def cases() -> dict[str, list[Any]]:
                     em.tool_result, "t", "n", text, [ImageRef(src="data:,", media_type="image/png")]
                 )
         out[f"long bound{bound} surrogate"] = _outcome(em.buffered, "error", "a" * 20000 + "\ud800")
-    return out
 
 
 def _group(name: str) -> str:
