@@ -88,8 +88,10 @@ def _long_without_reason(name: str, lines: list[str]) -> list[str]:
     for function in _functions(name):
         start = min([function.lineno, *(d.lineno for d in function.decorator_list)])
         if function.end_lineno is not None and function.end_lineno - function.lineno + 1 > 60:
-            above = "\n".join(lines[max(0, start - 6) : start - 1])
-            if "Over 60 lines on purpose" not in above:
+            above = start - 2  # the comment block directly above the function
+            while above >= 0 and lines[above].lstrip().startswith("#"):
+                above -= 1
+            if "Over 60 lines on purpose" not in "\n".join(lines[above + 1 : start - 1]):
                 long.append(f"{name}.{function.name}")
     return long
 
