@@ -45,7 +45,18 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 #: The modules compiled together (one mypyc group): the read path and the migrator.
-HOT = ("_sse", "_decoder", "_reconstruct", "_xml_scan", "_xml_translate", "_xml_migrate", "_chunker", "_encoder")
+HOT = (
+    "_sse",
+    "_decoder",
+    "_reconstruct",
+    "_xml_tokens",
+    "_xml_scan",
+    "_xml_streamed",
+    "_xml_translate",
+    "_xml_migrate",
+    "_chunker",
+    "_encoder",
+)
 MANIFEST = "_speedups.json"
 
 

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envelope.cli import CliError
+from envelope._cli_errors import CliError
 
 from . import engine
 

@@ -94,28 +94,12 @@ def complete_prefix(text: str) -> str | None:
             break  # ``12.`` or ``1e`` at the very end: unfinished, dropped
         if kind == "punct":
             char = text[token_end - 1]
-            if char in _CLOSERS:
-                if expect not in (_VALUE, _VALUE_OR_END, _KEY_OR_END):
-                    return None
-                stack.append(char)
-                expect = _KEY_OR_END if char == "{" else _VALUE_OR_END
+            after = _punct(char, stack, expect)
+            if after is None:
+                return None
+            expect = after
+            if char not in ",:":  # a container opened or closed
                 cut = token_end
-            elif char in "}]":
-                if not stack or _CLOSERS[stack[-1]] != char:
-                    return None
-                if expect not in (_NEXT, _KEY_OR_END if char == "}" else _VALUE_OR_END):
-                    return None
-                stack.pop()
-                expect = _NEXT if stack else -1
-                cut = token_end
-            elif char == ",":
-                if expect != _NEXT:
-                    return None
-                expect = _KEY if stack[-1] == "{" else _VALUE
-            else:  # ":"
-                if expect != _COLON:
-                    return None
-                expect = _VALUE
         elif kind == "string" and expect in (_KEY, _KEY_OR_END):
             expect = _COLON
         else:  # a string, number or literal value
@@ -132,6 +116,30 @@ def complete_prefix(text: str) -> str | None:
     if cut < 0:
         return None  # nothing recoverable: only blanks, or an unfinished top-level scalar
     return text[:cut] + "".join(_CLOSERS[c] for c in reversed(stack))
+
+
+def _punct(char: str, stack: list[str], expect: int) -> int | None:
+    """What the scanner expects after the punctuation ``char`` (``stack`` updated), or None where it cannot come."""
+    if char in _CLOSERS:
+        if expect not in (_VALUE, _VALUE_OR_END, _KEY_OR_END):
+            return None
+        stack.append(char)
+        return _KEY_OR_END if char == "{" else _VALUE_OR_END
+    if char in "}]":
+        if not stack or _CLOSERS[stack[-1]] != char:
+            return None
+        if expect not in (_NEXT, _KEY_OR_END if char == "}" else _VALUE_OR_END):
+            return None
+        stack.pop()
+        return _NEXT if stack else -1
+    if char == ",":
+        if expect != _NEXT:
+            return None
+        return _KEY if stack[-1] == "{" else _VALUE
+    # ":"
+    if expect != _COLON:
+        return None
+    return _VALUE
 
 
 def _blank(text: str, pos: int) -> int:

@@ -42,7 +42,18 @@ if TYPE_CHECKING:
 __all__ = ["HOT", "EnvelopeSpeedupsWarning", "loaded"]
 
 #: The modules ``setup.py`` compiles (its ``HOT``; a test compares the two).
-HOT: Final = ("_sse", "_decoder", "_reconstruct", "_xml_scan", "_xml_translate", "_xml_migrate", "_chunker", "_encoder")
+HOT: Final = (
+    "_sse",
+    "_decoder",
+    "_reconstruct",
+    "_xml_tokens",
+    "_xml_scan",
+    "_xml_streamed",
+    "_xml_translate",
+    "_xml_migrate",
+    "_chunker",
+    "_encoder",
+)
 _HERE: Final = Path(__file__).resolve().parent
 _MANIFEST: Final = _HERE / "_speedups.json"
 

@@ -132,6 +132,30 @@ def _parent_of(agent: str, blocks: tuple[Block, ...]) -> tuple[str, str] | None:
     return None
 
 
+def _find_cycles(parents: dict[str, tuple[str, str]], orphans: set[str]) -> None:
+    """Add to ``orphans`` every agent on a cycle of ``parents`` (spec §8.3.1: a cycle has no root).
+
+    Raises:
+        ValidationError: an agent nested deeper than ``MAX_AGENT_DEPTH``.
+    """
+    for agent in list(parents):  # a cycle has no root: break it at each of its agents
+        seen = {agent}
+        up = parents.get(agent)
+        while up is not None:
+            if up[0] in seen:
+                orphans.update(seen)
+                break
+            seen.add(up[0])
+            if len(seen) > MAX_AGENT_DEPTH:
+                raise ValidationError(
+                    f"agent {agent!r} is nested more than {MAX_AGENT_DEPTH} subagents deep",
+                    field="$.delta.parent_agent",
+                    key=(agent, "meta_init"),
+                    section=_SECTION,
+                )
+            up = parents.get(up[0])
+
+
 def tree(transcript: Transcript) -> AgentTree:
     """Nest each agent under the call that spawned it (spec §8.3.1).
 
@@ -164,22 +188,7 @@ def tree(transcript: Transcript) -> AgentTree:
             orphans.add(agent)
         else:
             parents[agent] = link
-    for agent in list(parents):  # a cycle has no root: break it at each of its agents
-        seen = {agent}
-        up = parents.get(agent)
-        while up is not None:
-            if up[0] in seen:
-                orphans.update(seen)
-                break
-            seen.add(up[0])
-            if len(seen) > MAX_AGENT_DEPTH:
-                raise ValidationError(
-                    f"agent {agent!r} is nested more than {MAX_AGENT_DEPTH} subagents deep",
-                    field="$.delta.parent_agent",
-                    key=(agent, "meta_init"),
-                    section=_SECTION,
-                )
-            up = parents.get(up[0])
+    _find_cycles(parents, orphans)
     for agent in orphans:
         parents.pop(agent, None)
     kids: dict[str, list[str]] = {}

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Final, Literal
 from ._encoder import Emitter
 from ._errors import EncodeError, MigrationError, Position
 from ._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_BYTES, DEFAULT_MAX_LEGACY_TAG_CHARS
-from ._xml_scan import _DONE, InputKind, MigrationWarning
+from ._xml_scan import InputKind, MigrationWarning
+from ._xml_tokens import _DONE
 from ._xml_translate import Era, _Translator
 
 if TYPE_CHECKING:

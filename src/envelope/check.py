@@ -136,6 +136,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_max_line_bytes(parser)
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors, exit 1 (default: off)")
+    _add_frontend_arguments(parser)
+
+
+def _add_frontend_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that answer a pause on frontend tools and check the continuation."""
     parser.add_argument(
         "--follow-frontend-tools",
         action="store_true",

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, BinaryIO, Final, Literal
 
 import msgspec
 
+from ._cli_errors import CliError
 from ._decoder import RawLine, StreamReader
 from ._errors import EnvelopeError
 from ._extras import missing, needs
@@ -91,28 +92,6 @@ BENCH_STAGES: Final = (
     ("validate", "validate the same stream"),
     ("migrate", "migrate the legacy XML capture, repeated to --size-mb"),
 )
-
-
-class CliError(Exception):
-    """A failure the command line reports on one line of stderr (spec/cli.md C2).
-
-    ``str(err)`` is ``WHERE: error: WHAT`` and, when there is advice, ``; WHAT TO DO``.
-
-    Attributes:
-        where: the input, the output or the command the error is about.
-        what: what went wrong.
-        todo: what the user can do about it ("" when nothing useful can be said).
-    """
-
-    def __init__(self, where: str, what: str, todo: str = "") -> None:
-        super().__init__(where, what, todo)
-        self.where = where
-        self.what = what
-        self.todo = todo
-
-    def __str__(self) -> str:
-        text = f"{self.where}: error: {self.what}"
-        return f"{text}; {self.todo}" if self.todo else text
 
 
 def _os_error(where: str, exc: OSError, *, reading: bool) -> CliError:
@@ -672,6 +651,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_reconstruct(commands)
+    _add_migrate(commands)
+    _add_bench(commands)
+    val = _add_validate(commands)
+    from .check import add_check_command  # loads no HTTP client until a check runs
+
+    add_check_command(commands)
+    from .interop._cli import add_interop_commands  # convert; validate --from agui|vercel (spec/interop.md §6)
+
+    add_interop_commands(commands, val)
+    return parser
+
+
+def _add_reconstruct(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``envelope reconstruct``: its arguments (spec/cli.md)."""
     rec = commands.add_parser(
         "reconstruct",
         formatter_class=_Formatter,
@@ -698,6 +692,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_input_format(rec)
     rec.set_defaults(handler=_reconstruct)
+
+
+def _add_migrate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``envelope migrate``: its arguments (spec/cli.md, spec/legacy-xml.md)."""
     mig = commands.add_parser(
         "migrate",
         formatter_class=_Formatter,
@@ -741,6 +739,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"the bound on each line in bytes (default: {DEFAULT_MAX_BYTES})",
     )
+    _add_migrate_output(mig)
+    mig.set_defaults(handler=_migrate)
+
+
+def _add_migrate_output(mig: argparse.ArgumentParser) -> None:
+    """``envelope migrate``'s warnings: each, a summary, none, or quiet (spec/cli.md C6)."""
     loud = mig.add_mutually_exclusive_group()
     loud.add_argument(
         "--warnings",
@@ -754,7 +758,10 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="no warnings and no progress bar; errors are still shown (default: off)",
     )
-    mig.set_defaults(handler=_migrate)
+
+
+def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``envelope bench``: its arguments; the engine is imported only when it runs."""
     stages = "\n".join(f"  {key:<27} {about}" for key, about in BENCH_STAGES)
     bench = commands.add_parser(
         "bench",
@@ -796,6 +803,10 @@ def _parser() -> argparse.ArgumentParser:
         "so no stage's figures depend on the stages before it)",
     )
     bench.set_defaults(handler=_bench)
+
+
+def _add_validate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """``envelope validate``: its arguments; the parser, for ``--from`` (spec/interop.md §6)."""
     val = commands.add_parser(
         "validate",
         formatter_class=_Formatter,
@@ -843,13 +854,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_input_format(val)
     val.set_defaults(handler=_validate)
-    from .check import add_check_command  # loads no HTTP client until a check runs
-
-    add_check_command(commands)
-    from .interop._cli import add_interop_commands  # convert; validate --from agui|vercel (spec/interop.md §6)
-
-    add_interop_commands(commands, val)
-    return parser
+    return val
 
 
 def _library_error(args: argparse.Namespace, exc: EnvelopeError) -> CliError:

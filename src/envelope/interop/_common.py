@@ -518,12 +518,19 @@ class EnvelopeReader:
             return out + self._image(env, where)
         if kind == "citation":
             return out + self._citation(env, where)
+        return out + self._block_line(
+            kind, agent, delta, env.final, getattr(env, "id", None), getattr(env, "name", None), where
+        )
+
+    def _block_line(
+        self, kind: str, agent: str, delta: str, final: bool, id: str | None, name: str | None, where: Position
+    ) -> list[Any]:
+        """A line of a block (not an image or a citation): open, continue or close it in the target."""
+        out: list[Any] = []
         key = (agent, kind)
         block = self._open.get(key)
         if block is None:
-            block = OpenBlock(
-                kind, agent, getattr(env, "id", None), getattr(env, "name", None), self._ref(agent, kind[:4])
-            )
+            block = OpenBlock(kind, agent, id, name, self._ref(agent, kind[:4]))
             self._open[key] = block
             if kind in WHOLE_TYPES:
                 self._held.setdefault(agent, []).append(key)
@@ -531,13 +538,13 @@ class EnvelopeReader:
                 out += self._show(block)
                 out += self._on_open(block, delta)
                 delta = ""
-        elif block.id != getattr(env, "id", None) or block.name != getattr(env, "name", None):
+        elif block.id != id or block.name != name:
             raise InteropError("I207", f"{kind} id or name changes inside a block (spec §7.2-d)", position=where)
         if kind in WHOLE_TYPES:
             out += self._hold(block, delta, where)
         elif delta:
             out += self._on_delta(block, delta)
-        if env.final:
+        if final:
             del self._open[key]
             if kind in WHOLE_TYPES:
                 out += self._complete(block)

@@ -237,6 +237,23 @@ _STRUCTURE: Final = frozenset(
 )
 
 
+#: The events of a run's and a subagent's life (``AguiToEnvelope._lifecycle``).
+_LIFECYCLE: Final = frozenset({"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "SUBAGENT_STARTED", "SUBAGENT_ERROR"})
+#: The events of a text or reasoning message (``AguiToEnvelope._message``).
+_MESSAGE_EVENTS: Final = frozenset(
+    {
+        "TEXT_MESSAGE_START",
+        "REASONING_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "REASONING_MESSAGE_END",
+    }
+)
+#: The events of a tool call's block (``AguiToEnvelope._tool_call``).
+_CALL_EVENTS: Final = frozenset({"TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"})
+
+
 class AguiToEnvelope:
     """AG-UI events to envelope lines (spec/interop.md §4).
 
@@ -282,6 +299,24 @@ class AguiToEnvelope:
             raise InteropError("I204", f"{kind} outside a run (the first event must be RUN_STARTED)", position=where)
         sub = optional(event, "subagentRunId", str, where)
         agent: str = sub if sub is not None else self._main
+        if kind in _LIFECYCLE:
+            return self._lifecycle(kind, event, agent, where)
+        if kind in _STRUCTURE:
+            return []
+        if kind in _MESSAGE_EVENTS:
+            return self._message(kind, event, agent, where)
+        if kind in _CALL_EVENTS:
+            return self._tool_call(kind, event, agent, where)
+        if kind == "TOOL_CALL_RESULT":
+            return self._result(event, agent, where)
+        if kind == "CUSTOM":
+            name = need(event, "name", str, where)
+            if name.startswith(CUSTOM_PREFIX):
+                return self._custom(name[len(CUSTOM_PREFIX) :], event.get("value"), agent, where)
+        raise InteropError("I203", f"{kind} has no envelope counterpart (spec/interop.md §4.3)", position=where)
+
+    def _lifecycle(self, kind: str, event: dict[str, Any], agent: str, where: Position) -> list[bytes]:
+        """A run or a subagent starts, finishes or fails (spec/interop.md §4.1)."""
         w = self._writer
         if kind == "RUN_STARTED":
             if self._in_run:
@@ -316,12 +351,14 @@ class AguiToEnvelope:
             )
             need(event, "name", str, where)
             return []
-        if kind == "SUBAGENT_ERROR":
-            message = need(event, "message", str, where)
-            payload = {"type": optional(event, "code", str, where) or "subagent_error", "message": message}
-            return self._meta(agent, where) + w.whole(agent, "error", dumps(payload), where)
-        if kind in _STRUCTURE:
-            return []
+        # SUBAGENT_ERROR
+        message = need(event, "message", str, where)
+        payload = {"type": optional(event, "code", str, where) or "subagent_error", "message": message}
+        return self._meta(agent, where) + w.whole(agent, "error", dumps(payload), where)
+
+    def _message(self, kind: str, event: dict[str, Any], agent: str, where: Position) -> list[bytes]:
+        """A text or reasoning message starts, grows or ends: a text or thinking block."""
+        w = self._writer
         if kind in ("TEXT_MESSAGE_START", "REASONING_MESSAGE_START"):
             mid = need(event, "messageId", str, where)
             role = optional(event, "role", str, where)
@@ -332,15 +369,19 @@ class AguiToEnvelope:
             out = self._meta(agent, where)
             w.begin(agent, btype, where)
             return out
-        if kind in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "REASONING_MESSAGE_END"):
-            mid = need(event, "messageId", str, where)
-            if mid not in self._messages:
-                raise InteropError("I204", f"{kind} for message {mid!r} that is not open", position=where)
-            magent, btype = self._messages[mid]
-            if kind.endswith("_END"):
-                del self._messages[mid]
-                return w.end(magent, btype, where)
-            return w.add(magent, btype, need(event, "delta", str, where), where)
+        # TEXT_MESSAGE_CONTENT, REASONING_MESSAGE_CONTENT, TEXT_MESSAGE_END, REASONING_MESSAGE_END
+        mid = need(event, "messageId", str, where)
+        if mid not in self._messages:
+            raise InteropError("I204", f"{kind} for message {mid!r} that is not open", position=where)
+        magent, btype = self._messages[mid]
+        if kind.endswith("_END"):
+            del self._messages[mid]
+            return w.end(magent, btype, where)
+        return w.add(magent, btype, need(event, "delta", str, where), where)
+
+    def _tool_call(self, kind: str, event: dict[str, Any], agent: str, where: Position) -> list[bytes]:
+        """A tool call starts, gets its arguments, or ends: a tool_call or server_tool_call block."""
+        w = self._writer
         if kind == "TOOL_CALL_START":
             tid = need(event, "toolCallId", str, where)
             name = need(event, "toolCallName", str, where)
@@ -349,26 +390,19 @@ class AguiToEnvelope:
             out = self._meta(agent, where)
             w.begin(agent, btype, where, id=tid, name=name)
             return out
-        if kind in ("TOOL_CALL_ARGS", "TOOL_CALL_END"):
-            tid = need(event, "toolCallId", str, where)
-            call = self._calls.get(tid)
-            if call is None or not w.is_open(call[0], call[1]):
-                raise InteropError("I204", f"{kind} for tool call {tid!r} that is not open", position=where)
-            if kind == "TOOL_CALL_END":
-                # a call of a stream not ours that sent no arguments: an empty JSON object (spec/interop.md §4.2)
-                empty = [] if self._ours or tid in self._args else w.add(call[0], call[1], "{}", where)
-                return empty + w.end(call[0], call[1], where)
-            delta = need(event, "delta", str, where)
-            if not self._ours:
-                self._args[tid] = self._args.get(tid, "") + delta
-            return w.add(call[0], call[1], delta, where)
-        if kind == "TOOL_CALL_RESULT":
-            return self._result(event, agent, where)
-        if kind == "CUSTOM":
-            name = need(event, "name", str, where)
-            if name.startswith(CUSTOM_PREFIX):
-                return self._custom(name[len(CUSTOM_PREFIX) :], event.get("value"), agent, where)
-        raise InteropError("I203", f"{kind} has no envelope counterpart (spec/interop.md §4.3)", position=where)
+        # TOOL_CALL_ARGS, TOOL_CALL_END
+        tid = need(event, "toolCallId", str, where)
+        call = self._calls.get(tid)
+        if call is None or not w.is_open(call[0], call[1]):
+            raise InteropError("I204", f"{kind} for tool call {tid!r} that is not open", position=where)
+        if kind == "TOOL_CALL_END":
+            # a call of a stream not ours that sent no arguments: an empty JSON object (spec/interop.md §4.2)
+            empty = [] if self._ours or tid in self._args else w.add(call[0], call[1], "{}", where)
+            return empty + w.end(call[0], call[1], where)
+        delta = need(event, "delta", str, where)
+        if not self._ours:
+            self._args[tid] = self._args.get(tid, "") + delta
+        return w.add(call[0], call[1], delta, where)
 
     def _pending_calls(self, event: dict[str, Any], where: Position) -> list[bytes]:
         """A run not ours that finished with client tools to run: ``awaiting_frontend_tools`` (spec/interop.md §4.1)."""

@@ -237,6 +237,12 @@ class EnvelopeToVercel(EnvelopeReader):
         return [source]
 
 
+#: The chunks of a text or reasoning part (``_part``).
+_PART_CHUNKS: Final = frozenset(
+    {"text-start", "reasoning-start", "text-delta", "reasoning-delta", "text-end", "reasoning-end"}
+)
+
+
 class VercelToEnvelope:
     """UI message stream chunks to envelope lines (spec/interop.md §5).
 
@@ -329,22 +335,8 @@ class VercelToEnvelope:
         if kind == "error":
             payload = {"type": "error", "message": need(chunk, "errorText", str, where)}
             return self._meta(agent, where) + w.whole(agent, "error", dumps(payload), where)
-        if kind in ("text-start", "reasoning-start"):
-            pid = need(chunk, "id", str, where)
-            btype = "text" if kind == "text-start" else "thinking"
-            self._parts[pid] = (agent, btype)
-            out = self._meta(agent, where)
-            w.begin(agent, btype, where)
-            return out
-        if kind in ("text-delta", "reasoning-delta", "text-end", "reasoning-end"):
-            pid = need(chunk, "id", str, where)
-            if pid not in self._parts:
-                raise InteropError("I204", f"{kind} for part {pid!r} that is not open", position=where)
-            pagent, btype = self._parts[pid]
-            if kind.endswith("-end"):
-                del self._parts[pid]
-                return w.end(pagent, btype, where)
-            return w.add(pagent, btype, need(chunk, "delta", str, where), where)
+        if kind in _PART_CHUNKS:
+            return self._part(chunk, kind, agent, where)
         if kind == "tool-input-start":
             tid = need(chunk, "toolCallId", str, where)
             name = need(chunk, "toolName", str, where)
@@ -371,6 +363,26 @@ class VercelToEnvelope:
         if kind.startswith("data-"):
             return self._data(chunk, kind, where)
         raise InteropError("I203", f"{kind} has no envelope counterpart (spec/interop.md §5.3)", position=where)
+
+    def _part(self, chunk: dict[str, Any], kind: str, agent: str, where: Position) -> list[bytes]:
+        """A text or reasoning part starts, grows or ends: a text or thinking block."""
+        w = self._writer
+        if kind in ("text-start", "reasoning-start"):
+            pid = need(chunk, "id", str, where)
+            btype = "text" if kind == "text-start" else "thinking"
+            self._parts[pid] = (agent, btype)
+            out = self._meta(agent, where)
+            w.begin(agent, btype, where)
+            return out
+        # text-delta, reasoning-delta, text-end, reasoning-end
+        pid = need(chunk, "id", str, where)
+        if pid not in self._parts:
+            raise InteropError("I204", f"{kind} for part {pid!r} that is not open", position=where)
+        pagent, btype = self._parts[pid]
+        if kind.endswith("-end"):
+            del self._parts[pid]
+            return w.end(pagent, btype, where)
+        return w.add(pagent, btype, need(chunk, "delta", str, where), where)
 
     def _pending_calls(self, where: Position) -> list[bytes]:
         """A message not ours that ends with client tool calls unanswered: ``awaiting_frontend_tools``.
