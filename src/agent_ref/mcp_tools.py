@@ -415,7 +415,9 @@ class _Server:
             except Exception as exc:
                 if self.down is not None:
                     raise McpToolError(self.down) from None
-                raise McpToolError(f"MCP server {self.name!r} failed the call: {_reason(exc)}") from None
+                message = f"MCP server {self.name!r} failed the call: {_reason(exc)}"
+                log.warning("%s (%s)", message, tool)
+                raise McpToolError(message) from None
             return map_result(result, self.name, tool)
         if ended is not None and ended in done:
             raise McpToolError(self.down or f"MCP server {self.name!r} stopped")

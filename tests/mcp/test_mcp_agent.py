@@ -19,6 +19,7 @@ import pytest
 
 from agent_ref import Agent
 from agent_ref.mcp_tools import HttpServer, InProcessServer, McpToolset, StdioServer
+from agent_ref.permissions import PermissionAllow, PermissionDeny, PermissionResult, ToolPermissionContext
 from agent_ref_support import envelopes
 from mcp_support import CallingModel, children, stdio_config, wait_gone
 from mcp_test_server import PNG, build
@@ -37,11 +38,12 @@ async def _run_agent(
     *,
     call_timeout: float = 20,
     before_close: Callable[[McpToolset], Any] | None = None,
+    **agent_options: Any,
 ) -> tuple[AgentResult, CallingModel, list[bytes], McpToolset]:
     model = CallingModel(calls)
     lines: list[bytes] = []
     async with McpToolset(servers, connect_timeout=20, call_timeout=call_timeout) as toolset:
-        agent = Agent(model, tools=toolset.tools)
+        agent = Agent(model, tools=toolset.tools, **agent_options)
         result = await agent.run("use the MCP tools", lines.append)
         if before_close is not None:
             await before_close(toolset)
@@ -174,7 +176,7 @@ def test_in_process_server_and_is_error() -> None:
     assert _tool_results(lines)["mcp__mem__refuse"].startswith("McpToolError: ")
 
 
-def test_server_that_crashes_mid_call() -> None:
+def test_server_that_crashes_mid_call(caplog: pytest.LogCaptureFixture) -> None:
     """A stdio server that dies in the middle of a call: an error result, the run goes on [R19.4-b].
 
     Later calls to it fail at once with the same kind of message [R19.4-c].
@@ -190,9 +192,11 @@ def test_server_that_crashes_mid_call() -> None:
         assert time.monotonic() - started < 5
         later.append(str(caught.value))
 
-    result, model, _lines, _ = asyncio.run(
-        _run_agent({"io": stdio_config("io")}, [("mcp__io__crash", {})], before_close=call_again)
-    )
+    with caplog.at_level("WARNING", logger="agent_ref.mcp"):
+        result, model, _lines, _ = asyncio.run(
+            _run_agent({"io": stdio_config("io")}, [("mcp__io__crash", {})], before_close=call_again)
+        )
+    assert "MCP server 'io' failed the call" in caplog.text
     assert result.stop_reason == "end_turn"
     (block,) = [b for b in model.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result"]
     assert block["is_error"] is True
@@ -281,3 +285,37 @@ def test_cancelled_block_still_closes_servers() -> None:
     asyncio.run(main())
     (pid,) = pids
     assert wait_gone(pid, 10), "the stdio server outlived a cancelled toolset"
+
+
+def test_mcp_calls_go_through_permissions() -> None:
+    """An MCP tool is a tool like any other: can_use_tool sees its name and may deny or edit the input [R19.2-a]."""
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    def can_use_tool(name: str, tool_input: dict[str, Any], _context: ToolPermissionContext) -> PermissionResult:
+        asked.append((name, dict(tool_input)))
+        if name == "mcp__mem__refuse":
+            return PermissionDeny(message="not this one")
+        if name == "mcp__mem__add":
+            return PermissionAllow(updated_input={"a": 10, "b": 5})
+        return PermissionAllow()
+
+    result, model, lines, _ = asyncio.run(
+        _run_agent(
+            {"mem": InProcessServer(build("mem"))},
+            [
+                ("mcp__mem__refuse", {"reason": "x"}),
+                ("mcp__mem__add", {"a": 1, "b": 1}),
+                ("mcp__mem__echo", {"text": "hi"}),
+            ],
+            can_use_tool=can_use_tool,
+        )
+    )
+    assert result.stop_reason == "end_turn"
+    assert [name for name, _ in asked] == ["mcp__mem__refuse", "mcp__mem__add", "mcp__mem__echo"]
+    results = _tool_results(lines)
+    assert results["mcp__mem__add"] == "15"
+    assert "not this one" in results["mcp__mem__refuse"]
+    assert "refused: x" not in results["mcp__mem__refuse"]  # the server was never asked
+    assert results["mcp__mem__echo"] == "mem echoes: hi"
+    denied = next(b for b in model.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result")
+    assert denied["is_error"] is True

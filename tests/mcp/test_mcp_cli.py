@@ -76,3 +76,16 @@ def test_serve_refuses_mcp_config(tmp_path: Path) -> None:
     done = _cli("serve", "--mcp-config", ".mcp.json", "--port", "0", "--db", str(tmp_path / "a.db"), cwd=tmp_path)
     assert done.returncode == 2
     assert "--mcp-config: error: agent-ref serve does not take MCP servers yet" in done.stderr
+
+
+def test_paused_run_repeats_mcp_config_in_the_resume_command(tmp_path: Path) -> None:
+    """A run that pauses prints a resume command with the same --mcp-config [R19.6-b]."""
+    _config(tmp_path / ".mcp.json", {"io": {"command": sys.executable, "args": [str(SERVER_SCRIPT), "io"]}})
+    _recording(tmp_path / "rec.json", [("confirm", {"question": "go on?"})])
+    done = _cli(
+        "run", "go", "--replay", "rec.json", "--mcp-config", ".mcp.json", "--db", str(tmp_path / "a.db"), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert_valid(sse_lines(done.stdout))
+    (command,) = [line for line in done.stderr.splitlines() if "agent-ref resume" in line]
+    assert "--mcp-config .mcp.json" in command
