@@ -47,7 +47,10 @@ __all__ = [
     "McpToolError",
     "McpToolset",
     "StdioServer",
+    "check_server_name",
     "load_mcp_config",
+    "map_result",
+    "parse_mcp_config",
     "tool_name",
 ]
 

@@ -211,3 +211,42 @@ def test_without_the_mcp_extra_one_line_names_it(monkeypatch: pytest.MonkeyPatch
         MissingExtraError, match=r"^MCP servers needs the 'mcp' extra: pip install 'envelope-stream\[mcp\]'$"
     ):
         asyncio.run(main())
+
+
+_NAMES = st.from_regex(r"[A-Za-z0-9_-]{1,32}", fullmatch=True)
+_STRINGS = st.text(max_size=20)
+_STDIO = st.builds(
+    StdioServer,
+    command=st.text(min_size=1, max_size=20),
+    args=st.lists(_STRINGS, max_size=4).map(tuple),
+    env=st.none() | st.dictionaries(_STRINGS, _STRINGS, max_size=3),
+    cwd=st.none() | _STRINGS,
+)
+_HTTP = st.builds(
+    HttpServer,
+    url=st.sampled_from(["http://", "https://"]).flatmap(lambda s: _STRINGS.map(lambda rest: s + rest)),
+    headers=st.dictionaries(_STRINGS, _STRINGS, max_size=3),
+)
+
+
+def _as_json(config: StdioServer | HttpServer, kind: str) -> dict[str, Any]:
+    if isinstance(config, HttpServer):
+        return {"type": kind, "url": config.url, "headers": dict(config.headers)}
+    entry: dict[str, Any] = {"command": config.command, "args": list(config.args)}
+    if config.env is not None:
+        entry["env"] = dict(config.env)
+    if config.cwd is not None:
+        entry["cwd"] = config.cwd
+    return entry
+
+
+@given(
+    servers=st.dictionaries(_NAMES, _STDIO | _HTTP, max_size=5),
+    kind=st.sampled_from(["http", "streamable-http"]),
+)
+def test_any_valid_mcp_json_reads_back_what_it_says(servers: dict[str, StdioServer | HttpServer], kind: str) -> None:
+    """Whatever servers a valid file lists, in any order, are read back as they are written [R19.6-a]."""
+    document = json.loads(json.dumps({"mcpServers": {n: _as_json(c, kind) for n, c in servers.items()}}))
+    read = parse_mcp_config(document, "x.json")
+    assert read == servers
+    assert list(read) == list(servers)
