@@ -62,6 +62,8 @@ DEFAULT_CONNECT_TIMEOUT: Final = 30.0
 DEFAULT_CALL_TIMEOUT: Final = 120.0
 #: Seconds the close of one server may take before its task is cancelled (spec R19.5-a).
 CLOSE_TIMEOUT: Final = 10.0
+#: Seconds the agent's bound on an MCP call exceeds the toolset's own (spec R19.4-b).
+_TIMEOUT_MARGIN: Final = 1.0
 #: Pages of ``tools/list`` read at most (a server whose cursor never ends cannot hang the start).
 MAX_LIST_PAGES: Final = 100
 #: A server name: what the Messages API allows in a tool name, so the prefix fits (spec R19.1-a).
@@ -586,4 +588,7 @@ class McpToolset:
             input_schema=schema,
             fn=call,
             param_types=_AnyArgument(names),
+            # spec R19.4-b: the toolset's bound governs its calls (a tool's own timeout wins over the
+            # agent's tool_timeout); the margin lets its message, which names the server, be the answer.
+            timeout=call_timeout + _TIMEOUT_MARGIN,
         )
