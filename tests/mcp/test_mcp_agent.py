@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import Agent
-from agent_ref.mcp_tools import HttpServer, InProcessServer, McpToolset, StdioServer
+from agent_ref.mcp_tools import HttpServer, InProcessServer, McpToolset, StdioServer, tool_name
 from agent_ref.permissions import PermissionAllow, PermissionDeny, PermissionResult, ToolPermissionContext
 from agent_ref_support import envelopes
 from mcp_support import CallingModel, children, stdio_config, wait_gone
@@ -323,3 +323,22 @@ def test_mcp_calls_go_through_permissions() -> None:
     assert results["mcp__mem__echo"] == "mem echoes: hi"
     denied = next(b for b in model.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result")
     assert denied["is_error"] is True
+
+
+def test_a_tool_name_that_does_not_fit_is_sanitised_and_still_called() -> None:
+    """A server tool named ``files.read`` is offered under a sanitised name and called by its own [R19.1-a]."""
+    from mcp.server.mcpserver import MCPServer
+
+    server: MCPServer[Any] = MCPServer("odd", log_level="ERROR")
+
+    @server.tool(name="files.read")
+    def read(path: str) -> str:
+        """Read a file (pretend)."""
+        return f"contents of {path}"
+
+    offered = tool_name("odd", "files.read")
+    assert offered != "mcp__odd__files.read"
+    result, model, lines, _ = asyncio.run(_run_agent({"odd": InProcessServer(server)}, [(offered, {"path": "a.txt"})]))
+    assert model.tool_names() == [offered]
+    assert _tool_results(lines)[offered] == "contents of a.txt"
+    assert result.stop_reason == "end_turn"
