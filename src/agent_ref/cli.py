@@ -44,6 +44,7 @@ from .cli_options import (
     agent_config,
     check_db,
     formatter,
+    mcp_tools,
     model_factory,
 )
 from .defaults import DEFAULT_CLAUDE_MODEL
@@ -246,6 +247,8 @@ def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
         parts += ["--replay", str(args.replay)]
     if args.memory is not None:
         parts += ["--memory", str(args.memory)]
+    if args.mcp_config is not None:
+        parts += ["--mcp-config", str(args.mcp_config)]
     if args.compact_threshold is not None:
         parts += ["--compact-threshold", str(args.compact_threshold)]
     if args.loop_limit != DEFAULT_LOOP_LIMIT:
@@ -308,8 +311,9 @@ async def _run(args: argparse.Namespace) -> int:
     check_db(args.db, must_exist=False)
     config = agent_config(args)
     model = model_factory(args)()
-    agent = Agent(model, store=_store(args.db), **config)
-    result = await _with_abort(agent, agent.run(args.prompt, _Announce(agent, _sink(args), "started")))
+    async with mcp_tools(args, config):  # spec/agent-ref.md R19.6-b: the MCP servers live as long as the run
+        agent = Agent(model, store=_store(args.db), **config)
+        result = await _with_abort(agent, agent.run(args.prompt, _Announce(agent, _sink(args), "started")))
     return _report(args, result)
 
 
@@ -349,10 +353,11 @@ async def _resume(args: argparse.Namespace) -> int:
     results = _read_results(args.results)
     config = agent_config(args)
     model = model_factory(args)()
-    agent = await Agent.load(args.agent_uuid, _store(args.db), model, **config)
-    result = await _with_abort(
-        agent, agent.continue_with_tool_results(results, _Announce(agent, _sink(args), "resumed"))
-    )
+    async with mcp_tools(args, config):
+        agent = await Agent.load(args.agent_uuid, _store(args.db), model, **config)
+        result = await _with_abort(
+            agent, agent.continue_with_tool_results(results, _Announce(agent, _sink(args), "resumed"))
+        )
     return _report(args, result)
 
 

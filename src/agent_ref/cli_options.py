@@ -15,6 +15,7 @@ Imports nothing heavy at module level: the parser is built for ``--help`` and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -24,7 +25,7 @@ from .errors import AgentRefError, ConfigError
 from .loop_guard import DEFAULT_LOOP_LIMIT
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
 
     from .models import Model
 
@@ -37,6 +38,7 @@ __all__ = [
     "agent_config",
     "check_db",
     "formatter",
+    "mcp_tools",
     "model_factory",
 ]
 
@@ -137,6 +139,13 @@ def add_agent_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"refuse the same tool call N times in a row; 0 turns it off (default: {DEFAULT_LOOP_LIMIT})",
     )
+    agent.add_argument(
+        "--mcp-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="give the model the tools of the MCP servers FILE lists (.mcp.json: mcpServers; run and resume)",
+    )
 
 
 def agent_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -151,6 +160,9 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
     from .subagents import demo_subagents
 
     config: dict[str, Any] = {"tools": default_tools(), "max_steps": args.max_steps, "max_bytes": args.max_bytes}
+    if getattr(args, "mcp_config", None) is not None and getattr(args, "command", None) == "serve":
+        # spec/agent-ref.md R19.6-b: the servers live as long as one run; serve would need them for its life.
+        raise CliError("--mcp-config", "agent-ref serve does not take MCP servers yet", "use agent-ref run")
     if args.memory is not None:
         # spec RC7-a: the memory tool over the directory given (made when missing).
         try:
@@ -180,6 +192,38 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
     if args.subagents == "demo":
         config["subagents"] = demo_subagents()
     return config
+
+
+@contextlib.asynccontextmanager
+async def mcp_tools(args: argparse.Namespace, config: dict[str, Any]) -> AsyncIterator[None]:
+    """Around a run: start the servers ``--mcp-config`` lists and add their tools to ``config["tools"]``.
+
+    Nothing happens without the option. The servers are closed when the block ends,
+    however it ends (spec/agent-ref.md R19.6-b). A server that does not start is said on
+    stderr (the log) and its tools are left out; the run goes on with the others.
+
+    Raises:
+        CliError: the file cannot be read or is not an MCP configuration (naming the file
+            and the key), or the ``mcp`` extra is not installed.
+    """
+    path = getattr(args, "mcp_config", None)
+    if path is None:
+        yield
+        return
+    from envelope._extras import missing, needs
+
+    from .mcp_tools import McpToolset, load_mcp_config
+
+    if missing("mcp"):
+        raise CliError("--mcp-config", needs("MCP servers", "mcp"))
+    try:
+        servers = load_mcp_config(path)
+    except ConfigError as exc:
+        where, _, what = str(exc).partition(": ")
+        raise CliError(where, what, 'pass --mcp-config a .mcp.json file: {"mcpServers": {NAME: SERVER}}') from None
+    async with McpToolset(servers, errlog=sys.stderr) as toolset:
+        config["tools"] = [*config["tools"], *toolset.tools]
+        yield
 
 
 def model_factory(args: argparse.Namespace) -> Callable[[], Model]:

@@ -27,6 +27,8 @@ EXTRAS: Final[dict[str, tuple[str, ...]]] = {
     "server": ("anthropic", "httpx2", "jsonschema", "referencing", "starlette", "sse_starlette", "uvicorn"),
     "postgres": ("psycopg", "psycopg_pool"),
     "asgi": ("starlette", "sse_starlette"),
+    # agent_ref.mcp_tools: tools from MCP servers, through the official SDK (spec/agent-ref.md §19).
+    "mcp": ("mcp",),
     # envelope check: an HTTP client.
     "check": ("httpx2",),
     # Progress bars of the command lines on a terminal (spec/cli.md C6).

@@ -1,0 +1,344 @@
+"""Agents with tools from real MCP servers (written with the SDK in mcp_test_server.py): spec/agent-ref.md §19.
+
+Each transport the toolset speaks: a process over stdio, streamable HTTP on loopback, an
+in-process server object; and each failure it must survive: a server that does not
+start, one that dies in the middle of a call, one that never answers. Every run is a
+real ``Agent`` run driven by a scripted model; its stream is validated strictly by the
+tee of conftest.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from agent_ref import Agent
+from agent_ref.mcp_tools import HttpServer, InProcessServer, McpToolset, StdioServer, tool_name
+from agent_ref.permissions import PermissionAllow, PermissionDeny, PermissionResult, ToolPermissionContext
+from agent_ref_support import envelopes
+from mcp_support import CallingModel, children, stdio_config, wait_gone
+from mcp_test_server import PNG, build
+from server_support import running
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from agent_ref import AgentResult, Tool
+    from agent_ref.mcp_tools import McpServerConfig
+
+
+async def _run_agent(
+    servers: dict[str, McpServerConfig],
+    calls: list[tuple[str, dict[str, Any]]],
+    *,
+    call_timeout: float = 20,
+    before_close: Callable[[McpToolset], Any] | None = None,
+    **agent_options: Any,
+) -> tuple[AgentResult, CallingModel, list[bytes], McpToolset]:
+    model = CallingModel(calls)
+    lines: list[bytes] = []
+    async with McpToolset(servers, connect_timeout=20, call_timeout=call_timeout) as toolset:
+        agent = Agent(model, tools=toolset.tools, **agent_options)
+        result = await agent.run("use the MCP tools", lines.append)
+        if before_close is not None:
+            await before_close(toolset)
+    return result, model, lines, toolset
+
+
+def _tool_results(lines: list[bytes]) -> dict[str, str]:
+    """The streamed text of each tool's result, by tool name."""
+    out: dict[str, str] = {}
+    for e in envelopes(lines):
+        if e["type"] == "tool_result":
+            out[e["name"]] = out.get(e["name"], "") + e["delta"]
+    return out
+
+
+def _listed_schemas(name: str) -> dict[str, dict[str, Any]]:
+    async def listing() -> dict[str, dict[str, Any]]:
+        return {t.name: t.input_schema for t in await build(name).list_tools()}
+
+    return asyncio.run(listing())
+
+
+def test_stdio_server_tools_named_schemas_as_given_results_mapped() -> None:
+    """A stdio server: tools mcp__<server>__<tool> [R19.1-a], schemas as listed [R19.2-a], text and image results [R19.3-a].
+
+    The process is gone when the toolset closes [R19.5-a].
+    """
+    before = children()
+    pids: list[int] = []
+
+    async def remember_pid(toolset: McpToolset) -> None:
+        (pid_tool,) = [t for t in toolset.tools if t.name == "mcp__io__pid"]
+        assert pid_tool.fn is not None
+        pids.append(int(await pid_tool.fn()))
+
+    result, model, lines, _ = asyncio.run(
+        _run_agent(
+            {"io": stdio_config("io")},
+            [("mcp__io__echo", {"text": "héllo"}), ("mcp__io__picture", {})],
+            before_close=remember_pid,
+        )
+    )
+    assert result.stop_reason == "end_turn"
+    assert model.tool_names() == [
+        "mcp__io__echo",
+        "mcp__io__add",
+        "mcp__io__picture",
+        "mcp__io__refuse",
+        "mcp__io__pid",
+        "mcp__io__crash",
+        "mcp__io__hang",
+    ]
+    schemas = {t["name"].removeprefix("mcp__io__"): t["input_schema"] for t in model.requests[0]["tools"]}
+    assert schemas == _listed_schemas("io")
+    results = _tool_results(lines)
+    assert results["mcp__io__echo"] == "io echoes: héllo"
+    images = [e for e in envelopes(lines) if e["type"] == "tool_result_image"]
+    assert [(e["name"], e["src"]) for e in images] == [
+        ("mcp__io__picture", "data:image/png;base64," + base64.b64encode(PNG).decode())
+    ]
+    history = model.requests[1]["messages"][-1]["content"]
+    picture = [b for b in history if b["type"] == "tool_result"][1]
+    assert picture["content"][-1]["source"] == {
+        "type": "base64",
+        "media_type": "image/png",
+        "data": base64.b64encode(PNG).decode(),
+    }
+    assert "io echoes: héllo" in result.final_text
+    (pid,) = pids
+    assert wait_gone(pid, 10), "the stdio server outlived its toolset"
+    assert children() <= before
+
+
+def _auth(app: Any, token: str) -> Any:
+    """The app, answering 401 to a request without ``Authorization: Bearer <token>``."""
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            if headers.get(b"authorization") != f"Bearer {token}".encode():
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"no"})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def test_streamable_http_server_with_headers() -> None:
+    """Streamable HTTP on loopback, headers sent [R19.6-a]; structured results read as text [R19.3-a]."""
+    app = _auth(build("web").streamable_http_app(), "t0k")
+    with running(app) as base:
+        good = HttpServer(f"{base}/mcp", headers={"Authorization": "Bearer t0k"})
+        result, _model, lines, toolset = asyncio.run(
+            _run_agent({"web": good}, [("mcp__web__echo", {"text": "over http"}), ("mcp__web__add", {"a": 2, "b": 40})])
+        )
+        assert toolset.failed == {}
+        results = _tool_results(lines)
+        assert results["mcp__web__echo"] == "web echoes: over http"
+        assert results["mcp__web__add"] == "42"
+        assert result.stop_reason == "end_turn"
+
+        async def without_token() -> McpToolset:
+            async with McpToolset({"web": HttpServer(f"{base}/mcp")}, connect_timeout=10) as toolset:
+                return toolset
+
+        refused = asyncio.run(without_token())
+        assert refused.tools == []
+        assert set(refused.failed) == {"web"}
+        assert "t0k" not in refused.failed["web"]
+
+
+def test_in_process_server_and_is_error() -> None:
+    """An in-process server object; its isError result is an error result the model reads [R19.3-b]."""
+    server = build("mem")
+    result, model, lines, _ = asyncio.run(
+        _run_agent(
+            {"mem": InProcessServer(server)},
+            [("mcp__mem__refuse", {"reason": "not today"}), ("mcp__mem__add", {"a": 1, "b": 2})],
+        )
+    )
+    assert result.stop_reason == "end_turn"
+    blocks = [b for b in model.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result"]
+    refused, added = blocks
+    assert refused["is_error"] is True
+    assert "refused: not today" in refused["content"][0]["text"]
+    assert refused["content"][0]["text"].startswith("McpToolError: ")
+    assert "is_error" not in added
+    assert added["content"][0]["text"] == "3"
+    assert _tool_results(lines)["mcp__mem__refuse"].startswith("McpToolError: ")
+
+
+def test_server_that_crashes_mid_call(caplog: pytest.LogCaptureFixture) -> None:
+    """A stdio server that dies in the middle of a call: an error result, the run goes on [R19.4-b].
+
+    Later calls to it fail at once with the same kind of message [R19.4-c].
+    """
+    later: list[str] = []
+
+    async def call_again(toolset: McpToolset) -> None:
+        (echo,) = [t for t in toolset.tools if t.name == "mcp__io__echo"]
+        assert echo.fn is not None
+        started = time.monotonic()
+        with pytest.raises(Exception, match="MCP server 'io'") as caught:
+            await echo.fn(text="still there?")
+        assert time.monotonic() - started < 5
+        later.append(str(caught.value))
+
+    with caplog.at_level("WARNING", logger="agent_ref.mcp"):
+        result, model, _lines, _ = asyncio.run(
+            _run_agent({"io": stdio_config("io")}, [("mcp__io__crash", {})], before_close=call_again)
+        )
+    assert "MCP server 'io' failed the call" in caplog.text
+    assert result.stop_reason == "end_turn"
+    (block,) = [b for b in model.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert block["is_error"] is True
+    text = block["content"][0]["text"]
+    assert text.startswith("McpToolError: MCP server 'io'")
+    assert "Traceback" not in text
+    assert later
+
+
+def test_server_that_hangs_times_out() -> None:
+    """A call that never returns is answered "did not answer ... within N s"; the run is not hung [R19.4-b].
+
+    The toolset's call_timeout, not the agent's tool_timeout, bounds MCP calls.
+    """
+    started = time.monotonic()
+    result, model, _lines, _ = asyncio.run(
+        _run_agent(
+            {"io": stdio_config("io"), "mem": InProcessServer(build("mem"))},
+            [("mcp__io__hang", {}), ("mcp__mem__hang", {})],
+            call_timeout=1.0,
+            tool_timeout=0.5,  # the agent's bound for other tools: the toolset's own wins for its calls
+        )
+    )
+    assert time.monotonic() - started < 20
+    assert result.stop_reason == "end_turn"
+    blocks = [b for b in model.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert [b["content"][0]["text"] for b in blocks] == [
+        "McpToolError: MCP server 'io' did not answer hang within 1 s",
+        "McpToolError: MCP server 'mem' did not answer hang within 1 s",
+    ]
+    assert all(b["is_error"] for b in blocks)
+
+
+def test_servers_that_do_not_start_are_left_out(caplog: pytest.LogCaptureFixture) -> None:
+    """A missing program, or one that never speaks MCP: no tools from it, a diagnostic, the others work [R19.4-a]."""
+    before = children()
+    silent = StdioServer(sys.executable, ("-c", "import time; time.sleep(60)"))
+    missing = StdioServer("/nonexistent/mcp-server-program")
+
+    async def main() -> tuple[McpToolset, list[Tool], float]:
+        started = time.monotonic()
+        async with McpToolset(
+            {"silent": silent, "missing": missing, "mem": InProcessServer(build("mem"))}, connect_timeout=1.5
+        ) as toolset:
+            took = time.monotonic() - started
+            return toolset, list(toolset.tools), took
+
+    with caplog.at_level("WARNING", logger="agent_ref.mcp"):
+        toolset, tools, took = asyncio.run(main())
+    assert took < 10
+    assert {t.name for t in tools} == {
+        f"mcp__mem__{n}" for n in ("echo", "add", "picture", "refuse", "pid", "crash", "hang")
+    }
+    assert set(toolset.failed) == {"silent", "missing"}
+    assert "within 1.5 s" in toolset.failed["silent"]
+    assert "FileNotFoundError" in toolset.failed["missing"]
+    logged = caplog.text
+    assert "'silent'" in logged
+    assert "'missing'" in logged
+    deadline = time.monotonic() + 10
+    while children() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert children() <= before, "a server that did not start was left running"
+
+
+def test_cancelled_block_still_closes_servers() -> None:
+    """Cancel the task inside the block (a call hanging): every server process is stopped anyway [R19.5-a]."""
+    pids: list[int] = []
+
+    async def main() -> None:
+        entered = asyncio.Event()
+
+        async def body() -> None:
+            async with McpToolset({"io": stdio_config("io")}, call_timeout=60) as toolset:
+                tools = {t.name: t for t in toolset.tools}
+                pid_fn, hang_fn = tools["mcp__io__pid"].fn, tools["mcp__io__hang"].fn
+                assert pid_fn is not None
+                assert hang_fn is not None
+                pids.append(int(await pid_fn()))
+                entered.set()
+                await hang_fn()
+
+        task = asyncio.create_task(body())
+        await entered.wait()
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    (pid,) = pids
+    assert wait_gone(pid, 10), "the stdio server outlived a cancelled toolset"
+
+
+def test_mcp_calls_go_through_permissions() -> None:
+    """An MCP tool is a tool like any other: can_use_tool sees its name and may deny or edit the input [R19.2-a]."""
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    def can_use_tool(name: str, tool_input: dict[str, Any], _context: ToolPermissionContext) -> PermissionResult:
+        asked.append((name, dict(tool_input)))
+        if name == "mcp__mem__refuse":
+            return PermissionDeny(message="not this one")
+        if name == "mcp__mem__add":
+            return PermissionAllow(updated_input={"a": 10, "b": 5})
+        return PermissionAllow()
+
+    result, model, lines, _ = asyncio.run(
+        _run_agent(
+            {"mem": InProcessServer(build("mem"))},
+            [
+                ("mcp__mem__refuse", {"reason": "x"}),
+                ("mcp__mem__add", {"a": 1, "b": 1}),
+                ("mcp__mem__echo", {"text": "hi"}),
+            ],
+            can_use_tool=can_use_tool,
+        )
+    )
+    assert result.stop_reason == "end_turn"
+    assert [name for name, _ in asked] == ["mcp__mem__refuse", "mcp__mem__add", "mcp__mem__echo"]
+    results = _tool_results(lines)
+    assert results["mcp__mem__add"] == "15"
+    assert "not this one" in results["mcp__mem__refuse"]
+    assert "refused: x" not in results["mcp__mem__refuse"]  # the server was never asked
+    assert results["mcp__mem__echo"] == "mem echoes: hi"
+    denied = next(b for b in model.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result")
+    assert denied["is_error"] is True
+
+
+def test_a_tool_name_that_does_not_fit_is_sanitised_and_still_called() -> None:
+    """A server tool named ``files.read`` is offered under a sanitised name and called by its own [R19.1-a]."""
+    from mcp.server.mcpserver import MCPServer
+
+    server: MCPServer[Any] = MCPServer("odd", log_level="ERROR")
+
+    @server.tool(name="files.read")
+    def read(path: str) -> str:
+        """Read a file (pretend)."""
+        return f"contents of {path}"
+
+    offered = tool_name("odd", "files.read")
+    assert offered != "mcp__odd__files.read"
+    result, model, lines, _ = asyncio.run(_run_agent({"odd": InProcessServer(server)}, [(offered, {"path": "a.txt"})]))
+    assert model.tool_names() == [offered]
+    assert _tool_results(lines)[offered] == "contents of a.txt"
+    assert result.stop_reason == "end_turn"
