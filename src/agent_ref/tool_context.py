@@ -158,6 +158,7 @@ class ProgressStream:
         self._wake = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._task: asyncio.Task[None] | None = None
+        self._failed: Exception | None = None
         if base is not None and base.stream_progress:
             self._task = asyncio.ensure_future(self._drain())
 
@@ -201,13 +202,26 @@ class ProgressStream:
                     continue
                 self._last[key] = time.monotonic()
                 payload = json.dumps(item.payload(), ensure_ascii=False)
-                await self.send(self._emitter.buffered("error", payload))
+                try:
+                    await self.send(self._emitter.buffered("error", payload))
+                except Exception as exc:  # the sink failed (the client is gone): the next result send says so
+                    self._failed = exc
+                    self._closed = True
+                    return
             if self._pending:  # some wait for their interval: look again when the first is due
                 wait = min(interval - (time.monotonic() - self._last.get(k, 0.0)) for k in self._pending)
                 self._loop.call_later(max(0.0, wait), self._wake.set)
 
     async def send(self, lines: Sequence[bytes]) -> None:
-        """Send one group of lines, never interleaved with another group of this step."""
+        """Send one group of lines, never interleaved with another group of this step.
+
+        Raises:
+            Exception: what the sink raised, also when it raised while sending a progress
+                line (the caller learns of a gone client from the next result, spec §5.5-c).
+        """
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
         async with self._lock:
             await self._send(list(lines))
 

@@ -245,12 +245,17 @@ def test_spec_2_6_b_an_agent_run_with_progress_is_strictly_valid() -> None:
     model = ReplayModel(_tool_call("fetch", {"url": "page"}))
     agent = Agent(model, tools=[fetch], retry=fast_retry(), store=store)
     original = run_tools  # what tool_step calls
+    run_ids: list[str] = []
 
     def with_context(*args: Any, **kwargs: Any) -> Any:
         run_state = agent.state.run
         assert run_state is not None
-        base = ToolContextBase(agent_uuid=agent.agent_uuid, run_id=run_state.run_id, store=agent.store)
-        return original(*args, **kwargs, context=dataclasses.replace(base, progress_interval=0))
+        base = kwargs.get("context") or ToolContextBase(  # the agent's own, once the core passes it
+            agent_uuid=agent.agent_uuid, run_id=run_state.run_id, store=agent.store
+        )
+        kwargs["context"] = dataclasses.replace(base, progress_interval=0)
+        run_ids.append(run_state.run_id)
+        return original(*args, **kwargs)
 
     lines: list[bytes] = []
     with pytest.MonkeyPatch.context() as patch:
@@ -260,7 +265,7 @@ def test_spec_2_6_b_an_agent_run_with_progress_is_strictly_valid() -> None:
     reports = _progress([line for line in lines if line != b"[DONE]"])
     assert [r["message"] for r in reports] == ["connecting", "reading"]
     result = model.server.requests[1]["messages"][-1]["content"][0]["content"][0]["text"]
-    assert result.startswith(f"page by {agent.agent_uuid}/")
+    assert result == f"page by {agent.agent_uuid}/{run_ids[0]}/toolu_1/fetch"
 
 
 def _tool_call(name: str, tool_input: dict[str, Any]) -> list[list[dict[str, Any]]]:
@@ -287,3 +292,29 @@ def _tool_call(name: str, tool_input: dict[str, Any]) -> list[list[dict[str, Any
         {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
     ]
     return [call, answer]
+
+
+def test_spec_2_6_c_a_sink_failing_on_a_progress_line_is_raised_to_the_caller() -> None:
+    """The client goes away while a progress line is sent: run_tools raises it, as a failing result send does [R2.6-c].
+
+    The agent learns that its client is gone (spec §5.5-c) instead of running on unheard.
+    """
+
+    class Gone(Exception):
+        pass
+
+    attempted: list[bytes] = []
+
+    async def go() -> None:
+        async def send(lines: list[bytes]) -> None:
+            attempted.extend(lines)
+            if b"tool_progress" in lines[0]:
+                raise Gone("client went away")
+
+        base = ToolContextBase(agent_uuid=AGENT, run_id="r", progress_interval=0)
+        call = ToolCallRequest(id="toolu_1", name="fetch", input={"url": "u"})
+        await run_tools([call], {"fetch": fetch}, Emitter(AGENT), send, context=base)
+
+    with pytest.raises(Gone, match="client went away"):
+        asyncio.run(go())
+    assert len(attempted) == 1  # raised at the next send: the result is not sent to a gone client
