@@ -12,12 +12,15 @@ Does not own: the tool (``tools.py``) or running it.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 import enum
 import inspect
 import math
 import re
 import types
 import typing
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, Union
 
@@ -30,11 +33,19 @@ _SIMPLE: Final[dict[type, dict[str, Any]]] = {
     int: {"type": "integer"},
     float: {"type": "number"},
     bool: {"type": "boolean"},
+    # Strings msgspec converts to these types (its lax mode takes a number for a Decimal too).
+    datetime.datetime: {"type": "string", "format": "date-time"},
+    datetime.date: {"type": "string", "format": "date"},
+    datetime.time: {"type": "string", "format": "time"},
+    datetime.timedelta: {"type": "string", "format": "duration"},
+    uuid.UUID: {"type": "string", "format": "uuid"},
+    decimal.Decimal: {"type": "string", "format": "decimal"},
 }
 
 #: What ``@tool`` can describe, for the error that names a type it cannot.
 SUPPORTED_HINTS: Final = (
-    "str, int, float, bool, None, Any, Literal[...], enums, unions and Optional, list[T], Sequence[T], set[T], "
+    "str, int, float, bool, None, Any, datetime/date/time/timedelta, UUID, Decimal, NewType, Literal[...], enums, "
+    "unions and Optional, list[T], Sequence[T], set[T], "
     "tuple[T, ...], tuple[T1, T2, ...], dict[str, T], Annotated[T, msgspec.Meta(...)], dataclasses, TypedDicts "
     "and msgspec Structs of these, and pydantic models"
 )
@@ -346,6 +357,8 @@ def schema_of(hint: Any, where: str, *, omit_none: bool = False, seen: tuple[typ
         return {}
     if hint is None or hint is type(None):
         return {"type": "null"}
+    if isinstance(hint, typing.NewType):  # its base type, which msgspec converts to
+        return schema_of(hint.__supertype__, where, omit_none=omit_none, seen=seen)
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin is typing.Annotated:

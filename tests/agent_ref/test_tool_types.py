@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
+import decimal
 import enum
 import json
-from typing import Annotated, Any, Literal, NotRequired, Required, TypedDict
+import uuid
+from typing import Annotated, Any, Literal, NewType, NotRequired, Required, TypedDict
 
 import jsonschema  # type: ignore[import-untyped]
 import msgspec
@@ -334,3 +337,70 @@ def test_spec_2_1_c_property_a_value_matches_its_schema_and_comes_back_whole(
     tool_input = json.loads(msgspec.json.encode({"ship": ship, "crate": crate, "parcel": parcel}))
     jsonschema.Draft202012Validator(load.input_schema).validate(tool_input)
     assert _run(load, tool_input) == (ship, crate, parcel)
+
+
+UserId = NewType("UserId", int)
+
+
+@tool
+def book(when: datetime.datetime, day: datetime.date, ref: uuid.UUID, price: decimal.Decimal, who: UserId) -> object:
+    """Book a slot."""
+    return (when, day, ref, price, who)
+
+
+def test_spec_2_1_c_dates_uuids_decimals_and_newtypes_are_strings_msgspec_converts() -> None:
+    """Formatted strings the conversion turns into the annotated type; a NewType is its base type [R2.1-c]."""
+    props = book.input_schema["properties"]
+    assert props == {
+        "when": {"type": "string", "format": "date-time"},
+        "day": {"type": "string", "format": "date"},
+        "ref": {"type": "string", "format": "uuid"},
+        "price": {"type": "string", "format": "decimal"},
+        "who": {"type": "integer"},
+    }
+    sent = {
+        "when": "2026-01-02T03:04:05Z",
+        "day": "2026-01-02",
+        "ref": str(uuid.UUID(int=7)),
+        "price": "1.50",
+        "who": 3,
+    }
+    assert _run(book, sent) == (
+        datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC),
+        datetime.date(2026, 1, 2),
+        uuid.UUID(int=7),
+        decimal.Decimal("1.50"),
+        3,
+    )
+
+
+def _objects(value: object, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The JSON objects of ``load``'s input that are dataclass/TypedDict/Struct values (not the free dict ``extra``).
+
+    ``extra``'s keys are at most 4 characters, so none of them is ``crates``, ``crateId`` or ``colour``.
+    """
+    if isinstance(value, dict):
+        if {"crates", "crateId", "colour"} & set(value):
+            found.append(value)
+        for item in value.values():
+            _objects(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _objects(item, found)
+    return found
+
+
+@settings(max_examples=60, deadline=None)
+@given(ship=_ship, crate=_crate, parcel=_parcel, data=st.data())
+def test_spec_2_1_c_property_a_key_added_anywhere_is_refused_never_dropped(
+    ship: Ship, crate: Crate, parcel: Parcel, data: st.DataObject
+) -> None:
+    """One unknown key put into any object of a valid input: the call is refused naming it [R2.1-c, R2.1-b].
+
+    msgspec alone would ignore the key and call the tool with less than the model sent.
+    """
+    tool_input = json.loads(msgspec.json.encode({"ship": ship, "crate": crate, "parcel": parcel}))
+    target = data.draw(st.sampled_from(_objects(tool_input, [])))
+    target["unknown_key"] = 1
+    with pytest.raises(TypeError, match="unexpected field 'unknown_key' at `\\$"):
+        _run(load, tool_input)
