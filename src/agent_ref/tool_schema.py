@@ -15,6 +15,7 @@ import dataclasses
 import datetime
 import decimal
 import enum
+import functools
 import inspect
 import math
 import re
@@ -202,26 +203,41 @@ class _Field:
     default: object = None
 
 
-def object_fields(cls: type, where: str) -> list[_Field] | None:
-    """The fields of a dataclass, TypedDict or Struct class as the JSON object has them; ``None`` for another type."""
+def object_fields(cls: type, where: str) -> Sequence[_Field] | None:
+    """The fields of a dataclass, TypedDict or Struct class as the JSON object has them; ``None`` for another type.
+
+    Read once per class (every call's input is checked against them, spec §2.1-b).
+    """
+    try:
+        return _fields_of(cls)
+    except _Unresolved as exc:
+        raise ToolDefinitionError(f"{where}: cannot resolve the type hints of {cls.__name__} ({exc})") from None
+
+
+class _Unresolved(Exception):
+    """A class's type hints do not resolve."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _fields_of(cls: type) -> tuple[_Field, ...] | None:
     if isinstance(cls, type) and issubclass(cls, msgspec.Struct):
-        return [
+        return tuple(
             _Field(f.encode_name, f.name, f.type, f.required, None if f.default is msgspec.NODEFAULT else f.default)
             for f in msgspec.structs.fields(cls)
-        ]
+        )
     if not (typing.is_typeddict(cls) or (dataclasses.is_dataclass(cls) and isinstance(cls, type))):
         return None
     try:
         hints = typing.get_type_hints(cls, include_extras=True)  # Annotated kept: msgspec.Meta is read
     except Exception as exc:  # a hint that does not resolve is a definition error, not a crash
-        raise ToolDefinitionError(f"{where}: cannot resolve the type hints of {cls.__name__} ({exc})") from None
+        raise _Unresolved(str(exc)) from None
     if typing.is_typeddict(cls):
         # msgspec's reading of total/Required/NotRequired, which the conversion follows (the class's
         # own __required_keys__ miss a Required[...] written under `from __future__ import annotations`).
         info = msgspec.inspect.type_info(cls)
         required_keys = {f.name for f in getattr(info, "fields", ()) if f.required}
-        return [_Field(k, k, _unwrap_required(h), k in required_keys) for k, h in hints.items()]
-    return _dataclass_fields(cls, hints)
+        return tuple(_Field(k, k, _unwrap_required(h), k in required_keys) for k, h in hints.items())
+    return tuple(_dataclass_fields(cls, hints))
 
 
 def _unwrap_required(hint: Any) -> Any:
@@ -248,7 +264,7 @@ def _kind(cls: type) -> str:
     return "Struct" if issubclass(cls, msgspec.Struct) else "dataclass"
 
 
-def _object_schema(cls: type, fields: list[_Field], where: str, seen: tuple[type, ...]) -> dict[str, Any]:
+def _object_schema(cls: type, fields: Sequence[_Field], where: str, seen: tuple[type, ...]) -> dict[str, Any]:
     """An object of the class's fields; those without a default are required (spec §2.1-b, §2.1-c).
 
     The class docstring's summary describes the object and its ``Attributes:`` lines the
@@ -440,9 +456,11 @@ def unexpected_field(value: object, hint: Any, path: str) -> str | None:
     Follows the hint, not the value, so the walk is as deep as the type (recursive
     object types are refused when the tool is made).
     """
+    if not isinstance(value, dict | list):
+        return None  # a scalar has no key to drop
     if typing.get_origin(hint) is typing.Annotated:
         return unexpected_field(value, typing.get_args(hint)[0], path)
-    fields = object_fields(hint, path) if isinstance(hint, type) and not issubclass(hint, enum.Enum) else None
+    fields = object_fields(hint, path) if isinstance(hint, type) else None
     if fields is not None:
         return _unexpected_in_object(value, hint, fields, path)
     origin = typing.get_origin(hint)
@@ -470,7 +488,7 @@ def unexpected_field(value: object, hint: Any, path: str) -> str | None:
     return None
 
 
-def _unexpected_in_object(value: object, cls: type, fields: list[_Field], path: str) -> str | None:
+def _unexpected_in_object(value: object, cls: type, fields: Sequence[_Field], path: str) -> str | None:
     by_key = {f.key: f.hint for f in fields}
     tag = _struct_tag(cls)
     if isinstance(value, list):  # an array_like Struct: its positions
