@@ -155,7 +155,7 @@ def pydantic_convert(value: object, hint: Any) -> object:
     """
     import pydantic
 
-    adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(hint)
+    adapter = _adapter(hint)
     try:
         result = adapter.validate_python(value)
     except pydantic.ValidationError as exc:
@@ -166,6 +166,23 @@ def pydantic_convert(value: object, hint: Any) -> object:
     if dropped is not None:
         raise TypeError(dropped)
     return result
+
+
+def _adapter(hint: Any) -> Any:
+    """pydantic's ``TypeAdapter`` of ``hint``, built once per hint (building one compiles a validator)."""
+    try:
+        return _cached_adapter(hint)
+    except TypeError:  # an unhashable hint (Annotated with unhashable metadata): built each time
+        import pydantic
+
+        return pydantic.TypeAdapter(hint)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_adapter(hint: Any) -> Any:
+    import pydantic
+
+    return pydantic.TypeAdapter(hint)
 
 
 def _step(part: int | str) -> str:
