@@ -19,26 +19,42 @@ import dataclasses
 import inspect
 import re
 import threading
-import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Union, overload
+from typing import Any, Final, Literal, overload
 
 import msgspec
 
 from . import scrub
 from .errors import ToolDefinitionError
+from .tool_context import ProgressStream, ToolContext, ToolContextBase, ToolProgress
+from .tool_schema import (
+    SUPPORTED_HINTS,
+    default_value,
+    json_able,
+    parse_docstring,
+    pydantic_convert,
+    pydantic_schema,
+    schema_of,
+    unexpected_field,
+    uses_pydantic,
+)
 
 if typing.TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
+
     from envelope import Emitter, ImageRef
 
 __all__ = [
+    "SUPPORTED_HINTS",
     "Executor",
     "Tool",
     "ToolCallRequest",
+    "ToolContext",
+    "ToolContextBase",
     "ToolOutcome",
     "ToolOutput",
+    "ToolProgress",
     "run_tools",
     "tool",
 ]
@@ -50,12 +66,6 @@ Executor = Literal["backend", "frontend"]
 MAX_ERROR_CHARS: Final = 500
 
 _NAME_RE: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_SIMPLE: Final[dict[type, dict[str, Any]]] = {
-    str: {"type": "string"},
-    int: {"type": "integer"},
-    float: {"type": "number"},
-    bool: {"type": "boolean"},
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +94,8 @@ class Tool:
         param_types: the annotated type of each parameter, used to check the model's input.
         timeout: seconds a call may run before it is answered "timed out" (spec §2.5-a);
             ``None``: the agent's ``tool_timeout``.
+        context_param: the parameter annotated ``ToolContext``, given the call's context
+            and absent from the schema (spec §2.6-a); ``None`` when there is none.
     """
 
     name: str
@@ -93,6 +105,7 @@ class Tool:
     fn: Callable[..., Any] | None = None
     param_types: Mapping[str, Any] = field(default_factory=dict)
     timeout: float | None = None
+    context_param: str | None = None
 
     def definition(self) -> dict[str, Any]:
         """The tool as the Messages API takes it in ``tools``."""
@@ -153,38 +166,42 @@ def _build(f: Callable[..., Any], *, name: str | None, executor: Executor, descr
         raise ToolDefinitionError(f"tool name {tool_name!r} must match {_NAME_RE.pattern}")
     if executor not in ("backend", "frontend"):
         raise ToolDefinitionError(f"executor must be 'backend' or 'frontend', got {executor!r}")
-    summary, arg_docs = _parse_docstring(inspect.getdoc(f) or "")
+    summary, arg_docs = parse_docstring(inspect.getdoc(f) or "")
     try:
-        hints = typing.get_type_hints(f)
+        hints = typing.get_type_hints(f, include_extras=True)
     except Exception as exc:  # a hint that does not resolve is a definition error, not a crash
         raise ToolDefinitionError(f"tool {tool_name}: cannot resolve type hints ({exc})") from None
     properties: dict[str, Any] = {}
     required: list[str] = []
     param_types: dict[str, Any] = {}
+    defs: dict[str, Any] = {}
+    context_param: str | None = None
     for param in inspect.signature(f).parameters.values():
         if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise ToolDefinitionError(f"tool {tool_name}: *args and **kwargs cannot be described as a schema")
         if param.name not in hints:
             raise ToolDefinitionError(f"tool {tool_name}: parameter {param.name!r} has no type hint")
-        hint = hints[param.name]
         where = f"tool {tool_name}: parameter {param.name!r}"
-        try:
-            msgspec.inspect.type_info(hint)  # what the call's conversion will need (spec §2.1-b)
-        except (TypeError, ValueError) as exc:
-            raise ToolDefinitionError(f"{where}: {hint!r} cannot be read from JSON: {exc}") from None
+        if _is_context(hints[param.name]):
+            if context_param is not None:  # spec §2.6-a: one context per call
+                raise ToolDefinitionError(f"{where}: a second ToolContext parameter (the first is {context_param!r})")
+            context_param = param.name
+            continue
         has_default = param.default is not inspect.Parameter.empty
-        schema = _schema(hint, where, omit_none=has_default)
+        schema = _param_schema(hints[param.name], where, has_default, defs)
         if param.name in arg_docs:
             schema = {**schema, "description": arg_docs[param.name]}
         if not has_default:
             required.append(param.name)
-        elif param.default is not None and _json_able(param.default):
-            schema = {**schema, "default": param.default}
+        elif param.default is not None and json_able(param.default):
+            schema = {**schema, "default": default_value(param.default)}
         properties[param.name] = schema
-        param_types[param.name] = hint
+        param_types[param.name] = hints[param.name]
     input_schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         input_schema["required"] = required
+    if defs:
+        input_schema["$defs"] = defs
     return Tool(
         name=tool_name,
         description=description if description is not None else (summary or tool_name),
@@ -192,186 +209,24 @@ def _build(f: Callable[..., Any], *, name: str | None, executor: Executor, descr
         executor=executor,
         fn=f if executor == "backend" else None,
         param_types=param_types,
+        context_param=context_param,
     )
 
 
-def _json_able(value: object) -> bool:
-    return isinstance(value, str | int | float | bool)
+def _is_context(hint: Any) -> bool:
+    """The parameter asks for the call's ``ToolContext`` (spec §2.6-a)."""
+    return isinstance(hint, type) and issubclass(hint, ToolContext)
 
 
-#: What ``@tool`` can describe, for the error that names a type it cannot.
-SUPPORTED_HINTS: Final = (
-    "str, int, float, bool, None, Any, Literal[...], unions and Optional, list[T], Sequence[T], set[T], "
-    "tuple[T, ...], tuple[T1, T2, ...], dict[str, T], and dataclasses of these"
-)
-
-
-def _schema(hint: Any, where: str, *, omit_none: bool = False, seen: tuple[type, ...] = ()) -> dict[str, Any]:
-    """JSON Schema of one type hint (spec §2.1-a, §2.1-b).
-
-    Args:
-        hint: the annotation.
-        where: the place, for errors (``tool t: parameter 'p'``, then ``.field`` or ``[]`` deeper).
-        omit_none: ``None`` in a union is left out (a property with a default: the model
-            omits it rather than sending ``null``); elsewhere ``None`` is ``{"type": "null"}``.
-        seen: the dataclasses being described, outermost first (a recursive one is refused).
-
-    Raises:
-        ToolDefinitionError: a hint with no JSON form here, naming the place and why.
-    """
-    if hint in _SIMPLE:
-        return dict(_SIMPLE[hint])
-    if hint is Any:
-        return {}
-    if hint is None or hint is type(None):
-        return {"type": "null"}
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin is Literal:
-        return {"enum": list(args)}
-    if origin in (Union, types.UnionType):
-        members = [a for a in args if a is not type(None)]
-        nullable = len(members) < len(args) and not omit_none
-        schemas = [_schema(a, where, seen=seen) for a in members] + ([{"type": "null"}] if nullable else [])
-        return schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        return _dataclass_schema(hint, where, seen)
-    if hint is tuple or hint is typing.Tuple:  # noqa: UP006  # the bare typing alias is a hint too
-        return {"type": "array"}
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return {"type": "array", "items": _schema(args[0], f"{where}[]", seen=seen)}
-        if not args:  # tuple[()]: the empty array
-            return {"type": "array", "maxItems": 0}
-        # A fixed shape: position i has type args[i], and nothing more (JSON Schema 2020-12).
-        items = [_schema(a, f"{where}[{i}]", seen=seen) for i, a in enumerate(args)]
-        return {"type": "array", "prefixItems": items, "items": False, "minItems": len(items), "maxItems": len(items)}
-    if origin in (list, Sequence, set, frozenset) or hint in (list, set, frozenset):
-        schema: dict[str, Any] = {"type": "array"}
-        if args:
-            schema["items"] = _schema(args[0], f"{where}[]", seen=seen)
-        if origin in (set, frozenset) or hint in (set, frozenset):
-            schema["uniqueItems"] = True
-        return schema
-    if origin in (dict, Mapping) or hint is dict:
-        if args and args[0] is not str:
-            raise ToolDefinitionError(f"{where}: {hint!r}: a JSON object's keys are strings; use dict[str, ...]")
-        if args and args[1] is not Any:
-            return {"type": "object", "additionalProperties": _schema(args[1], f"{where}{{}}", seen=seen)}
-        return {"type": "object"}
-    raise ToolDefinitionError(f"{where}: {hint!r} has no JSON Schema form here (supported: {SUPPORTED_HINTS})")
-
-
-def _dataclass_schema(cls: type, where: str, seen: tuple[type, ...]) -> dict[str, Any]:
-    """An object of the dataclass's fields; those without a default are required (spec §2.1-b).
-
-    The class docstring's summary describes the object and its ``Attributes:`` lines the
-    fields. Other keys are refused (``additionalProperties: false``): they would be dropped.
-    """
-    if cls in seen:
-        chain = " -> ".join(c.__name__ for c in (*seen, cls))
-        raise ToolDefinitionError(f"{where}: dataclass {cls.__name__} contains itself ({chain}); not supported")
+def _param_schema(hint: Any, where: str, has_default: bool, defs: dict[str, Any]) -> dict[str, Any]:
+    """One parameter's schema: pydantic's for a pydantic model (§2.1-d), ours otherwise (§2.1-b)."""
+    if uses_pydantic(hint):
+        return pydantic_schema(hint, where, defs)
     try:
-        hints = typing.get_type_hints(cls)
-    except Exception as exc:  # a hint that does not resolve is a definition error, not a crash
-        raise ToolDefinitionError(f"{where}: cannot resolve the type hints of {cls.__name__} ({exc})") from None
-    doc = inspect.getdoc(cls) or ""
-    summary, docs = ("", {}) if doc.startswith(f"{cls.__name__}(") else _parse_docstring(doc)  # not the generated one
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for f in dataclasses.fields(cls):
-        if not f.init:
-            continue  # not an argument of the class: the model cannot give it
-        has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-        schema = _schema(hints[f.name], f"{where}.{f.name}", omit_none=has_default, seen=(*seen, cls))
-        if f.name in docs:
-            schema = {**schema, "description": docs[f.name]}
-        if not has_default:
-            required.append(f.name)
-        elif f.default is not None and f.default is not dataclasses.MISSING and _json_able(f.default):
-            schema = {**schema, "default": f.default}
-        properties[f.name] = schema
-    out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        out["required"] = required
-    if summary:
-        out["description"] = summary
-    return out
-
-
-def _unexpected_field(value: object, hint: Any, path: str) -> str | None:
-    """Where ``value`` has a key a dataclass in ``hint`` does not have (msgspec would drop it), or ``None``.
-
-    Follows the hint, not the value, so the walk is as deep as the type (recursive
-    dataclasses are refused when the tool is made).
-    """
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        if not isinstance(value, dict):
-            return None  # the conversion reports the wrong type
-        hints = typing.get_type_hints(hint)
-        fields = {f.name: hints[f.name] for f in dataclasses.fields(hint) if f.init}
-        for key in value:
-            if key not in fields:
-                return f"unexpected field {key!r} at `{path}` (the fields of {hint.__name__}: {', '.join(fields)})"
-        for key, item in value.items():
-            found = _unexpected_field(item, fields[key], f"{path}.{key}")
-            if found:
-                return found
-        return None
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin in (Union, types.UnionType):
-        for member in args:  # msgspec allows one dict-like member at most, so the first match is the one
-            if isinstance(value, dict) and (
-                dataclasses.is_dataclass(member) or typing.get_origin(member) in (dict, Mapping)
-            ):
-                return _unexpected_field(value, member, path)
-            if isinstance(value, list) and typing.get_origin(member) in (list, tuple, Sequence, set, frozenset):
-                return _unexpected_field(value, member, path)
-        return None
-    if isinstance(value, list) and args:
-        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
-            pairs = list(zip(value, args, strict=False))
-        elif origin in (list, tuple, Sequence, set, frozenset):
-            pairs = [(item, args[0]) for item in value]
-        else:
-            return None
-        for i, (item, item_hint) in enumerate(pairs):
-            found = _unexpected_field(item, item_hint, f"{path}[{i}]")
-            if found:
-                return found
-        return None
-    if isinstance(value, dict) and origin in (dict, Mapping) and len(args) == 2:
-        for key, item in value.items():
-            found = _unexpected_field(item, args[1], f"{path}.{key}")
-            if found:
-                return found
-    return None
-
-
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Split a Google-style docstring into the summary and the ``Args:`` descriptions."""
-    lines = doc.splitlines()
-    summary: list[str] = []
-    args: dict[str, str] = {}
-    section: str | None = None
-    current: str | None = None
-    for raw in lines:
-        stripped = raw.strip()
-        if re.fullmatch(r"(Args|Arguments|Parameters|Attributes|Returns|Raises|Yields|Examples?|Notes?):", stripped):
-            section = stripped[:-1]
-            current = None
-            continue
-        if section is None:
-            summary.append(stripped)
-        elif section in ("Args", "Arguments", "Parameters", "Attributes"):
-            match = re.match(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", stripped)
-            if match and raw.startswith((" ", "\t")) and (len(raw) - len(raw.lstrip())) <= 4:
-                current = match.group(1)
-                args[current] = match.group(2)
-            elif current is not None and stripped:
-                args[current] = f"{args[current]} {stripped}".strip()
-    return " ".join(p for p in " ".join(summary).split()), args
+        msgspec.inspect.type_info(hint)  # what the call's conversion will need (spec §2.1-b)
+    except (TypeError, ValueError) as exc:
+        raise ToolDefinitionError(f"{where}: {hint!r} cannot be read from JSON: {exc}") from None
+    return schema_of(hint, where, omit_none=has_default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,25 +315,21 @@ def error_outcome(emitter: Emitter, call: ToolCallRequest, message: str) -> Tool
     return outcome(emitter, call, message, is_error=True)
 
 
-async def _call(tool_def: Tool, call: ToolCallRequest) -> object:
+async def _call(tool_def: Tool, call: ToolCallRequest, context: ToolContext | None = None) -> object:
+    """Convert the model's input to the annotated types and call the tool (spec §2.1-b, §2.6-a).
+
+    Args:
+        tool_def: the tool.
+        call: the call.
+        context: given to the tool's ``ToolContext`` parameter; one whose progress goes
+            nowhere when ``None``.
+    """
     assert tool_def.fn is not None
-    kwargs: dict[str, Any] = {}
-    for key, value in call.input.items():
-        hint = tool_def.param_types.get(key)
-        if hint is None:
-            raise TypeError(f"unexpected argument {key!r}")
-        if hint is Any:
-            kwargs[key] = value
-            continue
-        extra = _unexpected_field(value, hint, "$")
-        if extra is not None:  # spec §2.1-b: msgspec would drop it; nothing the model sends is dropped
-            raise TypeError(f"parameter {key!r}: {extra}")
-        try:
-            # strict=False: msgspec's lax coercions (3 for a float, "3" for an int, "true" for a
-            # bool). A dataclass or a tuple is built from its JSON object or array (spec §2.1-b).
-            kwargs[key] = msgspec.convert(value, type=hint, strict=False)
-        except msgspec.ValidationError as exc:
-            raise msgspec.ValidationError(f"parameter {key!r}: {exc}") from None
+    kwargs = {key: convert_argument(tool_def, key, value) for key, value in call.input.items()}
+    if tool_def.context_param is not None:
+        kwargs[tool_def.context_param] = context or ToolContext(
+            agent_uuid="", run_id="", tool_use_id=call.id, tool_name=call.name
+        )
     fn = tool_def.fn
     if inspect.iscoroutinefunction(fn):
         result = await fn(**kwargs)
@@ -487,6 +338,36 @@ async def _call(tool_def: Tool, call: ToolCallRequest) -> object:
         if inspect.isawaitable(result):
             result = await result
     return result
+
+
+def convert_argument(tool_def: Tool, key: str, value: object) -> object:
+    """One argument as the tool's annotation wants it, nothing the model sent dropped (spec §2.1-b).
+
+    Raises:
+        TypeError: an argument the tool does not have, or a key a conversion would drop.
+        msgspec.ValidationError: a value that does not fit, naming the parameter and the path.
+    """
+    hint = tool_def.param_types.get(key)
+    if hint is None:
+        raise TypeError(f"unexpected argument {key!r}")
+    if hint is Any:
+        return value
+    if uses_pydantic(hint):  # spec §2.1-d: pydantic validates its own models
+        try:
+            return pydantic_convert(value, hint)
+        except TypeError as exc:
+            raise TypeError(f"parameter {key!r}: {exc}") from None
+        except msgspec.ValidationError as exc:
+            raise msgspec.ValidationError(f"parameter {key!r}: {exc}") from None
+    extra = unexpected_field(value, hint, "$")
+    if extra is not None:  # spec §2.1-b: msgspec would drop it; nothing the model sends is dropped
+        raise TypeError(f"parameter {key!r}: {extra}")
+    try:
+        # strict=False: msgspec's lax coercions (3 for a float, "3" for an int, "true" for a
+        # bool). A dataclass or a tuple is built from its JSON object or array (spec §2.1-b).
+        return msgspec.convert(value, type=hint, strict=False)
+    except msgspec.ValidationError as exc:
+        raise msgspec.ValidationError(f"parameter {key!r}: {exc}") from None
 
 
 async def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> object:
@@ -530,6 +411,7 @@ async def run_tools(
     max_concurrency: int = 4,
     on_result: Callable[[ToolCallRequest, ToolOutcome], None] | None = None,
     timeout: float | None = None,
+    context: ToolContextBase | None = None,
 ) -> list[ToolOutcome]:
     """Run backend calls concurrently (at most ``max_concurrency`` at once) and send their results.
 
@@ -547,32 +429,21 @@ async def run_tools(
         on_result: told of each outcome just before its lines are sent (the agent keeps
             the answered calls, so an abort answers only the others, spec §5.5-b).
         timeout: seconds a call may run (a tool's own ``timeout`` wins); ``None``: no bound.
+        context: what a tool's ``ToolContext`` holds of the run (spec §2.6-a); its
+            progress is streamed between the result groups (§2.6-b). ``None``: a
+            context with empty ids and no store, whose progress goes nowhere.
 
     Returns:
         One outcome per call, in call order.
     """
     gate = asyncio.Semaphore(max(1, max_concurrency))
+    progress = ProgressStream(context, emitter, send)
 
     async def one(call: ToolCallRequest) -> ToolOutcome:
-        tool_def = tools.get(call.name)
-        if tool_def is None or tool_def.executor != "backend":
-            return error_outcome(emitter, call, f"unknown tool {call.name!r}")
-        limit = tool_def.timeout if tool_def.timeout is not None else timeout
-        async with gate:
-            try:
-                if limit is None:
-                    value = await _call(tool_def, call)
-                else:
-                    value = await asyncio.wait_for(_call(tool_def, call), limit)
-            except TimeoutError:
-                # spec §2.5-a: an overrun is a result; the run goes on (a thread is left to finish alone).
-                return error_outcome(emitter, call, f"timed out after {limit:g} s")
-            except (msgspec.ValidationError, TypeError) as exc:
-                return error_outcome(emitter, call, f"invalid input for {call.name}: {scrub.public(str(exc))}")
-            except Exception as exc:  # spec §2.4-b: a failing tool is a result, never a crash
-                text = scrub.public(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]
-                return error_outcome(emitter, call, text)
-        return outcome(emitter, call, value)
+        try:
+            return await _run_one(call, tools, emitter, gate, timeout, progress)
+        finally:
+            progress.ended(call.id)
 
     tasks = [asyncio.ensure_future(one(call)) for call in calls]
     outcomes: list[ToolOutcome] = []
@@ -582,8 +453,40 @@ async def run_tools(
             outcomes.append(done)
             if on_result is not None:
                 on_result(call, done)
-            await send(done.lines)
+            await progress.send(done.lines)
     finally:
         for task in tasks:
             task.cancel()
+        await progress.close()
     return outcomes
+
+
+async def _run_one(
+    call: ToolCallRequest,
+    tools: Mapping[str, Tool],
+    emitter: Emitter,
+    gate: asyncio.Semaphore,
+    timeout: float | None,
+    progress: ProgressStream,
+) -> ToolOutcome:
+    """One call, under the concurrency gate and its time limit; every failure is a result (spec §2.4-b, §2.5-a)."""
+    tool_def = tools.get(call.name)
+    if tool_def is None or tool_def.executor != "backend":
+        return error_outcome(emitter, call, f"unknown tool {call.name!r}")
+    limit = tool_def.timeout if tool_def.timeout is not None else timeout
+    context = progress.context(call.id, call.name) if tool_def.context_param is not None else None
+    async with gate:
+        try:
+            if limit is None:
+                value = await _call(tool_def, call, context)
+            else:
+                value = await asyncio.wait_for(_call(tool_def, call, context), limit)
+        except TimeoutError:
+            # spec §2.5-a: an overrun is a result; the run goes on (a thread is left to finish alone).
+            return error_outcome(emitter, call, f"timed out after {limit:g} s")
+        except (msgspec.ValidationError, TypeError) as exc:
+            return error_outcome(emitter, call, f"invalid input for {call.name}: {scrub.public(str(exc))}")
+        except Exception as exc:  # spec §2.4-b: a failing tool is a result, never a crash
+            text = scrub.public(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]
+            return error_outcome(emitter, call, text)
+    return outcome(emitter, call, value)
