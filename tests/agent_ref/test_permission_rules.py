@@ -444,6 +444,14 @@ def test_spec_12_6_b_approve_approve_edited_and_deny() -> None:
             "updated_permissions[0]: Expected `str`, got `int` - at `rule.tool`",
         ),
         (
+            {
+                "tool_use_id": "toolu_9",
+                "decision": "approve",
+                "updated_permissions": [{"behavior": "allow", "tool": "x", "toolName": "y"}],
+            },
+            "updated_permissions[0]: Object contains unknown field `toolName`",
+        ),
+        (
             {"tool_use_id": "toolu_9", "decision": "approve", "updated_permissions": {"behavior": "allow"}},
             "updated_permissions: must be an array of rules",
         ),
