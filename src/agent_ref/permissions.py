@@ -19,7 +19,7 @@ import logging
 import posixpath
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Final, Literal, get_args
 
@@ -44,6 +44,7 @@ __all__ = [
     "PermissionRule",
     "PermissionRuleError",
     "PermissionState",
+    "PermitOutcome",
     "ToolPermissionContext",
     "approval_reason",
     "ask",
@@ -53,6 +54,7 @@ __all__ = [
     "narrow",
     "parse_approval_answer",
     "pattern_matches",
+    "resolve",
     "stricter",
 ]
 
@@ -139,12 +141,15 @@ class ToolPermissionContext:
         tool_use_id: the call.
         reason: why the callback is asked besides the usual check: ``"repeat: ..."`` when
             the call repeats the same tool and input (loop detection, spec [R16.1-a]).
+        permission: why the mode and rules ask about the call (``PermissionAsk.reason``),
+            when they do ([R12.5-i]).
     """
 
     agent_uuid: str
     run_id: str
     tool_use_id: str
     reason: str | None = None
+    permission: str | None = None
 
 
 class PermissionRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -623,3 +628,58 @@ def _approval(item: Mapping[str, Any], bad: _Bad) -> PermissionAllow:
     if mode is not None and mode not in PERMISSION_MODES:
         raise bad("updated_mode", f"must be one of {', '.join(PERMISSION_MODES)}, not {mode!r}")
     return PermissionAllow(updated_input=updated_input, updated_permissions=tuple(rules), updated_mode=mode)
+
+
+@dataclass(frozen=True, slots=True)
+class PermitOutcome:
+    """What ``resolve`` found for one call ([R12.5-i]).
+
+    Attributes:
+        answer: ``PermissionAllow`` (run, with its ``updated_input`` if any),
+            ``PermissionDeny`` (do not run; ``interrupt`` ends the run), or a durable
+            ``PermissionAsk`` (no callback answered: pause for a person, §12.6).
+        state: the permission state after the answer's updates ([R12.5-g]).
+        failure: the callback's failure text, to report as a ``hook_error`` ([R12.4-b]).
+    """
+
+    answer: PermissionDecision
+    state: PermissionState
+    failure: str | None = None
+
+
+async def resolve(
+    state: PermissionState,
+    configured: Sequence[PermissionRule],
+    tool_name: str,
+    tool_input: Mapping[str, Any],
+    context: ToolPermissionContext,
+    callback: CanUseTool | None,
+    *,
+    kind: CallKind = "backend",
+) -> PermitOutcome:
+    """Decide one call, asking ``callback`` when the mode and rules ask ([R12.5-i]).
+
+    A rule's deny is final (the callback is not asked). A call the rules ask about goes to
+    ``callback`` (told why in ``context.permission``); with no callback, a durable ask is
+    returned (the caller pauses) and a frontend call is allowed ([R12.5-d]). A loop-guard
+    repeat (``context.reason``) puts an allowed call to the callback too, as before modes.
+    An allow's updates are applied; updates the state refuses deny the call (fail closed).
+    """
+    decision = state.decide(configured, tool_name, tool_input, kind=kind)
+    if isinstance(decision, PermissionDeny):
+        return PermitOutcome(decision, state)
+    asked = isinstance(decision, PermissionAsk)
+    if callback is None or not (asked or context.reason is not None):
+        if isinstance(decision, PermissionAsk) and not decision.durable:
+            return PermitOutcome(PermissionAllow(), state)
+        return PermitOutcome(decision, state)
+    told = replace(context, permission=decision.reason if isinstance(decision, PermissionAsk) else None)
+    answer, failed = await ask(callback, tool_name, tool_input, told)
+    if isinstance(answer, PermissionDeny):
+        return PermitOutcome(answer, state, failed)
+    try:
+        return PermitOutcome(answer, state.updated(answer))
+    except PermissionRuleError as exc:
+        message = str(exc)
+        log.warning("can_use_tool answered an update that cannot apply for %s: %s", tool_name, message)
+        return PermitOutcome(PermissionDeny(message=f"denied: the permission check failed ({message})"), state, message)

@@ -38,6 +38,7 @@ from agent_ref.permissions import (
     narrow,
     parse_approval_answer,
     pattern_matches,
+    resolve,
     stricter,
 )
 from envelope import Emitter
@@ -486,3 +487,81 @@ def test_spec_12_6_a_pending_approvals_survive_the_store_codec() -> None:
 
     again = msgspec.json.decode(msgspec.json.encode(PENDING), type=PendingApproval)
     assert again == PENDING
+
+
+# ----------------------------------------------------------------------------- resolve
+
+CONTEXT = ToolPermissionContext(agent_uuid="a", run_id="r", tool_use_id="toolu_1")
+
+
+class _Callback:
+    """A can_use_tool that records what it was told and answers as set."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.told: list[ToolPermissionContext] = []
+
+    async def __call__(self, _name: str, _input: dict[str, Any], context: ToolPermissionContext) -> Any:
+        self.told.append(context)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def _resolve(state: PermissionState, callback: Any, name: str = "calc", **kw: Any) -> Any:
+    configured = [PermissionRule(behavior="deny", tool="rm"), PermissionRule(behavior="allow", tool="calc")]
+    return asyncio.run(resolve(state, configured, name, {}, kw.pop("context", CONTEXT), callback, **kw))
+
+
+def test_spec_12_5_i_resolve_denies_by_rule_without_asking() -> None:
+    """[R12.5-i] A rule's deny is final: the callback is not asked, the state is unchanged."""
+    callback = _Callback(PermissionAllow())
+    state = PermissionState(mode="ask")
+    done = _resolve(state, callback, "rm")
+    assert isinstance(done.answer, PermissionDeny)
+    assert (done.state, done.failure, callback.told) == (state, None, [])
+
+
+def test_spec_12_5_i_resolve_asks_the_callback_and_applies_its_updates() -> None:
+    """[R12.5-i] An ask goes to the callback, told why; an allow's rules and mode land in the new state."""
+    rule = PermissionRule(behavior="allow", tool="mcp__*")
+    callback = _Callback(PermissionAllow(updated_input={"x": 1}, updated_permissions=[rule], updated_mode="auto"))
+    done = _resolve(PermissionState(mode="ask"), callback, "mcp__fs__read")
+    assert done.answer.updated_input == {"x": 1}
+    assert (done.state.mode, done.state.session, done.failure) == ("auto", (rule,), None)
+    assert callback.told[0].permission == "permission mode 'ask': every call to mcp__fs__read needs approval"
+    allowed = _resolve(PermissionState(mode="auto"), callback, "calc")
+    assert allowed.answer == PermissionAllow()
+    assert len(callback.told) == 1  # an allowed call is not put to the callback
+
+
+def test_spec_12_5_i_with_no_callback_a_backend_ask_pauses_and_a_frontend_one_runs() -> None:
+    """[R12.5-i] [R12.5-d] No callback: a durable ask is returned for the caller to pause on."""
+    backend = _resolve(PermissionState(mode="ask"), None)
+    assert isinstance(backend.answer, PermissionAsk)
+    assert backend.answer.durable
+    frontend = _resolve(PermissionState(mode="ask"), None, "user_confirm", kind="frontend")
+    assert frontend.answer == PermissionAllow()
+
+
+def test_spec_12_5_i_a_repeat_puts_an_allowed_call_to_the_callback() -> None:
+    """[R12.5-i] [R16.1-a] The loop guard's repeat still reaches the callback in mode full."""
+    callback = _Callback(PermissionDeny(message="enough", interrupt=True))
+    repeat = ToolPermissionContext(agent_uuid="a", run_id="r", tool_use_id="t", reason="repeat: calc x3")
+    done = _resolve(PermissionState(mode="full"), callback, context=repeat)
+    assert done.answer == PermissionDeny(message="enough", interrupt=True)
+    assert callback.told[0].reason == "repeat: calc x3"
+    assert callback.told[0].permission is None
+
+
+def test_spec_12_5_i_a_failing_callback_or_a_widening_update_fails_closed() -> None:
+    """[R12.5-i] [R12.4-b] A raising callback, or an update below the floor, denies with a failure to report."""
+    raising = _resolve(PermissionState(mode="ask"), _Callback(RuntimeError("db down")))
+    assert isinstance(raising.answer, PermissionDeny)
+    assert raising.failure == "RuntimeError: db down"
+    child = narrow(PermissionState(mode="auto"), ())
+    widening = _resolve(child, _Callback(PermissionAllow(updated_mode="full")), "mcp__fs__read")
+    assert isinstance(widening.answer, PermissionDeny)
+    assert widening.state == child
+    assert widening.failure is not None
+    assert "less strict than this agent's floor 'auto'" in widening.failure
