@@ -22,8 +22,10 @@ Three measurements, each a ratio to a reference timed in the same run:
   having the line (the append's own round trip is shown beside it); p50 and p95.
 * **The JavaScript decoder in node** (``js/envelope-decoder.mjs``): ``Reconstructor.feed``
   over the envelope lines, and ``SSEReader`` + ``Reconstructor`` over the framed body,
-  against a bare ``JSON.parse`` loop over the same lines, alternated round by round in
-  one node process (``benchmarks/delivery_js.mjs``); goal: within 2x.
+  against a bare ``JSON.parse`` loop over the same lines, in one node process
+  (``benchmarks/delivery_js.mjs``): ``--repeat`` runs of each per round, rotated, the
+  least kept, the heap collected before each run (so that none pays for another's
+  garbage); ratios and spreads as above; goal: within 2x.
 
 PostgreSQL: ``--pg-url`` or, without it, a throwaway server from
 ``scripts/pg-test-server`` (the tests' own); the tables go in a schema dropped at the
@@ -306,8 +308,8 @@ def follower_latency(pg_url: str, count: int, gap_s: float) -> dict[str, Any]:
     return {"lines": len(latency), "latency": latency, "append": round_trip, "gap_s": gap_s}
 
 
-def js_decoder(lines: Sequence[bytes], rounds: int, node: str | None = None) -> dict[str, Any]:
-    """Run ``delivery_js.mjs`` on the lines: per-round times of each candidate, from one node process."""
+def js_decoder(lines: Sequence[bytes], rounds: int, node: str | None = None, *, repeat: int = 1) -> dict[str, Any]:
+    """Run ``delivery_js.mjs`` on the lines: per-round times (least of ``repeat``) of each candidate, in one node."""
     exe = node or shutil.which("node")
     if exe is None:
         raise FileNotFoundError("node is not on PATH")
@@ -315,7 +317,7 @@ def js_decoder(lines: Sequence[bytes], rounds: int, node: str | None = None) -> 
         path = Path(tmp) / "lines.jsonl"
         path.write_bytes(b"\n".join(lines) + b"\n")
         done = subprocess.run(
-            [exe, str(JS_SCRIPT), str(path), str(rounds)],
+            [exe, "--expose-gc", str(JS_SCRIPT), str(path), str(rounds), str(repeat)],
             capture_output=True,
             text=True,
             timeout=600,
@@ -370,7 +372,7 @@ def run(
     follower_lines: int = 300,
     gap_ms: float = 2.0,
     js_lines: int = 50000,
-    js_rounds: int = 9,
+    js_rounds: int = 15,
     pg_url: str | None = None,
     postgres: bool = True,
     js: bool = True,
@@ -390,7 +392,7 @@ def run(
             out["follower"] = follower_latency(url, follower_lines, gap_ms / 1000)
     if js:
         try:
-            out["js"] = js_decoder(bench_lines(js_lines, agents=4), js_rounds)
+            out["js"] = js_decoder(bench_lines(js_lines, agents=4), js_rounds, repeat=repeat)
         except (FileNotFoundError, RuntimeError) as exc:
             out["not_run"]["js"] = str(exc)
     return out
@@ -446,18 +448,21 @@ def report(result: dict[str, Any]) -> str:
         out += [
             "",
             f"#### Delivery: the JavaScript decoder in node {js['node']}, {js['lines']} lines,"
-            f" {len(ref)} rounds alternated",
+            f" {len(ref)} rounds of {js.get('repeat', 1)} runs per candidate (its least time per round"
+            f"{', the heap collected before each run' if js.get('gc') else ''})",
             "",
-            "| candidate | lines/s | time / JSON.parse | spread | goal | met |",
+            "| candidate | lines/s | time / JSON.parse | spread (quartiles; min-max) | goal | met |",
             "|---|---|---|---|---|---|",
         ]
         for name, times in js["times"].items():
-            ratios = _quartiles([a / b for a, b in zip(times, ref, strict=True)])
+            each = [a / b for a, b in zip(times, ref, strict=True)]
+            ratios = _quartiles(each)
             goal = GOALS.get("js reconstruct") if name.startswith("Reconstructor") else None
             met = _judge(ratios, goal) if name != "JSON.parse loop" else "-"
             out.append(
                 f"| {name} | {js['lines'] / statistics.median(times) * 1000:,.0f} | {ratios[1]:.2f}"
-                f" | {ratios[0]:.2f}-{ratios[2]:.2f} | {f'<= {goal}x' if goal else '-'} | {met} |"
+                f" | {ratios[0]:.2f}-{ratios[2]:.2f}; {min(each):.2f}-{max(each):.2f}"
+                f" | {f'<= {goal}x' if goal else '-'} | {met} |"
             )
     for part, why in result["not_run"].items():
         out.append(f"\nNot run: {part}: {why}")
@@ -475,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--follower-lines", type=int, default=300)
     parser.add_argument("--gap-ms", type=float, default=2.0, help="pause between two appends of the follower test")
     parser.add_argument("--js-lines", type=int, default=50000)
-    parser.add_argument("--js-rounds", type=int, default=9)
+    parser.add_argument("--js-rounds", type=int, default=15)
     parser.add_argument("--pg-url", help="a PostgreSQL server (default: a throwaway one from scripts/pg-test-server)")
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-js", action="store_true")
