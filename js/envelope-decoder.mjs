@@ -109,19 +109,25 @@ export class SSEReader {
       this._afterCR = false;
     }
     let from = i;
-    for (; i < text.length; i++) {
-      const c = text.charCodeAt(i);
-      if (c !== 10 && c !== 13) continue;
+    // The next LF and the next CR, each found by indexOf (native) and looked for again only
+    // once passed: one pass over the text, not a JS loop over its characters (issue 26 §5).
+    let lf = text.indexOf("\n", i);
+    let cr = text.indexOf("\r", i);
+    while (lf >= 0 || cr >= 0) {
+      const c = cr < 0 || (lf >= 0 && lf < cr) ? 10 : 13;
+      i = c === 10 ? lf : cr;
       this._lineDone(this._buf + text.slice(from, i), events);
       this._buf = "";
       if (c === 13) {
         if (i + 1 < text.length) {
-          if (text[i + 1] === "\n") i++;
+          if (text.charCodeAt(i + 1) === 10) i++;
         } else {
           this._afterCR = true;
         }
       }
       from = i + 1;
+      if (lf >= 0 && lf < from) lf = text.indexOf("\n", from);
+      if (cr >= 0 && cr < from) cr = text.indexOf("\r", from);
     }
     this._buf += text.slice(from);
     if (this._buf.length > this.maxLineBytes) {
@@ -136,6 +142,15 @@ export class SSEReader {
       if (this._data !== null) events.push({ data: this._data, event: this._event || "message", id: this._lastId });
       this._data = null;
       this._event = "";
+      return;
+    }
+    if (line.startsWith("data: ")) {
+      // the field of nearly every line of an envelope stream, read without slicing its name
+      const value = line.slice(6);
+      this._data = this._data === null ? value : this._data + "\n" + value;
+      if (this._data.length > this.maxLineBytes) {
+        throw new DecodeError(`event data longer than ${this.maxLineBytes}`, { line: this._line, section: "2.3-d" });
+      }
       return;
     }
     if (line[0] === ":") return; // a comment (keep-alive)
