@@ -46,8 +46,8 @@ from .prepare import meta_init
 from .record import append_user
 from .response import DONE_LINE, Sink, _NestedResponse
 from .run_context import ParentLink, Resuming, RunContext
-from .state import AgentState, PendingCall, RunState, roll_back_dead_run
-from .store import MemoryStore, Store
+from .state import AgentState, PendingCall, Recovery, RunState, lost_run_record, roll_back_dead_run
+from .store import LogBatch, MemoryStore, Store
 from .subagent_run import abandon_children, load_paused_children, new_child
 from .tools import Tool, ToolCallRequest, result_block
 
@@ -67,6 +67,7 @@ __all__ = [
     "AgentOptions",
     "AgentResult",
     "Sink",
+    "save_released",
 ]
 
 #: The response classes live in ``response.py``; named here too, because the tests'
@@ -506,6 +507,20 @@ class Agent:
             state.lease_owner = None
             state.lease_expires_at = 0.0
             raise
+
+
+async def save_released(store: Store, state: AgentState, outcome: Recovery, *, log: LogBatch | None = None) -> None:
+    """Save a state ``state.roll_back_dead_run`` put in order, without an ``Agent`` (a server's recovery, §10.2-b).
+
+    With ``log`` (the dead response's lines as the caller closed them) and, for a run
+    closed ``lost``, its record: what ``Agent.recover`` stores, when the closing lines are
+    the caller's.
+
+    Raises:
+        ConflictError: another process changed the agent meanwhile.
+    """
+    record = lost_run_record(state, STOP_LOST, time.time()) if outcome == "lost" else None
+    await store.save(state, log=log, run=record)
 
 
 def _clear_pause(state: AgentState) -> None:

@@ -51,10 +51,9 @@ from starlette.routing import Route
 from envelope import Emitter, EnvelopeError, MetaFinal, decode
 from envelope.delivery import JournalError, JournalUnavailableError, replay_events
 
-from .agent import Agent
+from .agent import Agent, save_released
 from .demo_tools import default_tools
 from .errors import StateError, StoreError, UnavailableError
-from .finish import STOP_LOST
 from .server_http import (
     LOOPBACK_HOSTS,
     MAX_NUMBER_CHARS,
@@ -97,7 +96,7 @@ from .server_streams import (
     parse_event_id,
     stream_agent,
 )
-from .state import lost_run_record, roll_back_dead_run
+from .state import roll_back_dead_run
 from .store import LogBatch, Store
 
 if TYPE_CHECKING:
@@ -482,10 +481,7 @@ class RunManager:
                 state = await self.store.load(child.agent_uuid)
                 if state is None or state.status != "running" or not (state.lease_owner or "").startswith(process):
                     continue
-                if roll_back_dead_run(state) == "lost":
-                    await self.store.save(state, run=lost_run_record(state, STOP_LOST, time.time()))
-                else:
-                    await self.store.save(state)
+                await save_released(self.store, state, roll_back_dead_run(state))
             except Exception:
                 log.exception("could not recover subagent %s of a dead resume", child.agent_uuid)
 
@@ -509,11 +505,7 @@ class RunManager:
             if outcome == "paused":
                 await self._release_children(state, owner)
             batch = LogBatch(run_id=run_id, response=response, start=0, lines=lines)
-            if outcome == "lost":
-                record = lost_run_record(state, STOP_LOST, time.time())
-                await self.store.save(state, log=batch, run=record)
-            else:
-                await self.store.save(state, log=batch)
+            await save_released(self.store, state, outcome, log=batch)
             log.warning("agent %s of interrupted run %s: %s", state.agent_uuid, run_id, outcome)
         except Exception:
             log.exception("could not recover agent %s of interrupted run %s", state.agent_uuid, run_id)
@@ -679,6 +671,8 @@ class _App:
         """
         try:
             return await Agent.load(agent_uuid, self.store, self.model_factory(), tools=self.toolset, **self.settings)
+        except StoreError:
+            raise  # the store failed: the server's error, not a 404
         except StateError:  # only an agent the store does not have
             raise _Refused(404, "unknown_agent", f"no agent {agent_uuid} in the store") from None
 
