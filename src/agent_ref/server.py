@@ -53,7 +53,7 @@ from envelope.delivery import JournalError, JournalUnavailableError, replay_even
 
 from .agent import Agent, save_released
 from .demo_tools import default_tools
-from .errors import StateError, StoreError, UnavailableError
+from .errors import StoreError, UnavailableError
 from .server_http import (
     LOOPBACK_HOSTS,
     MAX_NUMBER_CHARS,
@@ -669,12 +669,12 @@ class _App:
         error (503 by ``guarded`` for a ``StoreError``, spec server §3.4-a; else 500), whose
         text, which may name the database, stays in the log.
         """
-        try:
-            return await Agent.load(agent_uuid, self.store, self.model_factory(), tools=self.toolset, **self.settings)
-        except StoreError:
-            raise  # the store failed: the server's error, not a 404
-        except StateError:  # only an agent the store does not have
-            raise _Refused(404, "unknown_agent", f"no agent {agent_uuid} in the store") from None
+        state = await self.store.load(agent_uuid)
+        if state is None:
+            raise _Refused(404, "unknown_agent", f"no agent {agent_uuid} in the store")
+        agent = self.new_agent(agent_uuid)
+        agent.state = state  # the public way to continue a stored agent (Agent.load reads the store again)
+        return agent
 
     def sse(self, events: AsyncIterator[bytes], extra: Mapping[str, str]) -> EventSourceResponse:
         """An SSE answer with the keep-alive comments (spec server §2)."""
