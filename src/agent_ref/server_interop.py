@@ -30,7 +30,7 @@ from envelope.interop import InteropError
 from envelope.interop.agui import CUSTOM_PREFIX, EnvelopeToAgui, request_from_run_input
 from envelope.interop.vercel import HEADERS, EnvelopeToVercel, request_from_chat
 
-from .server import _read_json, _refusal_of, _Refused, _tool_results
+from .server_http import _read_json, _refusal_of, _Refused, _tool_results
 from .server_streams import DONE_LINE
 
 if TYPE_CHECKING:
