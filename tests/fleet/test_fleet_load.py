@@ -3,8 +3,9 @@
 [P6.7-a] [P6.2-a] [P6.2-b] [P6.3-a]
 
 Every task ends ``completed`` exactly once: each worker logs the completions the queue
-accepted from it, and across all workers (the killed ones included) each task appears
-once, at the attempt the queue kept, with the result of that attempt's run. The
+accepted from it, and across all workers (the killed ones included) no task appears
+twice, and a task none logged was completed by a killed worker (killed between the commit
+and its log line); the result kept is that of the latest attempt's run. The
 ``record`` handler (``fleet_support``) writes a row per run before its work, so the test
 also sees the runs that never completed: every extra run belongs to a killed worker or was
 fenced (logged as discarded). Bounded: every wait has a deadline; loopback only.
@@ -83,8 +84,8 @@ def test_spec_scaleout_p6_7_a_four_workers_two_hundred_tasks_two_killed(
 
     assert _counts(url) == {"completed": TASKS}
     accepted = collections.Counter(task for w in fleet for task, _ in w.completions())
-    assert set(accepted) == set(ids)
-    assert [t for t, n in accepted.items() if n != 1] == [], "a task was completed more than once"
+    assert set(accepted) <= set(ids)
+    assert [t for t, n in accepted.items() if n > 1] == [], "a task was completed more than once"
 
     queue = PostgresTaskQueue(url)
     try:
@@ -98,6 +99,8 @@ def test_spec_scaleout_p6_7_a_four_workers_two_hundred_tasks_two_killed(
     for task_id in ids:
         task = stored[task_id]
         final = (task.attempts, task.result["worker"])
+        if task_id not in accepted:  # only a worker killed between its commit and its log line leaves none
+            assert task.result["worker"] in killed, f"{task_id}: completed, but no worker logged it"
         assert task.result["attempt"] == task.attempts
         assert final in by_task[task_id], f"{task_id}: the kept result is not of a recorded run"
         for attempt, worker in by_task[task_id]:
@@ -106,10 +109,13 @@ def test_spec_scaleout_p6_7_a_four_workers_two_hundred_tasks_two_killed(
                     task_id,
                     by_task[task_id],
                 )
-    for name, held in killed.items():
-        assert stored[held].attempts >= 2, f"{held}, held by {name} when killed, was not taken over"
-        assert stored[held].result["worker"] != name
     taken_over = sum(1 for t in stored.values() if t.attempts > 1)
+    for name, held in killed.items():  # taken over, unless the kill came right after its commit
+        task = stored[held]
+        assert (task.attempts >= 2 and task.result["worker"] != name) or (
+            task.attempts == 1 and task.result["worker"] == name
+        ), (name, task)
+    assert any(stored[held].attempts >= 2 for held in killed.values()), "no kill hit a task mid-run"
     print(
         f"\nfleet load: {TASKS} tasks, {WORKERS} workers, 2 killed: {elapsed:.1f} s; "
         f"{len(runs(url))} runs, {taken_over} tasks taken over"
