@@ -10,9 +10,10 @@ interface (``Handler``, ``TaskContext``), and ``main(argv)``, which is
 Does not own: the queue and its rules (``task_queue.py``), what a kind does (handlers are
 registered by whoever starts the worker; ``BUILTIN_HANDLERS`` has ``echo``).
 
-Wiring the background subagents (issue 30 §5): a handler for kind ``subagent`` that
-builds the child from the payload's spec and runs it, returning its final text; the
-parent enqueues instead of starting an ``asyncio`` task and waits with ``TaskQueue.wait``.
+Wiring the background subagents (issue 30 §5): ``subagent_handler(run_child)`` is the
+handler of kind ``subagent``; ``run_child`` (the agent's part) builds the child a
+``SubagentTask`` names and runs it. The parent enqueues instead of starting an
+``asyncio`` task and waits with ``TaskQueue.wait``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,21 @@ from . import scrub
 from .errors import StoreError
 from .task_queue import RESULT_UNKNOWN, Claim, LeaseLostError, Task, TaskQueue
 
-__all__ = ["BUILTIN_HANDLERS", "Handler", "TaskContext", "Worker", "load_handlers", "main", "worker_name"]
+__all__ = [
+    "BUILTIN_HANDLERS",
+    "SUBAGENT_KIND",
+    "ChildOutcome",
+    "Handler",
+    "RunChild",
+    "SubagentTask",
+    "TaskContext",
+    "TaskFailed",
+    "Worker",
+    "load_handlers",
+    "main",
+    "subagent_handler",
+    "worker_name",
+]
 
 log = logging.getLogger("agent_ref.worker")
 
@@ -76,6 +91,68 @@ async def echo(context: TaskContext) -> Any:
 
 #: The handlers every worker has unless told otherwise.
 BUILTIN_HANDLERS: Final[Mapping[str, Handler]] = {"echo": echo}
+
+
+class TaskFailed(Exception):
+    """Raised by a handler: the task fails with exactly this message (no exception type in front)."""
+
+
+#: The kind of a background subagent's task (issue 30 §5; spec scaleout §6, "Wiring").
+SUBAGENT_KIND: Final = "subagent"
+#: The stop reasons of a child run that fail its task (spec agent-ref §14.2-a).
+FAILED_STOP_REASONS: Final = frozenset({"error", "aborted", "interrupted"})
+
+
+class SubagentTask(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The payload of a ``subagent`` task: which child to run, on what, for whom.
+
+    Attributes:
+        subagent: the child's name in the parent's ``subagents`` (its ``AgentSpec``).
+        task: what the child is asked.
+        agent_uuid: the child's agent id (already given to the parent's model in the spawn's result).
+        parent_agent: the parent's agent id.
+        tool_use_id: the spawning call.
+    """
+
+    subagent: str
+    task: str
+    agent_uuid: str
+    parent_agent: str
+    tool_use_id: str = ""
+
+
+class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What running a child gave: its final text and why it stopped (``error`` says why it failed, if it did)."""
+
+    final_text: str
+    stop_reason: str
+    error: str = ""
+
+
+#: Runs the child a ``SubagentTask`` names (builds it from its spec, with a store on the queue's database).
+RunChild = Callable[[SubagentTask, TaskContext], Awaitable[ChildOutcome]]
+
+
+def subagent_handler(run_child: RunChild) -> Handler:
+    """The handler of ``subagent`` tasks around ``run_child`` (the agent's part, wired by the caller).
+
+    The payload is checked as a ``SubagentTask`` (a bad one fails the task naming the
+    field); a child that stopped ``error``, ``aborted`` or ``interrupted`` fails it with its
+    error (or the stop reason), as an in-process background task does (spec agent-ref
+    §14.2-a); otherwise the result is ``{"final_text", "stop_reason", "agent"}``.
+    """
+
+    async def handle(context: TaskContext) -> Any:
+        try:
+            spec = msgspec.convert(context.payload, SubagentTask)
+        except msgspec.ValidationError as exc:
+            raise TaskFailed(f"the payload of a {SUBAGENT_KIND!r} task is not a SubagentTask: {exc}") from None
+        outcome = await run_child(spec, context)
+        if outcome.stop_reason in FAILED_STOP_REASONS:
+            raise TaskFailed(outcome.error or outcome.stop_reason)
+        return {"final_text": outcome.final_text, "stop_reason": outcome.stop_reason, "agent": spec.agent_uuid}
+
+    return handle
 
 
 def worker_name() -> str:
@@ -267,9 +344,13 @@ class Worker:
                 return
             await self._end(claim, result=result)
         else:
-            if not isinstance(failure, asyncio.CancelledError):
-                log.warning("worker %s: task %s failed", self.name, task.task_id, exc_info=failure)
-            await self._end(claim, error=scrub.public(f"{type(failure).__name__}: {failure}")[:2000])
+            if isinstance(failure, TaskFailed):
+                reason = str(failure)
+            else:
+                if not isinstance(failure, asyncio.CancelledError):
+                    log.warning("worker %s: task %s failed", self.name, task.task_id, exc_info=failure)
+                reason = f"{type(failure).__name__}: {failure}"
+            await self._end(claim, error=scrub.public(reason)[:2000])
 
     @staticmethod
     async def _cancel(job: asyncio.Future[Any]) -> None:
