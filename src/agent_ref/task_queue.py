@@ -366,6 +366,10 @@ class TaskQueue(Protocol):
         """The task once it has ended, or as it stands after ``timeout`` seconds."""
         ...
 
+    async def tasks(self, *, parent: str | None = None) -> list[Task]:
+        """Every task (of ``parent`` if given), oldest first, as stored (a parent's ``task_status`` of all)."""
+        ...
+
     async def wait_for_work(self, timeout: float) -> None:
         """Return when a task was enqueued or released, or after ``timeout`` seconds."""
         ...
@@ -391,10 +395,13 @@ class MemoryTaskQueue:
         self.clock = clock
         self._tasks: dict[str, Task] = {}
         self._changed: asyncio.Condition | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _condition(self) -> asyncio.Condition:
-        if self._changed is None:
-            self._changed = asyncio.Condition()
+        """The condition waiters wait on, made in the running loop (a queue may outlive a loop, as in tests)."""
+        loop = asyncio.get_running_loop()
+        if self._changed is None or self._loop is not loop:
+            self._changed, self._loop = asyncio.Condition(), loop
         return self._changed
 
     async def _notify(self) -> None:
@@ -509,9 +516,10 @@ class MemoryTaskQueue:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(condition.wait(), timeout=timeout)
 
-    async def tasks(self) -> list[Task]:
-        """Every task, oldest first (for tests and a status page)."""
-        return sorted(self._tasks.values(), key=lambda t: t.created_at)
+    async def tasks(self, *, parent: str | None = None) -> list[Task]:
+        """See ``TaskQueue.tasks``."""
+        found = [t for t in self._tasks.values() if parent is None or t.parent == parent]
+        return sorted(found, key=lambda t: t.created_at)
 
     async def aclose(self) -> None:
         """Nothing to release."""
@@ -819,7 +827,7 @@ class PostgresTaskQueue:
         return await self._apply(task_id, "expire the lease of", rules_expire)
 
     async def tasks(self, *, parent: str | None = None) -> list[Task]:
-        """Every task (of ``parent`` if given), oldest first, as stored."""
+        """See ``TaskQueue.tasks``."""
         where, params = ("WHERE parent = %s", (parent,)) if parent is not None else ("", ())
         async with self._connection("read the tasks") as conn:
             cur = await conn.execute(f"SELECT {_COLUMNS} FROM agent_tasks {where} ORDER BY created_at".encode(), params)

@@ -276,3 +276,24 @@ def test_spec_scaleout_p6_1_a_any_interleaving_keeps_the_invariants(
                 assert task.result == task.attempts  # the result of the latest attempt's holder
 
     asyncio.run(go())
+
+
+def test_memory_queue_lists_a_parents_tasks_and_outlives_an_event_loop() -> None:
+    queue = MemoryTaskQueue()
+
+    async def add() -> None:
+        await queue.enqueue("k", 1, parent="a", task_id="t1")
+        await queue.enqueue("k", 2, parent="b", task_id="t2")
+        assert (await queue.wait("t2", timeout=0.02)).status == "pending"  # a wait in this loop
+
+    async def finish() -> list[str]:
+        claim = await queue.claim("w")
+        assert claim is not None
+        waiting = asyncio.ensure_future(queue.wait("t1", timeout=5))
+        await asyncio.sleep(0.01)
+        await queue.complete(claim, "ok")
+        assert (await asyncio.wait_for(waiting, timeout=2)).status == "completed"
+        return [t.task_id for t in await queue.tasks(parent="a")]
+
+    asyncio.run(add())
+    assert asyncio.run(finish()) == ["t1"]  # a second loop: the queue's condition is made anew
