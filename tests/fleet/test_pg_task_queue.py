@@ -8,6 +8,7 @@ Each test has a schema of its own (``pg_schema_url``); every wait is bounded; lo
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -234,3 +235,44 @@ def test_an_unreachable_database_is_one_clear_error() -> None:
         await queue.aclose()
 
     asyncio.run(body())
+
+
+def test_spec_scaleout_p6_2_a_a_stalled_worker_cannot_overwrite_the_new_owners_result(pg_schema_url: str) -> None:
+    """A handler stalls its worker's event loop past the lease (no heartbeat can go out); another process takes
+    the task over and completes it; the stalled worker's completion is refused and the new owner's result stays."""
+
+    def take_over(task_id: str, out: list[Any]) -> None:
+        async def go() -> None:
+            other = PostgresTaskQueue(pg_schema_url)
+            try:
+                deadline = time.monotonic() + 10
+                while (claim := await other.claim("usurper", lease_seconds=30)) is None:
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.05)
+                assert claim.task_id == task_id
+                out.append(await other.complete(claim, "usurper's"))
+            finally:
+                await other.aclose()
+
+        asyncio.run(go())
+
+    async def stall(context: TaskContext) -> Any:  # noqa: ARG001
+        time.sleep(1.5)  # blocks the loop: a GC pause, a swapped-out process
+        return "stalled worker's"
+
+    async def body(queue: PostgresTaskQueue) -> None:
+        task = await queue.enqueue("stall", None, idempotent=True)
+        taken: list[Any] = []
+        thread = threading.Thread(target=take_over, args=(task.task_id, taken))
+        worker = Worker(queue, {"stall": stall}, name="stalled", lease_seconds=0.5, heartbeat_seconds=0.4)
+        thread.start()
+        await worker.run(max_tasks=1)
+        thread.join(10)
+        assert worker.finished["lost"] == 1
+        assert worker.finished["completed"] == 0
+        stored = await queue.get(task.task_id)
+        assert stored is not None
+        assert (stored.status, stored.result, stored.attempts) == ("completed", "usurper's", 2)
+        assert taken[0].result == "usurper's"
+
+    _run(pg_schema_url, body)
