@@ -308,11 +308,15 @@ class Worker:
             if stop.is_set() and grace_until is None:
                 grace_until = time.monotonic() + (0 if self._hard else self.grace_seconds)
             wake = next_beat if grace_until is None else min(next_beat, grace_until)
-            stopped = asyncio.ensure_future(stop.wait())
-            await asyncio.wait(
-                {job, stopped}, timeout=max(0.0, wake - time.monotonic()), return_when=asyncio.FIRST_COMPLETED
-            )
-            stopped.cancel()
+            # Until the stop, a stop wakes this wait too; after it, only the job, a heartbeat or the grace's end.
+            watched: set[asyncio.Future[Any]] = {job}
+            stopped = None if stop.is_set() else asyncio.ensure_future(stop.wait())
+            if stopped is not None:
+                watched.add(stopped)
+            await asyncio.wait(watched, timeout=max(0.0, wake - time.monotonic()), return_when=asyncio.FIRST_COMPLETED)
+            if stopped is not None:
+                stopped.cancel()
+                await asyncio.gather(stopped, return_exceptions=True)
             if job.done():
                 break
             if grace_until is not None and (self._hard or time.monotonic() >= grace_until):

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from agent_ref.task_queue import MemoryTaskQueue, Task
@@ -75,3 +76,29 @@ def test_spec_scaleout_p6_4_a_a_worker_in_one_process_on_the_memory_queue() -> N
         assert sum(w.finished["completed"] for w in fleet) == 30
 
     asyncio.run(go())
+
+
+def test_spec_scaleout_p6_4_a_the_grace_is_waited_for_not_spun() -> None:
+    """During a stop's grace the worker sleeps until the task ends (no busy loop burning a core)."""
+
+    async def nap(context: TaskContext) -> Any:
+        await asyncio.sleep(float(context.payload))
+        return "rested"
+
+    async def go() -> tuple[float, float, Task]:
+        queue = MemoryTaskQueue()
+        task = await queue.enqueue("nap", 1.0)
+        worker = Worker(queue, {"nap": nap}, name="w", lease_seconds=30, grace_seconds=10)
+        runner = asyncio.ensure_future(worker.run())
+        await asyncio.sleep(0.05)
+        worker.stop()
+        wall, cpu = time.monotonic(), time.process_time()
+        await asyncio.wait_for(runner, timeout=5)
+        ended = await queue.get(task.task_id)
+        assert ended is not None
+        return time.monotonic() - wall, time.process_time() - cpu, ended
+
+    wall, cpu, ended = asyncio.run(go())
+    assert (ended.status, ended.result) == ("completed", "rested")
+    assert wall > 0.8
+    assert cpu < 0.1, f"{cpu:.2f} s of CPU in {wall:.2f} s of grace: the worker spun"
