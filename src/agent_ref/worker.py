@@ -251,7 +251,10 @@ class Worker:
             return value
 
     async def _sleep(self, seconds: float) -> None:
-        """Sleep, woken early by ``stop()``."""
+        """Sleep, woken early by ``stop()`` (a whole sleep once stopping: retries during a stop back off too)."""
+        if self.stopping:
+            await asyncio.sleep(seconds)
+            return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop_event().wait(), timeout=seconds)
 

@@ -1,15 +1,19 @@
 """Handlers on the in-memory queue (one process, the embedded default): the ``subagent`` adapter, kinds.
 
-[P6.4-a] [P6.8-a]
+[P6.4-a] [P6.4-b] [P6.8-a]
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
-from agent_ref.task_queue import MemoryTaskQueue, Task
+import pytest
+
+from agent_ref.errors import UnavailableError
+from agent_ref.task_queue import Claim, MemoryTaskQueue, Task
 from agent_ref.worker import SUBAGENT_KIND, ChildOutcome, SubagentTask, TaskContext, Worker, subagent_handler
 
 
@@ -102,3 +106,59 @@ def test_spec_scaleout_p6_4_a_the_grace_is_waited_for_not_spun() -> None:
     assert (ended.status, ended.result) == ("completed", "rested")
     assert wall > 0.8
     assert cpu < 0.1, f"{cpu:.2f} s of CPU in {wall:.2f} s of grace: the worker spun"
+
+
+class _FlakyQueue(MemoryTaskQueue):
+    """A memory queue whose ``release`` and ``complete`` fail as an unreachable database does, for ``down`` seconds."""
+
+    def __init__(self, down: float) -> None:
+        super().__init__()
+        self.down = down
+        self.first: float | None = None
+        self.calls = 0
+
+    def _outage(self) -> None:
+        self.calls += 1
+        now = time.monotonic()
+        if self.first is None:
+            self.first = now
+        if now - self.first < self.down:
+            raise UnavailableError("cannot reach PostgreSQL 127.0.0.1:1/x: connection refused", retry_after=1)
+
+    async def release(self, claim: Claim) -> Task:
+        self._outage()
+        return await super().release(claim)
+
+    async def complete(self, claim: Claim, result: Any) -> Task:
+        self._outage()
+        return await super().complete(claim, result)
+
+
+@pytest.mark.parametrize("stopping", [False, True], ids=["completing", "releasing-at-a-stop"])
+def test_spec_scaleout_p6_4_b_recording_an_end_is_retried_with_backoff_through_an_outage(
+    stopping: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def nap(context: TaskContext) -> Any:
+        await asyncio.sleep(float(context.payload))
+        return "rested"
+
+    async def go() -> tuple[_FlakyQueue, Task]:
+        queue = _FlakyQueue(down=1.2)
+        task = await queue.enqueue("nap", 30.0 if stopping else 0.01, idempotent=True)
+        worker = Worker(queue, {"nap": nap}, name="w", lease_seconds=30, grace_seconds=0.05)
+        runner = asyncio.ensure_future(worker.run(max_tasks=1))
+        if stopping:
+            await asyncio.sleep(0.05)
+            worker.stop()
+        await asyncio.wait_for(runner, timeout=10)
+        ended = await queue.get(task.task_id)
+        assert ended is not None
+        return queue, ended
+
+    with caplog.at_level(logging.WARNING, logger="agent_ref.worker"):
+        queue, ended = asyncio.run(go())
+    assert ended.status == ("pending" if stopping else "completed")
+    assert 3 <= queue.calls <= 8, f"{queue.calls} tries in 1.2 s: the retries should back off"
+    text = caplog.text
+    assert text.count("retrying until the database answers") == 1, text
+    assert text.count("the database answers again") == 1, text
