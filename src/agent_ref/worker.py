@@ -226,8 +226,11 @@ class Worker:
 
     # -- the database
 
-    async def _retrying(self, doing: str, call: Callable[[], Awaitable[Any]], *, until_stop: bool = True) -> Any:
-        """``call()`` again and again while the database fails (backoff to ``MAX_BACKOFF``); one log line each way."""
+    async def _retrying(self, doing: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        """``call()`` again and again while the database fails (backoff to ``MAX_BACKOFF``); one log line each way.
+
+        A hard stop (a second signal) gives up: the ``StoreError`` is raised, the lease runs out.
+        """
         delay = 0.2
         while True:
             try:
@@ -236,7 +239,7 @@ class Worker:
                 if self._failing_since is None:
                     self._failing_since = time.monotonic()
                     log.warning("worker %s: cannot %s: %s; retrying until the database answers", self.name, doing, exc)
-                if until_stop and self._hard:
+                if self._hard:
                     raise
                 await self._sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF)
@@ -389,9 +392,7 @@ class Worker:
         """The worker stops during a task: released if idempotent, else failed ``result unknown`` (spec §6.4-a)."""
         try:
             if claim.task.idempotent:
-                await self._retrying(
-                    f"release task {claim.task_id}", lambda: self.queue.release(claim), until_stop=False
-                )
+                await self._retrying(f"release task {claim.task_id}", lambda: self.queue.release(claim))
                 self.finished["released"] += 1
                 log.warning("worker %s: stopping; task %s released for another worker", self.name, claim.task_id)
             else:
@@ -399,13 +400,13 @@ class Worker:
                     f"{RESULT_UNKNOWN}: worker {self.name} stopped during attempt {claim.attempt}; the task is not"
                     " declared idempotent, so it is not run again"
                 )
-                await self._retrying(
-                    f"fail task {claim.task_id}", lambda: self.queue.fail(claim, error), until_stop=False
-                )
+                await self._retrying(f"fail task {claim.task_id}", lambda: self.queue.fail(claim, error))
                 self.finished["failed"] += 1
                 log.warning("worker %s: stopping; task %s failed (%s)", self.name, claim.task_id, RESULT_UNKNOWN)
         except LeaseLostError as exc:
             log.warning("worker %s: %s", self.name, exc)
+        except StoreError as exc:  # stopped again while the database was away: the lease runs out instead
+            log.warning("worker %s: gave up on task %s: %s; its lease will run out", self.name, claim.task_id, exc)
 
 
 # ------------------------------------------------------------------------------ command line
