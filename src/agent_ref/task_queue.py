@@ -693,7 +693,9 @@ class PostgresTaskQueue:
             raise self._error(doing, exc) from None
         finally:
             if conn is not None:
-                if conn.closed or conn.broken or len(self._idle) >= 4:
+                # Kept only if sound and between transactions: an operation cancelled midway leaves neither.
+                idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+                if conn.closed or conn.broken or not idle or len(self._idle) >= 4:
                     await conn.close()
                 else:
                     self._idle.append(conn)
@@ -899,6 +901,11 @@ class PostgresTaskQueue:
             self._listener = await self._listen(CHANNEL_NEW)
         try:
             await self._notified(self._listener, None, min(timeout, self.poll_seconds))
+        except asyncio.CancelledError:  # a stopping worker: the connection may be mid-wait, so it goes
+            listener, self._listener = self._listener, None
+            if listener is not None:
+                await asyncio.shield(listener.close())
+            raise
         except psycopg.Error:  # pragma: no cover - _notified swallows driver errors
             self._listener = None
 
