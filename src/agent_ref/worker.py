@@ -5,8 +5,9 @@ fail), what a lost lease does to a running handler (cancelled, its result discar
 graceful stop (SIGTERM: no new claim; the current task finishes within ``grace_seconds``,
 else it is cancelled and released, or failed if not idempotent), riding out a database
 outage (retries with backoff and one log line each way, never a crash), the handler
-interface (``Handler``, ``TaskContext``), and ``main(argv)``, which is
-``agent-ref worker --db URL``.
+interface (``Handler``, ``TaskContext``), and ``agent-ref worker --db URL``: its options
+(``add_worker_command`` for ``cli.py``), ``worker_main(args)``, and ``main(argv)``
+(``python -m agent_ref.worker``).
 Does not own: the queue and its rules (``task_queue.py``), what a kind does (handlers are
 registered by whoever starts the worker; ``BUILTIN_HANDLERS`` has ``echo``).
 
@@ -48,9 +49,12 @@ __all__ = [
     "TaskContext",
     "TaskFailed",
     "Worker",
+    "add_worker_arguments",
+    "add_worker_command",
     "load_handlers",
     "main",
     "subagent_handler",
+    "worker_main",
     "worker_name",
 ]
 
@@ -419,8 +423,8 @@ _DESCRIPTION: Final = (
 )
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="agent-ref worker", description=_DESCRIPTION)
+def add_worker_arguments(p: argparse.ArgumentParser) -> None:
+    """Add ``agent-ref worker``'s options to ``p``."""
     p.add_argument("--db", required=True, metavar="URL", help="the queue's database: postgresql://user@host:port/db")
     p.add_argument("--name", default=None, help="the worker's name in leases (default: host:pid:random)")
     p.add_argument("--lease", type=float, default=30.0, metavar="SECONDS", help="lease length (default: 30)")
@@ -448,6 +452,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-tasks", type=int, default=None, metavar="N", help="stop after N tasks")
     p.add_argument("-v", "--verbose", action="store_true", help="log each task")
+
+
+def add_worker_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``worker`` to ``agent-ref``'s subcommands; the caller dispatches it to ``worker_main``.
+
+    Args:
+        subparsers: what ``ArgumentParser.add_subparsers`` returned.
+
+    Returns:
+        The new subparser.
+    """
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "worker", help="run background tasks of a PostgreSQL task queue", description=_DESCRIPTION
+    )
+    add_worker_arguments(p)
     return p
 
 
@@ -472,23 +491,31 @@ def load_handlers(specs: list[str] | None) -> dict[str, Handler]:
     return handlers
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``agent-ref worker --db URL``: run a worker until SIGTERM or Ctrl-C; returns the exit status.
+def _refuse(message: str) -> int:
+    """One line on stderr, exit status 2 (unusable arguments), never a traceback."""
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        sys.stderr.write(f"agent-ref worker: error: {message}\n")
+    return 2
 
-    0 stopped (a signal, or ``--max-tasks`` ran); 2 unusable arguments. A database that
-    cannot be reached is waited for (the worker logs it and retries), never an exit.
+
+def worker_main(args: argparse.Namespace) -> int:
+    """Run ``agent-ref worker`` with parsed arguments (``add_worker_arguments``'); returns the exit status.
+
+    0 stopped (a signal, or ``--max-tasks`` ran); 2 unusable arguments (one line on
+    stderr). A database that cannot be reached is waited for (the worker logs it and
+    retries), never an exit.
     """
-    parser = _parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="agent-ref worker: %(message)s")
-    scrub.install_log_filter()
-    from .store_pg import is_postgres_url
+    from envelope._extras import missing, needs
 
-    if not is_postgres_url(args.db):
-        parser.error(
+    if not str(args.db).startswith(("postgresql://", "postgres://")):
+        return _refuse(
             f"--db {args.db!r}: a worker needs a PostgreSQL database (postgresql://...); with SQLite, background"
             " tasks run in the process that starts them"
         )
+    if missing("postgres"):
+        return _refuse(needs("agent-ref worker", "postgres"))
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="agent-ref worker: %(message)s")
+    scrub.install_log_filter()
     try:
         handlers = load_handlers(args.handlers)
         from .task_queue import PostgresTaskQueue
@@ -504,8 +531,15 @@ def main(argv: list[str] | None = None) -> int:
             grace_seconds=args.grace,
         )
     except ValueError as exc:
-        parser.error(str(exc))
+        return _refuse(str(exc))
     return asyncio.run(_serve(worker, args.max_tasks))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agent_ref.worker``: the same as ``agent-ref worker`` (see ``worker_main``)."""
+    parser = argparse.ArgumentParser(prog="agent-ref worker", description=_DESCRIPTION)
+    add_worker_arguments(parser)
+    return worker_main(parser.parse_args(argv))
 
 
 async def _serve(worker: Worker, max_tasks: int | None) -> int:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import time
 from typing import TYPE_CHECKING, Any
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref.task_queue import PostgresTaskQueue
-from agent_ref.worker import TaskContext, Worker, load_handlers, main
+from agent_ref.worker import TaskContext, Worker, add_worker_command, load_handlers, main
 from fleet_support import create_runs_table, runs, wait_until
 
 if TYPE_CHECKING:
@@ -123,21 +124,44 @@ def test_spec_scaleout_p6_4_a_sigterm_stops_the_process_after_its_task(
 
 
 def test_the_command_line_refuses_what_cannot_work(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(["--db", "agents.sqlite"])
+    """Each refusal is one line on stderr and exit status 2; nothing is started."""
+
+    def refused(*argv: str) -> str:
+        assert main(list(argv)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("agent-ref worker: error: ")
+        assert err.count("\n") == 1
+        assert "Traceback" not in err
+        return err
+
+    assert "a worker needs a PostgreSQL database" in refused("--db", "agents.sqlite")
+    assert "--handlers 'no_such_module_here:H': No module named" in refused(
+        "--db", "postgresql://127.0.0.1:9/x", "--handlers", "no_such_module_here:H"
+    )
+    assert "heartbeat_seconds must be above 0 and below the lease" in refused(
+        "--db", "postgresql://127.0.0.1:9/x", "--lease", "1", "--heartbeat", "2"
+    )
+    assert "lease_seconds must be positive" in refused("--db", "postgresql://127.0.0.1:9/x", "--lease", "0")
+    with pytest.raises(SystemExit) as exited:  # argparse's own: usage and the missing option
+        main([])
     assert exited.value.code == 2
-    err = capsys.readouterr().err
-    assert "a worker needs a PostgreSQL database" in err
-    assert "Traceback" not in err
-    with pytest.raises(SystemExit) as exited:
-        main(["--db", "postgresql://127.0.0.1:9/x", "--handlers", "no_such_module_here:H"])
-    assert exited.value.code == 2
-    assert "--handlers 'no_such_module_here:H': No module named" in capsys.readouterr().err
+    assert "--db" in capsys.readouterr().err
     with pytest.raises(ValueError, match="expected MODULE:NAME"):
         load_handlers(["nocolon"])
     with pytest.raises(ValueError, match="not a mapping of kind names to handlers"):
         load_handlers(["fleet_support:RECORD_ENV"])
     assert set(load_handlers(["fleet_support:HANDLERS"])) == {"echo", "record"}
-    with pytest.raises(SystemExit):
-        main(["--db", "postgresql://127.0.0.1:9/x", "--lease", "1", "--heartbeat", "2"])
-    assert "heartbeat_seconds must be above 0 and below the lease" in capsys.readouterr().err
+
+
+def test_the_subcommand_parser_for_agent_ref() -> None:
+    """``add_worker_command`` gives ``agent-ref`` (``cli.py``, wired by its owner) the same options."""
+    parser = argparse.ArgumentParser(prog="agent-ref")
+    add_worker_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["worker", "--db", "postgresql://h/d", "--lease", "9", "--handlers", "m:H"])
+    assert (args.command, args.db, args.lease, args.handlers, args.grace) == (
+        "worker",
+        "postgresql://h/d",
+        9.0,
+        ["m:H"],
+        30.0,
+    )
