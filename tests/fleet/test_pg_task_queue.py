@@ -12,6 +12,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 import pytest
 
 from agent_ref.errors import StateError, UnavailableError
@@ -276,3 +277,34 @@ def test_spec_scaleout_p6_2_a_a_stalled_worker_cannot_overwrite_the_new_owners_r
         assert taken[0].result == "usurper's"
 
     _run(pg_schema_url, body)
+
+
+def test_spec_scaleout_p6_5_b_a_waiter_whose_listener_is_cut_falls_back_to_polling(pg_schema_url: str) -> None:
+    """The waiting parent's LISTEN session is terminated (``pg_terminate_backend``); the end is still seen."""
+
+    async def body(queue: PostgresTaskQueue) -> None:
+        task = await queue.enqueue("k", None)
+        holder = PostgresTaskQueue(pg_schema_url)
+        try:
+            claim = await holder.claim("w", lease_seconds=30)
+            assert claim is not None
+            waiting = asyncio.ensure_future(queue.wait(task.task_id, timeout=20))
+            async with await psycopg.AsyncConnection.connect(pg_schema_url, autocommit=True) as admin:
+                deadline = time.monotonic() + 5
+                while True:  # the waiter's session, once it listens
+                    cur = await admin.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE query LIKE 'LISTEN agent_ref_task_done%%' AND pid <> pg_backend_pid()"
+                    )
+                    if await cur.fetchall():
+                        break
+                    assert time.monotonic() < deadline, "the waiter never listened"
+                    await asyncio.sleep(0.05)
+            await asyncio.sleep(0.2)
+            await holder.complete(claim, "seen anyway")
+            ended = await asyncio.wait_for(waiting, timeout=10)
+        finally:
+            await holder.aclose()
+        assert (ended.status, ended.result) == ("completed", "seen anyway")
+
+    _run(pg_schema_url, body, poll_seconds=0.3)
