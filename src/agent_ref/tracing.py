@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HAVE_OTEL",
     "NOOP",
+    "OFF",
     "SEMCONV_VERSION",
     "ModelCallSpan",
     "RunSpan",
@@ -208,6 +209,26 @@ class _Span:
 
 class RunSpan(_Span):
     """The ``invoke_agent`` span of one response of a run (spec §20.2-a)."""
+
+    __slots__ = ("resumed_from",)
+
+    def __init__(self, tracer: Tracer, name: str, kind: Any, attributes: dict[str, Any], capture: bool) -> None:
+        """A run span; ``resumed_from`` (set by ``Tracing.run``) is the pause's ``traceparent``, if any."""
+        super().__init__(tracer, name, kind, attributes, capture)
+        self.resumed_from: str | None = None
+
+    def __enter__(self) -> Any:
+        # The parent and links are decided when the span starts: the span current then is the resume's caller.
+        self._parent = None
+        self._links = []
+        paused = _parse_traceparent(self.resumed_from) if self.resumed_from is not None else None
+        if paused is not None:
+            self._parent = _otel_trace.set_span_in_context(_otel_trace.NonRecordingSpan(paused))
+            self._links.append(_otel_trace.Link(paused, {"agent_ref.link": "paused_response"}))
+            ambient = _otel_trace.get_current_span().get_span_context()
+            if ambient.is_valid and ambient.trace_id != paused.trace_id:
+                self._links.append(_otel_trace.Link(ambient, {"agent_ref.link": "resumed_by"}))
+        return super().__enter__()
 
     def end_run(
         self,
@@ -421,20 +442,13 @@ class Tracing:
             attributes["gen_ai.agent.name"] = agent_name
         if parent_tool_use_id is not None:
             attributes["agent_ref.parent_tool_use_id"] = parent_tool_use_id
-        parent = None
-        links = []
         if resumed_from is not None:
             attributes["agent_ref.resumed"] = True
-            paused = _parse_traceparent(resumed_from)
-            if paused is not None:
-                parent = _otel_trace.set_span_in_context(_otel_trace.NonRecordingSpan(paused))
-                links.append(_otel_trace.Link(paused, {"agent_ref.link": "paused_response"}))
-                ambient = _otel_trace.get_current_span().get_span_context()
-                if ambient.is_valid and ambient.trace_id != paused.trace_id:
-                    links.append(_otel_trace.Link(ambient, {"agent_ref.link": "resumed_by"}))
         name = f"invoke_agent {agent_name}" if agent_name else "invoke_agent"
         kind = _otel_trace.SpanKind.INTERNAL
-        return RunSpan(self._tracer, name, kind, attributes, self.capture_content, parent=parent, links=links)
+        span = RunSpan(self._tracer, name, kind, attributes, self.capture_content)
+        span.resumed_from = resumed_from
+        return span
 
     def step(self, step: int) -> StepSpan | _Noop:
         """The span of step ``step`` (1-based, counted over the run as ``meta_init``'s ``resume.step`` counts)."""
@@ -480,6 +494,10 @@ class Tracing:
             attributes["gen_ai.tool.call.arguments"] = _content(arguments)
         kind = _otel_trace.SpanKind.INTERNAL
         return ToolSpan(self._tracer, f"execute_tool {name}", kind, attributes, self.capture_content)
+
+
+#: Tracing turned off: every helper returns ``NOOP`` (for code that takes a ``Tracing`` and has none).
+OFF: Final = Tracing(enabled=False)
 
 
 def otlp_traces_url(url: str) -> str:

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from agent_ref import scrub
-from agent_ref.tracing import NOOP, SEMCONV_VERSION, STEP_SPAN, Tracing, _parse_traceparent
+from agent_ref.tracing import NOOP, OFF, SEMCONV_VERSION, STEP_SPAN, Tracing, _parse_traceparent
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -402,6 +402,7 @@ def test_failures_set_error_type_and_status_R20_2_b(exported: Exported) -> None:
 
 def test_disabled_tracing_returns_the_shared_noop_R20_1_a() -> None:
     """[R20.1-a] ``enabled=False``: every helper is the one no-op object; nothing is recorded."""
+    assert OFF.tool_call(name="t", call_id="c") is NOOP
     tracing = Tracing(enabled=False)
     spans: list[Any] = [
         tracing.run(agent_id="a", run_id="r", model=MODEL),
