@@ -163,7 +163,9 @@ class _Span:
             self._name, context=self._parent, kind=self._kind, attributes=self._start_attrs, links=self._links
         )
         self._span = span
-        self._token = _otel_context.attach(_otel_trace.set_span_in_context(span))
+        # A span with no context (the API's no-op tracer, no SDK) has nothing to carry to its children.
+        if span.is_recording() or span.get_span_context().is_valid:
+            self._token = _otel_context.attach(_otel_trace.set_span_in_context(span))
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -178,7 +180,8 @@ class _Span:
                 if self._capture and not cancelled:
                     span.record_exception(exc)
         finally:
-            _otel_context.detach(self._token)  # type: ignore[arg-type]  # the token attach returned
+            if self._token is not None:
+                _otel_context.detach(self._token)  # type: ignore[arg-type]  # the token attach returned
             span.end()
 
     @property
