@@ -131,11 +131,22 @@ class _Span:
     """A span as a context manager: started on ``__enter__`` and made current, ended on ``__exit__``.
 
     An exception leaving the block sets the status to ERROR and ``error.type`` to its class
-    name (``cancelled`` for a cancellation); its message and traceback are recorded only
-    with ``capture_content`` (spec §20.4-a).
+    name (``cancelled`` for a cancellation) unless ``error`` named the failure first; its
+    message and traceback are recorded only with ``capture_content`` (spec §20.4-a).
     """
 
-    __slots__ = ("_capture", "_kind", "_links", "_name", "_parent", "_span", "_start_attrs", "_token", "_tracer")
+    __slots__ = (
+        "_capture",
+        "_errored",
+        "_kind",
+        "_links",
+        "_name",
+        "_parent",
+        "_span",
+        "_start_attrs",
+        "_token",
+        "_tracer",
+    )
 
     def __init__(
         self,
@@ -157,6 +168,7 @@ class _Span:
         self._links = list(links)
         self._span: Span | None = None
         self._token: object = None
+        self._errored = False
 
     def __enter__(self) -> Any:
         span = self._tracer.start_span(
@@ -172,7 +184,7 @@ class _Span:
         span = self._span
         assert span is not None
         try:
-            if exc is not None and span.is_recording():
+            if exc is not None and span.is_recording() and not self._errored:
                 cancelled = kind is not None and kind.__name__ == "CancelledError"
                 error_type = "cancelled" if cancelled else type(exc).__qualname__
                 span.set_attribute("error.type", error_type)
@@ -195,7 +207,12 @@ class _Span:
             self._span.set_attribute(key, value)
 
     def error(self, error_type: str) -> None:
-        """Mark the operation failed: ``error.type`` and an ERROR status (spec §20.2-b)."""
+        """Mark the operation failed: ``error.type`` and an ERROR status (spec §20.2-b).
+
+        An exception that then leaves the block keeps this ``error.type`` (the stage's
+        classification, not the class of the exception that carries it out).
+        """
+        self._errored = True
         if self._span is not None:
             self._span.set_attribute("error.type", error_type)
             self._span.set_status(_otel_trace.StatusCode.ERROR, error_type)

@@ -361,6 +361,14 @@ def test_failures_set_error_type_and_status_R20_2_b(exported: Exported) -> None:
     tracing = Tracing(tracer_provider=provider)
     with tracing.model_call(model=MODEL, attempt=1) as call:
         call.error("overloaded_error")
+
+    def fail_classified() -> None:
+        with tracing.model_call(model=MODEL, attempt=2) as call:
+            call.error("rate_limit_error")  # the stage's classification stands when its exception leaves the block
+            raise RuntimeError("run failed")
+
+    with pytest.raises(RuntimeError):
+        fail_classified()
     with tracing.tool_call(name="denied", call_id="t1") as tool:
         tool.record_result(is_error=True, error_type="denied")
     with tracing.tool_call(name="failing", call_id="t2") as tool:
@@ -386,12 +394,15 @@ def test_failures_set_error_type_and_status_R20_2_b(exported: Exported) -> None:
         run.end_run("max_steps")
     spans = exporter.get_finished_spans()
     errors = {
-        (s.name, (s.attributes or {}).get("agent_ref.run_id")): (s.attributes or {}).get("error.type")
+        (s.name, (s.attributes or {}).get("agent_ref.run_id") or (s.attributes or {}).get("agent_ref.attempt")): (
+            s.attributes or {}
+        ).get("error.type")
         for s in spans
         if s.status.status_code == StatusCode.ERROR
     }
     assert errors == {
-        (f"chat {MODEL}", None): "overloaded_error",
+        (f"chat {MODEL}", 1): "overloaded_error",
+        (f"chat {MODEL}", 2): "rate_limit_error",
         ("execute_tool denied", None): "denied",
         ("execute_tool failing", None): "tool_error",
         ("execute_tool slow", None): "cancelled",
