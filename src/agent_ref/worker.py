@@ -348,6 +348,11 @@ class Worker:
                     beat_failed = True
                 else:
                     beat_failed = False
+        await self._settle(claim, job)
+
+    async def _settle(self, claim: Claim, job: asyncio.Future[Any]) -> None:
+        """Record the end of a finished handler: its JSON result, or its failure in public words."""
+        task = claim.task
         failure = job.exception() if not job.cancelled() else asyncio.CancelledError()
         if failure is None:
             result = job.result()

@@ -49,7 +49,7 @@ from ._xml_migrate import DONE_LINE, MigrationWarning, XmlMigrator
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-__all__ = ["main"]
+__all__ = ["CliError", "main"]
 
 _READ_SIZE: Final = 64 * 1024
 #: Exit statuses (spec/cli.md C1).

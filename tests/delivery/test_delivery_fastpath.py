@@ -8,6 +8,7 @@ the follower guarantees of spec delivery §2.2 when followers come and go.
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 
 import pytest
 from hypothesis import given, settings
@@ -85,6 +86,7 @@ def test_followers_that_leave_while_waiting_leave_no_waiter_and_others_go_on() -
             task.cancel()
         waiting.cancel()
         await asyncio.gather(*leaving, waiting, return_exceptions=True)
+        assert isinstance(closed, collections.abc.AsyncGenerator)
         await closed.aclose()
         left_waiting = len(stream._waiters)  # the staying follower's alone
         for line in lines[1:]:

@@ -54,8 +54,8 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
             return
         if isinstance(node, ast.Import | ast.ImportFrom):
             found.append(node)
-        for child in ast.iter_child_nodes(node):
-            walk(child)
+        for sub in ast.iter_child_nodes(node):
+            walk(sub)
 
     walk(tree)
     return found
