@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_ref import Agent, ScriptedModel, default_tools
-from agent_ref.demo_tools import DEMO_PERMISSION_RULES, MAX_COUNT, count_slowly, delete_draft
+from agent_ref.demo_tools import DEMO_PERMISSION_RULES, MAX_COUNT, add, count_slowly, delete_draft
 from agent_ref.permissions import (
     PermissionAllow,
     PermissionAsk,
@@ -88,6 +88,42 @@ def test_spec_8_3_a_generic_prompt_drives_a_frontend_tool_to_a_pause() -> None:
         if e["type"] == "tool_call":
             calls[e["name"]] = calls.get(e["name"], "") + e["delta"]
     assert {name: json.loads(text) for name, text in calls.items()} == {"confirm": {"question": "Ship it?"}}
+
+
+def test_spec_8_3_a_after_the_resume_the_answer_quotes_the_browser_result() -> None:
+    """The paused generic call resumed with the browser's answer: the model quotes it [R8.3-a]."""
+    model = ScriptedModel()
+    agent = Agent(model, tools=default_tools())
+    first: list[bytes] = []
+    paused = run(agent.run('call confirm with {"question": "Ship it?"}', first.append))
+    (call,) = paused.pending_frontend_tools
+    second: list[bytes] = []
+    answers = [{"tool_use_id": call.tool_use_id, "content": "yes, ship it"}]
+    result = run(agent.continue_with_tool_results(answers, second.append))
+    assert_valid_responses(first)
+    assert_valid_responses(second)
+    assert result.stop_reason == "end_turn"
+    assert result.final_text == "Results. confirm gave: yes, ship it"
+
+
+def test_spec_8_3_a_with_tools_turned_off_the_model_says_it_did_not_call() -> None:
+    """tool_choice none (the last step): no call, a sentence naming the tools it would have called [R8.3-a]."""
+
+    async def ask() -> tuple[list[str], str]:
+        model = ScriptedModel()
+        async with model.client.messages.stream(
+            model="scripted",
+            max_tokens=1024,
+            messages=[{"role": "user", "content": 'call add with {"a": 1, "b": 2}'}],
+            tools=[add.definition()],
+            tool_choice={"type": "none"},
+        ) as stream:
+            message = await stream.get_final_message()
+        return [b.type for b in message.content], "".join(b.text for b in message.content if b.type == "text")
+
+    kinds, text = asyncio.run(ask())
+    assert kinds == ["text"]
+    assert text == "I may not use tools now, so I did not call add."
 
 
 @pytest.mark.parametrize(
