@@ -51,6 +51,7 @@ __all__ = [
     "Worker",
     "add_worker_arguments",
     "add_worker_command",
+    "agent_runner",
     "load_handlers",
     "main",
     "subagent_handler",
@@ -455,6 +456,13 @@ def add_worker_arguments(p: argparse.ArgumentParser) -> None:
         metavar="MODULE:NAME",
         help="a mapping of kind to handler to add, repeatable (default: the built-in ones)",
     )
+    p.add_argument(
+        "--agent",
+        default=None,
+        metavar="MODULE:NAME",
+        help="a callable giving the parent agent (its model and subagents): this worker runs its background"
+        " subagents (kind 'subagent'), saving their state in --db (spec scaleout §6.8)",
+    )
     p.add_argument("--max-tasks", type=int, default=None, metavar="N", help="stop after N tasks")
     p.add_argument("-v", "--verbose", action="store_true", help="log each task")
 
@@ -496,6 +504,34 @@ def load_handlers(specs: list[str] | None) -> dict[str, Handler]:
     return handlers
 
 
+def agent_runner(spec: str, url: str) -> RunChild:
+    """The ``RunChild`` of ``--agent MODULE:NAME``: children of that agent, their state in a store on ``url``.
+
+    Raises:
+        ValueError: a spec that cannot be imported or is not callable (the text says which).
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"--agent {spec!r}: expected MODULE:NAME")
+    try:
+        found = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"--agent {spec!r}: {exc}") from None
+    if not callable(found):
+        raise ValueError(f"--agent {spec!r}: not a callable giving an Agent")
+    from .background import child_runner
+    from .store_pg import PostgresStore
+
+    stores: list[Any] = []
+
+    def store_of() -> Any:
+        if not stores:
+            stores.append(PostgresStore(url))
+        return stores[0]
+
+    return child_runner(found, store_of)
+
+
 def _refuse(message: str) -> int:
     """One line on stderr, exit status 2 (unusable arguments), never a traceback."""
     with contextlib.suppress(OSError, AttributeError, ValueError):
@@ -523,6 +559,8 @@ def worker_main(args: argparse.Namespace) -> int:
     scrub.install_log_filter()
     try:
         handlers = load_handlers(args.handlers)
+        if getattr(args, "agent", None):
+            handlers[SUBAGENT_KIND] = subagent_handler(agent_runner(args.agent, args.db))
         from .task_queue import PostgresTaskQueue
 
         queue = PostgresTaskQueue(args.db, poll_seconds=args.poll)
