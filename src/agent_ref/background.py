@@ -13,7 +13,7 @@ Across processes (spec scaleout §6.8): with ``AgentOptions.background_queue`` (
 ``BackgroundQueue``) a task is a ``subagent`` row of the task queue that any
 ``agent-ref worker`` claims; the parent's side waits on the queue (``_run_remote``) and
 updates the same ``BackgroundTask`` record, so polling, notifying, waiting and killing
-are unchanged for the loop. The worker's side is ``child_runner``.
+are unchanged for the loop. The worker's side is ``worker.child_runner``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from . import scrub
 from .call_model import close_open
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from .state import AgentState
     from .subagents import AgentSpec
     from .task_queue import Task, TaskQueue
-    from .worker import ChildOutcome, RunChild, SubagentTask, TaskContext
 
 log = logging.getLogger("agent_ref")
 
@@ -181,40 +180,6 @@ async def _run_remote(ctx: RunContext, record: BackgroundTask, remote: Backgroun
     await ctx.fire(
         "SubagentStop", tool_name=record.name, tool_use_id=record.tool_use_id, result=record.result, stop_reason=stop
     )
-
-
-def _discard(_line: bytes) -> None:
-    """A remote child's envelopes go to no response (spec scaleout §6.8-c)."""
-
-
-def child_runner(template: Callable[[], Agent], store_of: Callable[[], Any]) -> RunChild:
-    """The worker's side: build the child a ``SubagentTask`` names from ``template()``'s specs and run it.
-
-    ``template()`` gives an agent configured as the parent (its model and ``subagents``):
-    tools and models are code, so a worker is started with the same agent definition as
-    the parent (``agent-ref worker --agent MODULE:NAME``) and the payload names the spec
-    (spec scaleout §6.8-b). ``store_of()`` gives the store the child saves its state in
-    (a ``PostgresStore`` on the queue's database). The child's envelopes are not streamed
-    to the parent: they go nowhere but its stored state (spec scaleout §6.8-c).
-    """
-    from .subagent_run import new_child
-    from .worker import ChildOutcome, TaskFailed
-
-    async def run_child(payload: SubagentTask, context: TaskContext) -> ChildOutcome:
-        parent = template()
-        spec = parent.options.subagents.get(payload.subagent)
-        if spec is None:
-            known = ", ".join(sorted(parent.options.subagents)) or "none"
-            raise TaskFailed(f"this worker's agent has no subagent {payload.subagent!r} (it has: {known})")
-        # The first attempt is the child the parent announced; a re-run after a lost worker is a fresh
-        # child (the dead attempt's state, and its lease, stay under the announced id): spec scaleout §6.8-b.
-        agent_uuid = payload.agent_uuid if context.attempt == 1 else None
-        child = new_child(type(parent), parent.model, parent.options, store_of(), spec, agent_uuid=agent_uuid)
-        result = await child.run(payload.task, _discard)
-        log.info("worker %s: child %s ended %s", context.worker, payload.subagent, result.stop_reason)
-        return ChildOutcome(final_text=result.final_text, stop_reason=result.stop_reason, error=result.error or "")
-
-    return run_child
 
 
 def _report(record: BackgroundTask) -> dict[str, str]:

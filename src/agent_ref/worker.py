@@ -31,13 +31,16 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from . import scrub
 from .errors import StoreError
 from .task_queue import RESULT_UNKNOWN, Claim, LeaseLostError, Task, TaskQueue
+
+if TYPE_CHECKING:
+    from .agent import Agent
 
 __all__ = [
     "BUILTIN_HANDLERS",
@@ -52,6 +55,7 @@ __all__ = [
     "add_worker_arguments",
     "add_worker_command",
     "agent_runner",
+    "child_runner",
     "load_handlers",
     "main",
     "subagent_handler",
@@ -158,6 +162,39 @@ def subagent_handler(run_child: RunChild) -> Handler:
         return {"final_text": outcome.final_text, "stop_reason": outcome.stop_reason, "agent": spec.agent_uuid}
 
     return handle
+
+
+def _discard(_line: bytes) -> None:
+    """A remote child's envelopes go to no response (spec scaleout §6.8-c)."""
+
+
+def child_runner(template: Callable[[], Agent], store_of: Callable[[], Any]) -> RunChild:
+    """The worker's side: build the child a ``SubagentTask`` names from ``template()``'s specs and run it.
+
+    ``template()`` gives an agent configured as the parent (its model and ``subagents``):
+    tools and models are code, so a worker is started with the same agent definition as
+    the parent (``agent-ref worker --agent MODULE:NAME``) and the payload names the spec
+    (spec scaleout §6.8-b). ``store_of()`` gives the store the child saves its state in
+    (a ``PostgresStore`` on the queue's database). The child's envelopes are not streamed
+    to the parent: they go nowhere but its stored state (spec scaleout §6.8-c).
+    """
+    from .subagent_run import new_child
+
+    async def run_child(payload: SubagentTask, context: TaskContext) -> ChildOutcome:
+        parent = template()
+        spec = parent.options.subagents.get(payload.subagent)
+        if spec is None:
+            known = ", ".join(sorted(parent.options.subagents)) or "none"
+            raise TaskFailed(f"this worker's agent has no subagent {payload.subagent!r} (it has: {known})")
+        # The first attempt is the child the parent announced; a re-run after a lost worker is a fresh
+        # child (the dead attempt's state, and its lease, stay under the announced id): spec scaleout §6.8-b.
+        agent_uuid = payload.agent_uuid if context.attempt == 1 else None
+        child = new_child(type(parent), parent.model, parent.options, store_of(), spec, agent_uuid=agent_uuid)
+        result = await child.run(payload.task, _discard)
+        log.info("worker %s: child %s ended %s", context.worker, payload.subagent, result.stop_reason)
+        return ChildOutcome(final_text=result.final_text, stop_reason=result.stop_reason, error=result.error or "")
+
+    return run_child
 
 
 def worker_name() -> str:
@@ -519,7 +556,6 @@ def agent_runner(spec: str, url: str) -> RunChild:
         raise ValueError(f"--agent {spec!r}: {exc}") from None
     if not callable(found):
         raise ValueError(f"--agent {spec!r}: not a callable giving an Agent")
-    from .background import child_runner
     from .store_pg import PostgresStore
 
     stores: list[Any] = []
