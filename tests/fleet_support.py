@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
+from agent_ref import Agent, ScriptedModel
+from agent_ref.retry import RetryPolicy
+from agent_ref.subagents import AgentSpec
+
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from agent_ref.worker import Handler, TaskContext
 
 HERE = Path(__file__).resolve().parent  # tests/
@@ -49,6 +55,33 @@ async def record(context: TaskContext) -> Any:
 
 HANDLERS: dict[str, Handler] = {"record": record}
 
+#: Seconds the worker's model waits before each call (a child slow enough to kill mid-task).
+CHILD_SECONDS_ENV = "FLEET_CHILD_SECONDS"
+#: The background subagents of the fleet agent (parent and worker build the same ones).
+SUBAGENTS = {"researcher": AgentSpec(description="researches one topic")}
+
+
+class SlowModel:
+    """A ``ScriptedModel`` that waits ``seconds`` before each call (so a test can kill its worker mid-run)."""
+
+    def __init__(self, seconds: float) -> None:
+        """Wrap a fresh ``ScriptedModel``."""
+        self.inner = ScriptedModel()
+        self.name = self.inner.name
+        self.seconds = seconds
+
+    async def stream(self, params: dict[str, Any]) -> AsyncIterator[Any]:
+        """Sleep, then the scripted model's events."""
+        await asyncio.sleep(self.seconds)
+        async for event in self.inner.stream(params):
+            yield event
+
+
+def fleet_agent() -> Agent:
+    """The parent agent as a worker knows it (``agent-ref worker --agent fleet_support:fleet_agent``)."""
+    model = SlowModel(float(os.environ.get(CHILD_SECONDS_ENV, "0")))
+    return Agent(model, subagents=SUBAGENTS, retry=RetryPolicy(max_attempts=1))
+
 
 def create_runs_table(url: str) -> None:
     """Create ``fleet_runs`` in the schema ``url`` names."""
@@ -66,12 +99,13 @@ def runs(url: str) -> list[tuple[str, int, str]]:
 class WorkerProcess:
     """One ``agent-ref worker`` process named ``name``, its log (stderr) in ``log``; ``kill()`` is SIGKILL by pid."""
 
-    def __init__(self, url: str, name: str, log: Path, *args: str) -> None:
-        """Start it (the worker connects on its own; nothing is awaited here)."""
+    def __init__(self, url: str, name: str, log: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        """Start it (the worker connects on its own; nothing is awaited here); ``env`` adds variables."""
         self.name = name
         self.log = log
         env = {
             **os.environ,
+            **(env or {}),
             RECORD_ENV: url,
             "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE), os.environ.get("PYTHONPATH", "")]),
         }

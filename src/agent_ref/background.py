@@ -8,6 +8,12 @@ one more step when it would end with results it has not seen, §14.4), waiting b
 pause (``wait_running``, §14.5) and killing the tasks when the run ends otherwise
 (``kill_all``, §14.6). Does not own: running a child (``subagent_run.py``) or the loop
 (``loop.py``). Functions take the parent's ``RunContext`` (or the stored state they read).
+
+Across processes (spec scaleout §6.8): with ``AgentOptions.background_queue`` (a
+``BackgroundQueue``) a task is a ``subagent`` row of the task queue that any
+``agent-ref worker`` claims; the parent's side waits on the queue (``_run_remote``) and
+updates the same ``BackgroundTask`` record, so polling, notifying, waiting and killing
+are unchanged for the loop. The worker's side is ``worker.child_runner``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import asyncio
 import json
 import logging
 import uuid
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from . import scrub
@@ -33,6 +40,7 @@ if TYPE_CHECKING:
     from .run_context import RunContext
     from .state import AgentState
     from .subagents import AgentSpec
+    from .task_queue import Task, TaskQueue
 
 log = logging.getLogger("agent_ref")
 
@@ -44,9 +52,30 @@ NOTIFICATION_TAG: Final = "<task-notification"
 TERMINAL: Final = frozenset({"completed", "failed", "killed"})
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackgroundQueue:
+    """Run background subagents as tasks of a queue that worker processes claim (spec scaleout §6.8-a).
+
+    Attributes:
+        queue: the task queue (``PostgresTaskQueue`` on the store's database, across processes).
+        idempotent: names of subagents whose task may run again after a worker died mid-task;
+            any other one fails ``result unknown`` instead (spec scaleout §6.4-a).
+        max_attempts: claims a task may have before it fails.
+        poll_seconds: how often the parent re-reads a task it waits on (it is woken by NOTIFY too).
+    """
+
+    queue: TaskQueue
+    idempotent: frozenset[str] = field(default_factory=frozenset)
+    max_attempts: int = 3
+    poll_seconds: float = 0.5
+
+
 async def start(ctx: RunContext, call: ToolCallRequest, name: str, spec: AgentSpec, task: str) -> ToolOutcome:
     """Start ``name`` on ``task`` in the background; the call's result is the task id, at once (spec §14.1)."""
     child = make_child(ctx, spec, background=True)
+    remote: BackgroundQueue | None = getattr(ctx.options, "background_queue", None)
+    if remote is not None:
+        return await _start_remote(ctx, call, name, child.agent_uuid, task, remote)
     nest(ctx, child, call.id)
     record = BackgroundTask(
         task_id="task_" + uuid.uuid4().hex[:16],
@@ -86,6 +115,70 @@ async def _run(ctx: RunContext, child: Agent, record: BackgroundTask) -> None:
         tool_use_id=record.tool_use_id,
         result=result.final_text,
         stop_reason=result.stop_reason,
+    )
+
+
+async def _start_remote(
+    ctx: RunContext, call: ToolCallRequest, name: str, child_uuid: str, task: str, remote: BackgroundQueue
+) -> ToolOutcome:
+    """Enqueue the child as a ``subagent`` task; the record follows the queue's row (spec scaleout §6.8-a)."""
+    from .worker import SUBAGENT_KIND, SubagentTask
+
+    record = BackgroundTask(
+        task_id="task_" + uuid.uuid4().hex[:16], tool_use_id=call.id, name=name, agent_uuid=child_uuid, task=task
+    )
+    payload = SubagentTask(
+        subagent=name, task=task, agent_uuid=child_uuid, parent_agent=ctx.agent_uuid, tool_use_id=call.id
+    )
+    await remote.queue.enqueue(
+        SUBAGENT_KIND,
+        {f: getattr(payload, f) for f in payload.__struct_fields__},
+        task_id=record.task_id,
+        parent=ctx.agent_uuid,
+        idempotent=name in remote.idempotent,
+        max_attempts=remote.max_attempts,
+    )
+    ctx.state.tasks.append(record)
+    ctx.live_tasks[record.task_id] = asyncio.ensure_future(_run_remote(ctx, record, remote))
+    started = {"task_id": record.task_id, "status": record.status, "subagent": name, "agent": child_uuid}
+    return outcome(ctx.emitter, call, json.dumps(started))
+
+
+def _settle_remote(record: BackgroundTask, row: Task) -> None:
+    """Copy an ended queue row onto the parent's record (spec agent-ref §14.2-a)."""
+    record.status = "completed" if row.status == "completed" else "failed" if row.status == "failed" else "killed"
+    if row.status == "completed" and isinstance(row.result, dict):
+        record.result = str(row.result.get("final_text", ""))
+    else:
+        record.result = scrub.public(row.error or row.status)[:500]
+
+
+async def _run_remote(ctx: RunContext, record: BackgroundTask, remote: BackgroundQueue) -> None:
+    """Follow the task on the queue until it ends; cancelled (the run ends otherwise): kill it there (§14.6)."""
+    started = False
+    try:
+        while True:
+            row = await remote.queue.wait(record.task_id, remote.poll_seconds)
+            if row.status in ("running", "completed", "failed") and not started:
+                started = True
+                record.status = "running"
+                await ctx.fire("SubagentStart", tool_name=record.name, tool_use_id=record.tool_use_id)
+            if row.done:
+                break
+    except asyncio.CancelledError:
+        record.status = "killed"
+        with_kill = asyncio.ensure_future(remote.queue.kill(record.task_id, "the parent run ended"))
+        await asyncio.gather(with_kill, return_exceptions=True)
+        raise
+    except Exception as exc:  # the queue cannot be read: the task fails for the parent, which goes on
+        log.exception("background task %s (%s): the queue failed", record.task_id, record.name)
+        record.status = "failed"
+        record.result = scrub.public(f"{type(exc).__name__}: {exc}")[:500]
+        return
+    _settle_remote(record, row)
+    stop = str(row.result.get("stop_reason", "")) if isinstance(row.result, dict) else row.status
+    await ctx.fire(
+        "SubagentStop", tool_name=record.name, tool_use_id=record.tool_use_id, result=record.result, stop_reason=stop
     )
 
 

@@ -522,6 +522,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_runs(sub)
     _add_abandon(sub)
     add_serve_command(sub)
+    from .worker import add_worker_command  # issue 30 §5: `agent-ref worker` (spec cli-agent-ref, worker)
+
+    add_worker_command(sub)
     return parser
 
 
@@ -672,6 +675,10 @@ def main(argv: list[str] | None = None) -> int:
     refused = _missing_extra(args)
     if refused is not None:
         return refused
+    if args.command == "worker":  # its own event loop and logging (spec scaleout §6.4)
+        from .worker import worker_main
+
+        return worker_main(args)
     if args.command == "serve":  # uvicorn runs its own event loop, outside asyncio.run
         from .serve_cli import serve_main
 

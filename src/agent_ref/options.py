@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from envelope import Profile
 
+    from .background import BackgroundQueue
     from .compaction import Compactor
     from .models import Model
     from .permissions import CanUseTool
@@ -126,6 +127,8 @@ class AgentOptions:
             JSON Schema dict, checked by ``jsonschema``); spec §17.
         max_structured_output_retries: corrections the model gets before the run ends
             ``error_max_structured_output_retries``.
+        background_queue: run background subagents as tasks of this queue, claimed by
+            ``agent-ref worker`` processes (spec scaleout §6.8); ``None``: in this process.
 
     Raises:
         ConfigError: naming the option: duplicate tool names, an unknown hook event, a tool
@@ -160,6 +163,7 @@ class AgentOptions:
     loop_limit: int | None = DEFAULT_LOOP_LIMIT
     output_schema: OutputSchema | None = None
     max_structured_output_retries: int = DEFAULT_STRUCTURED_RETRIES
+    background_queue: BackgroundQueue | None = None
     #: The checked ``output_schema`` (built from it; not an argument).
     output: StructuredOutput | None = field(default=None, init=False, compare=False)
 

@@ -31,13 +31,16 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from . import scrub
 from .errors import StoreError
 from .task_queue import RESULT_UNKNOWN, Claim, LeaseLostError, Task, TaskQueue
+
+if TYPE_CHECKING:
+    from .agent import Agent
 
 __all__ = [
     "BUILTIN_HANDLERS",
@@ -51,6 +54,8 @@ __all__ = [
     "Worker",
     "add_worker_arguments",
     "add_worker_command",
+    "agent_runner",
+    "child_runner",
     "load_handlers",
     "main",
     "subagent_handler",
@@ -157,6 +162,39 @@ def subagent_handler(run_child: RunChild) -> Handler:
         return {"final_text": outcome.final_text, "stop_reason": outcome.stop_reason, "agent": spec.agent_uuid}
 
     return handle
+
+
+def _discard(_line: bytes) -> None:
+    """A remote child's envelopes go to no response (spec scaleout §6.8-c)."""
+
+
+def child_runner(template: Callable[[], Agent], store_of: Callable[[], Any]) -> RunChild:
+    """The worker's side: build the child a ``SubagentTask`` names from ``template()``'s specs and run it.
+
+    ``template()`` gives an agent configured as the parent (its model and ``subagents``):
+    tools and models are code, so a worker is started with the same agent definition as
+    the parent (``agent-ref worker --agent MODULE:NAME``) and the payload names the spec
+    (spec scaleout §6.8-b). ``store_of()`` gives the store the child saves its state in
+    (a ``PostgresStore`` on the queue's database). The child's envelopes are not streamed
+    to the parent: they go nowhere but its stored state (spec scaleout §6.8-c).
+    """
+    from .subagent_run import new_child
+
+    async def run_child(payload: SubagentTask, context: TaskContext) -> ChildOutcome:
+        parent = template()
+        spec = parent.options.subagents.get(payload.subagent)
+        if spec is None:
+            known = ", ".join(sorted(parent.options.subagents)) or "none"
+            raise TaskFailed(f"this worker's agent has no subagent {payload.subagent!r} (it has: {known})")
+        # The first attempt is the child the parent announced; a re-run after a lost worker is a fresh
+        # child (the dead attempt's state, and its lease, stay under the announced id): spec scaleout §6.8-b.
+        agent_uuid = payload.agent_uuid if context.attempt == 1 else None
+        child = new_child(type(parent), parent.model, parent.options, store_of(), spec, agent_uuid=agent_uuid)
+        result = await child.run(payload.task, _discard)
+        log.info("worker %s: child %s ended %s", context.worker, payload.subagent, result.stop_reason)
+        return ChildOutcome(final_text=result.final_text, stop_reason=result.stop_reason, error=result.error or "")
+
+    return run_child
 
 
 def worker_name() -> str:
@@ -455,6 +493,13 @@ def add_worker_arguments(p: argparse.ArgumentParser) -> None:
         metavar="MODULE:NAME",
         help="a mapping of kind to handler to add, repeatable (default: the built-in ones)",
     )
+    p.add_argument(
+        "--agent",
+        default=None,
+        metavar="MODULE:NAME",
+        help="a callable giving the parent agent (its model and subagents): this worker runs its background"
+        " subagents (kind 'subagent'), saving their state in --db (spec scaleout §6.8)",
+    )
     p.add_argument("--max-tasks", type=int, default=None, metavar="N", help="stop after N tasks")
     p.add_argument("-v", "--verbose", action="store_true", help="log each task")
 
@@ -496,6 +541,33 @@ def load_handlers(specs: list[str] | None) -> dict[str, Handler]:
     return handlers
 
 
+def agent_runner(spec: str, url: str) -> RunChild:
+    """The ``RunChild`` of ``--agent MODULE:NAME``: children of that agent, their state in a store on ``url``.
+
+    Raises:
+        ValueError: a spec that cannot be imported or is not callable (the text says which).
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"--agent {spec!r}: expected MODULE:NAME")
+    try:
+        found = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"--agent {spec!r}: {exc}") from None
+    if not callable(found):
+        raise ValueError(f"--agent {spec!r}: not a callable giving an Agent")
+    from .store_pg import PostgresStore
+
+    stores: list[Any] = []
+
+    def store_of() -> Any:
+        if not stores:
+            stores.append(PostgresStore(url))
+        return stores[0]
+
+    return child_runner(found, store_of)
+
+
 def _refuse(message: str) -> int:
     """One line on stderr, exit status 2 (unusable arguments), never a traceback."""
     with contextlib.suppress(OSError, AttributeError, ValueError):
@@ -523,6 +595,8 @@ def worker_main(args: argparse.Namespace) -> int:
     scrub.install_log_filter()
     try:
         handlers = load_handlers(args.handlers)
+        if getattr(args, "agent", None):
+            handlers[SUBAGENT_KIND] = subagent_handler(agent_runner(args.agent, args.db))
         from .task_queue import PostgresTaskQueue
 
         queue = PostgresTaskQueue(args.db, poll_seconds=args.poll)

@@ -39,8 +39,8 @@ def workers(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     """Start worker processes: ``workers(url, name, *args)``; every one is stopped (or killed) after the test."""
     started: list[WorkerProcess] = []
 
-    def start(url: str, name: str, *args: str) -> WorkerProcess:
-        process = WorkerProcess(url, name, tmp_path / f"{name}.log", *args)
+    def start(url: str, name: str, *args: str, env: dict[str, str] | None = None) -> WorkerProcess:
+        process = WorkerProcess(url, name, tmp_path / f"{name}.log", *args, env=env)
         started.append(process)
         return process
 
