@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_ref import Agent, MemoryStore, ScriptedModel, StateError, default_tools
+from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore, StateError, default_tools
+from agent_ref.cli import main as cli_main
 from agent_ref.state import encode_state
-from agent_ref_support import assert_valid_responses, fast_retry
+from agent_ref_support import assert_valid_responses, fast_retry, sse_lines
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 CONFIRM = "Please confirm, then tell me what is 6 * 7"
 
@@ -209,3 +213,50 @@ def test_rewind_of_a_paused_agent_abandons_or_refuses() -> None:
         assert first.run_id not in done.dropped_runs
 
     asyncio.run(scenario())
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli_main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_run_agent_fork_and_rewind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --agent` continues, `--fork` forks first, `rewind --to-step` cuts [RCSE1-a] [RCSE1-b]."""
+    db = str(tmp_path / "a.db")
+    code, out, err = _cli(capsys, "run", "What is 2 + 2?", "--db", db)
+    assert code == 0
+    assert_valid_responses(sse_lines(out))
+    store = SQLiteStore(db)
+    (summary,) = asyncio.run(store.agents())
+    original = summary.agent_uuid
+    before = asyncio.run(_stored_any(store, original))
+    code, out, err = _cli(capsys, "run", "--agent", original, "--fork", "hello there", "--db", db)
+    assert code == 0, err
+    assert_valid_responses(sse_lines(out))
+    assert f"from {original}" in err
+    assert asyncio.run(_stored_any(store, original)) == before  # [RCSE1-a]: the original untouched
+    code, out, err = _cli(capsys, "run", "--agent", original, "What is 3 * 3?", "--db", db)
+    assert code == 0, err
+    state = asyncio.run(store.load(original))
+    assert state is not None
+    assert sum(1 for m in state.messages if m["role"] == "assistant") == 4  # continued: 2 runs in one context
+    code, out, err = _cli(capsys, "rewind", original, "--to-step", "2", "--db", db)
+    assert code == 0, err
+    assert "to step 2" in err
+    state = asyncio.run(store.load(original))
+    assert state is not None
+    assert sum(1 for m in state.messages if m["role"] == "assistant") == 2
+    code, out, err = _cli(capsys, "rewind", original, "--to-step", "9", "--db", db)
+    assert code == 2
+    assert "from 0 to 2" in err
+    assert len(err.strip().splitlines()) == 1
+    code, out, err = _cli(capsys, "run", "--fork", "hi", "--db", db)
+    assert code == 2
+    assert "--fork needs --agent" in err
+
+
+async def _stored_any(store: Any, agent_uuid: str) -> bytes:
+    state = await store.load(agent_uuid)
+    assert state is not None
+    return encode_state(state)
