@@ -260,3 +260,21 @@ async def _stored_any(store: Any, agent_uuid: str) -> bytes:
     state = await store.load(agent_uuid)
     assert state is not None
     return encode_state(state)
+
+
+def test_rewind_to_a_run_whose_start_was_rewritten_is_refused() -> None:
+    """A context rewritten before a run's start (as a compaction does) makes its mark stale: refused [SE1.2-b]."""
+
+    async def scenario() -> None:
+        store = MemoryStore()
+        agent = _agent(store)
+        await _run(agent, "What is 2 + 2?")
+        second, _ = await _run(agent, "hello there")
+        agent.state.messages[:4] = [{"role": "user", "content": [{"type": "text", "text": "<summary>…</summary>"}]}]
+        agent.state.messages.insert(1, {"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
+        with pytest.raises(StateError, match="compacted"):
+            await agent.rewind(run=second.run_id)
+        done = await agent.rewind(step=1)  # a step still works on what the context holds
+        assert done.kept_messages == 2
+
+    asyncio.run(scenario())
