@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from envelope import Emitter, ImageRef
 
-from . import background, loop, response, scrub
+from . import background, loop, response, scrub, sessions
 from .errors import StateError, ToolResultsError
 from .finish import STOP_ABANDONED, STOP_LOST, AgentResult, finish
 from .options import AGENT_OWNED_PARAMS, DEFAULT_LEASE_SECONDS, DEFAULT_TOOL_TIMEOUT, AgentOptions
@@ -136,6 +136,8 @@ class Agent:
         #: ``compact()``'s request, for the next response; the last call's context size (spec §15).
         self._manual_compaction: Compactor | None = None
         self._context_tokens: int | None = None
+        #: Messages ``send`` queued for the run's next step boundary (spec §S2).
+        self._inbox = sessions.Inbox()
 
     @property
     def agent_uuid(self) -> str:
@@ -381,6 +383,7 @@ class Agent:
         state.run = run
         state.tasks = []  # spec §14.2: tasks belong to one run
         self._claim()
+        sessions.mark_run(state, run.run_id)  # spec §S1.2-b: where a rewind to this run returns
         append_user(state, blocks)
         await self.store.save(state)  # claim the agent (spec §4.3, §10.2-a)
         ctx = self._context(self._open_response(sink))
@@ -437,6 +440,78 @@ class Agent:
         _clear_pause(state)
         return await self._drive(ctx, step, opening)
 
+    # ----------------------------------------------------------------- sessions (spec §S1, §S2)
+
+    async def fork(self) -> Agent:
+        """A new agent (new id) with a deep copy of this one's history and state, saved (spec §S1.1).
+
+        The original is not changed. A paused agent's fork is paused on the same calls and is
+        resumed independently ([SE1.1-c]). The fork's accounts start at zero ([SE1.1-d]).
+
+        Returns:
+            The fork, with this agent's model and options.
+
+        Raises:
+            StateError: the agent is running (live lease), or paused with paused subagents.
+        """
+        if self.state.status == "running":
+            await self.recover()  # a dead owner's run is closed first; a live one refuses
+        state = sessions.fork_state(self.state)
+        agent = type(self)(self.model, options=self.options.replace(agent_uuid=state.agent_uuid))
+        agent.store = self.store
+        agent.state = state
+        await self.store.save(state)
+        return agent
+
+    async def rewind(self, *, step: int | None = None, run: str | None = None) -> sessions.Rewind:
+        """Drop the history after step ``step`` or from run ``run`` on, and save (spec §S1.2).
+
+        ``step=N``: the context keeps its first ``N`` assistant turns (and the tool results
+        of the ``N``-th). ``run=ID``: the context is what it was before run ``ID``. Lifetime
+        usage, run records and logs are kept ([SE1.2-d]); files are not reverted here: the
+        returned ``Rewind`` names the point for the file snapshots ([SE1.2-e]). A paused
+        agent is rewound only to before its paused run, which is abandoned first ([SE1.3-a]).
+
+        Raises:
+            StateError: bad arguments, a running agent, or a paused one rewound into its paused run.
+        """
+        state = self.state
+        if state.status == "running":
+            await self.recover()
+            if state.status == "running":
+                raise StateError(f"agent {state.agent_uuid} is running")
+        kept, tail = sessions.rewind_cut(state, step=step, run=run)
+        abandoned: str | None = None
+        if state.status == "awaiting_frontend_tools" and state.run is not None:
+            paused = state.run
+            start = (paused.base_messages, paused.base_tail)
+            if paused.base_messages < 0 or sessions.position(kept, tail) > sessions.position(*start):
+                raise StateError(
+                    f"agent {state.agent_uuid} is paused in run {paused.run_id}; rewind to before that run "
+                    "(which abandons it) or answer the pause first"
+                )
+            abandoned = paused.run_id
+            await self.abandon(reason="rewound to before this run")
+        done = sessions.apply_cut(state, kept, tail)
+        done.abandoned_run = abandoned
+        await self.store.save(state)
+        return done
+
+    def send(self, text: str) -> int:
+        """Queue a user message for the working run; the model gets it at the next step boundary (spec §S2).
+
+        Returns:
+            The number of messages now waiting.
+
+        Raises:
+            StateError: no run of this agent is working (or it is past its last step): the
+                message is refused, never dropped ([SE2.3-a]).
+            TypeError: ``text`` is not a non-empty string.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise TypeError("send takes a non-empty string")
+        return self._inbox.put(text)
+
     # ----------------------------------------------------------------- the start of a response
 
     def _bounds(self) -> tuple[int, Profile]:
@@ -470,6 +545,7 @@ class Agent:
             parent=self.parent,
             context_tokens=self._context_tokens,
             manual_compaction=self._manual_compaction,
+            inbox=self._inbox,
         )
         return ctx
 
@@ -479,9 +555,11 @@ class Agent:
         # agent may serve runs from several loops (asyncio.run per request); a stale one made
         # the next run end as "aborted".
         self._abort = asyncio.Event()
+        self._inbox.open()
         try:
             return await loop.drive(ctx, self._abort, step, opening)
         finally:
+            self._inbox.close()  # spec §S2.3: what is still queued waits for the next response
             self._context_tokens = ctx.context_tokens
             self._manual_compaction = ctx.manual_compaction  # still asked for when no call used it
 

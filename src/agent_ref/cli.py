@@ -306,15 +306,53 @@ class _Announce:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from .agent import Agent
-
     check_db(args.db, must_exist=False)
     config = agent_config(args)
     model = model_factory(args)()
     async with mcp_tools(args, config):  # spec/agent-ref.md R19.6-b: the MCP servers live as long as the run
-        agent = Agent(model, store=_store(args.db), **config)
+        agent = await _session_agent(args, model, config)
         result = await _with_abort(agent, agent.run(args.prompt, _Announce(agent, _sink(args), "started")))
     return _report(args, result)
+
+
+async def _session_agent(args: argparse.Namespace, model: Any, config: dict[str, Any]) -> Agent:
+    """A new agent, or ``--agent``'s stored one continued, forked first with ``--fork`` (spec RCSE1-a)."""
+    from .agent import Agent
+
+    store = _store(args.db)
+    if args.agent is None:
+        if args.fork:
+            raise CliError("agent-ref run", "--fork needs --agent AGENT_UUID (the agent to fork)")
+        return Agent(model, store=store, **config)
+    if await store.load(args.agent) is None:
+        raise CliError(f"agent {args.agent}", f"not in {args.db}", f"`agent-ref runs --db {args.db}` lists them")
+    config = {k: v for k, v in config.items() if k != "agent_uuid"}
+    agent = await Agent.load(args.agent, store, model, **config)
+    if args.fork:
+        agent = await agent.fork()
+        sys.stderr.write(f"agent-ref: forked agent {agent.agent_uuid} from {args.agent}\n")
+    return agent
+
+
+async def _rewind(args: argparse.Namespace) -> int:
+    from .agent import Agent
+    from .scripted import ScriptedModel
+
+    check_db(args.db, must_exist=True)
+    store = _store(args.db)
+    stored = await store.load(args.agent_uuid)
+    if stored is None:
+        raise CliError(f"agent {args.agent_uuid}", f"not in {args.db}", f"`agent-ref runs --db {args.db}` lists them")
+    # No model call happens (a paused run's abandon only prices it with the stored model's name).
+    agent = await Agent.load(args.agent_uuid, store, ScriptedModel(name=stored.model))
+    done = await agent.rewind(step=args.to_step, run=args.to_run)
+    abandoned = f"; abandoned the paused run {done.abandoned_run}" if done.abandoned_run else ""
+    dropped = ", ".join(done.dropped_runs) or "none"
+    sys.stderr.write(
+        f"agent-ref: rewound agent {agent.agent_uuid} to step {done.step} ({done.kept_messages} messages kept; "
+        f"runs dropped from the context: {dropped}{abandoned})\n"
+    )
+    return 0
 
 
 def _read_results(source: str) -> Any:
@@ -521,6 +559,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_log(sub)
     _add_runs(sub)
     _add_abandon(sub)
+    _add_rewind(sub)
     add_serve_command(sub)
     from .worker import add_worker_command  # issue 30 §5: `agent-ref worker` (spec cli-agent-ref, worker)
 
@@ -549,6 +588,8 @@ def _add_run(sub: Any) -> None:
         ),
     )
     run.add_argument("prompt", help="the user's message")
+    run.add_argument("--agent", metavar="AGENT_UUID", help="continue this stored agent instead of a new one")
+    run.add_argument("--fork", action="store_true", help="with --agent: fork it first and run the fork (a new agent)")
     _add_pretty(run)
     add_agent_options(run)
     add_store_options(run)
@@ -640,6 +681,25 @@ def _add_abandon(sub: Any) -> None:
     add_store_options(abandon)
 
 
+def _add_rewind(sub: Any) -> None:
+    rewind = sub.add_parser(
+        "rewind",
+        formatter_class=formatter,
+        help="drop an agent's history after a step (or from a run on)",
+        description=(
+            "Rewind an agent's context: keep its first N steps (assistant turns), or what it was before a\n"
+            "run. Run records and logs are kept. A paused agent is rewound only to before its paused run,\n"
+            "which is abandoned. Files are not reverted."
+        ),
+        epilog="examples:\n  agent-ref rewind AGENT_UUID --to-step 2\n  agent-ref rewind AGENT_UUID --to-run RUN_ID",
+    )
+    rewind.add_argument("agent_uuid", help="the agent (printed by `run`, listed by `runs`)")
+    where = rewind.add_mutually_exclusive_group(required=True)
+    where.add_argument("--to-step", type=int, metavar="N", help="keep the first N steps of the context")
+    where.add_argument("--to-run", metavar="RUN_ID", help="return to the context before this run")
+    add_store_options(rewind)
+
+
 def _silence_stdout() -> None:
     """After a broken pipe: point stdout at /dev/null, so the interpreter's last flush is quiet."""
     try:
@@ -708,7 +768,9 @@ def _log_to_stderr(*, verbose: bool) -> None:
 
 def _run_command(args: argparse.Namespace) -> int:
     """Run a command other than ``serve``; every failure is one line on stderr and its exit status."""
-    command = {"run": _run, "resume": _resume, "log": _log, "runs": _runs, "abandon": _abandon}[args.command]
+    command = {"run": _run, "resume": _resume, "log": _log, "runs": _runs, "abandon": _abandon, "rewind": _rewind}[
+        args.command
+    ]
     where = f"agent-ref {args.command}"
     try:
         return asyncio.run(command(args))

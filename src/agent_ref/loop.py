@@ -16,7 +16,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import background, loop_guard, subagent_run
+from . import background, loop_guard, sessions, subagent_run
 from .call_model import RunFailed, close_open, model_call
 from .finish import (
     STOP_AWAITING,
@@ -50,6 +50,7 @@ async def steps(ctx: RunContext, step: int) -> str:
     while True:
         ctx.step = step
         background.deliver(ctx.state)  # spec §14.4: ended tasks are notified before the next call
+        sessions.deliver(ctx)  # spec §S2.1: messages sent meanwhile join the user turn
         if step > options.max_steps:
             return await last_call(ctx, step)  # spec §5.2: one last call with tool_choice none
         if options.max_budget_usd is not None and (ctx.run.cost_usd or 0.0) >= options.max_budget_usd:
@@ -61,6 +62,10 @@ async def steps(ctx: RunContext, step: int) -> str:
             continue
         calls = tool_uses(outcome.content)
         if not calls or outcome.stop_reason not in ("tool_use", "max_tokens"):
+            if ctx.inbox is not None and not ctx.inbox.close_if_empty():
+                sessions.deliver(ctx, after_end=True)  # spec §S2.2-a: the user spoke; one more step
+                step += 1
+                continue
             if await background.wait_unseen(ctx):
                 step += 1  # spec §14.4: one more step to see the tasks' results
                 continue

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .models import Model
     from .options import AgentOptions
     from .response import _Response
+    from .sessions import Inbox
     from .state import AgentState, PendingChild, RunState
     from .store import Store
     from .tools import Tool
@@ -110,6 +111,7 @@ class RunContext:
         context_tokens: the last call's context size (seed 001's formula), ``None`` until
             a call measured it or after a compaction.
         manual_compaction: a compaction ``Agent.compact`` asked for, run before the next call.
+        inbox: messages ``Agent.send`` queued for the next step boundary (spec §S2).
     """
 
     options: AgentOptions
@@ -133,6 +135,7 @@ class RunContext:
     resuming: Resuming | None = None
     context_tokens: int | None = None
     manual_compaction: Compactor | None = None
+    inbox: Inbox | None = None
 
     @property
     def agent_uuid(self) -> str:

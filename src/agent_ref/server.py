@@ -60,6 +60,7 @@ from .server_http import (
     _agent_uuid,
     _check_token,
     _HostCheck,
+    _json_type,
     _store_failure,
     _string,
 )
@@ -644,7 +645,12 @@ def _routes(app: _App) -> list[Route]:
     interop = interop_routes(
         store=app.store, manager=app.manager, config=app.cfg, new_agent=app.new_agent, route=app.route, sse=app.sse
     )
-    return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop]
+    from .server_messages import messages_route  # spec server: streaming input to a working run
+
+    messages = messages_route(
+        manager=app.manager, max_body_bytes=app.cfg.max_body_bytes, config=app.cfg, route=app.route
+    )
+    return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop, messages]
 
 
 @dataclass(slots=True, eq=False)
@@ -723,12 +729,15 @@ def _run_routes(app: _App) -> list[Route]:
 
     async def run(request: Request) -> Response:
         body = await _read_json(request, cfg.max_body_bytes)
-        _unknown_keys(body, ("prompt", "agent_uuid"))
+        _unknown_keys(body, ("prompt", "agent_uuid", "fork"))
         prompt = _string(body, "prompt", required=True, limit=cfg.max_prompt_chars)
         assert prompt is not None
         agent_uuid = _agent_uuid(body, required=False)
+        fork = _fork_flag(body, agent_uuid)
         agent = app.new_agent() if agent_uuid is None else await app.load(agent_uuid)
         try:
+            if fork:
+                agent = await agent.fork()  # spec server [SVSE1-a]: the run is the fork's
             stream = await manager.start(agent, lambda sink: agent.run(prompt, sink))
         except Exception as exc:
             raise _refusal_of(exc) from None
@@ -751,6 +760,17 @@ def _run_routes(app: _App) -> list[Route]:
         Route("/agent/run", app.route(run), methods=["POST"]),
         Route("/agent/tool_results", app.route(tool_results), methods=["POST"]),
     ]
+
+
+def _fork_flag(body: Mapping[str, Any], agent_uuid: str | None) -> bool:
+    """``fork`` of ``POST /agent/run``: a boolean, only with ``agent_uuid`` (spec server [SVSE1-a])."""
+    fork = body.get("fork", False)
+    if not isinstance(fork, bool):
+        got = _json_type(fork)
+        raise _Refused(422, "invalid_request", f"fork must be true or false, got {got}", field="$.fork")
+    if fork and agent_uuid is None:
+        raise _Refused(422, "invalid_request", "fork needs agent_uuid (the agent to fork)", field="$.fork")
+    return fork
 
 
 def _follow_route(app: _App) -> Route:

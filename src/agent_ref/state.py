@@ -21,6 +21,7 @@ __all__ = [
     "BackgroundTask",
     "PendingCall",
     "PendingChild",
+    "RunMark",
     "RunRecord",
     "RunState",
     "Status",
@@ -191,6 +192,22 @@ class BackgroundTask(msgspec.Struct, kw_only=True):
     notified: bool = False
 
 
+class RunMark(msgspec.Struct, kw_only=True):
+    """Where a run started in the context, so a rewind can return there (spec ``spec/agent-ref.md`` §S1.2-b).
+
+    Attributes:
+        run_id: the run.
+        messages: ``len(messages)`` before its prompt was added.
+        tail: the content length of the trailing user turn its prompt joined (-1: none).
+        digest: sha256 of that prefix (a compaction since then makes the mark stale).
+    """
+
+    run_id: str
+    messages: int
+    tail: int = -1
+    digest: str = ""
+
+
 class AgentState(msgspec.Struct, kw_only=True):
     """Everything needed to continue an agent in another process (spec §4.1).
 
@@ -230,6 +247,11 @@ class AgentState(msgspec.Struct, kw_only=True):
     lease_owner: str | None = None
     lease_expires_at: float = 0.0
     container_id: str | None = None
+    #: Where each run of the context started (spec §S1.2-b); runs a rewind cut off (§S1.2-d).
+    run_marks: list[RunMark] = msgspec.field(default_factory=list)
+    rewound_runs: list[str] = msgspec.field(default_factory=list)
+    #: The agent this one was forked from (spec §S1.1-a), else ``None``.
+    forked_from: str | None = None
     schema: int = 1
     version: int = 0
 

@@ -1,0 +1,66 @@
+"""Streaming input over HTTP: ``POST /agent/runs/{run_id}/messages`` (spec ``spec/server.md`` §SE).
+
+Owns: the route that queues a user message for a working run (``Agent.send``, spec
+``spec/agent-ref.md`` §S2). Does not own: the queue and its delivery at a step boundary
+(``sessions.Inbox``, ``loop.steps``).
+
+Reach: one process. The message reaches the run when this process runs it (the run
+manager's ``agents``); a run working in another process of a fleet is answered ``409
+not_here`` naming that, so the client sends it again to the process that answers its
+stream (spec server [SVSE2-c]).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .errors import StateError
+from .server_http import _read_json, _Refused, _string, _unknown_keys
+from .server_streams import RUN_ID_PATTERN
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from starlette.requests import Request
+
+    from .server import RunManager, ServerConfig
+
+__all__ = ["messages_route"]
+
+
+def messages_route(
+    *,
+    manager: RunManager,
+    max_body_bytes: int,
+    config: ServerConfig,
+    route: Callable[[Callable[[Request], Awaitable[Response]]], Callable[[Request], Awaitable[Response]]],
+) -> Route:
+    """The ``POST /agent/runs/{run_id}/messages`` route, with the app's checks (``route``)."""
+
+    async def messages(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        body = await _read_json(request, max_body_bytes)
+        _unknown_keys(body, ("text",))
+        text = _string(body, "text", required=True, limit=config.max_prompt_chars)
+        assert text is not None
+        if not RUN_ID_PATTERN.fullmatch(run_id):
+            raise _Refused(404, "unknown_run", "no such run")
+        agent = manager.agents.get(run_id)
+        if agent is None:
+            raise _Refused(
+                409,
+                "not_accepting",
+                f"run {run_id} is not working in this process (it has ended, is paused, or runs elsewhere); "
+                "start the next run with the message instead",
+                run_id=run_id,
+            )
+        try:
+            queued = agent.send(text)
+        except StateError as exc:  # spec server [SVSE2-b]: past its last step
+            raise _Refused(409, "not_accepting", f"run {run_id}: {exc}", run_id=run_id) from None
+        return JSONResponse({"run_id": run_id, "agent_uuid": agent.agent_uuid, "queued": queued}, status_code=202)
+
+    return Route("/agent/runs/{run_id}/messages", route(messages), methods=["POST"])

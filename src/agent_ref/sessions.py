@@ -1,0 +1,240 @@
+"""Sessions: fork an agent, rewind its history, and streaming input (spec ``spec/agent-ref.md`` §S1-§S2).
+
+Owns: what a fork's state is (``fork_state``), where a rewind cuts the context
+(``rewind_cut``, ``apply_cut``), the marks that let a rewind find a run's start
+(``mark_run``), and the queue of messages sent to a working run (``Inbox``,
+``deliver``). Does not own: the public API (``Agent.fork``, ``Agent.rewind``,
+``Agent.send`` in ``agent.py``), the step boundary (``loop.steps`` calls ``deliver``),
+or files (a rewind's files are the ``undo`` work's snapshots; the seam is
+``Rewind``, which names what to revert to).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from .errors import StateError
+from .record import append_user
+from .state import AgentState, RunMark, Usage, decode_state, encode_state
+
+if TYPE_CHECKING:
+    from .run_context import RunContext
+
+__all__ = ["Inbox", "Rewind", "apply_cut", "deliver", "fork_state", "mark_run", "position", "rewind_cut"]
+
+
+def _digest(messages: list[dict[str, Any]]) -> str:
+    """A fingerprint of a context prefix (to tell whether a run's start is still in the context)."""
+    return hashlib.sha256(msgspec.json.encode(messages)).hexdigest()
+
+
+def mark_run(state: AgentState, run_id: str) -> None:
+    """Remember where ``run_id`` starts in the context, before its prompt is added (spec [SE1.2-b])."""
+    messages = state.messages
+    tail = -1
+    if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
+        tail = len(messages[-1]["content"])
+    state.run_marks.append(RunMark(run_id=run_id, messages=len(messages), tail=tail, digest=_digest(messages)))
+
+
+def fork_state(state: AgentState) -> AgentState:
+    """A deep copy of ``state`` as a new agent (spec [SE1.1-a]..[SE1.1-d]); the original is not touched.
+
+    Raises:
+        StateError: the agent is running, or paused with paused subagents or with background tasks.
+    """
+    if state.status == "running":
+        raise StateError(f"agent {state.agent_uuid} is running; fork it when the run has ended or paused")
+    if state.pending_children:
+        raise StateError(
+            f"agent {state.agent_uuid} is paused with paused subagents; a fork would share them "
+            "(answer or abandon the pause first)"
+        )
+    copy = decode_state(encode_state(state))
+    copy.agent_uuid = str(uuid.uuid4())
+    copy.version = 0
+    copy.lease_owner = None
+    copy.lease_expires_at = 0.0
+    copy.usage = Usage()
+    copy.container_id = None
+    copy.tasks = []
+    copy.forked_from = state.agent_uuid
+    if copy.run is not None:  # a paused run: the fork's own run from now on (spec [SE1.1-c])
+        copy.run.run_id = str(uuid.uuid4())
+        copy.run.responses = 0
+        copy.run.usage = Usage()
+        copy.run.cost_usd = 0.0 if state.run is not None and state.run.cost_usd is not None else None
+    return copy
+
+
+@dataclass
+class Rewind:
+    """What a rewind did (spec §S1.2): the seam for reverting files (the ``undo`` work's snapshots).
+
+    Attributes:
+        kept_messages: messages left in the context.
+        step: the assistant turns left in the context (the step rewound to).
+        dropped_runs: the runs whose start was cut off (their records and logs stay, [SE1.2-d]).
+        abandoned_run: the paused run the rewind abandoned first, if any ([SE1.3-a]).
+    """
+
+    kept_messages: int
+    step: int
+    dropped_runs: list[str] = field(default_factory=list)
+    abandoned_run: str | None = None
+
+
+def rewind_cut(state: AgentState, *, step: int | None = None, run: str | None = None) -> tuple[int, int]:
+    """Where a rewind cuts the context: ``(messages kept, content blocks kept of the last one or -1)``.
+
+    ``step=N`` keeps the first ``N`` assistant turns of the context and the tool results
+    answering the ``N``-th (spec [SE1.2-a]); ``run=ID`` keeps what was there before run
+    ``ID`` started ([SE1.2-b]).
+
+    Raises:
+        StateError: neither or both given, ``N`` out of range, an unknown run, or a run whose
+            start a compaction has since rewritten.
+    """
+    if (step is None) == (run is None):
+        raise StateError("rewind takes step=N or run=RUN_ID (one of them)")
+    messages = state.messages
+    if run is not None:
+        for mark in state.run_marks:
+            if mark.run_id == run:
+                prefix = [dict(m) for m in messages[: mark.messages]]
+                if mark.tail >= 0 and prefix and isinstance(prefix[-1].get("content"), list):
+                    prefix[-1]["content"] = prefix[-1]["content"][: mark.tail]
+                if len(messages) < mark.messages or _digest(prefix) != mark.digest:
+                    raise StateError(
+                        f"run {run}'s start is no longer in the context (it was compacted since); rewind to a step"
+                    )
+                return mark.messages, mark.tail
+        raise StateError(f"agent {state.agent_uuid} has no run {run} in its context")
+    assert step is not None
+    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0 or step > len(turns):
+        raise StateError(f"step must be an integer from 0 to {len(turns)} (the assistant turns in the context)")
+    if step == 0:
+        first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
+        return first, -1
+    at = turns[step - 1]
+    content = messages[at].get("content")
+    calls = isinstance(content, list) and any(b.get("type") == "tool_use" for b in content)
+    nxt = messages[at + 1] if at + 1 < len(messages) else None
+    if calls and nxt is not None and nxt.get("role") == "user" and isinstance(nxt.get("content"), list):
+        results = 0
+        for block in nxt["content"]:
+            if block.get("type") != "tool_result":
+                break
+            results += 1
+        return at + 2, results
+    return at + 1, -1
+
+
+def apply_cut(state: AgentState, kept: int, tail: int) -> Rewind:
+    """Cut the context at ``(kept, tail)`` and forget the marks of the runs cut off (spec [SE1.2-c])."""
+    messages = state.messages
+    cut = position(kept, tail)
+    keep: list[RunMark] = []
+    dropped: list[str] = []
+    for mark in state.run_marks:
+        if position(mark.messages, mark.tail) < cut:
+            keep.append(mark)
+        else:
+            dropped.append(mark.run_id)
+    del messages[kept:]
+    if tail >= 0 and messages and isinstance(messages[-1].get("content"), list):
+        messages[-1]["content"] = messages[-1]["content"][:tail]
+        if not messages[-1]["content"]:
+            messages.pop()
+    state.run_marks = keep
+    state.rewound_runs.extend(dropped)
+    state.current_step = 0
+    step = sum(1 for m in messages if m.get("role") == "assistant")
+    return Rewind(kept_messages=len(messages), step=step, dropped_runs=dropped)
+
+
+def position(messages: int, tail: int) -> tuple[int, int]:
+    """A cut point as (index of its last message, blocks of it kept), comparable in context order."""
+    return messages - 1, tail if tail >= 0 else 1 << 62
+
+
+class Inbox:
+    """Messages sent to a working run, given to the model at the next step boundary (spec §S2).
+
+    Thread-safe: a server may call ``put`` from another thread than the run's.
+    """
+
+    def __init__(self) -> None:
+        """An empty, closed inbox (it opens when a response starts)."""
+        self._lock = threading.Lock()
+        self._items: list[str] = []
+        self._open = False
+
+    def open(self) -> None:
+        """A response of the agent has started: messages are accepted."""
+        with self._lock:
+            self._open = True
+
+    def put(self, text: str) -> int:
+        """Queue ``text``; its position in the queue.
+
+        Raises:
+            StateError: no run is working, or the run is past its last step ([SE2.3-a]).
+        """
+        with self._lock:
+            if not self._open:
+                raise StateError("no run is working to take the message (it has ended or not started)")
+            self._items.append(text)
+            return len(self._items)
+
+    def take(self) -> list[str]:
+        """The queued messages, removed from the queue."""
+        with self._lock:
+            items, self._items = self._items, []
+            return items
+
+    def close_if_empty(self) -> bool:
+        """Stop accepting if nothing is queued (the run's last step is over); ``False`` if something is."""
+        with self._lock:
+            if self._items:
+                return False
+            self._open = False
+            return True
+
+    def close(self) -> None:
+        """Stop accepting (the response ended); what is queued stays for the next response ([SE2.3-b])."""
+        with self._lock:
+            self._open = False
+
+    @property
+    def pending(self) -> int:
+        """How many messages wait."""
+        with self._lock:
+            return len(self._items)
+
+
+def deliver(ctx: RunContext, *, after_end: bool = False) -> int:
+    """Give the queued messages to the model as a user turn (spec [SE2.1-a], [SE2.2-a]); how many.
+
+    At a step boundary the context ends with a user turn (the prompt or tool results), and
+    the messages join it; ``after_end`` (the model ended its turn), they are a new user turn.
+    After a ``pause_turn`` (the context ends with the assistant's turn, to be sent back as
+    is) nothing is delivered until the next boundary.
+    """
+    inbox = ctx.inbox
+    if inbox is None:
+        return 0
+    messages = ctx.state.messages
+    if not after_end and (not messages or messages[-1].get("role") != "user"):
+        return 0
+    items = inbox.take()
+    if items:
+        append_user(ctx.state, [{"type": "text", "text": text} for text in items])
+    return len(items)
