@@ -1,32 +1,21 @@
-"""The agent loop: ``Agent.run``, the frontend-tool pause, ``continue_with_tool_results``, retries.
+"""The agent: ``Agent``, its public API, and the seams between a run and its store (spec ``spec/agent-ref.md``).
 
-Owns: the order of a run (spec ``spec/agent-ref.md`` §1): ``meta_init``, steps of
-model call then tools, the pause for frontend tools with its state saved *before*
-``awaiting_frontend_tools`` is sent, the termination conditions (§5), the
-discarded-attempt signal for retries after partial output (§6.4), the end of
-every response (``meta_final`` or ``awaiting_frontend_tools``, then ``[DONE]``, §7),
-what faults leave behind (an abort or a gone client answers unanswered calls and
-closes the run in the store, §5.5; the owner lease, recovery of a dead run and
-``abandon``, §10), the request sent per call (``request_options``, §11), and the
-seams where paused subagents resume (§13.5, ``subagent_run.py``) and background tasks are
-notified, awaited and killed (§14, ``background.py``).
-Does not own: translating API events (``envelope.anthropic.AnthropicTranslator``),
-the models (``models.py``, ``scripted.py``), tools (``tools.py``), storage
-(``store.py``).
+Owns: the public API (``run``, ``continue_with_tool_results``, ``abandon``, ``recover``,
+``abort``, ``compact``, ``load``, and the read-only views a server uses:
+``current_response``, ``lease_owner``, ``recover_dead``), the start of each response
+(the claim, the response object, the ``RunContext``), the owner lease (§10.2-a), the
+recovery of a dead run (§10.2-b), ``abandon`` (§10.3), checking frontend results
+(§3.3-a). Does not own: the configuration (``options.AgentOptions``), the flow of a
+run (``loop.py``: prepare → call model → tool step → finish, with hooks and the pause),
+the stages (``prepare``, ``call_model``, ``tool_step``, ``record``, ``finish``,
+``subagent_run``, ``background``, ``compaction``, ``structured``, ``loop_guard``), the
+state of one response (``run_context.RunContext``), or what is stored
+(``state.AgentState``).
 
-The run is split into stages, one module each, in the order of seed 003/004's flow;
-``Agent`` keeps the public API, the state, and the loop that decides (``_steps``), and
-binds each stage's functions as its methods (they take the agent as ``self``):
-
-1. ``prepare.py``: the request of a call and the ``meta_init`` payload;
-2. ``call_model.py``: one model call with retries, streamed;
-3. and 4. ``tool_step.py``: route the calls (PreToolUse hooks, ``can_use_tool``,
-   frontend/backend/subagent) and run them (``hooks.py``, ``permissions.py``,
-   ``subagents.py``);
-5. ``record.py``: the turn into history;
-6. ``finish.py``: the end of a response (pause or ``meta_final``).
-
-Hooks fire at the seams between them (spec §12.1-a).
+Where state lives: ``self.options`` (configuration, frozen); ``self.state`` (what
+survives the process: the API context ``messages``, the run in progress with its
+``history``, the pause's relay state, the lease); one ``RunContext`` per response (what
+does not survive it). The stages take the ``RunContext`` and never an ``Agent``.
 
 Every line the agent sends goes through one ``_Response``: it feeds an
 ``envelope.Reconstructor`` (so a line that would break the stream fails here, in
@@ -45,54 +34,41 @@ import socket
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from envelope import Emitter, ImageRef
 
-from . import (
-    background,
-    call_model,
-    compaction,
-    finish,
-    loop_guard,
-    prepare,
-    record,
-    response,
-    scrub,
-    structured,
-    subagent_run,
-    tool_step,
-)
-from .call_model import _RunFailed
-from .errors import ConfigError, StateError, ToolResultsError
-from .finish import (
-    STOP_ABANDONED,
-    STOP_AWAITING,
-    STOP_ERROR,
-    STOP_INTERRUPTED,
-    STOP_LOST,
-    STOP_MAX_BUDGET,
-    AgentResult,
-)
-from .hooks import HOOK_EVENTS, Hook, HookFailure, HookInput, run_hooks
-from .pricing import PRICES, Price, price_for
-from .record import _tool_uses
-from .response import DONE_LINE, Sink, _ClientGone, _NestedResponse
-from .retry import RetryPolicy
-from .state import AgentState, PendingCall, PendingChild, RunState, roll_back_dead_run
-from .store import MemoryStore, Store
-from .subagents import DEFAULT_MAX_SUBAGENTS_PER_STEP, AgentSpec, check_specs
-from .tools import Tool, ToolCallRequest, error_outcome, result_block
+from . import background, loop, response, scrub
+from .errors import StateError, ToolResultsError
+from .finish import STOP_ABANDONED, STOP_LOST, AgentResult, finish
+from .options import AGENT_OWNED_PARAMS, DEFAULT_LEASE_SECONDS, DEFAULT_TOOL_TIMEOUT, AgentOptions
+from .prepare import meta_init
+from .record import append_user
+from .response import DONE_LINE, Sink, _NestedResponse
+from .run_context import ParentLink, Resuming, RunContext
+from .state import AgentState, PendingCall, Recovery, RunState, lost_run_record, roll_back_dead_run
+from .store import LogBatch, MemoryStore, Store
+from .subagent_run import abandon_children, load_paused_children, new_child
+from .tools import Tool, ToolCallRequest, result_block
 
 if TYPE_CHECKING:
     from envelope import Profile
 
     from .compaction import Compactor
     from .models import Model
-    from .permissions import CanUseTool
-    from .structured import OutputSchema
+    from .subagents import AgentSpec
 
-__all__ = ["DONE_LINE", "Agent", "AgentResult", "Sink"]
+__all__ = [
+    "AGENT_OWNED_PARAMS",
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_TOOL_TIMEOUT",
+    "DONE_LINE",
+    "Agent",
+    "AgentOptions",
+    "AgentResult",
+    "Sink",
+    "save_released",
+]
 
 #: The response classes live in ``response.py``; named here too, because the tests'
 #: validating tee patches ``agent._Response`` and recognises ``agent._nowhere``.
@@ -102,194 +78,64 @@ _nowhere = response._nowhere
 log = logging.getLogger("agent_ref")
 
 
-#: Request keys the agent sets on every call; ``request_options`` may not (spec §11.1-a).
-AGENT_OWNED_PARAMS: Final = frozenset(
-    {"model", "messages", "max_tokens", "system", "tools", "tool_choice", "thinking", "stream"}
-)
-#: Seconds a backend tool call may run unless the tool says otherwise (spec §2.5-a).
-DEFAULT_TOOL_TIMEOUT: Final = 60.0
-#: Seconds a ``running`` agent stays held by its process without a renewal (spec §10.2-a).
-DEFAULT_LEASE_SECONDS: Final = 30.0
-
-
 class Agent:
     """A minimal, complete agent that streams envelopes (spec ``spec/agent-ref.md``).
 
     Example::
 
-        agent = Agent(ScriptedModel(), tools=default_tools(), store=SQLiteStore("agents.db"))
+        agent = Agent(ScriptedModel(), options=AgentOptions(tools=default_tools(), store=SQLiteStore("agents.db")))
         lines: list[bytes] = []
         result = await agent.run("What is 5 + (10 * 2)?", lines.append)
 
+    ``Agent(model, tools=..., store=..., ...)`` is the same: the keywords are
+    ``AgentOptions``'s fields, and build one.
+
     Args:
         model: where completions come from (``AnthropicModel``, ``ScriptedModel``, ``ReplayModel``).
-        tools: backend and frontend tools.
-        server_tools: Anthropic-executed tools, as API tool dicts, passed through.
-        store: where state is saved; a private ``MemoryStore`` when omitted.
-        agent_uuid: the agent's id; a new UUID4 when omitted.
-        system: the system prompt.
-        max_steps: model calls with tools allowed in one run; then one last call with
-            ``tool_choice: none`` (spec §5.2).
-        max_tokens: per call.
-        thinking_budget: enables extended thinking with this budget.
-        max_budget_usd: stop the run once its cost reaches this (spec §5.3).
-        retry: the retry policy (spec §6.2).
-        max_bytes: the bound on each envelope line (spec §6.1 of the envelope spec).
-        max_tool_concurrency: backend tools of one step running at once.
-        prices: the price table.
-        stream_history: put the conversation history into ``meta_init``/``meta_final``.
-        lease_seconds: how long a claim on the agent lasts without renewal; renewed every
-            third of it while a run is in progress (spec §10.2-a).
-        tool_timeout: seconds a backend tool call may run before it is answered "timed out"
-            (a tool's own ``timeout`` wins; ``None``: unbounded) (spec §2.5-a).
-        secrets: more values to keep out of every stream, store and log (a server's token);
-            the model client's API key and auth token are held anyway (spec §6.3-b).
-        request_options: more keyword arguments for every ``messages.create`` call, passed
-            through as the SDK takes them: ``betas`` (then the beta client is used),
-            ``extra_headers``, ``extra_body``, ``extra_query``, ``timeout``, ``container``,
-            ``metadata``, ``temperature``, ``stop_sequences``, ``service_tier``,
-            ``mcp_servers``, ``context_management``... (spec §11.1-a). The keys the agent
-            sets itself (``AGENT_OWNED_PARAMS``) are refused.
-        hooks: hooks by event (``hooks.HOOK_EVENTS``), each list run in order (spec §12).
-        can_use_tool: asked before every tool call, after the PreToolUse hooks (spec §12.4).
-        subagents: children the model may spawn by name with the ``spawn_subagent`` tool;
-            they stream into this agent's response (spec §13), in the foreground or as
-            background tasks the ``task_status`` tool reports on (spec §14).
-        max_subagents_per_step: children one step may have running at once (background tasks
-            of earlier steps still running count); the spawning calls past it are answered
-            ``is_error`` and start nothing (spec §13.9-a).
-        compactor: compacts the API context before a model call once it reaches the
-            compactor's threshold (``SummarizingCompactor``, ``ToolResultTrimmer``; spec §15).
-        loop_limit: the same tool with the same input this many times in a row goes to
-            ``can_use_tool`` with a reason, or stops the run (``loop_detected``); ``None``:
-            off (spec §16).
-        output_schema: the final answer must be JSON matching this (a msgspec type or a
-            JSON Schema dict, checked by ``jsonschema``); spec §17.
-        max_structured_output_retries: corrections the model gets before the run ends
-            ``error_max_structured_output_retries``.
+        options: the configuration (see ``AgentOptions``).
+        **config: ``AgentOptions`` fields, when ``options`` is not given.
+
+    Attributes:
+        model: the model.
+        options: the configuration (frozen).
+        store: where state is saved (``options.store``, or a private ``MemoryStore``).
+        tools: the tools by name; ``task_status`` added when the agent has subagents (spec §14.3-a).
+        state: the stored state (replace it with a loaded one to continue a stored agent).
+        parent: set by a parent agent when this one runs as its subagent (spec §13.3).
 
     Raises:
-        ConfigError: duplicate tool names, or a budget with an unpriced model, an unknown
-            hook event, or a tool named ``spawn_subagent`` or ``task_status`` beside subagents.
+        ConfigError: an option is invalid (the message names it; see ``AgentOptions``), or a
+            budget with an unpriced model.
+        TypeError: ``options`` and keywords together, or an unknown keyword.
     """
 
-    def __init__(
-        self,
-        model: Model,
-        *,
-        tools: Sequence[Tool] = (),
-        server_tools: Sequence[Mapping[str, Any]] = (),
-        store: Store | None = None,
-        agent_uuid: str | None = None,
-        system: str | None = None,
-        max_steps: int = 8,
-        max_tokens: int = 2048,
-        thinking_budget: int | None = None,
-        max_budget_usd: float | None = None,
-        retry: RetryPolicy | None = None,
-        max_bytes: int = 2048,
-        profile: Profile = "default",
-        max_tool_concurrency: int = 4,
-        prices: Mapping[str, Price] = PRICES,
-        stream_history: bool = False,
-        lease_seconds: float = DEFAULT_LEASE_SECONDS,
-        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
-        secrets: Sequence[str] = (),
-        request_options: Mapping[str, Any] | None = None,
-        hooks: Mapping[str, Sequence[Hook]] | None = None,
-        can_use_tool: CanUseTool | None = None,
-        subagents: Mapping[str, AgentSpec] | None = None,
-        max_subagents_per_step: int = DEFAULT_MAX_SUBAGENTS_PER_STEP,
-        compactor: Compactor | None = None,
-        loop_limit: int | None = loop_guard.DEFAULT_LOOP_LIMIT,
-        output_schema: OutputSchema | None = None,
-        max_structured_output_retries: int = structured.DEFAULT_STRUCTURED_RETRIES,
-    ) -> None:
+    def __init__(self, model: Model, *, options: AgentOptions | None = None, **config: Any) -> None:
         """See the class docstring."""
-        names = [t.name for t in tools] + [str(t.get("name")) for t in server_tools]
-        unknown = sorted(set(hooks or {}) - set(HOOK_EVENTS))
-        if unknown:
-            raise ConfigError(f"unknown hook events: {', '.join(unknown)}; known: {', '.join(HOOK_EVENTS)}")
-        check_specs(subagents or {}, names)
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ConfigError(f"duplicate tool names: {', '.join(dupes)}")
-        if max_steps < 1:
-            raise ConfigError("max_steps must be at least 1")
-        if lease_seconds <= 0:
-            raise ConfigError("lease_seconds must be positive")
-        cap = max_subagents_per_step
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:  # spec §13.9-a
-            raise ConfigError(f"max_subagents_per_step must be an integer of at least 1, got {cap!r}")
-        owned = sorted(set(request_options or {}) & AGENT_OWNED_PARAMS)
-        if owned:
-            raise ConfigError(
-                f"request_options cannot set {', '.join(owned)}: the agent sets them "
-                "(use Agent's model, max_tokens, system, tools, server_tools, thinking_budget)"
-            )
-        if max_budget_usd is not None and price_for(model.name, prices) is None:
-            raise ConfigError(f"max_budget_usd needs a price for model {model.name!r}; add it to prices")
+        if options is not None and config:
+            raise TypeError(f"Agent takes options= or keywords, not both (got {', '.join(sorted(config))})")
+        if options is None:
+            unknown = sorted(set(config) - set(AgentOptions.__dataclass_fields__) - {"output"})
+            if unknown:
+                raise TypeError(f"Agent got unknown options: {', '.join(unknown)}")
+            options = AgentOptions(**config)
+        options.check_model(model)
         self.model = model
-        self.tools: dict[str, Tool] = {t.name: t for t in tools}
-        self.server_tools = [dict(t) for t in server_tools]
-        self.store: Store = store if store is not None else MemoryStore()
-        self.system = system
-        self.max_steps = max_steps
-        self.max_tokens = max_tokens
-        self.thinking_budget = thinking_budget
-        self.max_budget_usd = max_budget_usd
-        self.retry = retry if retry is not None else RetryPolicy()
-        self.max_bytes = max_bytes
-        #: spec envelope-v1 §10: "seed" sends control envelopes whole, for clients written to the seed.
-        self.profile: Profile = profile
-        self.max_tool_concurrency = max_tool_concurrency
-        self.prices = prices
-        self.stream_history = stream_history
-        self.lease_seconds = lease_seconds
-        self.tool_timeout = tool_timeout
-        self.request_options: dict[str, Any] = dict(request_options or {})
-        check = getattr(model, "check_request_options", None)
-        if self.request_options and callable(check):
-            check(self.request_options)
+        self.options = options
+        self.store: Store = options.store if options.store is not None else MemoryStore()
+        self.tools: dict[str, Tool] = {t.name: t for t in options.tools}
+        if options.subagents:  # spec §14.3-a
+            self.tools[background.TASK_STATUS_TOOL] = background.status_tool(lambda: self.state)
         client = getattr(model, "client", None)
         # spec §6.3-b: what this process holds never reaches a stream, a store or a log.
-        scrub.hold([getattr(client, "api_key", None), getattr(client, "auth_token", None), *secrets])
+        scrub.hold([getattr(client, "api_key", None), getattr(client, "auth_token", None), *options.secrets])
         scrub.install_log_filter()
-        self.state = AgentState(agent_uuid=agent_uuid or str(uuid.uuid4()), model=model.name)
-        self._emitter = Emitter(self.state.agent_uuid, max_bytes, profile=profile)
+        self.state = AgentState(agent_uuid=options.agent_uuid or str(uuid.uuid4()), model=model.name)
+        self.parent: ParentLink | None = None
+        self._emitter = Emitter(self.state.agent_uuid, options.max_bytes, profile=options.profile)
         self._abort = asyncio.Event()
-        #: Results of the current step's calls already decided, by tool_use id (spec §5.5-b).
-        self._answered: dict[str, dict[str, Any]] = {}
-        self.hooks: dict[str, list[Hook]] = {k: list(v) for k, v in (hooks or {}).items()}
-        self.can_use_tool = can_use_tool
-        self.subagents: dict[str, AgentSpec] = dict(subagents or {})
-        self.max_subagents_per_step = max_subagents_per_step
-        #: Live background tasks of the run in progress, by task id (spec §14).
-        self._tasks: dict[str, asyncio.Future[None]] = {}
-        if self.subagents:
-            self.tools[background.TASK_STATUS_TOOL] = background.status_tool(self)  # spec §14.3-a
-        #: (parent agent, spawning tool_use id) when this agent runs as a subagent (spec §13.3).
-        self._parent: tuple[str, str] | None = None
-        self._parent_response: _Response | None = None
-        self._hook_failures: list[HookFailure] = []
-        self._prompt: str | None = None
-        self._interrupted: str | None = None
-        # Guards (compaction.py, loop_guard.py, structured.py; spec §15-§17).
-        if loop_limit is not None and loop_limit < 2:
-            raise ConfigError("loop_limit must be at least 2 (or None to turn loop detection off)")
-        if max_structured_output_retries < 0:
-            raise ConfigError("max_structured_output_retries must be 0 or more")
-        self.compactor = compactor
-        self.loop_limit = loop_limit
-        self.max_structured_output_retries = max_structured_output_retries
-        self._output = structured.StructuredOutput(output_schema) if output_schema is not None else None
+        #: ``compact()``'s request, for the next response; the last call's context size (spec §15).
         self._manual_compaction: Compactor | None = None
         self._context_tokens: int | None = None
-        self._compactions: list[dict[str, Any]] = []
-        self._loop_detected = False
-        self._structured: tuple[Any] | None = None
-        #: Paused children to continue at the start of a resumed response (spec §13.5-c).
-        self._resuming: tuple[list[tuple[PendingChild, Agent]], list[Mapping[str, Any]], dict[str, Any]] | None = None
 
     @property
     def agent_uuid(self) -> str:
@@ -299,14 +145,17 @@ class Agent:
     # ----------------------------------------------------------------- public API
 
     @classmethod
-    async def load(cls, agent_uuid: str, store: Store, model: Model, **config: Any) -> Agent:
+    async def load(
+        cls, agent_uuid: str, store: Store, model: Model, *, options: AgentOptions | None = None, **config: Any
+    ) -> Agent:
         """Rehydrate a stored agent, for example in a new process (spec §3.2).
 
         Args:
             agent_uuid: the agent.
             store: where it was saved.
             model: the model to continue with.
-            **config: the other ``Agent`` arguments (tools must include the ones of the paused step).
+            options: the configuration (its ``store`` and ``agent_uuid`` are replaced by these).
+            **config: or ``AgentOptions`` fields (tools must include the ones of the paused step).
 
         Returns:
             The agent, in the stored state.
@@ -317,18 +166,57 @@ class Agent:
         state = await store.load(agent_uuid)
         if state is None:
             raise StateError(f"no agent {agent_uuid} in the store")
-        agent = cls(model, store=store, agent_uuid=agent_uuid, **config)
+        if options is not None:
+            agent = cls(model, options=options.replace(store=store, agent_uuid=agent_uuid), **config)
+        else:
+            agent = cls(model, store=store, agent_uuid=agent_uuid, **config)
         agent.state = state
         return agent
+
+    async def reload(self) -> None:
+        """Read the agent's state again from the store (another process, or a recovery, changed it).
+
+        Nothing changes when the store no longer has the agent.
+        """
+        fresh = await self.store.load(self.agent_uuid)
+        if fresh is not None:
+            self.state = fresh
 
     def abort(self) -> None:
         """Ask the running run to stop: the stream ends with an ``aborted`` error and ``meta_final`` (spec §5.5)."""
         self._abort.set()
 
+    def compact(self, compactor: Compactor | None = None) -> None:
+        """Compact the context before the next model call, whatever its size (trigger ``manual``).
+
+        It takes effect in the next ``run`` (or resume), before its first model call, with
+        the boundary in that response (spec [R15.3-a]).
+
+        Args:
+            compactor: the compactor to use; the agent's own, or a ``SummarizingCompactor``
+                when the agent has none.
+        """
+        from .compaction import SummarizingCompactor
+
+        self._manual_compaction = compactor or self.options.compactor or SummarizingCompactor()
+
     def lease_alive(self, now: float | None = None) -> bool:
         """Whether the agent is ``running`` under a lease that has not expired (spec §10.2-a)."""
         state = self.state
         return state.status == "running" and state.lease_expires_at > (time.time() if now is None else now)
+
+    @property
+    def lease_owner(self) -> str | None:
+        """The process holding the agent while it runs (``host:pid:tag``, spec §10.2-a), else ``None``."""
+        return self.state.lease_owner
+
+    @property
+    def current_response(self) -> tuple[str, int] | None:
+        """``(run_id, index)`` of the run in progress's latest response (the one being sent), else ``None``."""
+        run = self.state.run
+        if run is None:
+            return None
+        return run.run_id, run.responses - 1
 
     async def recover(self) -> AgentResult | None:
         """Deal with a run whose process died (its lease expired) so the agent can be used again (spec §10.2-b).
@@ -363,30 +251,49 @@ class Agent:
         if outcome == "released" or run is None:
             await self.store.save(state)
             return None
-        response = _Response(_nowhere, state.agent_uuid, run.run_id, dead_index, self.max_bytes, self.profile)
-        response.gone = True  # nobody reads it: it only closes the run's log (spec §9.2-a)
+        ctx = self._context(_Response(_nowhere, state.agent_uuid, run.run_id, dead_index, *self._bounds()))
+        ctx.response.gone = True  # nobody reads it: it only closes the run's log (spec §9.2-a)
         if outcome == "paused":
-            response.stage(self._emitter.buffered("meta_init", self._resume_meta(run, [])))
+            ctx.response.stage(self._emitter.buffered("meta_init", meta_init(ctx, run, resume=True, answers=[])))
             payload = {
                 "type": STOP_LOST,
                 "message": "the process running this resume stopped before it ended; "
                 "the run is paused again and waits for the same tool results",
             }
             pending = [p.element() for p in state.pending_frontend]
-            response.stage(self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False)))
-            response.stage(self._emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False)))
-            response.stage([DONE_LINE])
-            await self.store.save(state, log=response.batch())
+            ctx.response.stage(ctx.error_envelope(payload))
+            ctx.response.stage(
+                self._emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False))
+            )
+            ctx.response.stage([DONE_LINE])
+            await self.store.save(state, log=ctx.response.batch())
             log.warning("agent %s: a resume whose process died was put back to its pause", state.agent_uuid)
             return None
         run.responses = dead_index + 1
-        await response.send(self._emitter.buffered("meta_init", self._meta_init(run)))
+        await ctx.send(self._emitter.buffered("meta_init", meta_init(ctx, run)))
         payload = {
             "type": STOP_LOST,
             "message": "the process running this run stopped before the run ended; a later process closed it",
         }
         log.warning("agent %s: run %s was lost with its process; closed", state.agent_uuid, run.run_id)
-        return await self._finish(response, STOP_LOST, error_payload=payload)
+        return await finish(ctx, STOP_LOST, error_payload=payload)
+
+    async def recover_dead(self, run_id: str, owner: str) -> AgentResult | None:
+        """``recover`` a run this process knows is dead, without waiting for its lease (a server's own failed run).
+
+        Only when the state still shows ``run_id`` running under ``owner``'s lease: the
+        lease is the caller's and the run is dead (spec server §3.3-d). Otherwise nothing.
+
+        Returns:
+            As ``recover``.
+        """
+        state = self.state
+        if state.status != "running" or state.run is None or state.run.run_id != run_id:
+            return None
+        if state.lease_owner != owner:
+            return None  # another process took it over meanwhile
+        state.lease_expires_at = 0.0
+        return await self.recover()
 
     async def abandon(self, sink: Sink | None = None, *, reason: str = "abandoned by the user") -> AgentResult:
         """Close a run paused for frontend tools without their results (spec §10.3).
@@ -416,43 +323,27 @@ class Agent:
                 return closed
         if state.status != "awaiting_frontend_tools" or state.run is None:
             raise StateError(f"agent {state.agent_uuid} has no paused run to abandon (status {state.status})")
-        self._claim()
-        try:
-            await self.store.save(state)  # claim, as a resume does (spec §4.3)
-        except BaseException:
-            state.status = "awaiting_frontend_tools"
-            state.lease_owner = None
-            raise
-        run = state.run
-        response = _Response(
-            sink or _nowhere, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile
-        )
-        run.responses += 1
+        await self._claim_paused()
+        ctx = self._context(self._open_response(sink or _nowhere))
+        run = ctx.run
         text = "abandoned: " + scrub.public(reason)
         # Every line of this response is a closing line: staged, stored, then sent (spec §4.4).
         answers = [p.tool_use_id for p in state.pending_frontend if p.agent is None]
         answers += [c.tool_use_id for c in state.pending_children]
-        response.stage(self._emitter.buffered("meta_init", self._resume_meta(run, answers)))
+        ctx.response.stage(self._emitter.buffered("meta_init", meta_init(ctx, run, resume=True, answers=answers)))
         by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
         for pending in state.pending_frontend:
             if pending.agent is not None:
                 continue  # a paused child's call: the child is abandoned below (spec §13.5-d)
             call = ToolCallRequest(id=pending.tool_use_id, name=pending.name, input=pending.input)
-            done = error_outcome(self._emitter, call, text)
-            response.stage(done.lines)
-            by_id[call.id] = done.block
-        for tool_use_id, child_text in (await subagent_run.abandon_children(self, scrub.public(reason))).items():
-            done = error_outcome(
-                self._emitter, ToolCallRequest(id=tool_use_id, name="spawn_subagent", input={}), child_text
-            )
-            response.stage(done.lines)
-            by_id[tool_use_id] = done.block
-        self._append_user([by_id[i] for i in state.pending_order if i in by_id])
-        state.pending_children = []
-        state.pending_frontend = []
-        state.pending_backend_results = []
-        state.pending_order = []
-        return await self._finish(response, STOP_ABANDONED, error_payload={"type": STOP_ABANDONED, "message": text})
+            by_id[call.id] = (await ctx.answer_error(call, text, stage=True)).block
+        children = await abandon_children(state, self.options.subagents, self._child, scrub.public(reason))
+        for tool_use_id, child_text in children.items():
+            call = ToolCallRequest(id=tool_use_id, name="spawn_subagent", input={})
+            by_id[tool_use_id] = (await ctx.answer_error(call, child_text, stage=True)).block
+        append_user(state, [by_id[i] for i in state.pending_order if i in by_id])
+        _clear_pause(state)
+        return await finish(ctx, STOP_ABANDONED, error_payload={"type": STOP_ABANDONED, "message": text})
 
     async def run(self, prompt: str | Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
         """Run one user turn to its end or to a pause, streaming envelope lines to ``sink``.
@@ -489,20 +380,12 @@ class Agent:
             run.base_tail = len(messages[-1]["content"])
         state.run = run
         state.tasks = []  # spec §14.2: tasks belong to one run
-        self._tasks = {}
         self._claim()
-        self._append_user(blocks)
+        append_user(state, blocks)
         await self.store.save(state)  # claim the agent (spec §4.3, §10.2-a)
-        response: _Response
-        if self._parent_response is not None:
-            response = _NestedResponse(
-                self._parent_response, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile
-            )
-        else:
-            response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile)
-        run.responses += 1
-        self._prompt = query
-        return await self._drive(response, 1, self._emitter.buffered("meta_init", self._meta_init(run)))
+        ctx = self._context(self._open_response(sink))
+        ctx.prompt = query
+        return await self._drive(ctx, 1, self._emitter.buffered("meta_init", meta_init(ctx, run)))
 
     async def continue_with_tool_results(self, results: Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
         """Resume a paused run with the browser's results (spec §3.3).
@@ -531,28 +414,14 @@ class Agent:
                 f"agent {state.agent_uuid} is not waiting for frontend tool results (status {state.status})"
             )
         parsed = _parse_results(results, state.pending_frontend)
-        children = await subagent_run.load_paused_children(self)  # spec §13.5-c: checked before the claim
-        self._claim()
-        try:
-            await self.store.save(state)  # claim: exactly one resume wins (spec §4.3)
-        except BaseException:
-            state.status = "awaiting_frontend_tools"
-            state.lease_owner = None
-            state.lease_expires_at = 0.0
-            raise
-        run = state.run
-        response: _Response
-        if self._parent_response is not None:  # a paused child, resumed by its parent (spec §13.5-c)
-            response = _NestedResponse(
-                self._parent_response, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile
-            )
-        else:
-            response = _Response(sink, state.agent_uuid, run.run_id, run.responses, self.max_bytes, self.profile)
-        run.responses += 1
+        # spec §13.5-c: the paused children are checked before the claim.
+        children = await load_paused_children(state, self.options.subagents, self._child)
+        await self._claim_paused()  # exactly one resume wins (spec §4.3)
+        ctx = self._context(self._open_response(sink))
         own = [p for p in state.pending_frontend if p.agent is None]
         # spec §13.5-c: this response answers the agent's own calls and the paused children's spawning calls.
         answers = [p.tool_use_id for p in own] + [c.tool_use_id for c in state.pending_children]
-        opening = self._emitter.buffered("meta_init", self._resume_meta(run, answers))
+        opening = self._emitter.buffered("meta_init", meta_init(ctx, ctx.run, resume=True, answers=answers))
         by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
         for pending in own:
             text, images, is_error = parsed[pending.tool_use_id]
@@ -560,271 +429,106 @@ class Agent:
             by_id[pending.tool_use_id] = result_block(pending.tool_use_id, text, images, is_error=is_error)
         step = state.current_step + 1
         if children:
-            # The user turn is recorded when the children have ended (``_resume_children``).
-            self._resuming = (children, list(results), by_id)
-            self._answered = dict(by_id)
-            return await self._drive(response, step, opening)
-        self._append_user([by_id[i] for i in state.pending_order if i in by_id])
-        state.pending_frontend = []
-        state.pending_backend_results = []
-        state.pending_order = []
-        return await self._drive(response, step, opening)
+            # The user turn is recorded when the children have ended (``loop.resume_children``).
+            ctx.resuming = Resuming(children=children, results=list(results), by_id=by_id)
+            ctx.answered = dict(by_id)
+            return await self._drive(ctx, step, opening)
+        append_user(state, [by_id[i] for i in state.pending_order if i in by_id])
+        _clear_pause(state)
+        return await self._drive(ctx, step, opening)
 
-    def _resume_meta(self, run: RunState, answers: list[str]) -> str:
-        """The ``meta_init`` of a resumed response, announcing the calls it answers (envelope spec §8.4-a)."""
-        meta = json.loads(self._meta_init(run, resume=True))
-        meta["resume"]["tool_use_ids"] = answers
-        return json.dumps(meta, ensure_ascii=False)
+    # ----------------------------------------------------------------- the start of a response
 
-    async def _resume_children(self, response: _Response) -> bool:
-        """Continue the paused children, then record the step's results; ``True`` if one paused again (§13.5-c)."""
-        assert self._resuming is not None
-        children, results, by_id = self._resuming
-        self._resuming = None
-        state = self.state
-        owners = {p.tool_use_id: p.agent for p in state.pending_frontend}
-        order = state.pending_order
-        # In memory the pause is consumed (an abort now answers the calls, §5.5-b); the store
-        # keeps it until the response ends, so a resume that dies is put back (§10.2-b).
-        state.pending_frontend, state.pending_children, state.pending_backend_results = [], [], []
-        state.pending_order = []
-        outcomes, paused = await subagent_run.resume_children(self, response, children, results, owners)
-        await self._report_hook_failures(response)
-        for tool_use_id, done in outcomes.items():
-            by_id[tool_use_id] = done.block
-        if paused:
-            state.pending_frontend = [p for child in paused for p in child.calls]
-            state.pending_children = [child.child for child in paused]
-            state.pending_backend_results = list(by_id.values())
-            state.pending_order = order
-            return True
-        self._append_user([by_id[i] for i in order if i in by_id])
-        return False
+    def _bounds(self) -> tuple[int, Profile]:
+        return self.options.max_bytes, self.options.profile
 
-    # ----------------------------------------------------------------- the loop
+    def _open_response(self, sink: Sink) -> _Response:
+        """The run's next response: this agent's own, or its part of its parent's (spec §13.3)."""
+        run = self.state.run
+        assert run is not None
+        response: _Response
+        if self.parent is not None:
+            response = _NestedResponse(
+                self.parent.response, self.agent_uuid, run.run_id, run.responses, *self._bounds()
+            )
+        else:
+            response = _Response(sink, self.agent_uuid, run.run_id, run.responses, *self._bounds())
+        run.responses += 1
+        return response
 
-    async def _drive(self, response: _Response, step: int, opening: list[bytes]) -> AgentResult:
-        """Send ``opening``, run the loop as a task ``abort()`` can cancel, renew the lease, end the response."""
+    def _context(self, response: _Response) -> RunContext:
+        """The ``RunContext`` of a response: the options, the state, and this response's working state."""
+        ctx = RunContext(
+            options=self.options,
+            model=self.model,
+            store=self.store,
+            tools=self.tools,
+            state=self.state,
+            emitter=self._emitter,
+            response=response,
+            new_agent=type(self),
+            parent=self.parent,
+            context_tokens=self._context_tokens,
+            manual_compaction=self._manual_compaction,
+        )
+        return ctx
+
+    async def _drive(self, ctx: RunContext, step: int, opening: list[bytes]) -> AgentResult:
+        """Run the response (``loop.drive``); keep what outlives it (the last call's context size)."""
         # A fresh event per response: an Event binds to the loop that first waits on it, and an
         # agent may serve runs from several loops (asyncio.run per request); a stale one made
         # the next run end as "aborted".
         self._abort = asyncio.Event()
-        heartbeat = asyncio.ensure_future(self._heartbeat())
         try:
-            return await self._drive_loop(response, step, opening)
+            return await loop.drive(ctx, self._abort, step, opening)
         finally:
-            heartbeat.cancel()
+            self._context_tokens = ctx.context_tokens
+            self._manual_compaction = ctx.manual_compaction  # still asked for when no call used it
 
-    async def _drive_loop(self, response: _Response, step: int, opening: list[bytes]) -> AgentResult:
-        loop_task = asyncio.ensure_future(self._loop(response, step, opening))
-        abort_task = asyncio.ensure_future(self._abort.wait())
-        try:
-            done, _ = await asyncio.wait({loop_task, abort_task}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            loop_task.cancel()
-            abort_task.cancel()
-            await asyncio.gather(loop_task, return_exceptions=True)
-            await background.kill_all(self, response)  # spec §14.6
-            # spec §5.5-c: the caller is gone. Close the run in the store (log included); send nothing.
-            response.gone = True
-            await asyncio.shield(self._close_quietly(response, "the run was cancelled: the client went away"))
-            raise
-        abort_task.cancel()
-        if loop_task not in done:
-            loop_task.cancel()
-            await asyncio.gather(loop_task, return_exceptions=True)
-            await background.kill_all(self, response)  # spec §14.6: killing the run kills its tasks
-            return await self._end_aborted(response, "the run was aborted by the caller")
-        await background.kill_all(self, response)  # spec §14.6: tasks left when the run ends otherwise
-        try:
-            stop = loop_task.result()
-        except _RunFailed as exc:
-            payload: dict[str, Any] = {  # spec §6.3: a public message, never a traceback
-                "type": exc.failure.type,
-                "message": exc.failure.message,
-                "retryable": exc.failure.transient,
-                "attempts": exc.attempts,
-            }
-            return await self._finish(response, STOP_ERROR, error_payload=payload)
-        except _ClientGone as exc:
-            # spec §5.5-c: the sink failed (a closed pipe, a dropped connection).
-            await self._close_quietly(response, "the client went away")
-            raise exc.error from None
-        except Exception:
-            # A bug in the agent's own code: a public message in the stream, details in the log (spec §6.3).
-            log.exception("the agent loop failed")
-            await self._close_open(response, every_agent=True)
-            await self._answer_unanswered(response, "not run: the agent failed before this tool call finished")
-            payload = {
-                "type": "internal_error",
-                "message": "internal error in the agent (details are in the server log)",
-                "retryable": False,
-                "attempts": 1,
-            }
-            return await self._finish(response, STOP_ERROR, error_payload=payload)
-        if stop == STOP_AWAITING:
-            if response.nested:
-                return await subagent_run.pause_nested(self, response)  # spec §13.5-a: the root announces it
-            return await self._pause(response)
-        return await self._finish(response, stop)
+    def _child(self, spec: AgentSpec, agent_uuid: str | None) -> Agent:
+        """A child of this agent (spec §13.2-a), to load a paused one or abandon it."""
+        return new_child(type(self), self.model, self.options, self.store, spec, agent_uuid=agent_uuid)
 
     def _claim(self) -> None:
         """Mark the agent ``running`` under a fresh lease of this process (spec §10.2-a)."""
         state = self.state
         state.status = "running"
         state.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        state.lease_expires_at = time.time() + self.lease_seconds
+        state.lease_expires_at = time.time() + self.options.lease_seconds
 
-    async def _heartbeat(self) -> None:
-        """Renew the lease every third of its length while the run goes on (spec §10.2-a)."""
-        state = self.state
-        while True:
-            await asyncio.sleep(self.lease_seconds / 3)
-            owner = state.lease_owner
-            if owner is None or state.status != "running":
-                return
-            expires = time.time() + self.lease_seconds
-            try:
-                renewed = await self.store.renew_lease(state.agent_uuid, owner, expires)
-            except Exception:
-                log.warning("agent %s: could not renew the lease; will try again", state.agent_uuid)
-                continue
-            if not renewed:
-                log.warning("agent %s: lost its lease to another process", state.agent_uuid)
-                return
-            state.lease_expires_at = expires
+    async def _claim_paused(self) -> None:
+        """Claim a paused agent in the store, as a resume or an abandon does (spec §4.3); undone if the save fails."""
+        self._claim()
+        try:
+            await self.store.save(self.state)
+        except BaseException:
+            state = self.state
+            state.status = "awaiting_frontend_tools"
+            state.lease_owner = None
+            state.lease_expires_at = 0.0
+            raise
 
-    async def _loop(self, response: _Response, step: int, opening: list[bytes]) -> str:
-        """Send the response's opening lines, then steps until the run ends; returns the stop reason (spec §1.2)."""
-        run = self.state.run
-        assert run is not None
-        await response.send(opening)
-        if self._resuming is not None and await self._resume_children(response):
-            return STOP_AWAITING  # spec §13.5-c: a child paused again; so does the run
-        if self._prompt is not None:
-            prompt, self._prompt = self._prompt, None
-            await self._fire("SessionStart", prompt=prompt)
-            await self._fire("UserPromptSubmit", prompt=prompt)
-            await self._report_hook_failures(response)
-        stop = await self._steps(response, step)
-        if stop != STOP_AWAITING:
-            await self._fire("Stop", stop_reason=stop)
-            await self._report_hook_failures(response)
-        return stop
 
-    async def _steps(self, response: _Response, step: int) -> str:
-        """Decide to continue or stop: steps of model call, route, run tools, record (spec §1.2)."""
-        run = self.state.run
-        assert run is not None
-        while True:
-            background.deliver(self)  # spec §14.4: ended tasks are notified before the next call
-            if step > self.max_steps:
-                return await self._last_call(response, step)
-            if self.max_budget_usd is not None and (run.cost_usd or 0.0) >= self.max_budget_usd:
-                return STOP_MAX_BUDGET  # spec §5.3-a: checked before each call
-            outcome = await self._model_call(response, step)
-            self._append_assistant(outcome.content)
-            if outcome.stop_reason == "pause_turn":
-                step += 1  # spec §1.2-c: send the turn back as is
-                continue
-            calls = _tool_uses(outcome.content)
-            if not calls or outcome.stop_reason not in ("tool_use", "max_tokens"):
-                if await background.wait_unseen(self):
-                    step += 1  # spec §14.4: one more step to see the tasks' results
-                    continue
-                end = await self._structured_end(response, outcome.stop_reason)  # spec §17 (structured.py)
-                if end is None:
-                    step += 1
-                    continue
-                return end
-            frontend = await self._run_step_tools(response, calls, outcome.bad_inputs)
-            if self._interrupted is not None and self._loop_detected:
-                return loop_guard.stopped(self)  # spec §16: a repeat with no can_use_tool (loop_guard.py)
-            if self._interrupted is not None:
-                return STOP_INTERRUPTED
-            if frontend:
-                await background.wait_running(self)  # spec §14.5: a pause leaves no task running
-                self.state.current_step = step
-                return STOP_AWAITING
-            step += 1
+async def save_released(store: Store, state: AgentState, outcome: Recovery, *, log: LogBatch | None = None) -> None:
+    """Save a state ``state.roll_back_dead_run`` put in order, without an ``Agent`` (a server's recovery, §10.2-b).
 
-    async def _fire(
-        self,
-        event: str,
-        *,
-        prompt: str | None = None,
-        tool_name: str | None = None,
-        tool_use_id: str | None = None,
-        tool_input: Mapping[str, Any] | None = None,
-        result: str | None = None,
-        stop_reason: str | None = None,
-    ) -> None:
-        """Run the hooks of an observing event (not PreToolUse); failures are kept for reporting."""
-        hooks = self.hooks.get(event, [])
-        run = self.state.run
-        if not hooks or run is None:
-            return
-        data = HookInput(
-            event=event,  # type: ignore[arg-type]  # one of HOOK_EVENTS, checked by the callers' literals
-            agent_uuid=self.agent_uuid,
-            run_id=run.run_id,
-            prompt=prompt,
-            tool_name=tool_name,
-            tool_use_id=tool_use_id,
-            tool_input=dict(tool_input or {}),
-            result=result,
-            stop_reason=stop_reason,
-        )
-        await run_hooks(hooks, data, self._hook_failures)
+    With ``log`` (the dead response's lines as the caller closed them) and, for a run
+    closed ``lost``, its record: what ``Agent.recover`` stores, when the closing lines are
+    the caller's.
 
-    def _hook_failure_lines(self) -> list[bytes]:
-        """One ``error`` envelope per failed hook (spec §12.3-a), and forget them."""
-        failures, self._hook_failures = self._hook_failures, []
-        lines: list[bytes] = []
-        for failure in failures:
-            payload = {
-                "type": "hook_error",
-                "event": failure.event,
-                "hook": failure.index,
-                "message": f"a {failure.event} hook failed: {failure.message}",
-            }
-            lines += self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False))
-        return lines
+    Raises:
+        ConflictError: another process changed the agent meanwhile.
+    """
+    record = lost_run_record(state, STOP_LOST, time.time()) if outcome == "lost" else None
+    await store.save(state, log=log, run=record)
 
-    async def _report_hook_failures(self, response: _Response) -> None:
-        lines = self._hook_failure_lines()
-        if lines:
-            await response.send(lines)
 
-    # ----------------------------------------------------------------- stream ends
-
-    # ----------------------------------------------------------------- history
-
-    # ----------------------------------------------------------------- the stages, bound as methods
-    # Each lives in the module named after its stage (seed 003/004's flow); they take the
-    # agent as ``self``.
-    _params = prepare.params
-    _meta_init = prepare.meta_init
-    _model_call = call_model.model_call
-    _track_usage_and_container = call_model.track_usage_and_container
-    _discard = call_model.discard
-    _close_open = call_model.close_open
-    _run_step_tools = tool_step.run_step_tools
-    _permit = tool_step.permit
-    _run_subagent = tool_step.run_subagent
-    _last_call = tool_step.last_call
-    _answer_unanswered = tool_step.answer_unanswered
-    _append_user = record.append_user
-    _append_assistant = record.append_assistant
-    _collect_files = record.collect_files
-    _pause = finish.pause
-    _finish = finish.finish
-    _cost = finish.cost
-    _end_aborted = finish.end_aborted
-    _close_quietly = finish.close_quietly
-    # Guards (spec §15-§17).
-    compact = compaction.compact
-    _structured_end = structured.structured_end
+def _clear_pause(state: AgentState) -> None:
+    """The pause is answered: no relay state is left (spec §3.3)."""
+    state.pending_frontend = []
+    state.pending_children = []
+    state.pending_backend_results = []
+    state.pending_order = []
 
 
 def _parse_results(

@@ -7,7 +7,7 @@ telling the parent (``deliver``: a notification before its next model call; ``wa
 one more step when it would end with results it has not seen, §14.4), waiting before a
 pause (``wait_running``, §14.5) and killing the tasks when the run ends otherwise
 (``kill_all``, §14.6). Does not own: running a child (``subagent_run.py``) or the loop
-(``agent.py``). Functions take the parent ``Agent`` as ``self``.
+(``loop.py``). Functions take the parent's ``RunContext`` (or the stored state they read).
 """
 
 from __future__ import annotations
@@ -19,14 +19,19 @@ import uuid
 from typing import TYPE_CHECKING, Final
 
 from . import scrub
+from .call_model import close_open
 from .finish import STOP_ABORTED, STOP_ERROR, STOP_INTERRUPTED
+from .record import append_user
 from .state import BackgroundTask
 from .subagent_run import make_child, nest
 from .tools import Tool, ToolCallRequest, ToolOutcome, outcome, tool
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .agent import Agent
-    from .response import _Response
+    from .run_context import RunContext
+    from .state import AgentState
     from .subagents import AgentSpec
 
 log = logging.getLogger("agent_ref")
@@ -39,12 +44,10 @@ NOTIFICATION_TAG: Final = "<task-notification"
 TERMINAL: Final = frozenset({"completed", "failed", "killed"})
 
 
-async def start(
-    self: Agent, response: _Response, call: ToolCallRequest, name: str, spec: AgentSpec, task: str
-) -> ToolOutcome:
+async def start(ctx: RunContext, call: ToolCallRequest, name: str, spec: AgentSpec, task: str) -> ToolOutcome:
     """Start ``name`` on ``task`` in the background; the call's result is the task id, at once (spec §14.1)."""
-    child = make_child(self, spec, background=True)
-    nest(self, child, response, call.id)
+    child = make_child(ctx, spec, background=True)
+    nest(ctx, child, call.id)
     record = BackgroundTask(
         task_id="task_" + uuid.uuid4().hex[:16],
         tool_use_id=call.id,
@@ -52,17 +55,17 @@ async def start(
         agent_uuid=child.agent_uuid,
         task=task,
     )
-    self.state.tasks.append(record)
-    self._tasks[record.task_id] = asyncio.ensure_future(_run(self, child, record, response))
+    ctx.state.tasks.append(record)
+    ctx.live_tasks[record.task_id] = asyncio.ensure_future(_run(ctx, child, record))
     started = {"task_id": record.task_id, "status": record.status, "subagent": name, "agent": child.agent_uuid}
-    return outcome(self._emitter, call, json.dumps(started))
+    return outcome(ctx.emitter, call, json.dumps(started))
 
 
-async def _run(self: Agent, child: Agent, record: BackgroundTask, response: _Response) -> None:
+async def _run(ctx: RunContext, child: Agent, record: BackgroundTask) -> None:
     record.status = "running"
-    await self._fire("SubagentStart", tool_name=record.name, tool_use_id=record.tool_use_id)
+    await ctx.fire("SubagentStart", tool_name=record.name, tool_use_id=record.tool_use_id)
     try:
-        result = await child.run(record.task, response.send_one)
+        result = await child.run(record.task, ctx.response.send_one)
     except asyncio.CancelledError:
         record.status = "killed"
         raise
@@ -77,7 +80,7 @@ async def _run(self: Agent, child: Agent, record: BackgroundTask, response: _Res
     else:
         record.status = "completed"
         record.result = result.final_text
-    await self._fire(
+    await ctx.fire(
         "SubagentStop",
         tool_name=record.name,
         tool_use_id=record.tool_use_id,
@@ -93,8 +96,11 @@ def _report(record: BackgroundTask) -> dict[str, str]:
     return item
 
 
-def status_tool(self: Agent) -> Tool:
-    """The ``task_status`` tool of ``self``: the state of one background task, or of all (spec §14.3)."""
+def status_tool(state_of: Callable[[], AgentState]) -> Tool:
+    """The ``task_status`` tool of the agent whose state ``state_of`` gives: one background task, or all (spec §14.3).
+
+    ``state_of`` is called at each use: an agent's state object is replaced when it is loaded.
+    """
 
     @tool(name=TASK_STATUS_TOOL)
     async def task_status(task_id: str = "") -> str:
@@ -103,9 +109,10 @@ def status_tool(self: Agent) -> Tool:
         Args:
             task_id: the task to report on; empty for every task of this run.
         """
-        records = [t for t in self.state.tasks if not task_id or t.task_id == task_id]
+        tasks = state_of().tasks
+        records = [t for t in tasks if not task_id or t.task_id == task_id]
         if task_id and not records:
-            known = ", ".join(t.task_id for t in self.state.tasks) or "none"
+            known = ", ".join(t.task_id for t in tasks) or "none"
             raise ValueError(f"unknown task {task_id!r}; tasks of this run: {known}")
         for record in records:
             if record.status in TERMINAL:
@@ -124,42 +131,42 @@ def notification(record: BackgroundTask) -> str:
     )
 
 
-def deliver(self: Agent) -> None:
+def deliver(state: AgentState) -> None:
     """Put a notification of each ended, unseen task into the history, before the next call (spec §14.4)."""
     blocks = []
-    for record in self.state.tasks:
+    for record in state.tasks:
         if record.status in TERMINAL and not record.notified:
             record.notified = True
             blocks.append({"type": "text", "text": notification(record)})
     if blocks:
-        self._append_user(blocks)
+        append_user(state, blocks)
 
 
-def _live(self: Agent) -> list[asyncio.Future[None]]:
-    return [t for t in self._tasks.values() if not t.done()]
+def _live(ctx: RunContext) -> list[asyncio.Future[None]]:
+    return [t for t in ctx.live_tasks.values() if not t.done()]
 
 
-async def wait_running(self: Agent) -> None:
+async def wait_running(ctx: RunContext) -> None:
     """Wait for every running task of the run (their output streams meanwhile) (spec §14.4, §14.5)."""
-    while live := _live(self):
+    while live := _live(ctx):
         await asyncio.wait(live)
 
 
-async def wait_unseen(self: Agent) -> bool:
+async def wait_unseen(ctx: RunContext) -> bool:
     """Before the run ends by the model's choice: wait for the tasks; ``True`` if it has results to see (§14.4)."""
-    await wait_running(self)
-    return any(r.status in TERMINAL and not r.notified for r in self.state.tasks)
+    await wait_running(ctx)
+    return any(r.status in TERMINAL and not r.notified for r in ctx.state.tasks)
 
 
-async def kill_all(self: Agent, response: _Response) -> None:
+async def kill_all(ctx: RunContext) -> None:
     """Cancel the tasks still running: status ``killed``, their open blocks closed (spec §14.6)."""
-    live = _live(self)
+    live = _live(ctx)
     if not live:
         return
     for task in live:
         task.cancel()
     await asyncio.gather(*live, return_exceptions=True)
-    for record in self.state.tasks:
+    for record in ctx.state.tasks:
         if record.status not in TERMINAL:
             record.status = "killed"
-    await self._close_open(response, every_agent=True)
+    await close_open(ctx, every_agent=True)

@@ -3,35 +3,36 @@
 Owns: ``model_call`` (compaction first, §15; translating events, cut tool input [R1.3],
 usage and container),
 the discarded-attempt signal (§6.4) and closing blocks left open. Does not own: what the
-turn means for the loop (``tool_step``, ``finish``). Functions take the ``Agent`` as
-``self``: ``Agent`` binds them as its methods.
+turn means for the loop (``tool_step``, ``finish``). Functions take the run's context
+(``RunContext``); ``model_call`` returns the turn (``Outcome``) for the loop to decide on.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from envelope import DecodeError, Emitter
 from envelope.anthropic import AnthropicTranslator
 
-from .compaction import compact_before_call, record_call_tokens
-from .pricing import cost_usd
-from .response import _ClientGone, _Response
+from .compaction import call_tokens, compact_before_call
+from .prepare import params as request_params
+from .record import collect_files, field_of
+from .response import _ClientGone
 from .retry import ApiFailure, IncompleteStreamError, classify
 from .state import flat_usage
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .run_context import RunContext
 
 log = logging.getLogger("agent_ref")
 
 
-class _RunFailed(Exception):
+class RunFailed(Exception):
+    """The model call failed for good (retries spent, or not retryable): the run ends ``error``."""
+
     def __init__(self, failure: ApiFailure, attempts: int) -> None:
         super().__init__(failure.message)
         self.failure = failure
@@ -39,30 +40,26 @@ class _RunFailed(Exception):
 
 
 @dataclass(slots=True)
-class _Outcome:
+class Outcome:
+    """A model call's turn: its content, the API's stop reason, and the calls whose input cannot be used."""
+
     content: list[dict[str, Any]]
     stop_reason: str
     bad_inputs: dict[str, str]  # tool_use id -> why its input cannot be used
 
 
-def _field(obj: Any, name: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
 def _track_tool_input(event: Any, starts: dict[int, tuple[str, str]], parts: dict[int, list[str]]) -> None:
     """Remember each tool_use block's id, name and raw input text (for a call cut by max_tokens)."""
-    kind = _field(event, "type")
-    index = _field(event, "index")
+    kind = field_of(event, "type")
+    index = field_of(event, "index")
     if not isinstance(index, int):
         return
     if kind == "content_block_start":
-        block = _field(event, "content_block")
-        if _field(block, "type") == "tool_use":
-            starts[index] = (str(_field(block, "id") or ""), str(_field(block, "name") or ""))
+        block = field_of(event, "content_block")
+        if field_of(block, "type") == "tool_use":
+            starts[index] = (str(field_of(block, "id") or ""), str(field_of(block, "name") or ""))
     elif kind == "content_block_delta" and index in starts:
-        partial = _field(_field(event, "delta"), "partial_json")
+        partial = field_of(field_of(event, "delta"), "partial_json")
         if isinstance(partial, str):
             parts.setdefault(index, []).append(partial)
 
@@ -74,44 +71,19 @@ def _bad_input_message(stop_reason: str) -> str:
     return "not run: the tool input was not valid JSON; call the tool again with a JSON object as its input"
 
 
-async def model_call(self: Agent, response: _Response, step: int, *, tool_choice_none: bool = False) -> _Outcome:
-    """One API call with retries; streams its envelopes (spec §6)."""
-    run = self.state.run
-    assert run is not None
-    await compact_before_call(self, response)  # spec §15: before each call, never inside a block
-    params = self._params(tool_choice_none)
+async def model_call(ctx: RunContext, step: int, *, tool_choice_none: bool = False) -> Outcome:
+    """One API call with retries; streams its envelopes; returns the turn (spec §6)."""
+    run = ctx.run
+    await compact_before_call(ctx)  # spec §15: before each call, never inside a block
+    params = request_params(ctx, tool_choice_none)
     attempt = 0
     while True:
         attempt += 1
-        translator = AnthropicTranslator(self.agent_uuid, self.max_bytes, profile=self.profile)
-        blocks_before = response.block_count()
-        sent = 0
-        tool_starts: dict[int, tuple[str, str]] = {}
-        tool_json: dict[int, list[str]] = {}
-        bad: dict[int, str] = {}
-        call_usage: dict[str, int] = {}
+        call = _Attempt(AnthropicTranslator(ctx.agent_uuid, ctx.options.max_bytes, profile=ctx.options.profile))
+        blocks_before = ctx.response.block_count()
         try:
-            async for event in self.model.stream(params):
-                _track_tool_input(event, tool_starts, tool_json)
-                self._track_usage_and_container(event, call_usage)
-                try:
-                    lines = translator.feed(event)
-                except DecodeError:
-                    index = _field(event, "index")
-                    if _field(event, "type") != "content_block_stop" or not isinstance(index, int):
-                        raise
-                    bad[index] = "".join(tool_json.get(index, []))
-                    start = tool_starts.get(index, ("", ""))
-                    # The call was cut: show it with the input history records for it,
-                    # an empty object, so the stream stays valid (spec §1.3-b).
-                    lines = self._emitter.buffered("tool_call", "{}", id=start[0], name=start[1])
-                if lines:
-                    sent += len(lines)
-                    await response.send(lines)
-            translator.close()
-            if translator.stop_reason is None:
-                raise IncompleteStreamError("no message_delta with a stop_reason")
-        except (asyncio.CancelledError, _RunFailed, _ClientGone):
+            await _stream(ctx, params, call)
+        except (asyncio.CancelledError, RunFailed, _ClientGone):
             raise
         except Exception as exc:
             failure = classify(exc)
@@ -119,78 +91,112 @@ async def model_call(self: Agent, response: _Response, step: int, *, tool_choice
                 log.exception("model call failed with an unexpected error")
             else:
                 log.warning("model call attempt %d failed: %s (%s)", attempt, failure.type, failure.message)
-            retrying = failure.transient and attempt < self.retry.max_attempts
-            wait, source = self.retry.wait(attempt, failure)
-            if sent:
-                await self._close_open(response)
-                await self._discard(
-                    response,
-                    response.block_count() - blocks_before,
-                    step,
-                    attempt,
-                    failure,
-                    retrying,
-                    wait if retrying else None,
-                )
+            retry = ctx.options.retry
+            retrying = failure.transient and attempt < retry.max_attempts
+            wait, source = retry.wait(attempt, failure)
+            if call.sent:
+                await close_open(ctx)
+                blocks = ctx.response.block_count() - blocks_before
+                await discard(ctx, blocks, step, attempt, failure, retrying, wait if retrying else None)
             elif retrying and source == "retry-after":
                 # spec §6.2-b: a wait the API asked for is said in the stream, even before output.
-                await self._discard(response, 0, step, attempt, failure, retrying, wait)
+                await discard(ctx, 0, step, attempt, failure, retrying, wait)
             if not retrying:
-                raise _RunFailed(failure, attempt) from None
-            await self.retry.sleep(wait)
+                raise RunFailed(failure, attempt) from None
+            await retry.sleep(wait)
             continue
         # spec §11.2-a: the nested counters too; running totals, the later value wins.
-        usage = {**call_usage, **translator.usage}
-        record_call_tokens(self, usage)  # spec §15.1-a: the next threshold check
-        run.usage.add(usage)
-        self.state.usage.add(usage)
-        run.cost_usd = cost_usd(self.model.name, run.usage, self.prices)
+        usage = {**call.usage, **call.translator.usage}
+        ctx.context_tokens = call_tokens(usage)  # spec §15.1-a: the next threshold check
+        ctx.add_usage(usage)
         run.steps += 1
-        content = translator.finalize()
-        bad_inputs: dict[str, str] = {}
-        reason = translator.stop_reason or "end_turn"
-        ids = {block.get("id") for block in content if block.get("type") == "tool_use"}
-        for index in sorted(bad):
-            tool_id, tool_name = tool_starts.get(index, ("", ""))
-            if tool_id and tool_id not in ids:
-                # spec §1.3-a/b: the adapter leaves a tool_use with unreadable input out of its
-                # message; history keeps it with ``{}``, as the stream showed it, and answers it.
-                block = {"type": "tool_use", "id": tool_id, "name": tool_name, "input": {}}
-                content.insert(min(index, len(content)), block)
-                bad_inputs[tool_id] = _bad_input_message(reason)
-        for index, block in enumerate(content):
-            if block.get("type") != "tool_use":
-                continue
-            if block.get("input") is None or not isinstance(block.get("input"), dict):
-                block["input"] = {}
-                bad_inputs[str(block.get("id"))] = _bad_input_message(reason)
-            elif reason == "max_tokens" and index == len(content) - 1:
-                # spec §1.3-a: the last block of a max_tokens turn may be cut even if it parsed.
-                bad_inputs[str(block.get("id"))] = _bad_input_message(reason)
-        self._collect_files(content)
-        return _Outcome(content=content, stop_reason=reason, bad_inputs=bad_inputs)
+        return _turn(ctx, call)
 
 
-def track_usage_and_container(self: Agent, event: Any, usage: dict[str, int]) -> None:
+@dataclass(slots=True)
+class _Attempt:
+    """One attempt's translator and what it saw of the stream."""
+
+    translator: AnthropicTranslator
+    sent: int = 0
+    tool_starts: dict[int, tuple[str, str]] = field(default_factory=dict)
+    tool_json: dict[int, list[str]] = field(default_factory=dict)
+    bad: dict[int, str] = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+async def _stream(ctx: RunContext, params: dict[str, Any], call: _Attempt) -> None:
+    """Stream one attempt's events as envelopes; a tool call whose input does not parse is shown with ``{}``."""
+    translator = call.translator
+    async for event in ctx.model.stream(params):
+        _track_tool_input(event, call.tool_starts, call.tool_json)
+        track_usage_and_container(ctx, event, call.usage)
+        try:
+            lines = translator.feed(event)
+        except DecodeError:
+            index = field_of(event, "index")
+            if field_of(event, "type") != "content_block_stop" or not isinstance(index, int):
+                raise
+            call.bad[index] = "".join(call.tool_json.get(index, []))
+            start = call.tool_starts.get(index, ("", ""))
+            # The call was cut: show it with the input history records for it,
+            # an empty object, so the stream stays valid (spec §1.3-b).
+            lines = ctx.emitter.buffered("tool_call", "{}", id=start[0], name=start[1])
+        if lines:
+            call.sent += len(lines)
+            await ctx.response.send(lines)
+    translator.close()
+    if translator.stop_reason is None:
+        raise IncompleteStreamError("no message_delta with a stop_reason")
+
+
+def _turn(ctx: RunContext, call: _Attempt) -> Outcome:
+    """The finished attempt's turn, with every call whose input cannot be used named (spec §1.3)."""
+    translator = call.translator
+    content = translator.finalize()
+    bad_inputs: dict[str, str] = {}
+    reason = translator.stop_reason or "end_turn"
+    ids = {block.get("id") for block in content if block.get("type") == "tool_use"}
+    for index in sorted(call.bad):
+        tool_id, tool_name = call.tool_starts.get(index, ("", ""))
+        if tool_id and tool_id not in ids:
+            # spec §1.3-a/b: the adapter leaves a tool_use with unreadable input out of its
+            # message; history keeps it with ``{}``, as the stream showed it, and answers it.
+            block = {"type": "tool_use", "id": tool_id, "name": tool_name, "input": {}}
+            content.insert(min(index, len(content)), block)
+            bad_inputs[tool_id] = _bad_input_message(reason)
+    for index, block in enumerate(content):
+        if block.get("type") != "tool_use":
+            continue
+        if block.get("input") is None or not isinstance(block.get("input"), dict):
+            block["input"] = {}
+            bad_inputs[str(block.get("id"))] = _bad_input_message(reason)
+        elif reason == "max_tokens" and index == len(content) - 1:
+            # spec §1.3-a: the last block of a max_tokens turn may be cut even if it parsed.
+            bad_inputs[str(block.get("id"))] = _bad_input_message(reason)
+    collect_files(ctx.run, content)
+    return Outcome(content=content, stop_reason=reason, bad_inputs=bad_inputs)
+
+
+def track_usage_and_container(ctx: RunContext, event: Any, usage: dict[str, int]) -> None:
     """Keep a call's usage (nested counters included) and the container the API reports."""
-    kind = _field(event, "type")
+    kind = field_of(event, "type")
     if kind == "message_start":
-        message = _field(event, "message")
-        usage.update(flat_usage(_field(message, "usage")))
-        container = _field(message, "container")
+        message = field_of(event, "message")
+        usage.update(flat_usage(field_of(message, "usage")))
+        container = field_of(message, "container")
     elif kind == "message_delta":
-        usage.update(flat_usage(_field(event, "usage")))
-        container = _field(_field(event, "delta"), "container")
+        usage.update(flat_usage(field_of(event, "usage")))
+        container = field_of(field_of(event, "delta"), "container")
     else:
         return
-    container_id = _field(container, "id")
+    container_id = field_of(container, "id")
     if isinstance(container_id, str) and container_id:
-        self.state.container_id = container_id
+        ctx.state.container_id = container_id
 
 
 async def discard(
-    self: Agent,
-    response: _Response,
+    ctx: RunContext,
     blocks: int,
     step: int,
     attempt: int,
@@ -212,19 +218,24 @@ async def discard(
         payload["wait_seconds"] = round(wait, 3)  # spec §6.2-b
     if failure.retry_after is not None:
         payload["retry_after_seconds"] = round(failure.retry_after, 3)
-    await response.send(self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False)))
+    await ctx.send(ctx.error_envelope(payload))
 
 
-async def close_open(self: Agent, response: _Response, *, every_agent: bool = False) -> None:
+async def close_open(ctx: RunContext, *, every_agent: bool = False) -> None:
     """Close every block left open on the wire, so a discard or an abort leaves no dangling block.
 
     With ``every_agent`` (an abort, a failure), the blocks of subagents streaming into this
     response are closed too: a cancelled child sends nothing more (spec §13.7-a).
     """
+    response = ctx.response
     transcript = response.checker.transcript()
-    agents = list(transcript.agents) if every_agent else [self.agent_uuid]
+    agents = list(transcript.agents) if every_agent else [ctx.agent_uuid]
     for agent in agents:
-        emitter = self._emitter if agent == self.agent_uuid else Emitter(agent, self.max_bytes, profile=self.profile)
+        emitter = (
+            ctx.emitter
+            if agent == ctx.agent_uuid
+            else Emitter(agent, ctx.options.max_bytes, profile=ctx.options.profile)
+        )
         blocks = {(b.type, b.id): b for b in transcript.agents.get(agent, ()) if not b.complete}
         for kind, block_id in list(blocks):
             if kind in ("text", "thinking"):

@@ -5,7 +5,8 @@ the two compactors (``SummarizingCompactor``: seed 001 §1.3's pipeline;
 ``ToolResultTrimmer``: old ``tool_result`` contents replaced by a placeholder), the
 seed's token formula (``call_tokens``), the structural check every compacted context
 must pass (``context_problems``), and the agent stage that runs them before a model
-call (``compact_before_call``, bound by ``call_model.model_call``): PreCompact hooks,
+call (``compact_before_call``, called by ``call_model.model_call`` with the run's
+``RunContext``): PreCompact hooks,
 the compactor, the boundary on the stream (spec ``spec/agent-ref.md`` §15).
 Does not own: the stored history (never compacted: ``RunState.history`` and the run
 records keep every turn; only ``AgentState.messages``, the context sent to the API,
@@ -21,19 +22,20 @@ import asyncio
 import copy
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
 
 from . import scrub
 from .hooks import HookInput, run_hooks
-from .pricing import cost_usd
+from .prepare import params as request_params
+from .record import field_of
 from .retry import classify
 from .state import flat_usage
 
 if TYPE_CHECKING:
-    from .agent import Agent
-    from .response import _Response
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+    from .run_context import RunContext
 
 __all__ = [
     "DEFAULT_COMPACTION_THRESHOLD",
@@ -294,64 +296,31 @@ class ToolResultTrimmer:
 # ------------------------------------------------------------------- the agent stage
 
 
-def record_call_tokens(self: Agent, usage: Mapping[str, int]) -> None:
-    """Remember the last call's size (seed 001 §1.2) for the next threshold check."""
-    self._context_tokens = call_tokens(usage)
-
-
-def context_tokens(self: Agent) -> int:
+def context_tokens(ctx: RunContext) -> int:
     """The context's size: the last call's usage by seed 001's formula, else an estimate ([R15.1-a])."""
-    if self._context_tokens is not None:
-        return self._context_tokens
-    return estimate_tokens(self.state.messages)
+    if ctx.context_tokens is not None:
+        return ctx.context_tokens
+    return estimate_tokens(ctx.state.messages)
 
 
-def compact(self: Agent, compactor: Compactor | None = None) -> None:
-    """Compact the context before the next model call, whatever its size (trigger ``manual``).
-
-    Bound as ``Agent.compact``. It takes effect in the next ``run`` (or resume), before its
-    first model call, with the boundary in that response (spec [R15.3-a]).
-
-    Args:
-        compactor: the compactor to use; the agent's own, or a ``SummarizingCompactor``
-            when the agent has none.
-    """
-    self._manual_compaction = compactor or self.compactor or SummarizingCompactor()
-
-
-async def compact_before_call(self: Agent, response: _Response) -> None:
+async def compact_before_call(ctx: RunContext) -> None:
     """Before a model call: compact when asked to or over the threshold (spec §15)."""
-    compactor: Compactor | None = self._manual_compaction or self.compactor
-    messages = self.state.messages
+    compactor: Compactor | None = ctx.manual_compaction or ctx.options.compactor
+    messages = ctx.state.messages
     if compactor is None or not messages or messages[-1].get("role") != "user":
         return  # [R15.1-b]: a pause_turn continuation is sent back as it is
-    trigger: Trigger = "manual" if self._manual_compaction is not None else "auto"
-    tokens = context_tokens(self)
+    trigger: Trigger = "manual" if ctx.manual_compaction is not None else "auto"
+    tokens = context_tokens(ctx)
     if trigger == "auto" and tokens < compactor.threshold:
         return
-    self._manual_compaction = None
-    run = self.state.run
-    assert run is not None
-    # [R15.2-b]: PreCompact first; a hook's ``block`` skips this compaction.
-    hooks = self.hooks.get("PreCompact", [])
-    if hooks:
-        data = HookInput(
-            event="PreCompact",
-            agent_uuid=self.agent_uuid,
-            run_id=run.run_id,
-            trigger=trigger,
-            pre_tokens=tokens,
-        )
-        decision, _ = await run_hooks(hooks, data, self._hook_failures)
-        await self._report_hook_failures(response)
-        if decision.action == "block":
-            return
-    before = len(messages)
+    ctx.manual_compaction = None
+    if await _blocked(ctx, trigger, tokens):
+        return
     request = CompactionRequest(
         messages=copy.deepcopy(messages),
         tokens=tokens,
         trigger=trigger,
-        summarize=lambda msgs: summarize(self, msgs),
+        summarize=lambda msgs: summarize(ctx, msgs),
     )
     try:
         new = await compactor.compact(request)
@@ -362,14 +331,36 @@ async def compact_before_call(self: Agent, response: _Response) -> None:
     except Exception as exc:
         # [R15.4-a]: the run goes on with the context it had; the stream says why.
         message = scrub.public(str(exc) if isinstance(exc, CompactionError) else f"{type(exc).__name__}: {exc}")
-        log.warning("agent %s: compaction failed: %s", self.agent_uuid, message)
-        payload = {"type": "compaction_failed", "message": message[:500], "trigger": trigger}
-        await response.send(self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False)))
+        log.warning("agent %s: compaction failed: %s", ctx.agent_uuid, message)
+        await ctx.send(ctx.error_envelope({"type": "compaction_failed", "message": message[:500], "trigger": trigger}))
         return
-    if new is None:
-        return
-    self.state.messages = new
-    self._context_tokens = None  # the next call measures the new context
+    if new is not None:
+        await _replace_context(ctx, new, trigger, tokens, compactor.strategy)
+
+
+async def _blocked(ctx: RunContext, trigger: Trigger, tokens: int) -> bool:
+    """[R15.2-b]: the PreCompact hooks run first; whether one blocked this compaction."""
+    hooks = ctx.options.hooks.get("PreCompact", [])
+    if not hooks:
+        return False
+    data = HookInput(
+        event="PreCompact",
+        agent_uuid=ctx.agent_uuid,
+        run_id=ctx.run.run_id,
+        trigger=trigger,
+        pre_tokens=tokens,
+    )
+    decision, _ = await run_hooks(hooks, data, ctx.hook_failures)
+    await ctx.report_hook_failures()
+    return decision.action == "block"
+
+
+async def _replace_context(ctx: RunContext, new: Messages, trigger: Trigger, tokens: int, strategy: str) -> None:
+    """Put the compacted context in place, keep the boundary, and send it (spec §15.2)."""
+    run = ctx.run
+    before = len(ctx.state.messages)
+    ctx.state.messages = new
+    ctx.context_tokens = None  # the next call measures the new context
     if run.base_messages >= 0:
         # [R15.5-a]: the compacted context is the base a lost run is rolled back to (§10.2-b).
         run.base_messages = len(new)
@@ -377,21 +368,21 @@ async def compact_before_call(self: Agent, response: _Response) -> None:
     boundary: dict[str, Any] = {
         "trigger": trigger,
         "pre_tokens": tokens,
-        "strategy": compactor.strategy,
+        "strategy": strategy,
         "messages_before": before,
         "messages_after": len(new),
     }
-    self._compactions.append(boundary)
-    if self.profile != "seed":
+    ctx.compactions.append(boundary)
+    if ctx.options.profile != "seed":
         # [R15.2-c]: the boundary on the stream, between blocks (no block is open here).
-        await response.send(self._emitter.buffered(BOUNDARY_TYPE, json.dumps(boundary, ensure_ascii=False)))
+        await ctx.send(ctx.emitter.buffered(BOUNDARY_TYPE, json.dumps(boundary, ensure_ascii=False)))
 
 
 #: The envelope type of the boundary (envelope spec §4.15).
 BOUNDARY_TYPE: Final = "meta_compaction"
 
 
-async def summarize(self: Agent, messages: Messages) -> str:
+async def summarize(ctx: RunContext, messages: Messages) -> str:
     """One summary call through the agent's model (seed 001 §1.3 step 4); its text.
 
     The call lists the agent's tools with ``tool_choice: none`` (the API wants tools
@@ -401,37 +392,27 @@ async def summarize(self: Agent, messages: Messages) -> str:
     Raises:
         CompactionError: the call failed.
     """
-    run = self.state.run
-    assert run is not None
-    params = self._params(True)
+    params = request_params(ctx, True)
     params["messages"] = messages
     params["extra_headers"] = {**dict(params.get("extra_headers") or {}), **COMPACTION_HEADER}
     texts: list[str] = []
     usage: dict[str, int] = {}
     try:
-        async for event in self.model.stream(params):
-            kind = _field(event, "type")
+        async for event in ctx.model.stream(params):
+            kind = field_of(event, "type")
             if kind == "message_start":
-                usage.update(flat_usage(_field(_field(event, "message"), "usage")))
+                usage.update(flat_usage(field_of(field_of(event, "message"), "usage")))
             elif kind == "message_delta":
-                usage.update(flat_usage(_field(event, "usage")))
+                usage.update(flat_usage(field_of(event, "usage")))
             elif kind == "content_block_delta":
-                delta = _field(event, "delta")
-                if _field(delta, "type") == "text_delta":
-                    texts.append(str(_field(delta, "text") or ""))
+                delta = field_of(event, "delta")
+                if field_of(delta, "type") == "text_delta":
+                    texts.append(str(field_of(delta, "text") or ""))
     except (asyncio.CancelledError, KeyboardInterrupt):
         raise
     except Exception as exc:
         failure = classify(exc)
         raise CompactionError(f"the summary call failed: {failure.type}: {failure.message}") from None
     finally:
-        run.usage.add(usage)
-        self.state.usage.add(usage)
-        run.cost_usd = cost_usd(self.model.name, run.usage, self.prices)
+        ctx.add_usage(usage)
     return "".join(texts)
-
-
-def _field(obj: Any, name: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)

@@ -1,9 +1,10 @@
 """Stage 6, stop: end a response with a pause or a ``meta_final`` (spec ``spec/agent-ref.md`` §3.1, §4.4, §7).
 
 Owns: ``pause``, ``finish`` (SessionEnd hooks first, §12.1-a; ``[DONE]`` only for a
-response of its own, §13.3-b), ``cost``, and the ends of an abort (§5.5). Does not own:
-deciding to stop (``Agent._steps``). Functions take the ``Agent`` as ``self``: ``Agent``
-binds them as its methods.
+response of its own, §13.3-b), ``cost``, the one place an ``AgentResult`` is built
+(``result_of``), and the ends of an abort (§5.5: ``answer_unanswered``). Does not own:
+deciding to stop (``loop.steps``). Functions take the run's context (``RunContext``) and
+return the run's ``AgentResult``.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from .call_model import close_open
 from .pricing import price_for
-from .record import _last_text
-from .response import DONE_LINE, _Response
-from .state import PendingCall, RunRecord, RunState
+from .record import append_user, last_text, tool_uses
+from .response import DONE_LINE
+from .state import PendingCall, RunState, run_record
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .run_context import RunContext
 
 log = logging.getLogger("agent_ref")
 
@@ -73,134 +75,150 @@ class AgentResult:
     compactions: list[dict[str, Any]] = field(default_factory=list)
 
 
-async def pause(self: Agent, response: _Response) -> AgentResult:
+async def pause(ctx: RunContext) -> AgentResult:
     """Save the relay state, then send ``awaiting_frontend_tools`` and ``[DONE]`` (spec §3.1)."""
-    state = self.state
-    run = state.run
-    assert run is not None
-    pending = [p.element() for p in state.pending_frontend]  # a paused child's call names its agent (§13.5-b)
-    response.stage(self._emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False)))
-    response.stage([DONE_LINE])
-    result = await save_paused(self, response)  # spec §3.1-a: saved before it is sent
-    await response.flush()
+    pending = [p.element() for p in ctx.state.pending_frontend]  # a paused child's call names its agent (§13.5-b)
+    ctx.response.stage(ctx.emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False)))
+    ctx.response.stage([DONE_LINE])
+    result = await save_paused(ctx)  # spec §3.1-a: saved before it is sent
+    await ctx.response.flush()
     return result
 
 
-async def save_paused(self: Agent, response: _Response) -> AgentResult:
-    """Store the agent as paused with the response's lines so far; the result of a pause (spec §3.1-a)."""
-    state = self.state
-    run = state.run
-    assert run is not None
+async def save_paused(ctx: RunContext) -> AgentResult:
+    """Store the agent as paused with the response's lines so far; the result of a pause (spec §3.1-a).
+
+    A child's pause (spec §13.5-a) is this alone: the root agent's ``awaiting_frontend_tools``
+    announces it, listing the child's calls with its ``agent`` (§13.5-b).
+    """
+    state = ctx.state
     state.status = "awaiting_frontend_tools"
     state.lease_owner = None
     state.lease_expires_at = 0.0
-    await self.store.save(state, log=response.batch())
+    await ctx.store.save(state, log=ctx.response.batch())
+    return result_of(ctx.run, state.agent_uuid, STOP_AWAITING, pending=list(state.pending_frontend))
+
+
+def result_of(
+    run: RunState,
+    agent_uuid: str,
+    stop_reason: str,
+    *,
+    pending: list[PendingCall] | None = None,
+    error: str | None = None,
+    structured: tuple[Any] | None = None,
+    compactions: list[dict[str, Any]] | None = None,
+) -> AgentResult:
+    """The ``AgentResult`` of ``run`` as it stands (a pause or an end)."""
     return AgentResult(
-        agent_uuid=state.agent_uuid,
+        agent_uuid=agent_uuid,
         run_id=run.run_id,
-        stop_reason=STOP_AWAITING,
-        final_text=_last_text(run.history),
+        stop_reason=stop_reason,
+        final_text=last_text(run.history),
         steps=run.steps,
         usage=run.usage.to_dict(),
         cost_usd=run.cost_usd,
-        pending_frontend_tools=list(state.pending_frontend),
+        pending_frontend_tools=pending or [],
         conversation_history=list(run.history),
+        error=error,
+        structured_output=structured[0] if structured is not None else None,
+        compactions=compactions or [],
     )
 
 
-async def finish(
-    self: Agent, response: _Response, stop_reason: str, *, error_payload: dict[str, Any] | None = None
-) -> AgentResult:
+async def finish(ctx: RunContext, stop_reason: str, *, error_payload: dict[str, Any] | None = None) -> AgentResult:
     """Stage ``error``?, ``meta_files``?, ``meta_final``, ``[DONE]``; save; then send (spec §4.4, §7)."""
-    state = self.state
-    run = state.run
-    assert run is not None
-    await self._fire("SessionEnd", stop_reason=stop_reason)  # spec §12.1-a: every end, not a pause
-    response.stage(self._hook_failure_lines())
+    state = ctx.state
+    run = ctx.run
+    response = ctx.response
+    await ctx.fire("SessionEnd", stop_reason=stop_reason)  # spec §12.1-a: every end, not a pause
+    response.stage(ctx.hook_failure_lines())
     if error_payload is not None:
-        response.stage(self._emitter.buffered("error", json.dumps(error_payload, ensure_ascii=False)))
+        response.stage(ctx.error_envelope(error_payload))
     files = run.files  # spec §5.6-c: the run's own files, once, at its end (a pause kept them in the state)
     if files:
-        response.stage(self._emitter.buffered("meta_files", json.dumps({"files": files}, ensure_ascii=False)))
-    meta: dict[str, Any] = {
-        "stop_reason": stop_reason,
-        "total_steps": run.steps,
-        "cumulative_usage": run.usage.to_dict(),
-        "cost": self._cost(run),
-        "generated_files": files or None,
-        "run_id": run.run_id,
-    }
-    if self.stream_history:
-        meta["conversation_history"] = run.history
-    structured, self._structured = self._structured, None
-    if structured is not None:
-        meta["structured_output"] = msgspec.to_builtins(structured[0])  # spec §17.2-a
-    compactions, self._compactions = self._compactions, []
-    self._loop_detected = False
-    if compactions and self.profile == "seed":
-        meta["compactions"] = compactions  # spec §15.2-c, envelope spec §10.2-d: no boundary envelope under seed
-    response.stage(self._emitter.buffered("meta_final", json.dumps(meta, ensure_ascii=False)))
+        response.stage(ctx.emitter.buffered("meta_files", json.dumps({"files": files}, ensure_ascii=False)))
+    structured, ctx.structured = ctx.structured, None
+    compactions, ctx.compactions = ctx.compactions, []
+    meta = _meta_final(ctx, stop_reason, structured, compactions)
+    response.stage(ctx.emitter.buffered("meta_final", json.dumps(meta, ensure_ascii=False)))
     if not response.nested:
         response.stage([DONE_LINE])  # spec §13.3-b: one [DONE] per response, the parent's
-    final_text = _last_text(run.history)
-    record = RunRecord(
-        run_id=run.run_id,
-        agent_uuid=state.agent_uuid,
-        user_query=run.user_query,
-        started_at=run.started_at,
-        finished_at=time.time(),
-        stop_reason=stop_reason,
-        steps=run.steps,
-        usage=run.usage,
-        cost_usd=run.cost_usd,
-        messages=run.history,
-        final_text=final_text,
-    )
+    record = run_record(state, stop_reason, time.time(), last_text(run.history))
     state.status = "idle"
     state.run = None
     state.current_step = 0
     state.lease_owner = None
     state.lease_expires_at = 0.0
-    await self.store.save(state, log=response.batch(), run=record)
+    await ctx.store.save(state, log=response.batch(), run=record)
     await response.flush()
-    return AgentResult(
-        agent_uuid=state.agent_uuid,
-        run_id=run.run_id,
-        stop_reason=stop_reason,
-        final_text=final_text,
-        steps=run.steps,
-        usage=run.usage.to_dict(),
-        cost_usd=run.cost_usd,
-        conversation_history=list(run.history),
-        error=error_payload["message"] if error_payload and stop_reason == STOP_ERROR else None,
-        structured_output=structured[0] if structured is not None else None,
-        compactions=compactions,
-    )
+    error = error_payload["message"] if error_payload and stop_reason == STOP_ERROR else None
+    return result_of(run, state.agent_uuid, stop_reason, error=error, structured=structured, compactions=compactions)
 
 
-def cost(self: Agent, run: RunState) -> dict[str, Any] | None:
-    price = price_for(self.model.name, self.prices)
+def _meta_final(
+    ctx: RunContext, stop_reason: str, structured: tuple[Any] | None, compactions: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The ``meta_final`` payload of the run's end (spec §7)."""
+    run = ctx.run
+    meta: dict[str, Any] = {
+        "stop_reason": stop_reason,
+        "total_steps": run.steps,
+        "cumulative_usage": run.usage.to_dict(),
+        "cost": cost(ctx, run),
+        "generated_files": run.files or None,
+        "run_id": run.run_id,
+    }
+    if ctx.options.stream_history:
+        meta["conversation_history"] = run.history
+    if structured is not None:
+        meta["structured_output"] = msgspec.to_builtins(structured[0])  # spec §17.2-a
+    if compactions and ctx.options.profile == "seed":
+        meta["compactions"] = compactions  # spec §15.2-c, envelope spec §10.2-d: no boundary envelope under seed
+    return meta
+
+
+def cost(ctx: RunContext, run: RunState) -> dict[str, Any] | None:
+    """The ``cost`` of ``meta_final``: the run's total and the price it used; ``None`` unpriced."""
+    price = price_for(ctx.model.name, ctx.options.prices)
     if price is None or run.cost_usd is None:
         return None
     return {
-        "model": self.model.name,
+        "model": ctx.model.name,
         "total_usd": run.cost_usd,
         "input_per_mtok": price.input,
         "output_per_mtok": price.output,
     }
 
 
-async def end_aborted(self: Agent, response: _Response, message: str) -> AgentResult:
+async def end_aborted(ctx: RunContext, message: str) -> AgentResult:
     """Close open blocks, answer unanswered calls, then ``error`` (aborted), ``meta_final``, ``[DONE]`` (§5.5)."""
-    await self._close_open(response, every_agent=True)
-    await self._answer_unanswered(response, "cancelled: the run was aborted before this tool call finished")
-    return await self._finish(response, STOP_ABORTED, error_payload={"type": STOP_ABORTED, "message": message})
+    await close_open(ctx, every_agent=True)
+    await answer_unanswered(ctx, "cancelled: the run was aborted before this tool call finished")
+    return await finish(ctx, STOP_ABORTED, error_payload={"type": STOP_ABORTED, "message": message})
 
 
-async def close_quietly(self: Agent, response: _Response, message: str) -> None:
-    """``_end_aborted`` for a response nobody reads any more; failures are logged, not raised."""
-    response.gone = True
+async def close_quietly(ctx: RunContext, message: str) -> None:
+    """``end_aborted`` for a response nobody reads any more; failures are logged, not raised."""
+    ctx.response.gone = True
     try:
-        await self._end_aborted(response, message)
+        await end_aborted(ctx, message)
     except Exception:
-        log.exception("could not close run of agent %s after its client went away", self.agent_uuid)
+        log.exception("could not close run of agent %s after its client went away", ctx.agent_uuid)
+
+
+async def answer_unanswered(ctx: RunContext, text: str) -> None:
+    """Give every call of the last assistant turn a result, so the history stays valid (spec §5.5-b)."""
+    messages = ctx.state.messages
+    if not messages or messages[-1].get("role") != "assistant":
+        return
+    calls = tool_uses(list(messages[-1].get("content") or []))
+    if not calls:
+        return
+    blocks = []
+    for call in calls:
+        block = ctx.answered.get(call.id)
+        if block is None:
+            block = (await ctx.answer_error(call, text)).block
+        blocks.append(block)
+    append_user(ctx.state, blocks)

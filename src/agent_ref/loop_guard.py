@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
-    from .agent import Agent
+    from .options import AgentOptions
+    from .state import RunState
     from .tools import ToolCallRequest
 
-__all__ = ["DEFAULT_LOOP_LIMIT", "STOP_LOOP_DETECTED", "check", "streak"]
+__all__ = ["DEFAULT_LOOP_LIMIT", "STOP_LOOP_DETECTED", "check", "refusal", "streak"]
 
 #: Seed 003 does not give N; the issue's default. ``Agent(loop_limit=None)`` turns the guard off.
 DEFAULT_LOOP_LIMIT: Final = 3
@@ -64,30 +65,24 @@ def _calls_newest_first(history: Sequence[Mapping[str, Any]]) -> Iterator[Mappin
                     yield block
 
 
-def check(self: Agent, call: ToolCallRequest) -> str | None:
+def check(options: AgentOptions, run: RunState | None, call: ToolCallRequest) -> str | None:
     """Before a call is routed: the reason it is a repeat, or ``None`` (spec [R16.1-a]).
 
-    Without a ``can_use_tool`` callback a repeat also marks the run to stop: the caller
-    answers the call with the reason and the run ends ``loop_detected`` ([R16.1-b]).
+    The caller decides what a repeat does: with a ``can_use_tool`` callback, the callback is
+    asked with this reason; without one, the call is answered with ``refusal(reason)`` and
+    the run ends ``loop_detected`` ([R16.1-b]).
     """
-    run = self.state.run
-    if self.loop_limit is None or run is None:
+    if options.loop_limit is None or run is None:
         return None
     count = streak(run.history, call.id)
-    if count < self.loop_limit:
+    if count < options.loop_limit:
         return None
-    reason = (
+    return (
         f"repeat: {call.name} was called with the same input {count} times in a row "
-        f"(loop detection, limit {self.loop_limit})"
+        f"(loop detection, limit {options.loop_limit})"
     )
-    if self.can_use_tool is None:
-        self._interrupted = reason
-        self._loop_detected = True
-        return "not run: " + reason + "; the run stops here"
-    return reason
 
 
-def stopped(self: Agent) -> str:
-    """The stop reason of a run the guard stopped; the mark is cleared for the next run."""
-    self._loop_detected = False
-    return STOP_LOOP_DETECTED
+def refusal(reason: str) -> str:
+    """The ``is_error`` text of a repeat that is not run: the run stops here ([R16.1-b])."""
+    return "not run: " + reason + "; the run stops here"

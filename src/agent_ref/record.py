@@ -2,26 +2,29 @@
 
 Owns: appending turns with roles kept alternating (spec ``spec/agent-ref.md`` [R1.2-b]),
 the files list (§5.6), and reading calls and final text out of history. Does not own:
-saving (``store.py``). Functions take the ``Agent`` as ``self``: ``Agent`` binds them.
+saving (``store.py``). Functions take the stored state (``AgentState``) or the run
+(``RunState``) they change.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .tools import ToolCallRequest
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .state import AgentState, RunState
 
 log = logging.getLogger("agent_ref")
 
 
-def append_user(self: Agent, blocks: list[dict[str, Any]]) -> None:
-    """Append a user turn; merge into a trailing user turn so roles keep alternating."""
-    messages = self.state.messages
-    run = self.state.run
+def append_user(state: AgentState, blocks: list[dict[str, Any]]) -> None:
+    """Append a user turn to the context and the run's history; in the context, merge into a
+    trailing user turn so roles keep alternating."""
+    messages = state.messages
+    run = state.run
     assert run is not None
     if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
         messages[-1]["content"].extend(blocks)
@@ -30,22 +33,21 @@ def append_user(self: Agent, blocks: list[dict[str, Any]]) -> None:
     run.history.append({"role": "user", "content": list(blocks)})
 
 
-def append_assistant(self: Agent, content: list[dict[str, Any]]) -> None:
-    run = self.state.run
+def append_assistant(state: AgentState, content: list[dict[str, Any]]) -> None:
+    """Append an assistant turn to the context and the run's history (one message object in both)."""
+    run = state.run
     assert run is not None
     message = {"role": "assistant", "content": content}
-    self.state.messages.append(message)
+    state.messages.append(message)
     run.history.append(message)
 
 
-def collect_files(self: Agent, content: list[dict[str, Any]]) -> None:
+def collect_files(run: RunState, content: list[dict[str, Any]]) -> None:
     """Files produced by server tools (code execution): every ``file_id`` in their results (spec §5.6).
 
     They belong to the run in progress (``RunState.files``): saved with a pause, reported
     by the response that ends the run, and gone with it (spec §5.6-c).
     """
-    run = self.state.run
-    assert run is not None
     for block in content:
         if str(block.get("type", "")).endswith("_tool_result"):
             for file_id in _file_ids(block.get("content")):
@@ -76,7 +78,8 @@ def _file_ids(value: object) -> list[str]:
     return found
 
 
-def _tool_uses(content: list[dict[str, Any]]) -> list[ToolCallRequest]:
+def tool_uses(content: list[dict[str, Any]]) -> list[ToolCallRequest]:
+    """The ``tool_use`` blocks of an assistant turn, as calls."""
     return [
         ToolCallRequest(id=str(b.get("id")), name=str(b.get("name")), input=dict(b.get("input") or {}))
         for b in content
@@ -84,7 +87,8 @@ def _tool_uses(content: list[dict[str, Any]]) -> list[ToolCallRequest]:
     ]
 
 
-def _last_text(history: list[dict[str, Any]]) -> str:
+def last_text(history: list[dict[str, Any]]) -> str:
+    """The text of the last assistant message of ``history``."""
     for message in reversed(history):
         if message.get("role") == "assistant":
             return "".join(
@@ -93,3 +97,10 @@ def _last_text(history: list[dict[str, Any]]) -> str:
                 if isinstance(b, dict) and b.get("type") == "text"
             )
     return ""
+
+
+def field_of(obj: Any, name: str) -> Any:
+    """``obj[name]`` of a dict, or ``obj.name`` of an SDK object (``None`` when absent): API events come as either."""
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)

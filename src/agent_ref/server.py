@@ -33,11 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
-import math
-import re
 import socket
 import time
 from dataclasses import dataclass, field
@@ -54,10 +51,38 @@ from starlette.routing import Route
 from envelope import Emitter, EnvelopeError, MetaFinal, decode
 from envelope.delivery import JournalError, JournalUnavailableError, replay_events
 
-from .agent import Agent
+from .agent import Agent, save_released
 from .demo_tools import default_tools
-from .errors import ConflictError, StateError, StoreError, ToolResultsError, UnavailableError
-from .finish import STOP_LOST
+from .errors import StoreError, UnavailableError
+from .server_http import (
+    LOOPBACK_HOSTS,
+    MAX_NUMBER_CHARS,
+    _agent_uuid,
+    _check_token,
+    _HostCheck,
+    _store_failure,
+    _string,
+)
+from .server_http import (
+    _allowed as _allowed,
+)
+from .server_http import (
+    _read_json as _read_json,
+)
+from .server_http import (
+    _refusal_of as _refusal_of,
+)
+
+# Re-exported under their old home (server_interop.py and serve_cli.py import them from here).
+from .server_http import (
+    _Refused as _Refused,
+)
+from .server_http import (
+    _tool_results as _tool_results,
+)
+from .server_http import (
+    _unknown_keys as _unknown_keys,
+)
 from .server_streams import (
     DONE_LINE,
     JOURNAL_LOST,
@@ -71,21 +96,20 @@ from .server_streams import (
     parse_event_id,
     stream_agent,
 )
-from .state import lost_run_record, roll_back_dead_run
+from .state import roll_back_dead_run
 from .store import LogBatch, Store
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
     from starlette.requests import Request
-    from starlette.types import ASGIApp, Receive, Scope, Send
 
     from .agent import AgentResult, Sink
     from .models import Model
     from .state import AgentState
     from .tools import Tool
 
-__all__ = ["ServerConfig", "create_app", "serve"]
+__all__ = ["LOOPBACK_HOSTS", "MAX_NUMBER_CHARS", "ServerConfig", "create_app", "serve"]
 
 log = logging.getLogger("agent_ref.server")
 
@@ -118,22 +142,6 @@ class ServerConfig:
     max_tool_results: int = 64
     keepalive_seconds: float = 15.0
     shutdown_grace_seconds: float = 10.0
-
-
-class _Refused(Exception):
-    """A request the server refuses before any run starts: a 4xx JSON answer."""
-
-    def __init__(self, status: int, type: str, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.status = status
-        self.type = type
-        self.message = message
-        self.extra = extra
-
-    def response(self) -> JSONResponse:
-        headers = {"WWW-Authenticate": 'Bearer realm="agent-ref"'} if self.status == 401 else None
-        body = {"error": {"type": self.type, "message": self.message, **self.extra}}
-        return JSONResponse(body, status_code=self.status, headers=headers)
 
 
 @dataclass(slots=True)
@@ -196,12 +204,10 @@ class RunManager:
         def sink(line: bytes) -> None:
             stream = start.stream
             if stream is None:
-                run = agent.state.run
-                assert run is not None  # the agent sets its run before its first line
-                start.owner = agent.state.lease_owner  # the claim is stored before the first line
-                stream = LiveStream(
-                    run.run_id, run.responses - 1, agent.agent_uuid, self.journal, max_bytes=self.max_bytes
-                )
+                current = agent.current_response
+                assert current is not None  # the agent sets its run before its first line
+                start.owner = agent.lease_owner  # the claim is stored before the first line
+                stream = LiveStream(current[0], current[1], agent.agent_uuid, self.journal, max_bytes=self.max_bytes)
                 stream.append(line)  # JournalFailedError: nothing was sent; the start fails (503)
                 start.stream = stream
                 self.live[(stream.run_id, stream.response)] = stream
@@ -256,12 +262,12 @@ class RunManager:
 
     def _owe(self, start: _Start, error: dict[str, str]) -> None:
         """Remember a failed run's response and agent; settle them once the database answers (spec server §3.3-d)."""
-        run = start.agent.state.run
+        current = start.agent.current_response
         stream = start.stream
         if stream is not None:
             key = (stream.run_id, stream.response)
-        elif run is not None:
-            key = (run.run_id, run.responses - 1)
+        elif current is not None:
+            key = current
         else:
             return
         journal_open = stream is not None and stream.unjournaled > 0
@@ -308,9 +314,7 @@ class RunManager:
             return
         for key, debt in debts:
             await self._settle(key, debt)
-        fresh = await self.store.load(agent.agent_uuid)
-        if fresh is not None:
-            agent.state = fresh
+        await agent.reload()
 
     async def _recover_agent(self, debt: _Debt) -> None:
         """Put an agent whose run this process lost back in order, by the agent's own recovery (spec agent-ref §10.2-b).
@@ -321,13 +325,7 @@ class RunManager:
         if self.reload is None or debt.owner is None:
             return
         agent = await self.reload(debt.agent_uuid)
-        state = agent.state
-        if state.status != "running" or state.run is None or state.run.run_id != debt.run_id:
-            return
-        if state.lease_owner != debt.owner:
-            return  # another process took it over meanwhile
-        state.lease_expires_at = 0.0
-        await agent.recover()
+        await agent.recover_dead(debt.run_id, debt.owner)
         log.warning("agent %s: run %s, lost with the database, was recovered", debt.agent_uuid, debt.run_id)
 
     def claim(self, run_id: str, response: int) -> bool:
@@ -483,10 +481,7 @@ class RunManager:
                 state = await self.store.load(child.agent_uuid)
                 if state is None or state.status != "running" or not (state.lease_owner or "").startswith(process):
                     continue
-                if roll_back_dead_run(state) == "lost":
-                    await self.store.save(state, run=lost_run_record(state, STOP_LOST, time.time()))
-                else:
-                    await self.store.save(state)
+                await save_released(self.store, state, roll_back_dead_run(state))
             except Exception:
                 log.exception("could not recover subagent %s of a dead resume", child.agent_uuid)
 
@@ -510,11 +505,7 @@ class RunManager:
             if outcome == "paused":
                 await self._release_children(state, owner)
             batch = LogBatch(run_id=run_id, response=response, start=0, lines=lines)
-            if outcome == "lost":
-                record = lost_run_record(state, STOP_LOST, time.time())
-                await self.store.save(state, log=batch, run=record)
-            else:
-                await self.store.save(state, log=batch)
+            await save_released(self.store, state, outcome, log=batch)
             log.warning("agent %s of interrupted run %s: %s", state.agent_uuid, run_id, outcome)
         except Exception:
             log.exception("could not recover agent %s of interrupted run %s", state.agent_uuid, run_id)
@@ -578,327 +569,6 @@ def _paused_closing(
 # ---------------------------------------------------------------------- request checks
 
 
-def _check_token(request: Request, token: str | None) -> None:
-    """spec server §5.2-a: the bearer token, compared in constant time."""
-    if token is None:
-        return
-    header = request.headers.get("authorization", "")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-        raise _Refused(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)")
-
-
-async def _read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The request's JSON object, read up to ``limit`` bytes (spec server §5.1)."""
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media != "application/json":
-        raise _Refused(415, "unsupported_media_type", f"expected Content-Type: application/json, got {media or 'none'}")
-    declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
-        raise _Refused(413, "body_too_large", f"request body over {limit} bytes (Content-Length: {declared[:20]})")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise _Refused(413, "body_too_large", f"request body over {limit} bytes")
-    try:
-        text = bytes(body).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _Refused(400, "invalid_json", f"body is not UTF-8: byte {exc.start}") from None
-    try:
-        value = json.loads(text, parse_int=_Number.integer, parse_float=_Number.real, parse_constant=_Number.constant)
-    except json.JSONDecodeError as exc:
-        raise _Refused(
-            400,
-            "invalid_json",
-            f"body is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno} (byte {exc.pos})",
-        ) from None
-    except RecursionError:
-        raise _Refused(400, "invalid_json", "body is nested too deeply") from None
-    value = _check_values(value)
-    if not isinstance(value, dict):
-        raise _Refused(422, "invalid_request", f"body must be a JSON object, got {_json_type(value)}", field="$")
-    return value
-
-
-#: The longest number literal a request may hold (spec server §5.1-d): more than any field needs.
-MAX_NUMBER_CHARS: Final = 40
-
-
-class _Number:
-    """A JSON number or constant as its text: the parser's hooks keep it unconverted for ``_check_values``.
-
-    Converting first is what failed: ``int()`` of a 5,000-digit literal raises past
-    Python's digit limit, and ``NaN``/``Infinity`` are not JSON at all. The request
-    fields take no numbers, so nothing is lost by keeping the text; ``_check_values``
-    refuses what is too long or not JSON, naming where it is.
-    """
-
-    __slots__ = ("constant_", "text")
-
-    def __init__(self, text: str, *, constant: bool = False) -> None:
-        self.text = text
-        self.constant_ = constant
-
-    @classmethod
-    def integer(cls, text: str) -> _Number:
-        return cls(text)
-
-    @classmethod
-    def real(cls, text: str) -> _Number:
-        return cls(text)
-
-    @classmethod
-    def constant(cls, text: str) -> _Number:
-        return cls(text, constant=True)
-
-
-def _lone_surrogate(text: str) -> int:
-    """The index of the first lone surrogate in ``text`` (not UTF-8 encodable), or -1."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return exc.start
-    return -1
-
-
-def _check_values(value: object) -> object:
-    """Refuse, naming its path, any string or key with a lone surrogate and any number too long or not JSON.
-
-    spec server §5.1-d. Numbers the parser kept as text (``_Number``) are converted once
-    checked; the value is returned with them in place. Iterative: a body nested as deeply
-    as the parser allows must not overflow the stack here either.
-    """
-    if isinstance(value, _Number):
-        return _number(value, "$")
-    todo: list[tuple[object, str]] = [(value, "$")]
-    while todo:
-        item, where = todo.pop()
-        if isinstance(item, str):
-            at = _lone_surrogate(item)
-            if at >= 0:
-                raise _Refused(
-                    422,
-                    "invalid_request",
-                    f"{where} holds a lone surrogate (\\u{ord(item[at]):04x}) at character {at}: text must be Unicode",
-                    field=where,
-                )
-            continue
-        members: list[tuple[Any, str, object]]
-        if isinstance(item, dict):
-            members = []
-            for key in item:
-                if _lone_surrogate(key) >= 0:
-                    raise _Refused(422, "invalid_request", f"a key of {where} holds a lone surrogate", field=where)
-                members.append((key, f"{where}.{key}", item[key]))
-        elif isinstance(item, list):
-            members = [(i, f"{where}[{i}]", member) for i, member in enumerate(item)]
-        else:
-            continue
-        for key, path, member in members:
-            if isinstance(member, _Number):
-                item[key] = _number(member, path)
-            else:
-                todo.append((member, path))
-    return value
-
-
-def _number(number: _Number, where: str) -> int | float:
-    """A checked number's value (spec server §5.1-d); ``where`` names it in the refusal."""
-    if number.constant_:
-        raise _Refused(400, "invalid_json", f"{where} is {number.text}, which is not JSON", field=where)
-    if len(number.text) > MAX_NUMBER_CHARS:
-        raise _Refused(
-            422,
-            "invalid_request",
-            f"{where} is a number of {len(number.text)} characters; at most {MAX_NUMBER_CHARS} are accepted",
-            field=where,
-        )
-    value = float(number.text) if any(c in number.text for c in ".eE") else int(number.text)
-    if isinstance(value, float) and not math.isfinite(value):
-        raise _Refused(422, "invalid_request", f"{where} is a number too large for a float", field=where)
-    return value
-
-
-def _string(body: Mapping[str, Any], key: str, *, required: bool, limit: int) -> str | None:
-    value = body.get(key)
-    if value is None and not required and key not in body:
-        return None
-    if not isinstance(value, str):
-        raise _Refused(422, "invalid_request", f"{key} must be a string, got {_json_type(value)}", field=f"$.{key}")
-    if required and not value.strip():
-        raise _Refused(422, "invalid_request", f"{key} must not be empty", field=f"$.{key}")
-    if len(value) > limit:
-        raise _Refused(422, "invalid_request", f"{key} is longer than {limit} characters", field=f"$.{key}")
-    return value
-
-
-def _agent_uuid(body: Mapping[str, Any], *, required: bool) -> str | None:
-    value = _string(body, "agent_uuid", required=required, limit=128)
-    if value is not None and not RUN_ID_PATTERN.fullmatch(value):
-        raise _Refused(
-            422, "invalid_request", "agent_uuid holds characters an agent id never has", field="$.agent_uuid"
-        )
-    return value
-
-
-def _json_type(value: object) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
-    return "null" if value is None else names.get(type(value), type(value).__name__)
-
-
-def _unknown_keys(body: Mapping[str, Any], allowed: Sequence[str]) -> None:
-    extra = sorted(set(body) - set(allowed))
-    if extra:
-        raise _Refused(422, "invalid_request", f"unknown field(s): {', '.join(extra)}", field=f"$.{extra[0]}")
-
-
-def _tool_results(body: Mapping[str, Any], limit: int) -> list[dict[str, Any]]:
-    """Shape checks only; which ids are right is the agent's call (ToolResultsError)."""
-    results = body.get("tool_results")
-    if not isinstance(results, list):
-        raise _Refused(
-            422, "invalid_request", f"tool_results must be an array, got {_json_type(results)}", field="$.tool_results"
-        )
-    if not results:
-        raise _Refused(422, "invalid_request", "tool_results must not be empty", field="$.tool_results")
-    if len(results) > limit:
-        raise _Refused(422, "invalid_request", f"more than {limit} tool results", field="$.tool_results")
-    for i, item in enumerate(results):
-        where = f"$.tool_results[{i}]"
-        if not isinstance(item, dict):
-            raise _Refused(422, "invalid_request", f"{where} must be an object, got {_json_type(item)}", field=where)
-        if not isinstance(item.get("tool_use_id"), str):
-            raise _Refused(
-                422, "invalid_request", f"{where}.tool_use_id must be a string", field=f"{where}.tool_use_id"
-            )
-        if not isinstance(item.get("content"), str | list):
-            raise _Refused(
-                422, "invalid_request", f"{where}.content must be a string or an array", field=f"{where}.content"
-            )
-        if "is_error" in item and not isinstance(item["is_error"], bool):
-            raise _Refused(422, "invalid_request", f"{where}.is_error must be a boolean", field=f"{where}.is_error")
-    return results
-
-
-def _refusal_of(exc: Exception) -> _Refused:
-    """What a run that failed before its first line answers (nothing was sent); also any database failure.
-
-    A database that cannot be reached (``UnavailableError``, or a first line the journal
-    refused) is ``503`` with ``Retry-After``; another database failure is ``503`` too, as
-    it may pass. Either way the client reads the error's public text only: the database's
-    host, port, name and the driver's words stay in the log (spec server §3.4-a).
-    """
-    if isinstance(exc, JournalFailedError):
-        exc = exc.cause if isinstance(exc.cause, JournalError) else UnavailableError(str(exc))
-    if isinstance(exc, JournalError):  # the store's StoreError is one too
-        log.warning("refused a request, the database failed: %s", exc)
-        retry = exc.retry_after if isinstance(exc, JournalUnavailableError) else 5
-        return _Unavailable(exc.public, retry)
-    if isinstance(exc, ToolResultsError):
-        return _Refused(
-            422,
-            "invalid_tool_results",
-            str(exc),
-            missing=exc.missing,
-            unexpected=exc.unexpected,
-            duplicated=exc.duplicated,
-        )
-    if isinstance(exc, ConflictError):
-        return _Refused(409, "conflict", str(exc))
-    if isinstance(exc, StateError):
-        return _Refused(409, "agent_state", str(exc))
-    log.error("run failed before its first line: %s", type(exc).__name__, exc_info=exc)
-    return _Refused(500, "internal_error", "the server could not start the run; see its log")
-
-
-class _Unavailable(_Refused):
-    """``503 database_unavailable`` with ``Retry-After`` (spec server §3.4-a)."""
-
-    def __init__(self, public: str, retry_after: int) -> None:
-        super().__init__(503, "database_unavailable", f"{public}; try again in {retry_after} s")
-        self.retry_after = retry_after
-
-    def response(self) -> JSONResponse:
-        answer = super().response()
-        answer.headers["Retry-After"] = str(self.retry_after)
-        return answer
-
-
-async def _store_failure(_: Request, exc: Exception) -> Response:
-    """The app's handler of a ``StoreError`` no endpoint caught: the same ``503`` (spec server §3.4-a)."""
-    return _refusal_of(exc).response()
-
-
-#: The names a server answers to when not told otherwise (spec server §5.3-a): loopback only.
-LOOPBACK_HOSTS: Final = ("127.0.0.1", "localhost", "::1")
-
-
-#: What a host name or address is made of (lower-cased; ``:`` for IPv6 addresses).
-_HOST_CHARS: Final = re.compile(r"[a-z0-9.:_-]+")
-
-
-def _host_name(value: str) -> str | None:
-    """The host of a ``Host`` header or an allowed-host entry, lower-case, without port or brackets."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        end = value.find("]")
-        if end < 0 or (value[end + 1 :] and not (value[end + 1] == ":" and value[end + 2 :].isdigit())):
-            return None
-        inner = value[1:end]
-        return inner if _HOST_CHARS.fullmatch(inner) else None
-    name, colon, port = value.rpartition(":")
-    if colon and ":" not in name:  # host:port (an IPv6 address without brackets has several colons)
-        if not port.isdigit():
-            return None
-        value = name
-    return value if _HOST_CHARS.fullmatch(value) else None
-
-
-class _HostCheck:
-    """ASGI middleware: answer only requests whose ``Host`` is allowed (spec server §5.3-a).
-
-    A web page can reach a local server through DNS rebinding (its own name made to point
-    at 127.0.0.1); its requests then carry that name in ``Host``. ``hosts`` is shared with
-    ``app.state.allowed_hosts`` so ``serve`` can add the address it binds.
-    """
-
-    def __init__(self, app: ASGIApp, hosts: set[str]) -> None:
-        self.app = app
-        self.hosts = hosts
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or "*" in self.hosts:
-            await self.app(scope, receive, send)
-            return
-        raw = next((v for k, v in scope.get("headers", []) if k == b"host"), None)
-        shown = raw.decode("latin-1")[:100] if raw is not None else ""
-        name = _host_name(shown) if raw is not None else None
-        if name is None:
-            refused = _Refused(400, "invalid_host", "the request has no valid Host header")
-        elif name not in self.hosts:
-            refused = _Refused(
-                421,
-                "misdirected_request",
-                f"this server does not answer to Host {shown!r}; allow that name with --allowed-host "
-                "(and protect a server reachable beyond loopback with --token)",
-            )
-        else:
-            await self.app(scope, receive, send)
-            return
-        await refused.response()(scope, receive, send)
-
-
-def _allowed(hosts: Sequence[str]) -> set[str]:
-    out: set[str] = set()
-    for host in hosts:
-        name = _host_name(host) if host != "*" else "*"
-        if name is None:
-            raise ValueError(f"not a host name or address: {host!r}")
-        out.add(name)
-    return out
-
-
 # ---------------------------------------------------------------------- the app
 
 
@@ -950,49 +620,106 @@ def create_app(
         int(settings.get("max_bytes", 2048)),
         reload=reload,
     )
+    app = _App(store, manager, cfg, model_factory, toolset, settings)
 
-    def headers(stream: LiveStream) -> dict[str, str]:
-        return {
-            "X-Run-Id": stream.run_id,
-            "X-Agent-Uuid": stream.agent_uuid,
-            "X-Response-Index": str(stream.response),
-        }
+    starlette = Starlette(
+        routes=_routes(app),
+        lifespan=lambda _: _lifespan(app),
+        middleware=[Middleware(_HostCheck, hosts=hosts)],
+        exception_handlers={JournalError: _store_failure},  # spec server §3.4-a: whichever endpoint met it
+    )
+    starlette.state.manager = manager
+    starlette.state.allowed_hosts = hosts
+    return starlette
 
-    def sse(events: AsyncIterator[bytes], extra: Mapping[str, str]) -> EventSourceResponse:
-        return EventSourceResponse(
-            events,
-            headers={"Cache-Control": "no-cache", **extra},
-            ping=cfg.keepalive_seconds,
-            sep="\n",
-            ping_message_factory=lambda: ServerSentEvent(comment="keep-alive", sep="\n"),
-        )
 
-    async def guarded(request: Request, handler: Callable[[Request], Awaitable[Response]]) -> Response:
-        try:
-            _check_token(request, cfg.token)
-            return await handler(request)
-        except _Refused as refused:
-            return refused.response()
-        except JournalError as exc:  # spec server §3.4-a: the database (store or journal) failed: 503, naming nothing
-            return _refusal_of(exc).response()
-        except Exception:
-            # spec server §1: never a traceback; the details (paths, the store's text) stay in the log.
-            log.exception("%s %s failed before its answer started", request.method, request.url.path)
-            return _Refused(500, "internal_error", "the server failed on this request; see its log").response()
+def _routes(app: _App) -> list[Route]:
+    """Every route of the app, by group."""
+    from .server_interop import interop_routes  # spec server §9: AG-UI and useChat on the same runs
+    from .server_stop import stop_route  # spec server §1.4: stopping a run
 
-    async def load(agent_uuid: str) -> Agent:
+    stop = stop_route(
+        store=app.store, manager=app.manager, max_body_bytes=app.cfg.max_body_bytes, load=app.load, route=app.route
+    )
+    interop = interop_routes(
+        store=app.store, manager=app.manager, config=app.cfg, new_agent=app.new_agent, route=app.route, sse=app.sse
+    )
+    return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop]
+
+
+@dataclass(slots=True, eq=False)
+class _App:
+    """What the routes of one app share: the store, the run manager, the limits, how agents are made."""
+
+    store: Store
+    manager: RunManager
+    cfg: ServerConfig
+    model_factory: Callable[[], Model]
+    toolset: list[Tool]
+    settings: dict[str, Any]
+
+    def new_agent(self, agent_uuid: str | None = None) -> Agent:
+        """A new agent of this server's configuration."""
+        return Agent(self.model_factory(), store=self.store, agent_uuid=agent_uuid, tools=self.toolset, **self.settings)
+
+    async def load(self, agent_uuid: str) -> Agent:
         """A stored agent, or a 404 that names it (both endpoints that continue an agent).
 
         Only an agent the store does not have is a 404; a store that fails is the server's
         error (503 by ``guarded`` for a ``StoreError``, spec server §3.4-a; else 500), whose
         text, which may name the database, stays in the log.
         """
-        state = await store.load(agent_uuid)
+        state = await self.store.load(agent_uuid)
         if state is None:
             raise _Refused(404, "unknown_agent", f"no agent {agent_uuid} in the store")
-        agent = Agent(model_factory(), store=store, agent_uuid=agent_uuid, tools=toolset, **settings)
-        agent.state = state
+        agent = self.new_agent(agent_uuid)
+        agent.state = state  # the public way to continue a stored agent (Agent.load reads the store again)
         return agent
+
+    def sse(self, events: AsyncIterator[bytes], extra: Mapping[str, str]) -> EventSourceResponse:
+        """An SSE answer with the keep-alive comments (spec server §2)."""
+        return EventSourceResponse(
+            events,
+            headers={"Cache-Control": "no-cache", **extra},
+            ping=self.cfg.keepalive_seconds,
+            sep="\n",
+            ping_message_factory=lambda: ServerSentEvent(comment="keep-alive", sep="\n"),
+        )
+
+    def route(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        """``handler`` behind the app's checks (the token), its refusals answered as JSON."""
+
+        async def endpoint(request: Request) -> Response:
+            return await _guarded(self.cfg, request, handler)
+
+        return endpoint
+
+
+async def _guarded(cfg: ServerConfig, request: Request, handler: Callable[[Request], Awaitable[Response]]) -> Response:
+    try:
+        _check_token(request, cfg.token)
+        return await handler(request)
+    except _Refused as refused:
+        return refused.response()
+    except JournalError as exc:  # spec server §3.4-a: the database (store or journal) failed: 503, naming nothing
+        return _refusal_of(exc).response()
+    except Exception:
+        # spec server §1: never a traceback; the details (paths, the store's text) stay in the log.
+        log.exception("%s %s failed before its answer started", request.method, request.url.path)
+        return _Refused(500, "internal_error", "the server failed on this request; see its log").response()
+
+
+def _headers(stream: LiveStream) -> dict[str, str]:
+    return {
+        "X-Run-Id": stream.run_id,
+        "X-Agent-Uuid": stream.agent_uuid,
+        "X-Response-Index": str(stream.response),
+    }
+
+
+def _run_routes(app: _App) -> list[Route]:
+    """``POST /agent/run`` and ``POST /agent/tool_results`` (spec server §1.1, §1.2)."""
+    cfg, manager = app.cfg, app.manager
 
     async def run(request: Request) -> Response:
         body = await _read_json(request, cfg.max_body_bytes)
@@ -1000,15 +727,12 @@ def create_app(
         prompt = _string(body, "prompt", required=True, limit=cfg.max_prompt_chars)
         assert prompt is not None
         agent_uuid = _agent_uuid(body, required=False)
-        if agent_uuid is None:
-            agent = Agent(model_factory(), store=store, tools=toolset, **settings)
-        else:
-            agent = await load(agent_uuid)
+        agent = app.new_agent() if agent_uuid is None else await app.load(agent_uuid)
         try:
             stream = await manager.start(agent, lambda sink: agent.run(prompt, sink))
         except Exception as exc:
             raise _refusal_of(exc) from None
-        return sse(stream.follow(), headers(stream))
+        return app.sse(stream.follow(), _headers(stream))
 
     async def tool_results(request: Request) -> Response:
         body = await _read_json(request, cfg.max_body_bytes)
@@ -1016,12 +740,22 @@ def create_app(
         agent_uuid = _agent_uuid(body, required=True)
         assert agent_uuid is not None
         results = _tool_results(body, cfg.max_tool_results)
-        agent = await load(agent_uuid)
+        agent = await app.load(agent_uuid)
         try:
             stream = await manager.start(agent, lambda sink: agent.continue_with_tool_results(results, sink))
         except Exception as exc:
             raise _refusal_of(exc) from None
-        return sse(stream.follow(), headers(stream))
+        return app.sse(stream.follow(), _headers(stream))
+
+    return [
+        Route("/agent/run", app.route(run), methods=["POST"]),
+        Route("/agent/tool_results", app.route(tool_results), methods=["POST"]),
+    ]
+
+
+def _follow_route(app: _App) -> Route:
+    """``GET /agent/runs/{run_id}/stream``: replay with ``Last-Event-ID``, then follow (spec server §1.3, §2.3)."""
+    store, manager = app.store, app.manager
 
     async def follow(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -1044,24 +778,36 @@ def create_app(
         if stream is not None:
             if after >= len(stream.lines):
                 raise _Refused(400, "invalid_last_event_id", f"Last-Event-ID {last!r} is past what was sent")
-            return sse(stream.follow(after), headers(stream))
-        lines = manager.journal.read(run_id, response)
-        if lines is None:
-            stored = await _stored_responses(store, run_id)
-            lines = stored[response] if response < len(stored) else None
-        if lines is None:
-            raise _Refused(404, "unknown_run", f"no response {response} of run {run_id} here")
-        if after >= len(lines):
-            raise _Refused(400, "invalid_last_event_id", f"Last-Event-ID {last!r} is past the end of that response")
-        if after == len(lines) - 1 and lines[-1] == DONE_LINE:
-            return Response(status_code=204)  # spec server §2.3-c: the client has it all; EventSource stops on 204
-        agent = stream_agent(lines) or ""
-        extra = {"X-Run-Id": run_id, "X-Agent-Uuid": agent, "X-Response-Index": str(response)}
-        shared = getattr(manager.journal, "follow", None)
-        if lines[-1] != DONE_LINE and shared is not None:
-            # spec scaleout §2.1-a: another process is writing this response; follow it in the shared journal
-            return sse(_followed(manager, shared, run_id, response, after), extra)
-        return sse(_replay(run_id, response, lines, after), extra)
+            return app.sse(stream.follow(after), _headers(stream))
+        return await _finished(app, run_id, response, after, last)
+
+    return Route("/agent/runs/{run_id}/stream", app.route(follow), methods=["GET"])
+
+
+async def _finished(app: _App, run_id: str, response: int, after: int, last: str | None) -> Response:
+    """A response no live run of this process writes: from the journal, or the store's log (spec server §2.3)."""
+    manager = app.manager
+    lines = manager.journal.read(run_id, response)
+    if lines is None:
+        stored = await _stored_responses(app.store, run_id)
+        lines = stored[response] if response < len(stored) else None
+    if lines is None:
+        raise _Refused(404, "unknown_run", f"no response {response} of run {run_id} here")
+    if after >= len(lines):
+        raise _Refused(400, "invalid_last_event_id", f"Last-Event-ID {last!r} is past the end of that response")
+    if after == len(lines) - 1 and lines[-1] == DONE_LINE:
+        return Response(status_code=204)  # spec server §2.3-c: the client has it all; EventSource stops on 204
+    agent = stream_agent(lines) or ""
+    extra = {"X-Run-Id": run_id, "X-Agent-Uuid": agent, "X-Response-Index": str(response)}
+    shared = getattr(manager.journal, "follow", None)
+    if lines[-1] != DONE_LINE and shared is not None:
+        # spec scaleout §2.1-a: another process is writing this response; follow it in the shared journal
+        return app.sse(_followed(manager, shared, run_id, response, after), extra)
+    return app.sse(_replay(run_id, response, lines, after), extra)
+
+
+def _page_routes() -> list[Route]:
+    """The browser page at ``/`` and its files under ``/static/``."""
 
     async def page(_: Request) -> Response:
         return Response(_web("index.html"), media_type="text/html; charset=utf-8")
@@ -1072,55 +818,25 @@ def create_app(
             return JSONResponse({"error": {"type": "not_found", "message": "no such file"}}, status_code=404)
         return Response(_web(name), media_type=_WEB_FILES[name], headers={"Cache-Control": "no-cache"})
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        closed = await manager.recover()
-        if closed:
-            log.warning("closed %d response(s) left open by a previous process", len(closed))
-        stops = asyncio.create_task(listen_for_stops(manager))  # spec server §1.4-c: stops sent by other processes
-        yield
-        stops.cancel()
-        await manager.shutdown(cfg.shutdown_grace_seconds)
-        close = getattr(store, "aclose", None)
-        if close is not None:  # a pooled store (PostgreSQL) stops its workers with the app
-            await close()
+    return [Route("/", page, methods=["GET"]), Route("/static/{name}", static, methods=["GET"])]
 
-    def route(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            return await guarded(request, handler)
 
-        return endpoint
+@contextlib.asynccontextmanager
+async def _lifespan(app: _App) -> AsyncIterator[None]:
+    """At start, close what a previous process left open; at shutdown, abort the runs and close the store."""
+    from .server_stop import listen_for_stops
 
-    from .server_interop import interop_routes  # spec server §9: AG-UI and useChat on the same runs
-    from .server_stop import listen_for_stops, stop_route  # spec server §1.4: stopping a run
-
-    stop = stop_route(store=store, manager=manager, max_body_bytes=cfg.max_body_bytes, load=load, route=route)
-
-    interop = interop_routes(
-        store=store,
-        manager=manager,
-        config=cfg,
-        new_agent=lambda uuid: Agent(model_factory(), store=store, agent_uuid=uuid, tools=toolset, **settings),
-        route=route,
-        sse=sse,
-    )
-    app = Starlette(
-        routes=[
-            *interop,
-            Route("/", page, methods=["GET"]),
-            Route("/static/{name}", static, methods=["GET"]),
-            Route("/agent/run", route(run), methods=["POST"]),
-            Route("/agent/tool_results", route(tool_results), methods=["POST"]),
-            Route("/agent/runs/{run_id}/stream", route(follow), methods=["GET"]),
-            stop,
-        ],
-        lifespan=lifespan,
-        middleware=[Middleware(_HostCheck, hosts=hosts)],
-        exception_handlers={JournalError: _store_failure},  # spec server §3.4-a: whichever endpoint met it
-    )
-    app.state.manager = manager
-    app.state.allowed_hosts = hosts
-    return app
+    manager = app.manager
+    closed = await manager.recover()
+    if closed:
+        log.warning("closed %d response(s) left open by a previous process", len(closed))
+    stops = asyncio.create_task(listen_for_stops(manager))  # spec server §1.4-c: stops sent by other processes
+    yield
+    stops.cancel()
+    await manager.shutdown(app.cfg.shutdown_grace_seconds)
+    close = getattr(app.store, "aclose", None)
+    if close is not None:  # a pooled store (PostgreSQL) stops its workers with the app
+        await close()
 
 
 def _response_param(request: Request, latest: int | None) -> int:

@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from envelope.delivery import JournalError
 
-from .server import _read_json, _refusal_of, _Refused, _unknown_keys
+from .server_http import _read_json, _refusal_of, _Refused, _unknown_keys
 from .server_streams import RUN_ID_PATTERN, stream_agent
 
 if TYPE_CHECKING:
@@ -114,16 +114,16 @@ async def _abandon(manager: RunManager, agent: Agent) -> None:
     lines are gathered and journaled once it returns; a follower or a replay then finds
     them in the journal like those of any other response.
     """
-    run = agent.state.run
-    assert run is not None
-    index = run.responses
+    current = agent.current_response
+    assert current is not None
+    run_id, index = current[0], current[1] + 1  # the response abandon is about to open
     lines: list[bytes] = []
     try:
         await agent.abandon(lines.append, reason=STOP_REASON_TEXT)
     except Exception as exc:
         raise _refusal_of(exc) from None
     for line in lines:
-        manager.journal.append(run.run_id, index, line)
+        manager.journal.append(run_id, index, line)
 
 
 def stop_route(

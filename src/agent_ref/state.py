@@ -29,6 +29,7 @@ __all__ = [
     "flat_usage",
     "lost_run_record",
     "roll_back_dead_run",
+    "run_record",
 ]
 
 #: ``idle``: no run in progress. ``running``: a process holds the agent (claimed).
@@ -291,11 +292,11 @@ def roll_back_dead_run(state: AgentState) -> Recovery:
     return "lost"
 
 
-def lost_run_record(state: AgentState, stop_reason: str, finished_at: float) -> RunRecord:
-    """Close a run ``roll_back_dead_run`` found lost: status ``idle``, and the run's record to store with it."""
+def run_record(state: AgentState, stop_reason: str, finished_at: float, final_text: str = "") -> RunRecord:
+    """The record of ``state``'s run as it ends now (the one place a ``RunRecord`` is built)."""
     run = state.run
     assert run is not None
-    record = RunRecord(
+    return RunRecord(
         run_id=run.run_id,
         agent_uuid=state.agent_uuid,
         user_query=run.user_query,
@@ -306,7 +307,13 @@ def lost_run_record(state: AgentState, stop_reason: str, finished_at: float) -> 
         usage=run.usage,
         cost_usd=run.cost_usd,
         messages=run.history,
+        final_text=final_text,
     )
+
+
+def lost_run_record(state: AgentState, stop_reason: str, finished_at: float) -> RunRecord:
+    """Close a run ``roll_back_dead_run`` found lost: status ``idle``, and the run's record to store with it."""
+    record = run_record(state, stop_reason, finished_at)
     state.status = "idle"
     state.run = None
     state.current_step = 0

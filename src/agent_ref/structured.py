@@ -3,7 +3,7 @@
 Owns: ``OutputSchema`` (a msgspec type, or a JSON Schema dict checked by ``jsonschema``),
 checking a final answer against it, telling the model what was wrong, and the stop
 reason ``error_max_structured_output_retries`` (spec ``spec/agent-ref.md`` §17). Does
-not own: the loop (``Agent._steps`` calls ``structured_end`` where a run would end).
+not own: the loop (``loop.steps`` calls ``structured_end`` where a run would end).
 
 JSON Schema: checked by the ``jsonschema`` library, under the draft the schema declares
 in ``$schema`` (2020-12 when it declares none), ``format`` asserted; the schema itself is
@@ -25,11 +25,10 @@ from referencing import Registry
 from referencing.exceptions import Unresolvable
 
 from .errors import ConfigError
-from .record import _last_text
+from .record import append_user, last_text
 
 if TYPE_CHECKING:
-    from .agent import Agent
-    from .response import _Response
+    from .run_context import RunContext
 
 __all__ = [
     "DEFAULT_STRUCTURED_RETRIES",
@@ -168,26 +167,26 @@ def _line(error: Any) -> str:
     return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
 
 
-async def structured_end(self: Agent, response: _Response, stop_reason: str) -> str | None:
+async def structured_end(ctx: RunContext, stop_reason: str) -> str | None:
     """Where a run would end: check the answer; the stop reason, or ``None`` to ask again (spec §17).
 
     Only an ``end_turn`` answer is checked ([R17.2-b]). A valid one is kept for the
-    result and ``meta_final``; an invalid one gets an ``error`` envelope
+    result and ``meta_final`` (``ctx.structured``); an invalid one gets an ``error`` envelope
     ``structured_output_invalid`` and, while corrections are left, a user turn telling the
     model what was wrong ([R17.2-a]); then the run ends ``error_max_structured_output_retries``.
     """
-    output = self._output
-    run = self.state.run
+    output = ctx.options.output
+    run = ctx.state.run
     if output is None or run is None or stop_reason != "end_turn":
         return stop_reason
-    value, errors = output.check(_last_text(run.history))
+    value, errors = output.check(last_text(run.history))
     if not errors:
-        self._structured = (value,)
+        ctx.structured = (value,)
         return stop_reason
     # spec §17.2-c: counted in the run's state, never read back from the text (a user can
     # write a prompt that begins like a correction; a pause keeps the count).
     done = run.structured_corrections
-    retrying = done < self.max_structured_output_retries
+    retrying = done < ctx.options.max_structured_output_retries
     payload = {
         "type": "structured_output_invalid",
         "message": "the final answer does not match the output schema",
@@ -195,7 +194,7 @@ async def structured_end(self: Agent, response: _Response, stop_reason: str) -> 
         "attempt": done + 1,
         "retrying": retrying,
     }
-    await response.send(self._emitter.buffered("error", json.dumps(payload, ensure_ascii=False)))
+    await ctx.send(ctx.error_envelope(payload))
     if not retrying:
         return STOP_STRUCTURED_RETRIES
     text = (
@@ -203,5 +202,5 @@ async def structured_end(self: Agent, response: _Response, stop_reason: str) -> 
         "the schema:\n" + json.dumps(output.json_schema, ensure_ascii=False)
     )
     run.structured_corrections += 1
-    self._append_user([{"type": "text", "text": text}])
+    append_user(ctx.state, [{"type": "text", "text": text}])
     return None

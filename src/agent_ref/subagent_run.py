@@ -1,34 +1,42 @@
 """Running subagents: spawn a child into the parent's response, pause with it, resume it in any process.
 
-Owns: building a child ``Agent`` from its ``AgentSpec`` (``make_child``, spec
-``spec/agent-ref.md`` §13.2-a), running it to its end or its pause (``spawn``, §13.3,
-§13.4), the child's side of a pause (``pause_nested``: its state saved, nothing sent,
-§13.5-a), and the parent's side of a resume (``load_paused_children``,
+Owns: building a child ``Agent`` from its ``AgentSpec`` (``new_child``, ``make_child``,
+spec ``spec/agent-ref.md`` §13.2-a), running it to its end or its pause (``spawn``,
+§13.3, §13.4), and the parent's side of a resume (``load_paused_children``,
 ``resume_children``, §13.5-c) and of an abandon (``abandon_children``, §13.5-d).
 Does not own: the spawning tool's definition and input (``subagents.py``), routing a
-step's calls (``tool_step.py``), or the ends of the parent's response (``finish.py``).
-Functions take the parent ``Agent`` (or, for ``pause_nested``, the child) as ``self``.
+step's calls (``tool_step.py``), the child's side of a pause (``finish.save_paused``:
+its state saved, nothing sent, §13.5-a), or the ends of the parent's response
+(``finish.py``). Functions take the parent's ``RunContext``, or the stored state and
+what they need to build children; a child is used only through ``Agent``'s public API.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import scrub
 from .errors import StateError
-from .finish import STOP_ABORTED, STOP_AWAITING, STOP_ERROR, STOP_INTERRUPTED, AgentResult, save_paused
-from .response import _ClientGone, _Response
+from .finish import STOP_ABORTED, STOP_AWAITING, STOP_ERROR, STOP_INTERRUPTED, AgentResult
+from .response import _ClientGone
+from .run_context import ParentLink
 from .state import PendingCall, PendingChild
-from .subagents import AgentSpec, parse_spawn
 from .tools import ToolCallRequest, ToolOutcome, error_outcome, outcome
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from .agent import Agent
+    from .models import Model
+    from .options import AgentOptions
+    from .run_context import RunContext
+    from .state import AgentState
+    from .store import Store
+    from .subagents import AgentSpec
 
 log = logging.getLogger("agent_ref")
 
@@ -46,69 +54,57 @@ class ChildPaused:
     calls: list[PendingCall]
 
 
-def make_child(self: Agent, spec: AgentSpec, *, agent_uuid: str | None = None, background: bool = False) -> Agent:
-    """A child of ``self`` configured by ``spec``, the rest inherited (spec §13.2-a).
+#: Builds a child agent from its spec (and its stored id, to load a paused one).
+ChildFactory = Callable[["AgentSpec", "str | None"], "Agent"]
+
+
+def new_child(
+    new_agent: Callable[..., Agent],
+    model: Model,
+    options: AgentOptions,
+    store: Store,
+    spec: AgentSpec,
+    *,
+    agent_uuid: str | None = None,
+    background: bool = False,
+) -> Agent:
+    """A child configured by ``spec``, the rest inherited from the parent's ``options`` (spec §13.2-a).
 
     A background child gets no frontend tools: nobody waits for it, so it cannot pause (§14.5).
     """
-    tools = [t for t in spec.tools if t.executor != "frontend"] if background else spec.tools
-    return type(self)(
-        spec.model or self.model,
-        tools=tools,
-        server_tools=self.server_tools if spec.server_tools is None else spec.server_tools,
-        store=spec.store or self.store,
-        agent_uuid=agent_uuid,
-        system=spec.system,
-        max_steps=spec.max_steps or self.max_steps,
-        max_tokens=self.max_tokens,
-        thinking_budget=self.thinking_budget,
-        retry=spec.retry or self.retry,
-        max_bytes=self.max_bytes,
-        profile=self.profile,
-        max_tool_concurrency=self.max_tool_concurrency,
-        prices=self.prices,
-        tool_timeout=self.tool_timeout,
-        request_options=self.request_options,
-        hooks=self.hooks,
-        can_use_tool=self.can_use_tool,
-        compactor=self.compactor,
-        loop_limit=self.loop_limit,
-    )
+    child_options = options.for_child(spec, store, agent_uuid=agent_uuid, background=background)
+    return new_agent(spec.model or model, options=child_options)
 
 
-def nest(self: Agent, child: Agent, response: _Response, tool_use_id: str) -> None:
-    child._parent = (self.agent_uuid, tool_use_id)
-    child._parent_response = response
+def make_child(ctx: RunContext, spec: AgentSpec, *, background: bool = False) -> Agent:
+    """A new child of the agent running ``ctx`` (spec §13.2-a)."""
+    return new_child(ctx.new_agent, ctx.model, ctx.options, ctx.store, spec, background=background)
 
 
-async def spawn(self: Agent, response: _Response, call: ToolCallRequest) -> ToolOutcome | ChildPaused:
-    """Run one child into ``response``: its final answer as the call's outcome, or its pause (spec §13)."""
-    parsed = parse_spawn(call.input, self.subagents)
-    if isinstance(parsed, str):
-        return error_outcome(self._emitter, call, parsed)
-    name, spec, task = parsed
-    background = call.input.get("background", False)
-    if not isinstance(background, bool):
-        return error_outcome(self._emitter, call, "background must be true or false")
-    if background:
-        from .background import start  # background builds on this module
+def nest(ctx: RunContext, child: Agent, tool_use_id: str) -> None:
+    """Make ``child`` stream into this response under the call ``tool_use_id`` (spec §13.3)."""
+    child.parent = ParentLink(agent_uuid=ctx.agent_uuid, tool_use_id=tool_use_id, response=ctx.response)
 
-        return await start(self, response, call, name, spec, task)
-    child = make_child(self, spec)
-    nest(self, child, response, call.id)
-    await self._fire("SubagentStart", tool_name=name, tool_use_id=call.id, tool_input=call.input)
+
+async def spawn(
+    ctx: RunContext, call: ToolCallRequest, name: str, spec: AgentSpec, task: str
+) -> ToolOutcome | ChildPaused:
+    """Run one child into the response: its final answer as the call's outcome, or its pause (spec §13)."""
+    child = make_child(ctx, spec)
+    nest(ctx, child, call.id)
+    await ctx.fire("SubagentStart", tool_name=name, tool_use_id=call.id, tool_input=call.input)
     try:
-        result = await child.run(task, response.send_one)
+        result = await child.run(task, ctx.response.send_one)
     except (asyncio.CancelledError, _ClientGone):
         raise
     except Exception as exc:  # spec §13.4-a: a child that cannot run is an is_error result
         log.exception("subagent %s could not run", name)
-        return error_outcome(self._emitter, call, scrub.public(f"subagent {name} failed: {exc}")[:500])
-    return await _ended(self, call, name, child, result)
+        return error_outcome(ctx.emitter, call, scrub.public(f"subagent {name} failed: {exc}")[:500])
+    return await _ended(ctx, call, name, child, result)
 
 
 async def _ended(
-    self: Agent, call: ToolCallRequest, name: str, child: Agent, result: AgentResult
+    ctx: RunContext, call: ToolCallRequest, name: str, child: Agent, result: AgentResult
 ) -> ToolOutcome | ChildPaused:
     if result.stop_reason == STOP_AWAITING:
         # spec §13.5-a: the child's state is saved; the parent's step pauses with it.
@@ -118,7 +114,7 @@ async def _ended(
             for p in result.pending_frontend_tools
         ]
         return ChildPaused(child=record, calls=calls)
-    await self._fire(
+    await ctx.fire(
         "SubagentStop",
         tool_name=name,
         tool_use_id=call.id,
@@ -127,21 +123,13 @@ async def _ended(
     )
     if result.stop_reason in (STOP_ERROR, STOP_ABORTED, STOP_INTERRUPTED):
         why = result.error or result.stop_reason
-        return error_outcome(self._emitter, call, f"subagent {name} ({child.agent_uuid}) failed: {why}")
-    return outcome(self._emitter, call, result.final_text)
+        return error_outcome(ctx.emitter, call, f"subagent {name} ({child.agent_uuid}) failed: {why}")
+    return outcome(ctx.emitter, call, result.final_text)
 
 
-async def pause_nested(self: Agent, response: _Response) -> AgentResult:
-    """A child's pause: save its relay state and its lines, send nothing (spec §13.5-a).
-
-    The pause is announced once, by the root agent's ``awaiting_frontend_tools``, which
-    lists this child's calls with its ``agent`` (§13.5-b); the child's part of the
-    response ends at its last call.
-    """
-    return await save_paused(self, response)
-
-
-async def load_paused_children(self: Agent) -> list[tuple[PendingChild, Agent]]:
+async def load_paused_children(
+    state: AgentState, subagents: Mapping[str, AgentSpec], child_of: ChildFactory
+) -> list[tuple[PendingChild, Agent]]:
     """The paused children of the paused step, from the store, checked before anything changes (§13.5-c).
 
     A child whose resume died with its process (an expired lease) is put back to its pause
@@ -152,21 +140,21 @@ async def load_paused_children(self: Agent) -> list[tuple[PendingChild, Agent]]:
             no longer paused on the calls the parent recorded.
     """
     loaded: list[tuple[PendingChild, Agent]] = []
-    for pending in self.state.pending_children:
-        spec = self.subagents.get(pending.name)
+    for pending in state.pending_children:
+        spec = subagents.get(pending.name)
         if spec is None:
             raise StateError(
-                f"agent {self.agent_uuid} paused with subagent {pending.name!r} ({pending.agent_uuid}), "
+                f"agent {state.agent_uuid} paused with subagent {pending.name!r} ({pending.agent_uuid}), "
                 f"which this agent does not register; pass the same subagents as the run had"
             )
-        child = make_child(self, spec, agent_uuid=pending.agent_uuid)
+        child = child_of(spec, pending.agent_uuid)
         stored = await child.store.load(pending.agent_uuid)
         if stored is None:
             raise StateError(f"subagent {pending.name} ({pending.agent_uuid}) is not in the store")
         child.state = stored
         if stored.status == "running":
             await child.recover()
-        expected = [p.tool_use_id for p in self.state.pending_frontend if p.agent == pending.agent_uuid]
+        expected = [p.tool_use_id for p in state.pending_frontend if p.agent == pending.agent_uuid]
         have = [p.tool_use_id for p in stored.pending_frontend]
         if stored.status != "awaiting_frontend_tools" or have != expected:
             raise StateError(
@@ -178,8 +166,7 @@ async def load_paused_children(self: Agent) -> list[tuple[PendingChild, Agent]]:
 
 
 async def resume_children(
-    self: Agent,
-    response: _Response,
+    ctx: RunContext,
     children: Sequence[tuple[PendingChild, Agent]],
     results: Sequence[Mapping[str, Any]],
     owners: Mapping[str, str | None],
@@ -198,19 +185,19 @@ async def resume_children(
             by_child.setdefault(owner, []).append(item)
 
     async def one(pending: PendingChild, child: Agent) -> ToolOutcome | ChildPaused:
-        nest(self, child, response, pending.tool_use_id)
+        nest(ctx, child, pending.tool_use_id)
         call = ToolCallRequest(id=pending.tool_use_id, name="spawn_subagent", input={})
         try:
-            result = await child.continue_with_tool_results(by_child.get(pending.agent_uuid, []), response.send_one)
+            result = await child.continue_with_tool_results(by_child.get(pending.agent_uuid, []), ctx.response.send_one)
         except (asyncio.CancelledError, _ClientGone):
             raise
         except Exception as exc:  # spec §13.4-a
             log.exception("subagent %s could not resume", pending.name)
-            return error_outcome(self._emitter, call, scrub.public(f"subagent {pending.name} failed: {exc}")[:500])
-        done = await _ended(self, call, pending.name, child, result)
+            return error_outcome(ctx.emitter, call, scrub.public(f"subagent {pending.name} failed: {exc}")[:500])
+        done = await _ended(ctx, call, pending.name, child, result)
         if isinstance(done, ToolOutcome):
-            self._answered[call.id] = done.block
-            await response.send(done.lines)
+            ctx.answered[call.id] = done.block
+            await ctx.send(done.lines)
         return done
 
     ended = await asyncio.gather(*(one(p, c) for p, c in children))
@@ -221,26 +208,28 @@ async def resume_children(
             paused.append(done)
         else:
             outcomes[pending.tool_use_id] = done
-            event = "PostToolUseFailure" if done.is_error else "PostToolUse"
-            await self._fire(event, tool_name="spawn_subagent", tool_use_id=pending.tool_use_id, result=done.text)
+            call = ToolCallRequest(id=pending.tool_use_id, name="spawn_subagent", input={})
+            await ctx.fire_post_tool(call, done)
     return outcomes, paused
 
 
-async def abandon_children(self: Agent, reason: str) -> dict[str, str]:
+async def abandon_children(
+    state: AgentState, subagents: Mapping[str, AgentSpec], child_of: ChildFactory, reason: str
+) -> dict[str, str]:
     """Abandon the paused children of an abandoned run (spec §13.5-d); the text for each spawning call.
 
     Each child's run is closed ``abandoned`` in the store (its closing response goes to its
     own log). A child that cannot be closed is logged; the parent's call is answered anyway.
     """
     texts: dict[str, str] = {}
-    for pending in self.state.pending_children:
-        spec = self.subagents.get(pending.name)
+    for pending in state.pending_children:
+        spec = subagents.get(pending.name)
         text = f"abandoned: subagent {pending.name} ({pending.agent_uuid}) was paused; {reason}"
         texts[pending.tool_use_id] = text
         if spec is None:
             continue
         try:
-            child = make_child(self, spec, agent_uuid=pending.agent_uuid)
+            child = child_of(spec, pending.agent_uuid)
             stored = await child.store.load(pending.agent_uuid)
             if stored is not None and stored.status != "idle":
                 child.state = stored

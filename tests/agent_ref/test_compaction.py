@@ -459,27 +459,39 @@ def test_spec_15_1_b_no_compaction_under_the_threshold() -> None:
 def test_spec_15_1_b_pause_turn_continuation_is_not_compacted() -> None:
     """A context ending with an assistant turn (a ``pause_turn`` sent back) is left alone [R15.1-b]."""
     from agent_ref import compaction
+    from agent_ref.run_context import RunContext
     from agent_ref.state import RunState
+    from envelope import Emitter
 
     model = ScriptedModel()
     agent = Agent(model, compactor=SummarizingCompactor(threshold=1))
-    agent.compact()
     agent.state.run = RunState(run_id="r", user_query="q", started_at=0.0)
     context: Messages = [{"role": "user", "content": [_text("q")]}, {"role": "assistant", "content": [_text("…")]}]
     agent.state.messages = copy.deepcopy(context)
-    asyncio.run(compaction.compact_before_call(agent, None))  # type: ignore[arg-type]  # never reaches the response
-    assert agent.state.messages == context
-    assert model.requests == []
-    # Ending with a user turn, the same agent compacts (so the check above can fail).
-    agent.state.messages.append({"role": "user", "content": [_text("go on")]})
-    agent._manual_compaction = None
-
     sent: list[bytes] = []
 
     class Sink:
         async def send(self, lines: list[bytes]) -> None:
             sent.extend(lines)
 
-    asyncio.run(compaction.compact_before_call(agent, Sink()))  # type: ignore[arg-type]  # only send is used
+    def run_context(manual: SummarizingCompactor | None) -> RunContext:
+        return RunContext(
+            options=agent.options,
+            model=model,
+            store=agent.store,
+            tools=agent.tools,
+            state=agent.state,
+            emitter=Emitter(agent.agent_uuid),
+            response=Sink(),  # type: ignore[arg-type]  # only send is used
+            new_agent=Agent,
+            manual_compaction=manual,  # as Agent.compact() asks
+        )
+
+    asyncio.run(compaction.compact_before_call(run_context(SummarizingCompactor(threshold=1))))
+    assert agent.state.messages == context
+    assert model.requests == []
+    # Ending with a user turn, the same agent compacts (so the check above can fail).
+    agent.state.messages.append({"role": "user", "content": [_text("go on")]})
+    asyncio.run(compaction.compact_before_call(run_context(None)))
     assert len(model.requests) == 1
     assert len(agent.state.messages) == 1

@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 
 from agent_ref import Agent, ConfigError, ReplayModel, ScriptedModel, default_tools
 from agent_ref import agent as agent_module
+from agent_ref.run_context import RunContext
 from agent_ref.state import BackgroundTask, RunState, TaskStatus
 from agent_ref.subagents import DEFAULT_MAX_SUBAGENTS_PER_STEP, SUBAGENT_TOOL, AgentSpec, over_cap
 from agent_ref.tool_step import _cap_spawns
 from agent_ref.tools import ToolCallRequest, ToolOutcome
 from agent_ref_support import fast_retry, run
-from envelope import reconstruct
+from envelope import Emitter, reconstruct
 
 
 def _start(model: str = "fan-out") -> dict[str, Any]:
@@ -149,8 +150,18 @@ def test_spec_13_9_a_running_background_tasks_hold_slots() -> None:
         ToolCallRequest(id=f"c{i}", name=SUBAGENT_TOOL, input={"agent": "researcher", "task": "t"}) for i in range(3)
     ]
     response = agent_module._Response(agent_module._nowhere, agent.agent_uuid, "r", 0, 2048, "default")
+    ctx = RunContext(
+        options=agent.options,
+        model=agent.model,
+        store=agent.store,
+        tools=agent.tools,
+        state=agent.state,
+        emitter=Emitter(agent.agent_uuid),
+        response=response,
+        new_agent=Agent,
+    )
     outcomes: dict[str, ToolOutcome] = {}
-    kept = asyncio.run(_cap_spawns(agent, response, calls, outcomes))
+    kept = asyncio.run(_cap_spawns(ctx, calls, outcomes))
     assert [c.id for c in kept] == ["c0"]  # 3 slots, 2 held by the running and the pending task
     assert sorted(outcomes) == ["c1", "c2"]
     assert all(o.is_error and o.text == over_cap(3, 2) for o in outcomes.values())
