@@ -3,8 +3,7 @@
 A run whose model calls an MCP tool over stdio and a backend tool that needs approval
 pauses; ANOTHER process (``agent-ref resume --approve``, the command the pause printed)
 approves it; the run finishes and its recording is one strictly valid stream. The model
-is a recording (``--replay``) made with the scripted model's renderer: one file for the
-run's process, one for the resuming process's call.
+is the embedded scripted model, whose generic prompt ("call TOOL with {json}") makes the calls.
 """
 
 from __future__ import annotations
@@ -17,9 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent_ref import scripted
 from agent_ref_support import envelopes, sse_lines
-from mcp_support import SERVER_SCRIPT, CallingScript
+from mcp_support import SERVER_SCRIPT, calling_prompt
 from validating import assert_valid
 
 SCRIPT = Path(sys.executable).parent / "agent-ref"
@@ -34,27 +32,21 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _setup(tmp_path: Path) -> list[str]:
-    """The recordings, the MCP config; the run's arguments."""
-    first = {"messages": [{"role": "user", "content": "go"}], "tools": [{"name": n} for n, _ in CALLS]}
-    (tmp_path / "run.json").write_text(json.dumps(list(CallingScript(first, CALLS).events())))
-    answer = {"messages": [{"role": "user", "content": "hello"}]}
-    (tmp_path / "resume.json").write_text(json.dumps(list(scripted._Script(answer).events())))
+    """The MCP config; the run's arguments (the scripted model's generic prompt calls CALLS)."""
     servers = {"io": {"command": sys.executable, "args": [str(SERVER_SCRIPT), "io"]}}
     (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
-    return ["--replay", "run.json", "--mcp-config", ".mcp.json", "--db", str(tmp_path / "a.db")]
+    return ["--mcp-config", ".mcp.json", "--db", str(tmp_path / "a.db")]
 
 
 def _printed(err: str, flag: str) -> list[str]:
-    """The resume command the pause printed (the line with ``flag``), run's recording swapped for the resume's."""
+    """The resume command the pause printed (the line with ``flag``), without the program name."""
     (line,) = [x for x in err.splitlines() if x.strip().startswith("agent-ref resume") and flag in x]
-    argv = shlex.split(line)
-    argv[argv.index("--replay") + 1] = "resume.json"
-    return argv[1:]
+    return shlex.split(line)[1:]
 
 
 def _paused(tmp_path: Path) -> tuple[str, str]:
     args = _setup(tmp_path)
-    done = _cli("run", "go", *args, "--permission-mode", "auto", "--allow", "mcp__*", cwd=tmp_path)
+    done = _cli("run", calling_prompt(CALLS), *args, "--permission-mode", "auto", "--allow", "mcp__*", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = sse_lines(done.stdout)
     assert_valid(lines)
