@@ -26,7 +26,17 @@ if TYPE_CHECKING:
     from .hooks import HOOK_EVENTS, Hook, HookDecision, HookInput
     from .memory import MemoryToolError, memory_tool
     from .models import AnthropicModel, Model, ReplayModel, SDKModel
-    from .permissions import CanUseTool, PermissionAllow, PermissionDeny, ToolPermissionContext
+    from .permissions import (
+        CanUseTool,
+        PendingApproval,
+        PermissionAllow,
+        PermissionDeny,
+        PermissionMode,
+        PermissionNarrowing,
+        PermissionRule,
+        ToolPermissionContext,
+        approval_reason,
+    )
     from .pricing import PRICES, Price, cost_usd
     from .retry import RetryPolicy
     from .scripted import Fault, ScriptedModel
@@ -65,6 +75,11 @@ _HOME: Final = {
     "ReplayModel": "models",
     "SDKModel": "models",
     "CanUseTool": "permissions",
+    "PendingApproval": "permissions",
+    "PermissionMode": "permissions",
+    "PermissionNarrowing": "permissions",
+    "PermissionRule": "permissions",
+    "approval_reason": "permissions",
     "PermissionAllow": "permissions",
     "PermissionDeny": "permissions",
     "ToolPermissionContext": "permissions",
@@ -134,9 +149,13 @@ __all__ = [
     "MemoryToolError",
     "Model",
     "OutputSchema",
+    "PendingApproval",
     "PendingCall",
     "PermissionAllow",
     "PermissionDeny",
+    "PermissionMode",
+    "PermissionNarrowing",
+    "PermissionRule",
     "Price",
     "ReplayModel",
     "RetryPolicy",
@@ -154,6 +173,7 @@ __all__ = [
     "ToolPermissionContext",
     "ToolResultTrimmer",
     "ToolResultsError",
+    "approval_reason",
     "cost_usd",
     "default_tools",
     "memory_tool",

@@ -42,6 +42,13 @@ from . import background, loop, response, scrub, sessions
 from .errors import StateError, ToolResultsError
 from .finish import STOP_ABANDONED, STOP_LOST, AgentResult, finish
 from .options import AGENT_OWNED_PARAMS, DEFAULT_LEASE_SECONDS, DEFAULT_TOOL_TIMEOUT, AgentOptions
+from .permissions import (
+    PermissionAllow,
+    PermissionDeny,
+    PermissionRuleError,
+    PermissionState,
+    parse_approval_answer,
+)
 from .prepare import meta_init
 from .record import append_user
 from .response import DONE_LINE, Sink, _NestedResponse
@@ -49,7 +56,7 @@ from .run_context import ParentLink, Resuming, RunContext
 from .state import AgentState, PendingCall, Recovery, RunState, lost_run_record, roll_back_dead_run
 from .store import LogBatch, MemoryStore, Store
 from .subagent_run import abandon_children, load_paused_children, new_child
-from .tools import Tool, ToolCallRequest, result_block
+from .tools import Tool, ToolCallRequest, error_outcome, result_block
 
 if TYPE_CHECKING:
     from envelope import Profile
@@ -382,6 +389,8 @@ class Agent:
             run.base_tail = len(messages[-1]["content"])
         state.run = run
         state.tasks = []  # spec §14.2: tasks belong to one run
+        if self.parent is None:  # spec §12.5: a root run starts with the mode; a child's was narrowed at spawn
+            state.permissions = PermissionState(mode=self.options.effective_permission_mode)
         self._claim()
         sessions.mark_run(state, run.run_id)  # spec §S1.2-b: where a rewind to this run returns
         append_user(state, blocks)
@@ -417,23 +426,23 @@ class Agent:
                 f"agent {state.agent_uuid} is not waiting for frontend tool results (status {state.status})"
             )
         parsed = _parse_results(results, state.pending_frontend)
+        permissions = _approved_permissions(state, parsed)  # spec §12.6-b: checked before anything is stored
         # spec §13.5-c: the paused children are checked before the claim.
         children = await load_paused_children(state, self.options.subagents, self._child)
         await self._claim_paused()  # exactly one resume wins (spec §4.3)
+        state.permissions = permissions
         ctx = self._context(self._open_response(sink))
         own = [p for p in state.pending_frontend if p.agent is None]
         # spec §13.5-c: this response answers the agent's own calls and the paused children's spawning calls.
         answers = [p.tool_use_id for p in own] + [c.tool_use_id for c in state.pending_children]
         opening = self._emitter.buffered("meta_init", meta_init(ctx, ctx.run, resume=True, answers=answers))
         by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in state.pending_backend_results}
-        for pending in own:
-            text, images, is_error = parsed[pending.tool_use_id]
-            opening += self._emitter.tool_result(pending.tool_use_id, pending.name, text, images)
-            by_id[pending.tool_use_id] = result_block(pending.tool_use_id, text, images, is_error=is_error)
+        answered, approved = _answer_own(ctx, own, parsed, by_id)
+        opening += answered
         step = state.current_step + 1
-        if children:
-            # The user turn is recorded when the children have ended (``loop.resume_children``).
-            ctx.resuming = Resuming(children=children, results=list(results), by_id=by_id)
+        if children or approved or ctx.interrupt is not None:
+            # The user turn is recorded when the children and the approved calls have ended (``loop.resume_children``).
+            ctx.resuming = Resuming(children=children, results=list(results), by_id=by_id, approved=approved)
             ctx.answered = dict(by_id)
             return await self._drive(ctx, step, opening)
         append_user(state, [by_id[i] for i in state.pending_order if i in by_id])
@@ -609,15 +618,76 @@ def _clear_pause(state: AgentState) -> None:
     state.pending_order = []
 
 
-def _parse_results(
-    results: Sequence[Mapping[str, Any]], pending: Sequence[PendingCall]
-) -> dict[str, tuple[str, list[ImageRef], bool]]:
-    """Check frontend results against the pending calls (spec §3.3-a); raise before changing anything."""
+def _answer_own(
+    ctx: RunContext, own: Sequence[PendingCall], parsed: Mapping[str, _Answer], by_id: dict[str, dict[str, Any]]
+) -> tuple[list[bytes], list[ToolCallRequest]]:
+    """The agent's own answered calls: their result lines (kept in ``by_id``), and the approved calls to run.
+
+    A denial is an ``is_error`` result (its ``interrupt`` sets ``ctx.interrupt``); an approval
+    runs later through the normal runner, after the opening lines (spec §12.6-c).
+    """
+    lines: list[bytes] = []
+    approved: list[ToolCallRequest] = []
+    for pending in own:
+        got = parsed[pending.tool_use_id]
+        call = ToolCallRequest(id=pending.tool_use_id, name=pending.name, input=pending.input)
+        if isinstance(got, PermissionAllow):
+            updated = got.updated_input
+            approved.append(
+                call if updated is None else ToolCallRequest(id=call.id, name=call.name, input=dict(updated))
+            )
+            continue
+        if isinstance(got, PermissionDeny):
+            done = error_outcome(ctx.emitter, call, got.message)
+            if got.interrupt:
+                ctx.interrupt = got.message
+            lines += done.lines
+            by_id[pending.tool_use_id] = done.block
+            continue
+        text, images, is_error = got
+        lines += ctx.emitter.tool_result(pending.tool_use_id, pending.name, text, images)
+        by_id[pending.tool_use_id] = result_block(pending.tool_use_id, text, images, is_error=is_error)
+    return lines, approved
+
+
+#: One pending call's answer: a frontend result (text, images, is_error) or an approval decision.
+_Answer = tuple[str, list[ImageRef], bool] | PermissionAllow | PermissionDeny
+
+
+def _approved_permissions(state: AgentState, parsed: Mapping[str, _Answer]) -> PermissionState:
+    """The permission state after the approvals' ``updated_permissions`` (spec §12.6-b).
+
+    Raises:
+        ToolResultsError: an update cannot apply (a mode wider than the agent's floor); nothing is changed.
+    """
+    permissions = state.permissions
+    for pending in state.pending_frontend:
+        got = parsed[pending.tool_use_id]
+        if pending.agent is not None or not isinstance(got, PermissionAllow):
+            continue
+        try:
+            permissions = permissions.updated(got)
+        except PermissionRuleError as exc:
+            raise ToolResultsError(
+                f"the approval answer for {pending.tool_use_id} ({pending.name}): {exc}",
+                missing=[],
+                unexpected=[],
+                duplicated=[],
+            ) from None
+    return permissions
+
+
+def _parse_results(results: Sequence[Mapping[str, Any]], pending: Sequence[PendingCall]) -> dict[str, _Answer]:
+    """Check frontend results and approval answers against the pending calls (spec §3.3-a, §12.6-b).
+
+    Raises before changing anything.
+    """
     if isinstance(results, Mapping) or not isinstance(results, Sequence):
         raise ToolResultsError("tool results must be a JSON array", missing=[], unexpected=[], duplicated=[])
     pending_ids = [p.tool_use_id for p in pending]
+    approvals = {p.tool_use_id: p.as_approval() for p in pending if p.approval is not None}
     seen: list[str] = []
-    parsed: dict[str, tuple[str, list[ImageRef], bool]] = {}
+    parsed: dict[str, _Answer] = {}
     problems: list[str] = []
     for i, item in enumerate(results):
         if not isinstance(item, Mapping) or not isinstance(item.get("tool_use_id"), str):
@@ -626,6 +696,9 @@ def _parse_results(
             )
         tool_use_id = item["tool_use_id"]
         seen.append(tool_use_id)
+        if tool_use_id in approvals:
+            parsed[tool_use_id] = parse_approval_answer(item, approvals[tool_use_id])
+            continue
         is_error = item.get("is_error", False)
         if not isinstance(is_error, bool):
             problems.append(f"{tool_use_id}: is_error must be true or false")

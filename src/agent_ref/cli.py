@@ -255,6 +255,11 @@ def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
         parts += ["--loop-limit", str(args.loop_limit)]
     if args.subagents != "demo":  # spec RC9-b: the resume registers what the run had
         parts += ["--subagents", args.subagents]
+    if args.permission_mode is not None:  # spec RC10-c: the resume runs with the run's permissions
+        parts += ["--permission-mode", args.permission_mode]
+    for behavior in ("allow", "deny", "ask"):
+        for glob in getattr(args, f"{behavior}_rules"):
+            parts += [f"--{behavior}-tool", glob]
     if args.pretty:
         parts.append("--pretty")
     parts += ["--results", "-"]
@@ -270,6 +275,11 @@ def _report(args: argparse.Namespace, result: AgentResult) -> int:
         )
         for call in calls:
             err.write(f"  {call.tool_use_id}  {call.name}({json.dumps(call.input, ensure_ascii=False)})\n")
+            if call.approval is not None:
+                err.write(f"    needs approval: {call.approval}\n")
+        if all(c.approval is not None for c in calls):
+            _report_approvals(args, result)
+            return 0
         example = [{"tool_use_id": c.tool_use_id, "content": "yes"} for c in calls]
         err.write('agent-ref: answer with a JSON array of {"tool_use_id", "content", "is_error"?}, for example:\n')
         err.write(f"  echo {shlex.quote(json.dumps(example))} | {_resume_command(args, result.agent_uuid)}\n")
@@ -284,6 +294,18 @@ def _report(args: argparse.Namespace, result: AgentResult) -> int:
             err.write(f"agent-ref {args.command}: error: {result.error}\n")
         return EXIT_RUN_FAILED
     return 0
+
+
+def _report_approvals(args: argparse.Namespace, result: AgentResult) -> None:
+    """The resume commands that approve, or deny, every call the run waits on (spec RC10-c)."""
+    base = _resume_command(args, result.agent_uuid).removesuffix(" --results -")
+    ids = [c.tool_use_id for c in result.pending_frontend_tools]
+    approve = " ".join(f"--approve {shlex.quote(i)}" for i in ids)
+    deny = " ".join(f"--deny {shlex.quote(i)}" for i in ids)
+    sys.stderr.write("agent-ref: approve with (--input JSON to change the input of one call):\n")
+    sys.stderr.write(f"  {base} {approve}\n")
+    sys.stderr.write("agent-ref: or deny with (--message TEXT to tell the model why):\n")
+    sys.stderr.write(f"  {base} {deny}\n")
 
 
 class _Announce:
@@ -380,6 +402,38 @@ def _read_results(source: str) -> Any:
         ) from None
 
 
+def _approval_answers(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The answers ``--approve ID [--input JSON]`` and ``--deny ID [--message TEXT]`` build (spec RC10-b).
+
+    Raises:
+        CliError: neither --results nor an answer, an --input that is not a JSON object, or
+            an --input / --message that does not say which call it is for.
+    """
+    if not args.approve and not args.deny:
+        raise CliError("resume", "nothing to answer with", "pass --results FILE|-, or --approve ID / --deny ID")
+    if args.input is not None and len(args.approve) != 1:
+        raise CliError("--input", "applies to exactly one --approve", "approve the other calls in another resume")
+    answers: list[dict[str, Any]] = []
+    for call in args.approve:
+        answer: dict[str, Any] = {"tool_use_id": call, "decision": "approve"}
+        if args.input is not None:
+            try:
+                answer["updated_input"] = json.loads(args.input)
+            except json.JSONDecodeError as exc:
+                raise CliError(
+                    "--input", f"is not JSON: {exc.msg}", 'pass a JSON object, e.g. \'{"path": "x"}\''
+                ) from None
+            if not isinstance(answer["updated_input"], dict):
+                raise CliError("--input", "is not a JSON object", 'pass a JSON object, e.g. \'{"path": "x"}\'')
+        answers.append(answer)
+    for call in args.deny:
+        denial: dict[str, Any] = {"tool_use_id": call, "decision": "deny"}
+        if args.message is not None:
+            denial["message"] = args.message
+        answers.append(denial)
+    return answers
+
+
 def _reason(exc: BaseException) -> str:
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
@@ -388,7 +442,7 @@ async def _resume(args: argparse.Namespace) -> int:
     from .agent import Agent
 
     check_db(args.db, must_exist=True)
-    results = _read_results(args.results)
+    results = _approval_answers(args) if args.results is None else _read_results(args.results)
     config = agent_config(args)
     model = model_factory(args)()
     async with mcp_tools(args, config):
@@ -610,11 +664,16 @@ def _add_resume(sub: Any) -> None:
         ),
     )
     resume.add_argument("agent_uuid", help="the paused agent (printed by `run`)")
-    resume.add_argument(
-        "--results", required=True, metavar="FILE|-", help='JSON array of {"tool_use_id", "content", "is_error"?}'
+    resume.add_argument("--results", metavar="FILE|-", help='JSON array of {"tool_use_id", "content", "is_error"?}')
+    answers = resume.add_argument_group("approvals", "answer calls that wait for approval (instead of --results)")
+    answers.add_argument("--approve", action="append", default=[], metavar="ID", help="run this call (repeatable)")
+    answers.add_argument("--input", metavar="JSON", help="with one --approve: run the call with this input instead")
+    answers.add_argument("--deny", action="append", default=[], metavar="ID", help="do not run this call (repeatable)")
+    answers.add_argument(
+        "--message", metavar="TEXT", help="with --deny: what the model is told (default: not approved)"
     )
     _add_pretty(resume)
-    add_agent_options(resume)
+    add_agent_options(resume, resume=True)
     add_store_options(resume)
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 from .defaults import DEFAULT_CLAUDE_MODEL, DEFAULT_DB
 from .errors import AgentRefError, ConfigError
 from .loop_guard import DEFAULT_LOOP_LIMIT
+from .permissions import PERMISSION_MODES
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -87,7 +88,7 @@ def add_store_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="log retries and details to stderr")
 
 
-def add_agent_options(p: argparse.ArgumentParser) -> None:
+def add_agent_options(p: argparse.ArgumentParser, *, resume: bool = False) -> None:
     """The options of the agent a command runs: ``run``, ``resume`` and ``serve`` take the same (spec RC9-a)."""
     models = p.add_argument_group("model", MODEL_HELP)
     models.add_argument(
@@ -146,6 +147,55 @@ def add_agent_options(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="give the model the tools of the MCP servers FILE lists (.mcp.json: mcpServers; run and resume)",
     )
+    add_permission_options(p, resume=resume)
+
+
+def add_permission_options(p: argparse.ArgumentParser, *, resume: bool = False) -> None:
+    """``--permission-mode`` and the rule flags (spec RC10-a).
+
+    ``resume`` spells the rules ``--allow-tool``, ``--deny-tool``, ``--ask-tool`` only: its
+    ``--deny ID`` answers a call (spec RC10-b).
+    """
+    perms = p.add_argument_group("permissions", "which tool calls run, and which wait for a person's approval")
+    perms.add_argument(
+        "--permission-mode",
+        choices=PERMISSION_MODES,
+        default=None,
+        help="full: every call runs; auto: calls no --allow covers wait for approval; ask: every call waits",
+    )
+    for behavior in ("allow", "deny", "ask"):
+        flags = [f"--{behavior}-tool"] if resume else [f"--{behavior}", f"--{behavior}-tool"]
+        perms.add_argument(
+            *flags,
+            dest=f"{behavior}_rules",
+            action="append",
+            default=[],
+            metavar="TOOL",
+            help=f"{behavior} the calls of the tools matching this name glob (repeatable)",
+        )
+
+
+def permission_config(args: argparse.Namespace) -> dict[str, Any]:
+    """``permission_mode`` and ``permission_rules`` from the flags (spec RC10-a).
+
+    Raises:
+        CliError: a rule whose tool glob no rule takes, named by its flag.
+    """
+    from .permissions import PermissionRule, PermissionRuleError
+
+    config: dict[str, Any] = {}
+    if getattr(args, "permission_mode", None) is not None:
+        config["permission_mode"] = args.permission_mode
+    rules: list[PermissionRule] = []
+    for behavior in ("deny", "ask", "allow"):
+        for glob in getattr(args, f"{behavior}_rules", []) or []:
+            try:
+                rules.append(PermissionRule(behavior=behavior, tool=glob))
+            except PermissionRuleError as exc:
+                raise CliError(f"--{behavior} {glob}", str(exc), "pass a tool-name glob such as 'mcp__*'") from None
+    if rules:
+        config["permission_rules"] = rules
+    return config
 
 
 def agent_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -191,6 +241,7 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
     # parallel" prompts. run, resume and serve register the same children (§13.5-c).
     if args.subagents == "demo":
         config["subagents"] = demo_subagents()
+    config.update(permission_config(args))
     return config
 
 

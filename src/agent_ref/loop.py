@@ -35,6 +35,7 @@ from .record import append_assistant, append_user, tool_uses
 from .response import _ClientGone
 from .structured import structured_end
 from .tool_step import last_call, run_step_tools
+from .tools import ToolCallRequest, ToolOutcome, run_tools
 
 if TYPE_CHECKING:
     from .run_context import RunContext
@@ -91,6 +92,8 @@ async def _run_loop(ctx: RunContext, step: int, opening: list[bytes]) -> str:
     await ctx.send(opening)
     if ctx.resuming is not None and await resume_children(ctx):
         return STOP_AWAITING  # spec §13.5-c: a child paused again; so does the run
+    if ctx.interrupt is not None:
+        return STOP_INTERRUPTED  # spec §12.6-c: a denial with interrupt ends the resumed run
     if ctx.prompt is not None:
         prompt, ctx.prompt = ctx.prompt, None
         await ctx.fire("SessionStart", prompt=prompt)
@@ -201,9 +204,10 @@ async def resume_children(ctx: RunContext) -> bool:
     # keeps it until the response ends, so a resume that dies is put back (§10.2-b).
     state.pending_frontend, state.pending_children, state.pending_backend_results = [], [], []
     state.pending_order = []
+    by_id = resuming.by_id
+    await run_approved(ctx, resuming.approved, by_id)
     outcomes, paused = await subagent_run.resume_children(ctx, resuming.children, resuming.results, owners)
     await ctx.report_hook_failures()
-    by_id = resuming.by_id
     for tool_use_id, done in outcomes.items():
         by_id[tool_use_id] = done.block
     if paused:
@@ -214,3 +218,32 @@ async def resume_children(ctx: RunContext) -> bool:
         return True
     append_user(state, [by_id[i] for i in order if i in by_id])
     return False
+
+
+async def run_approved(ctx: RunContext, approved: list[ToolCallRequest], by_id: dict[str, dict[str, Any]]) -> None:
+    """Run the calls a person approved through the normal runner (timeout, PostToolUse; spec §12.6-c).
+
+    After a denial with ``interrupt`` they are answered as not run instead (spec §12.4-c).
+    """
+    if ctx.interrupt is not None:
+        for call in approved:
+            by_id[call.id] = (await ctx.answer_error(call, "not run: the run was interrupted")).block
+        return
+
+    def answered(call: ToolCallRequest, done: ToolOutcome) -> None:
+        ctx.answered[call.id] = done.block
+
+    options = ctx.options
+    ran = await run_tools(
+        approved,
+        ctx.tools,
+        ctx.emitter,
+        ctx.response.send,
+        max_concurrency=options.max_tool_concurrency,
+        on_result=answered,
+        timeout=options.tool_timeout,
+    )
+    for call, done in zip(approved, ran, strict=True):
+        by_id[call.id] = done.block
+        await ctx.fire_post_tool(call, done)
+    await ctx.report_hook_failures()

@@ -18,9 +18,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
 from .errors import ConfigError
 from .hooks import HOOK_EVENTS, Hook
 from .loop_guard import DEFAULT_LOOP_LIMIT
+from .permissions import PermissionMode, PermissionRule, check_mode, default_mode
 from .pricing import PRICES, Price, price_for
 from .retry import RetryPolicy
 from .structured import DEFAULT_STRUCTURED_RETRIES, OutputSchema, StructuredOutput
@@ -57,6 +60,8 @@ DEFAULT_LEASE_SECONDS: Final = 30.0
 #: The options that are plain data (JSON-able), in ``to_dict``'s order.
 _PLAIN: Final = (
     "agent_uuid",
+    "permission_mode",
+    "permission_rules",
     "system",
     "max_steps",
     "max_tokens",
@@ -112,6 +117,12 @@ class AgentOptions:
             keys the agent sets itself (``AGENT_OWNED_PARAMS``) are refused.
         hooks: hooks by event (``hooks.HOOK_EVENTS``), each list run in order (spec §12).
         can_use_tool: asked before every tool call, after the PreToolUse hooks (spec §12.4).
+        permission_mode: ``full``, ``auto`` or ``ask`` (spec §12.5); ``None``: ``full`` with
+            no ``can_use_tool``, else what ``permissions.default_mode`` says. A root run
+            starts with it; a subagent inherits its parent's, narrowed by its spec.
+        permission_rules: ``PermissionRule`` objects (or their JSON objects), checked
+            before the mode (spec §12.5); a rule's ``ask`` with no ``can_use_tool`` pauses
+            the run for a person's approval (spec §12.6).
         subagents: children the model may spawn by name with the ``spawn_subagent`` tool;
             they stream into this agent's response (spec §13), in the foreground or as
             background tasks the ``task_status`` tool reports on (spec §14).
@@ -157,6 +168,8 @@ class AgentOptions:
     request_options: Mapping[str, Any] = field(default_factory=dict)
     hooks: Mapping[str, Sequence[Hook]] = field(default_factory=dict)
     can_use_tool: CanUseTool | None = None
+    permission_mode: PermissionMode | None = None
+    permission_rules: Sequence[PermissionRule] = ()
     subagents: Mapping[str, AgentSpec] = field(default_factory=dict)
     max_subagents_per_step: int = DEFAULT_MAX_SUBAGENTS_PER_STEP
     compactor: Compactor | None = None
@@ -176,6 +189,9 @@ class AgentOptions:
         put(self, "request_options", dict(self.request_options or {}))
         put(self, "hooks", {k: list(v) for k, v in (self.hooks or {}).items()})
         put(self, "subagents", dict(self.subagents or {}))
+        put(self, "permission_rules", _rules(self.permission_rules))
+        if self.permission_mode is not None:
+            put(self, "permission_mode", check_mode(self.permission_mode, "permission_mode"))
         if self.retry is None:  # the keyword form's ``retry=None`` means the default policy
             put(self, "retry", RetryPolicy())
         self._check()
@@ -208,6 +224,11 @@ class AgentOptions:
             raise ConfigError("loop_limit must be at least 2 (or None to turn loop detection off)")
         if self.max_structured_output_retries < 0:
             raise ConfigError("max_structured_output_retries must be 0 or more")
+
+    @property
+    def effective_permission_mode(self) -> PermissionMode:
+        """The mode a root run starts with: ``permission_mode``, or the default (spec §12.5)."""
+        return self.permission_mode or default_mode(self.can_use_tool is not None)
 
     def check_model(self, model: Model) -> None:
         """The checks that need the model: a budget needs its price; its own check of ``request_options``.
@@ -270,5 +291,27 @@ class AgentOptions:
                 value = [dict(t) for t in value]
             elif name == "request_options":
                 value = dict(value)
+            elif name == "permission_rules":
+                value = list(msgspec.to_builtins(value))
             out[name] = value
         return out
+
+
+def _rules(rules: object) -> tuple[PermissionRule, ...]:
+    """``permission_rules`` as ``PermissionRule`` objects; a JSON object is converted (spec §12.5).
+
+    Raises:
+        ConfigError: naming the rule's index and what is wrong with it.
+    """
+    if isinstance(rules, (str, bytes)) or not isinstance(rules, (list, tuple)):
+        raise ConfigError(f"permission_rules must be a list of rules, not {type(rules).__name__}")
+    out: list[PermissionRule] = []
+    for index, rule in enumerate(rules):
+        if isinstance(rule, PermissionRule):
+            out.append(rule)
+            continue
+        try:
+            out.append(msgspec.convert(rule, PermissionRule))
+        except (msgspec.ValidationError, ValueError) as exc:
+            raise ConfigError(f"permission_rules[{index}]: {exc}") from None
+    return tuple(out)

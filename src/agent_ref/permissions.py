@@ -48,6 +48,7 @@ __all__ = [
     "ToolPermissionContext",
     "approval_reason",
     "ask",
+    "check_mode",
     "check_pattern",
     "decide",
     "default_mode",
@@ -313,6 +314,15 @@ def _check_mode(mode: object, where: str = "mode") -> PermissionMode:
     if mode not in PERMISSION_MODES:
         raise PermissionRuleError(f"{where}: must be one of {', '.join(PERMISSION_MODES)}, not {mode!r}")
     return mode  # type: ignore[return-value]  # checked just above
+
+
+def check_mode(mode: object, where: str = "mode") -> PermissionMode:
+    """``mode`` if it is a ``PermissionMode``.
+
+    Raises:
+        PermissionRuleError: naming ``where`` and the modes.
+    """
+    return _check_mode(mode, where)
 
 
 def stricter(a: PermissionMode, b: PermissionMode | None) -> PermissionMode:

@@ -73,11 +73,13 @@ class Resuming:
         children: each paused child's record and its loaded agent.
         results: the browser's results, all of them (each child takes its own).
         by_id: the step's results so far, by ``tool_use_id``.
+        approved: the agent's own calls a person approved, to run first (spec §12.6-c).
     """
 
     children: list[tuple[PendingChild, Agent]]
     results: list[Mapping[str, Any]]
     by_id: dict[str, dict[str, Any]]
+    approved: list[ToolCallRequest] = field(default_factory=list)
 
 
 @dataclass(slots=True, eq=False)

@@ -248,6 +248,9 @@ def _tool_results(body: Mapping[str, Any], limit: int) -> list[dict[str, Any]]:
             raise _Refused(
                 422, "invalid_request", f"{where}.tool_use_id must be a string", field=f"{where}.tool_use_id"
             )
+        if "decision" in item:
+            _approval_shape(item, where)  # spec server S1.2-d: an approval answer, not a result
+            continue
         if not isinstance(item.get("content"), str | list):
             raise _Refused(
                 422, "invalid_request", f"{where}.content must be a string or an array", field=f"{where}.content"
@@ -255,6 +258,29 @@ def _tool_results(body: Mapping[str, Any], limit: int) -> list[dict[str, Any]]:
         if "is_error" in item and not isinstance(item["is_error"], bool):
             raise _Refused(422, "invalid_request", f"{where}.is_error must be a boolean", field=f"{where}.is_error")
     return results
+
+
+#: The JSON type each key of an approval answer must have (spec server S1.2-d).
+_APPROVAL_TYPES: Final = {
+    "decision": (str,),
+    "updated_input": (dict,),
+    "updated_permissions": (list,),
+    "updated_mode": (str,),
+    "message": (str,),
+    "interrupt": (bool,),
+}
+
+
+def _approval_shape(item: Mapping[str, Any], where: str) -> None:
+    """An approval answer's shape (spec server S1.2-d); what it may say is the agent's check (ToolResultsError)."""
+    if item["decision"] not in ("approve", "deny"):
+        raise _Refused(
+            422, "invalid_request", f"{where}.decision must be 'approve' or 'deny'", field=f"{where}.decision"
+        )
+    for key, types in _APPROVAL_TYPES.items():
+        if key in item and not isinstance(item[key], types):
+            kind = {str: "a string", dict: "an object", list: "an array", bool: "a boolean"}[types[0]]
+            raise _Refused(422, "invalid_request", f"{where}.{key} must be {kind}", field=f"{where}.{key}")
 
 
 def _refusal_of(exc: Exception) -> _Refused:

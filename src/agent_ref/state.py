@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from .permissions import PendingApproval, PermissionState
+
 __all__ = [
     "AgentState",
     "BackgroundTask",
@@ -100,13 +102,28 @@ class PendingCall(msgspec.Struct, kw_only=True):
     #: The agent whose call it is, when not the paused agent's own: a paused subagent's
     #: (spec ``spec/agent-ref.md`` §13.5-b). ``None``: the agent's own call.
     agent: str | None = None
+    #: Why the call waits for a person's approval (a durable ask, spec §12.6), ``None``: a
+    #: frontend call. An approval call is answered with a decision, not a result ([R12.6-b]).
+    approval: str | None = None
 
     def element(self) -> dict[str, Any]:
-        """The call as an ``awaiting_frontend_tools`` element (envelope spec §4.11; a child's names it, §13.5-b)."""
+        """The call as an ``awaiting_frontend_tools`` element (envelope spec §4.11; a child's names it, §13.5-b).
+
+        A call awaiting approval carries the marker ``"approval": {"reason": ...}`` ([R12.6-a]).
+        """
+        if self.approval is not None:
+            return self.as_approval().element()
         item: dict[str, Any] = {"tool_use_id": self.tool_use_id, "name": self.name, "input": self.input}
         if self.agent is not None:
             item["agent"] = self.agent
         return item
+
+    def as_approval(self) -> PendingApproval:
+        """The call as a ``PendingApproval`` (only for an approval call)."""
+        assert self.approval is not None
+        return PendingApproval(
+            tool_use_id=self.tool_use_id, name=self.name, input=self.input, reason=self.approval, agent=self.agent
+        )
 
 
 class PendingChild(msgspec.Struct, kw_only=True):
@@ -240,6 +257,8 @@ class AgentState(msgspec.Struct, kw_only=True):
     pending_order: list[str] = msgspec.field(default_factory=list)
     #: Subagents paused inside the paused step, each with its calls in ``pending_frontend`` (spec §13.5-a).
     pending_children: list[PendingChild] = msgspec.field(default_factory=list)
+    #: The permission mode and the session's rules (spec §12.5); kept across a pause and a resume.
+    permissions: PermissionState = msgspec.field(default_factory=PermissionState)
     #: The background tasks of the run in progress, or of the last run (spec §14).
     tasks: list[BackgroundTask] = msgspec.field(default_factory=list)
     run: RunState | None = None
@@ -254,6 +273,11 @@ class AgentState(msgspec.Struct, kw_only=True):
     forked_from: str | None = None
     schema: int = 1
     version: int = 0
+
+    @property
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The pending calls that wait for a person's approval (spec §12.6), a paused child's included."""
+        return [p.as_approval() for p in self.pending_frontend if p.approval is not None]
 
 
 class RunRecord(msgspec.Struct, kw_only=True):

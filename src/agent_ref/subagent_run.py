@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import scrub
 from .errors import StateError
 from .finish import STOP_ABORTED, STOP_AWAITING, STOP_ERROR, STOP_INTERRUPTED, AgentResult
+from .permissions import narrow
 from .response import _ClientGone
 from .run_context import ParentLink
 from .state import PendingCall, PendingChild
@@ -77,8 +78,10 @@ def new_child(
 
 
 def make_child(ctx: RunContext, spec: AgentSpec, *, background: bool = False) -> Agent:
-    """A new child of the agent running ``ctx`` (spec §13.2-a)."""
-    return new_child(ctx.new_agent, ctx.model, ctx.options, ctx.store, spec, background=background)
+    """A new child of the agent running ``ctx`` (spec §13.2-a); its permissions narrow the parent's (§12.5-f)."""
+    child = new_child(ctx.new_agent, ctx.model, ctx.options, ctx.store, spec, background=background)
+    child.state.permissions = narrow(ctx.state.permissions, ctx.options.permission_rules, spec.permissions)
+    return child
 
 
 def nest(ctx: RunContext, child: Agent, tool_use_id: str) -> None:
@@ -110,7 +113,9 @@ async def _ended(
         # spec §13.5-a: the child's state is saved; the parent's step pauses with it.
         record = PendingChild(tool_use_id=call.id, name=name, agent_uuid=child.agent_uuid)
         calls = [
-            PendingCall(tool_use_id=p.tool_use_id, name=p.name, input=p.input, agent=child.agent_uuid)
+            PendingCall(
+                tool_use_id=p.tool_use_id, name=p.name, input=p.input, agent=child.agent_uuid, approval=p.approval
+            )
             for p in result.pending_frontend_tools
         ]
         return ChildPaused(child=record, calls=calls)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from .models import Model
+    from .permissions import PermissionNarrowing
     from .retry import RetryPolicy
     from .store import Store
     from .tools import Tool
@@ -55,6 +56,8 @@ class AgentSpec:
         retry: overrides the parent's retry policy.
         store: overrides the parent's store.
         max_steps: overrides the parent's ``max_steps``.
+        permissions: how the child's permissions narrow its parent's (a stricter mode,
+            more rules); ``None``: the parent's mode and rules as they are (spec §12.5-f).
     """
 
     description: str
@@ -65,6 +68,7 @@ class AgentSpec:
     retry: RetryPolicy | None = None
     store: Store | None = None
     max_steps: int | None = None
+    permissions: PermissionNarrowing | None = None
 
 
 def check_specs(specs: Mapping[str, AgentSpec], tool_names: Sequence[str]) -> None:

@@ -22,7 +22,7 @@ from .background import TERMINAL
 from .call_model import model_call
 from .finish import STOP_MAX_STEPS
 from .hooks import HookFailure, HookInput, run_hooks
-from .permissions import PermissionDeny, ToolPermissionContext, ask
+from .permissions import CallKind, PermissionAsk, PermissionDeny, ToolPermissionContext, resolve
 from .record import append_assistant, append_user, tool_uses
 from .state import PendingCall
 from .subagent_run import ChildPaused
@@ -45,6 +45,7 @@ class _Routed:
     backend: list[ToolCallRequest] = field(default_factory=list)
     spawns: list[ToolCallRequest] = field(default_factory=list)
     frontend: list[ToolCallRequest] = field(default_factory=list)
+    approvals: dict[str, str] = field(default_factory=dict)
 
 
 async def run_step_tools(
@@ -111,6 +112,11 @@ async def _route(ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapp
             # spec §12.2-b, §12.4-a: a blocked or denied call is an is_error result the model sees.
             routed.outcomes[call.id] = await ctx.answer_error(call, permitted)
             continue
+        if isinstance(permitted, Approval):
+            # spec §12.6: a durable ask pauses the run on the call, as a frontend call does.
+            routed.approvals[call.id] = permitted.reason
+            routed.frontend.append(permitted.call)
+            continue
         tool_def = ctx.tools.get(permitted.name)
         if tool_def is not None and tool_def.executor == "frontend":
             routed.frontend.append(permitted)
@@ -124,7 +130,10 @@ async def _route(ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapp
 def _set_pause(ctx: RunContext, calls: list[ToolCallRequest], routed: _Routed, paused: list[ChildPaused]) -> None:
     """The relay state of a step that pauses on frontend calls and paused children (spec §3.1, §13.5-a)."""
     state = ctx.state
-    state.pending_frontend = [PendingCall(tool_use_id=c.id, name=c.name, input=c.input) for c in routed.frontend]
+    state.pending_frontend = [
+        PendingCall(tool_use_id=c.id, name=c.name, input=c.input, approval=routed.approvals.get(c.id))
+        for c in routed.frontend
+    ]
     state.pending_frontend += [p for child in paused for p in child.calls]
     state.pending_children = [child.child for child in paused]
     state.pending_backend_results = [o.block for o in routed.outcomes.values()]
@@ -156,11 +165,20 @@ async def _cap_spawns(
     return kept
 
 
-async def permit(ctx: RunContext, call: ToolCallRequest) -> ToolCallRequest | str:
-    """PreToolUse hooks, then ``can_use_tool``: the call to run, or why it is not run (spec §12).
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A call the permissions ask a person about, with no callback to answer: the run pauses (spec §12.6)."""
+
+    call: ToolCallRequest
+    reason: str
+
+
+async def permit(ctx: RunContext, call: ToolCallRequest) -> ToolCallRequest | Approval | str:
+    """PreToolUse hooks, then the permissions: the call to run, an approval to wait for, or why it is not run.
 
     A repeat with no ``can_use_tool`` sets ``ctx.loop_stop`` (spec §16); a deny with
-    ``interrupt`` sets ``ctx.interrupt`` (spec §12.4-c).
+    ``interrupt`` sets ``ctx.interrupt`` (spec §12.4-c). The mode and rules are decided by
+    ``permissions.resolve`` (spec §12.5-i); a durable ask is an ``Approval`` (spec §12.6).
     """
     options = ctx.options
     run = ctx.run
@@ -183,22 +201,41 @@ async def permit(ctx: RunContext, call: ToolCallRequest) -> ToolCallRequest | st
         decision, tool_input = await run_hooks(hooks, data, ctx.hook_failures)
         if decision.action == "block":
             return decision.message or "blocked by a PreToolUse hook"
-    if options.can_use_tool is not None:
-        context = ToolPermissionContext(
-            agent_uuid=ctx.agent_uuid, run_id=run.run_id, tool_use_id=call.id, reason=repeat
-        )
-        answer, failed = await ask(options.can_use_tool, call.name, tool_input, context)
-        if failed is not None:
-            ctx.hook_failures.append(HookFailure(event="can_use_tool", index=0, message=failed))
-        if isinstance(answer, PermissionDeny):
-            if answer.interrupt:
-                ctx.interrupt = answer.message
-            return answer.message
-        if answer.updated_input is not None:
-            tool_input = answer.updated_input
+    context = ToolPermissionContext(agent_uuid=ctx.agent_uuid, run_id=run.run_id, tool_use_id=call.id, reason=repeat)
+    out = await resolve(
+        ctx.state.permissions,
+        options.permission_rules,
+        call.name,
+        tool_input,
+        context,
+        options.can_use_tool,
+        kind=_kind(ctx, call.name),
+    )
+    ctx.state.permissions = out.state
+    if out.failure is not None:
+        ctx.hook_failures.append(HookFailure(event="can_use_tool", index=0, message=out.failure))
+    answer = out.answer
+    if isinstance(answer, PermissionDeny):
+        if answer.interrupt:
+            ctx.interrupt = answer.message
+        return answer.message
+    if isinstance(answer, PermissionAsk):
+        return Approval(ToolCallRequest(id=call.id, name=call.name, input=dict(tool_input)), answer.reason)
+    if answer.updated_input is not None:
+        tool_input = answer.updated_input
     if tool_input is call.input:
         return call
     return ToolCallRequest(id=call.id, name=call.name, input=dict(tool_input))
+
+
+def _kind(ctx: RunContext, name: str) -> CallKind:
+    """What kind of call ``name`` is, for the permissions (a frontend call is never asked durably)."""
+    tool_def = ctx.tools.get(name)
+    if tool_def is not None and tool_def.executor == "frontend":
+        return "frontend"
+    if name == SUBAGENT_TOOL and ctx.options.subagents:
+        return "subagent"
+    return "backend"
 
 
 async def run_subagent(ctx: RunContext, call: ToolCallRequest) -> ToolOutcome | ChildPaused:

@@ -387,6 +387,8 @@ class Turn {
       case "error": {
         const data = block.data && typeof block.data === "object" ? block.data : { message: String(block.data) };
         if (data.type === "attempt_discarded") return h("div", { class: "block note", text: "A model call failed part-way; its output was withdrawn and retried." });
+        // spec R2.6-b: a tool's progress line travels as an error payload; it is news, not a failure
+        if (data.type === "tool_progress") return h("div", { class: "block note progress", text: `${data.name || data.tool || "tool"}: ${data.message || ""}` });
         return h("div", { class: "block error", role: "alert", text: `${data.type || "error"}: ${data.message || ""}` });
       }
       case "meta_files": {
@@ -434,6 +436,10 @@ async function frontendAnswers(pending, root) {
   document.body.dataset.asking = "true";
   try {
     for (const call of pending) {
+      if (call.approval && typeof call.approval === "object") {
+        results.push(await approvalAnswer(call, root));
+        continue;
+      }
       const input = call.input || {};
       const isConfirm = call.name === "confirm" && typeof input.question === "string";
       const child = typeof call.agent === "string" && call.agent !== root;
@@ -457,6 +463,40 @@ async function frontendAnswers(pending, root) {
     delete document.body.dataset.asking;
   }
   return results;
+}
+
+/** spec §12.6 / server S1.2-d: a call waiting for approval: approve (the input as edited) or deny with a message. */
+async function approvalAnswer(call, root) {
+  const dialog = $("#approval-dialog");
+  const child = typeof call.agent === "string" && call.agent !== root;
+  const original = JSON.stringify(call.input || {}, null, 2);
+  $("#approval-title").textContent = child ? `A subagent (${call.agent.slice(0, 8)}) wants to run a tool` : "Approve this tool call?";
+  $("#approval-name").textContent = call.name;
+  $("#approval-reason").textContent = String(call.approval.reason || "");
+  $("#approval-input").value = original;
+  $("#approval-message").value = "";
+  $("#approval-error").hidden = true;
+  for (;;) {
+    dialog.returnValue = "";
+    dialog.show();
+    scroller.keep();
+    dialog.querySelector(".confirm").focus({ preventScroll: true });
+    await new Promise((resolve) => dialog.addEventListener("close", resolve, { once: true }));
+    if (dialog.returnValue !== "approve") {
+      const message = $("#approval-message").value.trim();
+      return { tool_use_id: call.tool_use_id, decision: "deny", ...(message ? { message } : {}) };
+    }
+    const text = $("#approval-input").value;
+    if (text.trim() === original.trim()) return { tool_use_id: call.tool_use_id, decision: "approve" };
+    try {
+      const edited = JSON.parse(text);
+      if (edited && typeof edited === "object" && !Array.isArray(edited)) {
+        return { tool_use_id: call.tool_use_id, decision: "approve", updated_input: edited };
+      }
+    } catch (_) { /* shown below */ }
+    $("#approval-error").textContent = "The input must be a JSON object; fix it, or deny.";
+    $("#approval-error").hidden = false;
+  }
 }
 
 /** The Stop button while a run streams (spec server §6.8-a): asks the server to stop it; the stream then ends with its closing lines. */
