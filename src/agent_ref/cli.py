@@ -255,7 +255,7 @@ def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
         parts += ["--loop-limit", str(args.loop_limit)]
     if args.subagents != "demo":  # spec RC9-b: the resume registers what the run had
         parts += ["--subagents", args.subagents]
-    if args.permission_mode is not None:  # spec RC10-c: the resume runs with the run's permissions
+    if args.permission_mode is not None:  # spec RC11-c: the resume runs with the run's permissions
         parts += ["--permission-mode", args.permission_mode]
     for behavior in ("allow", "deny", "ask"):
         for glob in getattr(args, f"{behavior}_rules"):
@@ -297,7 +297,7 @@ def _report(args: argparse.Namespace, result: AgentResult) -> int:
 
 
 def _report_approvals(args: argparse.Namespace, result: AgentResult) -> None:
-    """The resume commands that approve, or deny, every call the run waits on (spec RC10-c)."""
+    """The resume commands that approve, or deny, every call the run waits on (spec RC11-c)."""
     base = _resume_command(args, result.agent_uuid).removesuffix(" --results -")
     ids = [c.tool_use_id for c in result.pending_frontend_tools]
     approve = " ".join(f"--approve {shlex.quote(i)}" for i in ids)
@@ -403,7 +403,7 @@ def _read_results(source: str) -> Any:
 
 
 def _approval_answers(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The answers ``--approve ID [--input JSON]`` and ``--deny ID [--message TEXT]`` build (spec RC10-b).
+    """The answers ``--approve ID [--input JSON]`` and ``--deny ID [--message TEXT]`` build (spec RC11-b).
 
     Raises:
         CliError: neither --results nor an answer, an --input that is not a JSON object, or

@@ -151,10 +151,10 @@ def add_agent_options(p: argparse.ArgumentParser, *, resume: bool = False) -> No
 
 
 def add_permission_options(p: argparse.ArgumentParser, *, resume: bool = False) -> None:
-    """``--permission-mode`` and the rule flags (spec RC10-a).
+    """``--permission-mode`` and the rule flags (spec RC11-a).
 
     ``resume`` spells the rules ``--allow-tool``, ``--deny-tool``, ``--ask-tool`` only: its
-    ``--deny ID`` answers a call (spec RC10-b).
+    ``--deny ID`` answers a call (spec RC11-b).
     """
     perms = p.add_argument_group("permissions", "which tool calls run, and which wait for a person's approval")
     perms.add_argument(
@@ -176,7 +176,7 @@ def add_permission_options(p: argparse.ArgumentParser, *, resume: bool = False) 
 
 
 def permission_config(args: argparse.Namespace) -> dict[str, Any]:
-    """``permission_mode`` and ``permission_rules`` from the flags (spec RC10-a).
+    """``permission_mode`` and ``permission_rules`` from the flags (spec RC11-a).
 
     Raises:
         CliError: a rule whose tool glob no rule takes, named by its flag.
