@@ -47,7 +47,7 @@ TERMINAL: Final = frozenset({"completed", "failed", "killed"})
 async def start(ctx: RunContext, call: ToolCallRequest, name: str, spec: AgentSpec, task: str) -> ToolOutcome:
     """Start ``name`` on ``task`` in the background; the call's result is the task id, at once (spec §14.1)."""
     child = make_child(ctx, spec, background=True)
-    nest(ctx, child, call.id)
+    nest(ctx, child, call.id, name)
     record = BackgroundTask(
         task_id="task_" + uuid.uuid4().hex[:16],
         tool_use_id=call.id,
