@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from envelope import Emitter, ImageRef
 
-from . import background, loop, response, scrub, sessions
+from . import background, loop, response, run_extras, scrub, sessions
 from .errors import StateError, ToolResultsError
 from .finish import STOP_ABANDONED, STOP_LOST, AgentResult, finish
 from .options import AGENT_OWNED_PARAMS, DEFAULT_LEASE_SECONDS, DEFAULT_TOOL_TIMEOUT, AgentOptions
@@ -397,7 +397,8 @@ class Agent:
         await self.store.save(state)  # claim the agent (spec §4.3, §10.2-a)
         ctx = self._context(self._open_response(sink))
         ctx.prompt = query
-        return await self._drive(ctx, 1, self._emitter.buffered("meta_init", meta_init(ctx, run)))
+        opening = self._emitter.buffered("meta_init", meta_init(ctx, run))
+        return await self._drive(ctx, 1, opening + await run_extras.recall(ctx, query))
 
     async def continue_with_tool_results(self, results: Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
         """Resume a paused run with the browser's results (spec §3.3).
@@ -566,7 +567,8 @@ class Agent:
         self._abort = asyncio.Event()
         self._inbox.open()
         try:
-            return await loop.drive(ctx, self._abort, step, opening)
+            with run_extras.run_span(ctx) as ctx.span:  # spec §20.2-a, §20.3-a
+                return await loop.drive(ctx, self._abort, step, opening)
         finally:
             self._inbox.close()  # spec §S2.3: what is still queued waits for the next response
             self._context_tokens = ctx.context_tokens

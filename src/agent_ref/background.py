@@ -76,7 +76,7 @@ async def start(ctx: RunContext, call: ToolCallRequest, name: str, spec: AgentSp
     remote: BackgroundQueue | None = getattr(ctx.options, "background_queue", None)
     if remote is not None:
         return await _start_remote(ctx, call, name, child.agent_uuid, task, remote)
-    nest(ctx, child, call.id)
+    nest(ctx, child, call.id, name)
     record = BackgroundTask(
         task_id="task_" + uuid.uuid4().hex[:16],
         tool_use_id=call.id,

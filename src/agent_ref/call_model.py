@@ -19,10 +19,11 @@ from envelope.anthropic import AnthropicTranslator
 
 from .compaction import call_tokens, compact_before_call
 from .prepare import params as request_params
+from .pricing import cost_usd
 from .record import collect_files, field_of
 from .response import _ClientGone
 from .retry import ApiFailure, IncompleteStreamError, classify
-from .state import flat_usage
+from .state import Usage, flat_usage
 
 if TYPE_CHECKING:
     from .run_context import RunContext
@@ -82,7 +83,7 @@ async def model_call(ctx: RunContext, step: int, *, tool_choice_none: bool = Fal
         call = _Attempt(AnthropicTranslator(ctx.agent_uuid, ctx.options.max_bytes, profile=ctx.options.profile))
         blocks_before = ctx.response.block_count()
         try:
-            await _stream(ctx, params, call)
+            await traced_stream(ctx, params, call, attempt)
         except (asyncio.CancelledError, RunFailed, _ClientGone):
             raise
         except Exception as exc:
@@ -123,6 +124,31 @@ class _Attempt:
     tool_json: dict[int, list[str]] = field(default_factory=dict)
     bad: dict[int, str] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
+
+
+async def traced_stream(ctx: RunContext, params: dict[str, Any], call: _Attempt, attempt: int) -> None:
+    """``_stream`` inside the attempt's ``chat`` span: the request, then its outcome or failure (spec §20.2-a)."""
+    with ctx.tracing.model_call(model=ctx.model.name, attempt=attempt, max_tokens=params.get("max_tokens")) as span:
+        span.record_request(params)
+        try:
+            await _stream(ctx, params, call)
+        except (asyncio.CancelledError, RunFailed, _ClientGone):
+            raise
+        except Exception as exc:
+            span.error(classify(exc).type)  # spec §20.2-b: the stage's classification
+            raise
+        if span.recording:
+            translator = call.translator
+            usage = {**call.usage, **translator.usage}
+            one = Usage()
+            one.add(usage)
+            span.record_response(
+                stop_reason=translator.stop_reason,
+                usage=usage,
+                response_model=translator.model,
+                response_id=translator.message_id,
+                cost_usd=cost_usd(ctx.model.name, one, ctx.options.prices),
+            )
 
 
 async def _stream(ctx: RunContext, params: dict[str, Any], call: _Attempt) -> None:

@@ -249,6 +249,8 @@ def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
         parts += ["--memory", str(args.memory)]
     if args.mcp_config is not None:
         parts += ["--mcp-config", str(args.mcp_config)]
+    if args.memory_store is not None:  # spec RC12-a: the resumed run remembers into the same store
+        parts += ["--memory-store", str(args.memory_store)]
     if args.compact_threshold is not None:
         parts += ["--compact-threshold", str(args.compact_threshold)]
     if args.loop_limit != DEFAULT_LOOP_LIMIT:

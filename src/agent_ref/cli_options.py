@@ -127,6 +127,14 @@ def add_agent_options(p: argparse.ArgumentParser, *, resume: bool = False) -> No
         help="give the model a memory tool over DIR, seen as /memories (made when missing; default: none)",
     )
     agent.add_argument(
+        "--memory-store",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="long-term memory in DIR (FileMemory): notes recalled into the system prompt before each run, "
+        "'remember that ...' kept after it (made when missing; default: none)",
+    )
+    agent.add_argument(
         "--compact-threshold",
         type=int,
         default=None,
@@ -220,6 +228,8 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
         except ConfigError as exc:
             what = str(exc).removeprefix(f"{args.memory}: ")
             raise CliError(str(args.memory), what, "pass --memory a directory (it is made when missing)") from None
+    if getattr(args, "memory_store", None) is not None:
+        config["memory"] = _memory_store(args.memory_store)
     config["profile"] = args.profile
     if args.compact_threshold is not None:
         # spec RC8-a: seed 001's summarising compactor once the context reaches N tokens.
@@ -243,6 +253,19 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
         config["subagents"] = demo_subagents()
     config.update(permission_config(args))
     return config
+
+
+def _memory_store(root: Path) -> Any:
+    """``--memory-store DIR``: a ``FileMemory`` over DIR (spec RC12-a)."""
+    from .memory_store import FileMemory
+
+    try:
+        return FileMemory(root)
+    except ConfigError as exc:
+        what = str(exc).removeprefix("FileMemory: ").removeprefix(f"{root} ")
+        raise CliError(str(root), what, "pass --memory-store a directory (it is made when missing)") from None
+    except OSError as exc:
+        raise CliError(str(root), f"cannot make it ({exc.strerror or exc})", "pass a directory you can write") from None
 
 
 @contextlib.asynccontextmanager

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from . import run_extras
 from .call_model import close_open
 from .pricing import price_for
 from .record import append_user, last_text, tool_uses
@@ -95,6 +96,7 @@ async def save_paused(ctx: RunContext) -> AgentResult:
     state.status = "awaiting_frontend_tools"
     state.lease_owner = None
     state.lease_expires_at = 0.0
+    run_extras.end_paused(ctx, STOP_AWAITING)  # spec §20.3-a: the traceparent is saved with the pause
     await ctx.store.save(state, log=ctx.response.batch())
     return result_of(ctx.run, state.agent_uuid, STOP_AWAITING, pending=list(state.pending_frontend))
 
@@ -133,6 +135,8 @@ async def finish(ctx: RunContext, stop_reason: str, *, error_payload: dict[str, 
     response = ctx.response
     await ctx.fire("SessionEnd", stop_reason=stop_reason)  # spec §12.1-a: every end, not a pause
     response.stage(ctx.hook_failure_lines())
+    response.stage(await run_extras.remember(ctx, stop_reason))  # spec §21.5-a
+    run_extras.end_run(ctx, stop_reason, error_payload=error_payload)
     if error_payload is not None:
         response.stage(ctx.error_envelope(error_payload))
     files = run.files  # spec §5.6-c: the run's own files, once, at its end (a pause kept them in the state)

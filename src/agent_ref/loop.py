@@ -40,7 +40,7 @@ from .tools import ToolCallRequest, ToolOutcome, run_tools
 if TYPE_CHECKING:
     from .run_context import RunContext
 
-__all__ = ["drive", "steps"]
+__all__ = ["drive", "steps", "traced_steps"]
 
 log = logging.getLogger("agent_ref")
 
@@ -50,6 +50,7 @@ async def steps(ctx: RunContext, step: int) -> str:
     options = ctx.options
     while True:
         ctx.step = step
+        ctx.enter_step(step)  # spec §20.2-a: a step span from its model call to its tools' end
         background.deliver(ctx.state)  # spec §14.4: ended tasks are notified before the next call
         sessions.deliver(ctx)  # spec §S2.1: messages sent meanwhile join the user turn
         if step > options.max_steps:
@@ -87,6 +88,17 @@ async def steps(ctx: RunContext, step: int) -> str:
         step += 1
 
 
+async def traced_steps(ctx: RunContext, step: int) -> str:
+    """``steps``, with the last step span ended however they end (spec §20.2-a)."""
+    try:
+        stop = await steps(ctx, step)
+    except BaseException as exc:
+        ctx.end_step(exc)
+        raise
+    ctx.end_step(None)
+    return stop
+
+
 async def _run_loop(ctx: RunContext, step: int, opening: list[bytes]) -> str:
     """Send the response's opening lines, the prompt's hooks, then steps; the stop reason (spec §1.2, §12.1-a)."""
     await ctx.send(opening)
@@ -99,7 +111,7 @@ async def _run_loop(ctx: RunContext, step: int, opening: list[bytes]) -> str:
         await ctx.fire("SessionStart", prompt=prompt)
         await ctx.fire("UserPromptSubmit", prompt=prompt)
         await ctx.report_hook_failures()
-    stop = await steps(ctx, step)
+    stop = await traced_steps(ctx, step)
     if stop != STOP_AWAITING:
         await ctx.fire("Stop", stop_reason=stop)
         await ctx.report_hook_failures()

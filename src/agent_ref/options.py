@@ -24,6 +24,7 @@ from .errors import ConfigError
 from .hooks import HOOK_EVENTS, Hook
 from .loop_guard import DEFAULT_LOOP_LIMIT
 from .permissions import PermissionMode, PermissionRule, check_mode, default_mode
+from .memory_store import DEFAULT_TIMEOUT as DEFAULT_MEMORY_TIMEOUT
 from .pricing import PRICES, Price, price_for
 from .retry import RetryPolicy
 from .structured import DEFAULT_STRUCTURED_RETRIES, OutputSchema, StructuredOutput
@@ -36,10 +37,12 @@ if TYPE_CHECKING:
 
     from .background import BackgroundQueue
     from .compaction import Compactor
+    from .memory_store import LongTermMemory
     from .models import Model
     from .permissions import CanUseTool
     from .store import Store
     from .tools import Tool
+    from .tracing import Tracing
 
 __all__ = [
     "AGENT_OWNED_PARAMS",
@@ -78,6 +81,7 @@ _PLAIN: Final = (
     "max_subagents_per_step",
     "loop_limit",
     "max_structured_output_retries",
+    "memory_timeout",
 )
 
 
@@ -140,6 +144,12 @@ class AgentOptions:
             ``error_max_structured_output_retries``.
         background_queue: run background subagents as tasks of this queue, claimed by
             ``agent-ref worker`` processes (spec scaleout §6.8); ``None``: in this process.
+        tracing: the spans of the agent's runs (``tracing.Tracing``); ``None``: the global
+            tracer provider, no content (spec §20.6-a). Children get the same.
+        memory: a long-term memory store (``memory_store.LongTermMemory``): retrieved before
+            each fresh run of a root agent into its system prompt, updated after the run
+            (spec §21.5-a). Children do not get it.
+        memory_timeout: seconds a retrieve or an update may take (spec §21.3-a).
 
     Raises:
         ConfigError: naming the option: duplicate tool names, an unknown hook event, a tool
@@ -177,6 +187,9 @@ class AgentOptions:
     output_schema: OutputSchema | None = None
     max_structured_output_retries: int = DEFAULT_STRUCTURED_RETRIES
     background_queue: BackgroundQueue | None = None
+    tracing: Tracing | None = None
+    memory: LongTermMemory | None = None
+    memory_timeout: float = DEFAULT_MEMORY_TIMEOUT
     #: The checked ``output_schema`` (built from it; not an argument).
     output: StructuredOutput | None = field(default=None, init=False, compare=False)
 
@@ -224,6 +237,8 @@ class AgentOptions:
             raise ConfigError("loop_limit must be at least 2 (or None to turn loop detection off)")
         if self.max_structured_output_retries < 0:
             raise ConfigError("max_structured_output_retries must be 0 or more")
+        if not self.memory_timeout > 0:
+            raise ConfigError(f"memory_timeout must be positive seconds, got {self.memory_timeout!r}")
 
     @property
     def effective_permission_mode(self) -> PermissionMode:
@@ -276,6 +291,7 @@ class AgentOptions:
             can_use_tool=self.can_use_tool,
             compactor=self.compactor,
             loop_limit=self.loop_limit,
+            tracing=self.tracing,  # spec §20.6-a: one trace; memory stays the root's (§21.5-a)
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .memory_store import with_memory
 from .subagents import spawn_tool_definition
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def params(ctx: RunContext, tool_choice_none: bool) -> dict[str, Any]:
         "max_tokens": options.max_tokens,
         "messages": ctx.state.messages,
     }
-    system = options.system
+    system = with_memory(options.system, ctx.run.memory_context)  # spec §21.5-a: the system prompt only
     if options.output is not None:
         # spec §17.1-a: the schema is in the system prompt.
         system = (system + "\n\n" if system else "") + options.output.instruction()

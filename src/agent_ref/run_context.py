@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .hooks import HookFailure, HookInput, run_hooks
 from .pricing import cost_usd
 from .tools import ToolCallRequest, ToolOutcome, error_outcome
+from .tracing import NOOP, default_tracing
 
 if TYPE_CHECKING:
     import asyncio
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from .state import AgentState, PendingChild, RunState
     from .store import Store
     from .tools import Tool
+    from .tracing import Tracing
 
 __all__ = ["ParentLink", "Resuming", "RunContext"]
 
@@ -58,11 +60,13 @@ class ParentLink:
         agent_uuid: the parent agent.
         tool_use_id: the parent's ``spawn_subagent`` call.
         response: the parent's response, which carries the child's lines.
+        name: the child's name in the parent's ``subagents`` (its run span's, spec §20.2-a).
     """
 
     agent_uuid: str
     tool_use_id: str
     response: _Response
+    name: str | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -114,6 +118,8 @@ class RunContext:
             a call measured it or after a compaction.
         manual_compaction: a compaction ``Agent.compact`` asked for, run before the next call.
         inbox: messages ``Agent.send`` queued for the next step boundary (spec §S2).
+        span: this response's run span (``tracing.NOOP`` outside one, spec §20).
+        step_span: the step span open now, if any.
     """
 
     options: AgentOptions
@@ -138,6 +144,26 @@ class RunContext:
     context_tokens: int | None = None
     manual_compaction: Compactor | None = None
     inbox: Inbox | None = None
+    span: Any = NOOP
+    step_span: Any = None
+
+    @property
+    def tracing(self) -> Tracing:
+        """The agent's ``Tracing`` (the global provider's when the options give none, spec §20.6-a)."""
+        return self.options.tracing if self.options.tracing is not None else default_tracing()
+
+    def enter_step(self, step: int) -> None:
+        """End the step span open (if any) and open step ``step``'s, current until the next (spec §20.2-a)."""
+        self.end_step(None)
+        span = self.tracing.step(step)
+        span.__enter__()
+        self.step_span = span
+
+    def end_step(self, exc: BaseException | None) -> None:
+        """End the step span open (if any); ``exc`` is the exception that ends it."""
+        span, self.step_span = self.step_span, None
+        if span is not None:
+            span.__exit__(type(exc) if exc is not None else None, exc, None)
 
     @property
     def agent_uuid(self) -> str:

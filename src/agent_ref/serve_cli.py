@@ -60,7 +60,8 @@ _EPILOG: Final = (
     "  agent-ref serve --model --port 8080               # Claude (ANTHROPIC_API_KEY)\n"
     "  agent-ref serve --replay fixtures/corpus/anthropic_events_0.json\n"
     "  AGENT_REF_TOKEN=s3cret agent-ref serve --host 0.0.0.0 --allowed-host agents.example.org\n"
-    "  agent-ref serve --db postgresql://user@dbhost/agents   # several processes, one database\n\n"
+    "  agent-ref serve --db postgresql://user@dbhost/agents   # several processes, one database\n"
+    "  agent-ref serve --otlp http://127.0.0.1:4318 --memory-store ./notes   # traces to a collector; memory\n\n"
     "exit status: 0 stopped; 2 unusable arguments, database or address; 130 stopped by Ctrl-C."
 )
 
@@ -107,6 +108,13 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds of silence before a keep-alive comment (default: 15)",
     )
+    server.add_argument(
+        "--otlp",
+        default=None,
+        metavar="URL",
+        help="export OpenTelemetry traces of the runs to this OTLP/HTTP collector, such as http://127.0.0.1:4318 "
+        "(/v1/traces is added to a bare URL; needs the otel extra; default: none)",
+    )
     add_agent_options(p)
     add_store_options(p)
 
@@ -144,6 +152,7 @@ def serve_main(args: argparse.Namespace) -> int:
         config = agent_config(args)
         factory = model_factory(args)
         _try_agent(factory, config)
+        provider = _tracing(args.otlp)
     except CliError as exc:
         sys.stderr.write(f"{exc}\n")
         return 2
@@ -152,7 +161,33 @@ def serve_main(args: argparse.Namespace) -> int:
         return 2
     if not _hosts_usable(args):
         return 2
-    return _listen(args, _app(args, factory, config))
+    try:
+        return _listen(args, _app(args, factory, config))
+    finally:
+        if provider is not None:
+            provider.shutdown()  # spec RC12-b: the spans still batched are sent
+
+
+def _tracing(url: str | None) -> Any:
+    """``--otlp URL``: the SDK set up to export there (spec RC12-b); ``None`` without the flag.
+
+    Raises:
+        CliError: not an http(s) URL, or the ``otel`` extra missing (one line naming it).
+    """
+    if url is None:
+        return None
+    from envelope._extras import MissingExtraError
+
+    from .errors import ConfigError
+    from .tracing import configure_tracing
+
+    try:
+        return configure_tracing(url, service_name="agent-ref")
+    except MissingExtraError as exc:
+        raise CliError("agent-ref serve", str(exc)) from None
+    except ConfigError as exc:
+        what = str(exc).removeprefix("--otlp: ")
+        raise CliError("--otlp", what, "pass the collector's URL, such as http://127.0.0.1:4318") from None
 
 
 def _hosts_usable(args: argparse.Namespace) -> bool:

@@ -173,6 +173,10 @@ class RunState(msgspec.Struct, kw_only=True):
     files: list[dict[str, str]] = msgspec.field(default_factory=list)
     #: Corrections the agent has sent for a structured answer that did not match (spec §17.2-c).
     structured_corrections: int = 0
+    #: The paused response's run span as a W3C ``traceparent``; the resumed one links to it (spec §20.3-a).
+    traceparent: str | None = None
+    #: The long-term memory block retrieved when the run started, for its system prompt (spec §21.5-a).
+    memory_context: str | None = None
 
 
 #: What recovering a run that died with its process does (spec ``spec/agent-ref.md`` §10.2-b):

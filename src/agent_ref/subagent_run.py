@@ -84,9 +84,12 @@ def make_child(ctx: RunContext, spec: AgentSpec, *, background: bool = False) ->
     return child
 
 
-def nest(ctx: RunContext, child: Agent, tool_use_id: str) -> None:
-    """Make ``child`` stream into this response under the call ``tool_use_id`` (spec §13.3)."""
-    child.parent = ParentLink(agent_uuid=ctx.agent_uuid, tool_use_id=tool_use_id, response=ctx.response)
+def nest(ctx: RunContext, child: Agent, tool_use_id: str, name: str | None = None) -> None:
+    """Make ``child`` (``name`` in the parent's subagents) stream into this response under the call ``tool_use_id``.
+
+    Spec §13.3; the name is its run span's (§20.2-a).
+    """
+    child.parent = ParentLink(agent_uuid=ctx.agent_uuid, tool_use_id=tool_use_id, response=ctx.response, name=name)
 
 
 async def spawn(
@@ -94,7 +97,7 @@ async def spawn(
 ) -> ToolOutcome | ChildPaused:
     """Run one child into the response: its final answer as the call's outcome, or its pause (spec §13)."""
     child = make_child(ctx, spec)
-    nest(ctx, child, call.id)
+    nest(ctx, child, call.id, name)
     await ctx.fire("SubagentStart", tool_name=name, tool_use_id=call.id, tool_input=call.input)
     try:
         result = await child.run(task, ctx.response.send_one)
@@ -190,7 +193,7 @@ async def resume_children(
             by_child.setdefault(owner, []).append(item)
 
     async def one(pending: PendingChild, child: Agent) -> ToolOutcome | ChildPaused:
-        nest(ctx, child, pending.tool_use_id)
+        nest(ctx, child, pending.tool_use_id, pending.name)
         call = ToolCallRequest(id=pending.tool_use_id, name="spawn_subagent", input={})
         try:
             result = await child.continue_with_tool_results(by_child.get(pending.agent_uuid, []), ctx.response.send_one)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import background as background_tasks
-from . import loop_guard, subagent_run
+from . import loop_guard, run_extras, subagent_run
 from .background import TERMINAL
 from .call_model import model_call
 from .finish import STOP_MAX_STEPS
@@ -81,8 +81,9 @@ async def run_step_tools(
             max_concurrency=options.max_tool_concurrency,
             on_result=answered,
             timeout=options.tool_timeout,
+            tracing=ctx.tracing,
         ),
-        asyncio.gather(*(run_subagent(ctx, call) for call in spawns)),
+        asyncio.gather(*(traced_subagent(ctx, call) for call in spawns)),
     )
     paused: list[ChildPaused] = []
     for call, ended in zip([*routed.backend, *spawns], [*ran, *spawned], strict=True):
@@ -93,6 +94,7 @@ async def run_step_tools(
         await ctx.fire_post_tool(call, ended)
     await ctx.report_hook_failures()
     if routed.frontend or paused:
+        run_extras.trace_frontend(ctx, routed.frontend)  # spec §20.2-a
         _set_pause(ctx, calls, routed, paused)
         return [*routed.frontend, *(c for c in spawns if c.id in {p.child.tool_use_id for p in paused})]
     append_user(ctx.state, [routed.outcomes[c.id].block for c in calls])
@@ -236,6 +238,18 @@ def _kind(ctx: RunContext, name: str) -> CallKind:
     if name == SUBAGENT_TOOL and ctx.options.subagents:
         return "subagent"
     return "backend"
+
+
+async def traced_subagent(ctx: RunContext, call: ToolCallRequest) -> ToolOutcome | ChildPaused:
+    """``run_subagent`` in the spawning call's ``execute_tool`` span: the child's run (or task) is its child (§20.3)."""
+    tracing = ctx.tracing
+    with tracing.tool_call(name=call.name, call_id=call.id, executor="subagent", arguments=call.input) as span:
+        done = await run_subagent(ctx, call)
+        if isinstance(done, ChildPaused):
+            span.record_paused()
+        else:
+            span.record_result(is_error=done.is_error, result=done.text)
+        return done
 
 
 async def run_subagent(ctx: RunContext, call: ToolCallRequest) -> ToolOutcome | ChildPaused:

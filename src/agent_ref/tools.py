@@ -39,6 +39,7 @@ from .tool_schema import (
     unexpected_field,
     uses_pydantic,
 )
+from .tracing import OFF, Tracing
 
 if typing.TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -412,6 +413,7 @@ async def run_tools(
     on_result: Callable[[ToolCallRequest, ToolOutcome], None] | None = None,
     timeout: float | None = None,
     context: ToolContextBase | None = None,
+    tracing: Tracing = OFF,
 ) -> list[ToolOutcome]:
     """Run backend calls concurrently (at most ``max_concurrency`` at once) and send their results.
 
@@ -432,6 +434,7 @@ async def run_tools(
         context: what a tool's ``ToolContext`` holds of the run (spec §2.6-a); its
             progress is streamed between the result groups (§2.6-b). ``None``: a
             context with empty ids and no store, whose progress goes nowhere.
+        tracing: each call in an ``execute_tool`` span (spec §20.2-a); off by default.
 
     Returns:
         One outcome per call, in call order.
@@ -441,7 +444,10 @@ async def run_tools(
 
     async def one(call: ToolCallRequest) -> ToolOutcome:
         try:
-            return await _run_one(call, tools, emitter, gate, timeout, progress)
+            with tracing.tool_call(name=call.name, call_id=call.id, arguments=call.input) as span:
+                done = await _run_one(call, tools, emitter, gate, timeout, progress)
+                span.record_result(is_error=done.is_error, result=done.text, error_type=_error_type(done))
+                return done
         finally:
             progress.ended(call.id)
 
@@ -459,6 +465,23 @@ async def run_tools(
             task.cancel()
         await progress.close()
     return outcomes
+
+
+_ERROR_PREFIXES: Final = (
+    ("timed out after ", "timeout"),
+    ("invalid input for ", "invalid_input"),
+    ("unknown tool ", "unknown_tool"),
+)
+
+
+def _error_type(done: ToolOutcome) -> str | None:
+    """The span's ``error.type`` of a failed call (``timeout``, ``invalid_input``, ``unknown_tool``, ``tool_error``)."""
+    if not done.is_error:
+        return None
+    for prefix, kind in _ERROR_PREFIXES:
+        if done.text.startswith(prefix):
+            return kind
+    return "tool_error"
 
 
 async def _run_one(

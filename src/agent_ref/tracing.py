@@ -58,6 +58,7 @@ __all__ = [
     "ToolSpan",
     "Tracing",
     "configure_tracing",
+    "default_tracing",
     "otlp_traces_url",
 ]
 
@@ -518,6 +519,19 @@ class Tracing:
 
 #: Tracing turned off: every helper returns ``NOOP`` (for code that takes a ``Tracing`` and has none).
 OFF: Final = Tracing(enabled=False)
+
+_GLOBAL: list[Tracing] = []
+
+
+def default_tracing() -> Tracing:
+    """The ``Tracing`` of an agent given none: the global tracer provider, no content (spec §20.6-a).
+
+    One shared object; the global provider's tracer follows a provider installed later
+    (``configure_tracing``), and is the API's no-op until one is.
+    """
+    if not _GLOBAL:
+        _GLOBAL.append(Tracing())
+    return _GLOBAL[0]
 
 
 def otlp_traces_url(url: str) -> str:

@@ -1,5 +1,7 @@
 """Fixtures of the tracing tests (spec ``spec/agent-ref.md`` §20): an SDK tracer provider exporting into memory.
 
+Every agent response a test makes goes through the strict validator (the validating tee).
+
 pytest imports this file as module ``conftest``, replacing the root one in ``sys.modules``;
 names it lacks are forwarded to the root conftest (``pg_support.root_conftest``).
 """
@@ -10,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from agent_ref_validating import pytest_configure, validate_agent_responses
 from pg_support import root_conftest
 
 if TYPE_CHECKING:
@@ -18,6 +21,9 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+__all__ = ["exported", "pytest_configure", "validate_agent_responses"]
+
+#: Every agent response a test here makes is validated strictly (``tests/agent_ref_validating.py``).
 _root = root_conftest()
 
 
