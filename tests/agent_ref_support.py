@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_ref import RetryPolicy
 from envelope import SSEReader, reconstruct
@@ -12,8 +12,6 @@ from validating import assert_valid
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
-
-    from agent_ref import AgentResult
 
 
 async def _no_sleep(_: float) -> None:
@@ -29,7 +27,10 @@ def drop(line: bytes) -> None:
     """A sink that ignores what it gets."""
 
 
-def run(coro: Coroutine[Any, Any, AgentResult]) -> AgentResult:
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run one agent coroutine to its end."""
     return asyncio.run(coro)
 

@@ -23,8 +23,8 @@ import msgspec
 from .errors import ConfigError
 from .hooks import HOOK_EVENTS, Hook
 from .loop_guard import DEFAULT_LOOP_LIMIT
-from .permissions import PermissionMode, PermissionRule, check_mode, default_mode
 from .memory_store import DEFAULT_TIMEOUT as DEFAULT_MEMORY_TIMEOUT
+from .permissions import PermissionMode, PermissionRule, check_mode, default_mode
 from .pricing import PRICES, Price, price_for
 from .retry import RetryPolicy
 from .structured import DEFAULT_STRUCTURED_RETRIES, OutputSchema, StructuredOutput

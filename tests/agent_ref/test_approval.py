@@ -22,6 +22,7 @@ from validating import assert_valid
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from agent_ref.state import AgentState
     from agent_ref.store import Store
 
 PROMPT = "What is 6 * 7?"
@@ -50,7 +51,7 @@ def _paused(store: Store, **more: Any) -> tuple[Agent, list[bytes], dict[str, An
 
 def _resume(agent_uuid: str, store: Store, answer: dict[str, Any], **more: Any) -> tuple[Any, list[bytes]]:
     """Resume as another process would: a new model and agent loaded from the store."""
-    fresh = run(Agent.load(agent_uuid, store, ScriptedModel(), **_config(**more)))  # type: ignore[arg-type]
+    fresh = run(Agent.load(agent_uuid, store, ScriptedModel(), **_config(**more)))
     lines: list[bytes] = []
     result = run(fresh.continue_with_tool_results([answer], lines.append))
     return result, lines
@@ -67,7 +68,7 @@ def test_r12_6_a_an_ask_rule_pauses_with_the_marker_and_the_state_saved(tmp_path
     assert element["input"] == {"expression": "6 * 7"}
     assert element["approval"]["reason"]
     assert _results(lines) == []  # the call did not run
-    saved = run(store.load(agent.agent_uuid))
+    saved = _stored(store, agent.agent_uuid)
     assert saved.status == "awaiting_frontend_tools"
     assert [p.tool_use_id for p in saved.pending_approvals] == [element["tool_use_id"]]
 
@@ -127,14 +128,14 @@ def test_r12_6_b_a_bad_answer_is_refused_before_anything_is_stored(
 ) -> None:
     store = SQLiteStore(tmp_path / "a.db")
     agent, _, element = _paused(store)
-    before = run(store.load(agent.agent_uuid))
+    before = _stored(store, agent.agent_uuid)
     fresh = run(Agent.load(agent.agent_uuid, store, ScriptedModel(), **_config()))
     with pytest.raises(ToolResultsError) as caught:
-        run(fresh.continue_with_tool_results([{"tool_use_id": element["tool_use_id"], **answer}], [].append))
+        run(fresh.continue_with_tool_results([{"tool_use_id": element["tool_use_id"], **answer}], _ignore))
     message = str(caught.value)
     assert element["tool_use_id"] in message
     assert field in message
-    after = run(store.load(agent.agent_uuid))
+    after = _stored(store, agent.agent_uuid)
     assert after.version == before.version
     assert after.status == "awaiting_frontend_tools"
 
@@ -146,16 +147,16 @@ def test_r12_5_g_updated_permissions_hold_after_a_resume_on_another_process(tmp_
     answer = {"tool_use_id": element["tool_use_id"], "decision": "approve", "updated_permissions": [rule]}
     result, _ = _resume(agent.agent_uuid, store, answer)
     assert result.stop_reason == "end_turn"
-    saved = run(store.load(agent.agent_uuid))
+    saved = _stored(store, agent.agent_uuid)
     assert PermissionRule(behavior="allow", tool="calculator") in saved.permissions.session
 
 
 def test_permission_options_are_checked_and_serialisable() -> None:
     with pytest.raises(ConfigError, match="permission_mode"):
-        Agent(ScriptedModel(), permission_mode="sometimes")  # type: ignore[arg-type]
+        Agent(ScriptedModel(), permission_mode="sometimes")
     with pytest.raises(ConfigError, match=r"permission_rules\[0\]"):
-        Agent(ScriptedModel(), permission_rules=[{"behavior": "never", "tool": "x"}])  # type: ignore[list-item]
-    agent = Agent(ScriptedModel(), permission_mode="auto", permission_rules=ASK_CALCULATOR)  # type: ignore[arg-type]
+        Agent(ScriptedModel(), permission_rules=[{"behavior": "never", "tool": "x"}])
+    agent = Agent(ScriptedModel(), permission_mode="auto", permission_rules=ASK_CALCULATOR)
     plain = agent.options.to_dict()
     assert plain["permission_mode"] == "auto"
     assert plain["permission_rules"] == [{"behavior": "ask", "tool": "calculator", "input": {}}]
@@ -205,3 +206,14 @@ def test_r12_6_a_a_childs_call_needing_approval_pauses_the_whole_run(tmp_path: P
     log = run(store.run_log(result.run_id))
     assert log == first + second
     assert_valid(log)
+
+
+def _stored(store: Store, agent_uuid: str) -> AgentState:
+    """The agent's stored state (it is there)."""
+    state = run(store.load(agent_uuid))
+    assert state is not None
+    return state
+
+
+def _ignore(line: bytes) -> None:
+    """A sink that keeps nothing."""
