@@ -23,6 +23,7 @@ from .finish import (
     STOP_ERROR,
     STOP_INTERRUPTED,
     STOP_MAX_BUDGET,
+    STOP_PROMPT_BLOCKED,
     AgentResult,
     answer_unanswered,
     close_quietly,
@@ -31,7 +32,8 @@ from .finish import (
     pause,
     save_paused,
 )
-from .record import append_assistant, append_user, tool_uses
+from .hooks import keep_going
+from .record import add_prompt_context, append_assistant, append_user, take_back_prompt, tool_uses
 from .response import _ClientGone
 from .structured import structured_end
 from .tool_step import last_call, run_step_tools
@@ -88,14 +90,34 @@ async def _run_loop(ctx: RunContext, step: int, opening: list[bytes]) -> str:
         return STOP_AWAITING  # spec §13.5-c: a child paused again; so does the run
     if ctx.prompt is not None:
         prompt, ctx.prompt = ctx.prompt, None
-        await ctx.fire("SessionStart", prompt=prompt)
-        await ctx.fire("UserPromptSubmit", prompt=prompt)
-        await ctx.report_hook_failures()
+        if not await _prompt_hooks(ctx, prompt):
+            return STOP_PROMPT_BLOCKED  # [R12.7-g]: no model call, the prompt not kept
     stop = await steps(ctx, step)
-    if stop != STOP_AWAITING:
-        await ctx.fire("Stop", stop_reason=stop)
+    while stop != STOP_AWAITING:
+        run = ctx.run
+        decision = await ctx.fire("Stop", stop_reason=stop, stop_continuations=run.stop_continuations)
         await ctx.report_hook_failures()
+        reason = keep_going(decision, stop, run.stop_continuations)
+        if reason is None:
+            break
+        run.stop_continuations += 1  # [R12.7-d]: bounded, and stored with the run
+        append_user(ctx.state, [{"type": "text", "text": reason}])
+        stop = await steps(ctx, ctx.step + 1)
     return stop
+
+
+async def _prompt_hooks(ctx: RunContext, prompt: str) -> bool:
+    """SessionStart and UserPromptSubmit: their context added around the prompt; ``False`` if it is blocked."""
+    started = await ctx.fire("SessionStart", prompt=prompt)
+    submitted = await ctx.fire("UserPromptSubmit", prompt=prompt)
+    await ctx.report_hook_failures()
+    if submitted.action == "block":
+        take_back_prompt(ctx.state)
+        why = submitted.message or "the prompt was blocked by a UserPromptSubmit hook"
+        await ctx.send(ctx.error_envelope({"type": "prompt_blocked", "message": why}))
+        return False
+    add_prompt_context(ctx.state, started.additional_context, submitted.additional_context)
+    return True
 
 
 async def drive(ctx: RunContext, abort: asyncio.Event, step: int, opening: list[bytes]) -> AgentResult:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from .errors import ConfigError
-from .hooks import HOOK_EVENTS, Hook
+from .hooks import HookEntry, check_hooks, child_hooks
 from .loop_guard import DEFAULT_LOOP_LIMIT
 from .pricing import PRICES, Price, price_for
 from .retry import RetryPolicy
@@ -67,6 +67,7 @@ _PLAIN: Final = (
     "stream_history",
     "lease_seconds",
     "tool_timeout",
+    "hook_timeout",
     "request_options",
     "server_tools",
     "max_subagents_per_step",
@@ -109,7 +110,10 @@ class AgentOptions:
             ``container``, ``metadata``, ``temperature``, ``stop_sequences``,
             ``service_tier``, ``mcp_servers``, ``context_management``... (spec §11.1-a). The
             keys the agent sets itself (``AGENT_OWNED_PARAMS``) are refused.
-        hooks: hooks by event (``hooks.HOOK_EVENTS``), each list run in order (spec §12).
+        hooks: hooks by event (``hooks.HOOK_EVENTS``), each list run in order: plain hooks
+            and ``HookMatcher`` entries (a tool-name pattern, a timeout) (spec §12).
+        hook_timeout: seconds each hook may take unless its matcher sets one; an overrun is
+            a failed hook ([R12.8-b]); ``None``: unbounded.
         can_use_tool: asked before every tool call, after the PreToolUse hooks (spec §12.4).
         subagents: children the model may spawn by name with the ``spawn_subagent`` tool;
             they stream into this agent's response (spec §13), in the foreground or as
@@ -152,7 +156,8 @@ class AgentOptions:
     tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT
     secrets: Sequence[str] = ()
     request_options: Mapping[str, Any] = field(default_factory=dict)
-    hooks: Mapping[str, Sequence[Hook]] = field(default_factory=dict)
+    hooks: Mapping[str, Sequence[HookEntry]] = field(default_factory=dict)
+    hook_timeout: float | None = None
     can_use_tool: CanUseTool | None = None
     subagents: Mapping[str, AgentSpec] = field(default_factory=dict)
     max_subagents_per_step: int = DEFAULT_MAX_SUBAGENTS_PER_STEP
@@ -180,9 +185,7 @@ class AgentOptions:
 
     def _check(self) -> None:
         names = [t.name for t in self.tools] + [str(t.get("name")) for t in self.server_tools]
-        unknown = sorted(set(self.hooks) - set(HOOK_EVENTS))
-        if unknown:
-            raise ConfigError(f"unknown hook events: {', '.join(unknown)}; known: {', '.join(HOOK_EVENTS)}")
+        check_hooks(self.hooks, self.hook_timeout)
         check_specs(self.subagents, names)
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -247,7 +250,8 @@ class AgentOptions:
             prices=self.prices,
             tool_timeout=self.tool_timeout,
             request_options=self.request_options,
-            hooks=self.hooks,
+            hooks=child_hooks(self.hooks),  # [R12.7-f]: no SessionStart/SessionEnd in a child
+            hook_timeout=self.hook_timeout,
             can_use_tool=self.can_use_tool,
             compactor=self.compactor,
             loop_limit=self.loop_limit,

@@ -155,6 +155,8 @@ class RunState(msgspec.Struct, kw_only=True):
     files: list[dict[str, str]] = msgspec.field(default_factory=list)
     #: Corrections the agent has sent for a structured answer that did not match (spec §17.2-c).
     structured_corrections: int = 0
+    #: Times ``Stop`` hooks kept this run going ([R12.7-d]): stored, so a pause does not reset the bound.
+    stop_continuations: int = 0
 
 
 #: What recovering a run that died with its process does (spec ``spec/agent-ref.md`` §10.2-b):

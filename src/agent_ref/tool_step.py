@@ -106,6 +106,10 @@ async def _route(ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapp
             # spec §1.3-a: a cut or unparseable call is answered, never run.
             routed.outcomes[call.id] = await ctx.answer_error(call, bad_inputs[call.id])
             continue
+        if ctx.interrupt is not None or ctx.loop_stop is not None:
+            # [R12.7-c]: after an abort, the step's later calls are answered, never asked about.
+            routed.outcomes[call.id] = await ctx.answer_error(call, "not run: the run was interrupted")
+            continue
         permitted = await permit(ctx, call)
         if isinstance(permitted, str):
             # spec §12.2-b, §12.4-a: a blocked or denied call is an is_error result the model sees.
@@ -180,9 +184,13 @@ async def permit(ctx: RunContext, call: ToolCallRequest) -> ToolCallRequest | st
             tool_use_id=call.id,
             tool_input=call.input,
         )
-        decision, tool_input = await run_hooks(hooks, data, ctx.hook_failures)
+        decision, tool_input = await run_hooks(hooks, data, ctx.hook_failures, timeout=options.hook_timeout)
         if decision.action == "block":
             return decision.message or "blocked by a PreToolUse hook"
+        if decision.action == "abort_all":
+            # [R12.7-c]: the whole step is not run and the run ends interrupted (as a deny with interrupt).
+            ctx.interrupt = decision.message or "aborted by a PreToolUse hook"
+            return ctx.interrupt
     if options.can_use_tool is not None:
         context = ToolPermissionContext(
             agent_uuid=ctx.agent_uuid, run_id=run.run_id, tool_use_id=call.id, reason=repeat
