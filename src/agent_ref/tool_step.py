@@ -27,6 +27,7 @@ from .record import append_assistant, append_user, tool_uses
 from .state import PendingCall
 from .subagent_run import ChildPaused
 from .subagents import SUBAGENT_TOOL, over_cap, parse_spawn
+from .tool_context import ToolContextBase
 from .tools import ToolCallRequest, ToolOutcome, error_outcome, run_tools
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ async def run_step_tools(
             max_concurrency=options.max_tool_concurrency,
             on_result=answered,
             timeout=options.tool_timeout,
+            context=ToolContextBase(agent_uuid=ctx.agent_uuid, run_id=ctx.run.run_id, store=ctx.store),  # R2.6
         ),
         asyncio.gather(*(run_subagent(ctx, call) for call in spawns)),
     )
