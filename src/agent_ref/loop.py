@@ -12,6 +12,7 @@ Functions take the response's ``RunContext``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,8 @@ from .structured import structured_end
 from .tool_step import last_call, run_step_tools
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from .run_context import RunContext
 
 __all__ = ["drive", "steps"]
@@ -124,9 +127,40 @@ async def drive(ctx: RunContext, abort: asyncio.Event, step: int, opening: list[
     """One response: send ``opening``, run the loop as a task ``abort`` can cancel, renew the lease, end it."""
     heartbeat = asyncio.ensure_future(_heartbeat(ctx))
     try:
-        return await _drive_loop(ctx, abort, step, opening)
+        async with _mcp_servers(ctx) as notes:  # [R19.7-a]: closed however the response ends
+            return await _drive_loop(ctx, abort, step, [*opening, *notes])
     finally:
         heartbeat.cancel()
+
+
+@contextlib.asynccontextmanager
+async def _mcp_servers(ctx: RunContext) -> AsyncIterator[list[bytes]]:
+    """Open the options' MCP servers for one response and add their tools; ``error`` lines for those that failed."""
+    servers = ctx.options.mcp_servers
+    if not servers:
+        yield []
+        return
+    from envelope._extras import MissingExtraError
+
+    from .mcp_tools import McpToolset
+
+    toolset = McpToolset(servers)
+    try:
+        await toolset.__aenter__()
+    except MissingExtraError as exc:
+        yield ctx.error_envelope({"type": "mcp_server_failed", "message": str(exc)})
+        return
+    try:
+        own = dict(ctx.tools)
+        ctx.tools = {**{t.name: t for t in toolset.tools if t.name not in own}, **own}
+        notes: list[bytes] = []
+        for name, why in toolset.failed.items():
+            message = f"MCP server {name!r} {why}; its tools are left out"
+            notes += ctx.error_envelope({"type": "mcp_server_failed", "message": message})
+        yield notes
+    finally:
+        ctx.tools = own
+        await toolset.__aexit__(None, None, None)
 
 
 async def _drive_loop(ctx: RunContext, abort: asyncio.Event, step: int, opening: list[bytes]) -> AgentResult:

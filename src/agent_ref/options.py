@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .errors import ConfigError
 from .hooks import HookEntry, check_hooks, child_hooks
 from .loop_guard import DEFAULT_LOOP_LIMIT
+from .mcp_tools import check_servers
 from .pricing import PRICES, Price, price_for
 from .retry import RetryPolicy
 from .structured import DEFAULT_STRUCTURED_RETRIES, OutputSchema, StructuredOutput
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from envelope import Profile
 
     from .compaction import Compactor
+    from .mcp_tools import McpServerConfig
     from .models import Model
     from .permissions import CanUseTool
     from .store import Store
@@ -112,6 +114,11 @@ class AgentOptions:
             keys the agent sets itself (``AGENT_OWNED_PARAMS``) are refused.
         hooks: hooks by event (``hooks.HOOK_EVENTS``), each list run in order: plain hooks
             and ``HookMatcher`` entries (a tool-name pattern, a timeout) (spec §12).
+        mcp_servers: MCP servers by name (``mcp_tools.StdioServer``, ``HttpServer``,
+            ``InProcessServer``; ``load_mcp_config`` reads a ``.mcp.json``): opened at the
+            start of each response, their tools added as ``mcp__<server>__<tool>``, closed
+            when it ends, however it ends; a server that does not start is an ``error``
+            envelope, not a failed run ([R19.7-a]).
         hook_timeout: seconds each hook may take unless its matcher sets one; an overrun is
             a failed hook ([R12.8-b]); ``None``: unbounded.
         can_use_tool: asked before every tool call, after the PreToolUse hooks (spec §12.4).
@@ -158,6 +165,7 @@ class AgentOptions:
     request_options: Mapping[str, Any] = field(default_factory=dict)
     hooks: Mapping[str, Sequence[HookEntry]] = field(default_factory=dict)
     hook_timeout: float | None = None
+    mcp_servers: Mapping[str, McpServerConfig] = field(default_factory=dict)
     can_use_tool: CanUseTool | None = None
     subagents: Mapping[str, AgentSpec] = field(default_factory=dict)
     max_subagents_per_step: int = DEFAULT_MAX_SUBAGENTS_PER_STEP
@@ -177,6 +185,7 @@ class AgentOptions:
         put(self, "request_options", dict(self.request_options or {}))
         put(self, "hooks", {k: list(v) for k, v in (self.hooks or {}).items()})
         put(self, "subagents", dict(self.subagents or {}))
+        put(self, "mcp_servers", dict(self.mcp_servers or {}))
         if self.retry is None:  # the keyword form's ``retry=None`` means the default policy
             put(self, "retry", RetryPolicy())
         self._check()
@@ -186,6 +195,7 @@ class AgentOptions:
     def _check(self) -> None:
         names = [t.name for t in self.tools] + [str(t.get("name")) for t in self.server_tools]
         check_hooks(self.hooks, self.hook_timeout)
+        check_servers(self.mcp_servers)
         check_specs(self.subagents, names)
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -252,6 +262,7 @@ class AgentOptions:
             request_options=self.request_options,
             hooks=child_hooks(self.hooks),  # [R12.7-f]: no SessionStart/SessionEnd in a child
             hook_timeout=self.hook_timeout,
+            mcp_servers=self.mcp_servers,  # [R19.7-b]: a child gets its parent's MCP servers
             can_use_tool=self.can_use_tool,
             compactor=self.compactor,
             loop_limit=self.loop_limit,
