@@ -109,19 +109,25 @@ export class SSEReader {
       this._afterCR = false;
     }
     let from = i;
-    for (; i < text.length; i++) {
-      const c = text.charCodeAt(i);
-      if (c !== 10 && c !== 13) continue;
+    // The next LF and the next CR, each found by indexOf (native) and looked for again only
+    // once passed: one pass over the text, not a JS loop over its characters (issue 26 §5).
+    let lf = text.indexOf("\n", i);
+    let cr = text.indexOf("\r", i);
+    while (lf >= 0 || cr >= 0) {
+      const c = cr < 0 || (lf >= 0 && lf < cr) ? 10 : 13;
+      i = c === 10 ? lf : cr;
       this._lineDone(this._buf + text.slice(from, i), events);
       this._buf = "";
       if (c === 13) {
         if (i + 1 < text.length) {
-          if (text[i + 1] === "\n") i++;
+          if (text.charCodeAt(i + 1) === 10) i++;
         } else {
           this._afterCR = true;
         }
       }
       from = i + 1;
+      if (lf >= 0 && lf < from) lf = text.indexOf("\n", from);
+      if (cr >= 0 && cr < from) cr = text.indexOf("\r", from);
     }
     this._buf += text.slice(from);
     if (this._buf.length > this.maxLineBytes) {
@@ -136,6 +142,15 @@ export class SSEReader {
       if (this._data !== null) events.push({ data: this._data, event: this._event || "message", id: this._lastId });
       this._data = null;
       this._event = "";
+      return;
+    }
+    if (line.startsWith("data: ")) {
+      // the field of nearly every line of an envelope stream, read without slicing its name
+      const value = line.slice(6);
+      this._data = this._data === null ? value : this._data + "\n" + value;
+      if (this._data.length > this.maxLineBytes) {
+        throw new DecodeError(`event data longer than ${this.maxLineBytes}`, { line: this._line, section: "2.3-d" });
+      }
       return;
     }
     if (line[0] === ":") return; // a comment (keep-alive)
@@ -156,10 +171,11 @@ export class SSEReader {
   }
 }
 
-function isWellFormed(s) {
-  if (typeof s.isWellFormed === "function") return s.isWellFormed();
-  return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
-}
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Whether a string holds no lone surrogate (String.prototype.isWellFormed where the engine has it). */
+const isWellFormed =
+  typeof String.prototype.isWellFormed === "function" ? (s) => s.isWellFormed() : (s) => !LONE_SURROGATE.test(s);
 
 function faithful(value) {
   if (typeof value === "number") return Number.isFinite(value);
@@ -177,6 +193,37 @@ function wellFormedStrings(value) {
   if (Array.isArray(value)) return value.every(wellFormedStrings);
   if (value !== null && typeof value === "object") {
     return Object.entries(value).every(([k, v]) => isWellFormed(k) && wellFormedStrings(v));
+  }
+  return true;
+}
+
+/**
+ * Whether the strings of a parsed envelope whose members are all strings, numbers, booleans or
+ * null are well formed, keys included: true or false; null when a member holds an object or an
+ * array (then the line's text decides whether the whole value is walked, as below). A flat
+ * envelope's strings are checked one by one (issue 26 §5: cheaper than scanning the line's text
+ * for surrogates); a key equal to one of the members every envelope has is ASCII, so well formed,
+ * and is not checked.
+ */
+function flatWellFormed(env) {
+  for (const key in env) {
+    switch (key) {
+      case "type":
+      case "agent":
+      case "final":
+      case "delta":
+      case "id":
+      case "name":
+        break;
+      default:
+        if (!isWellFormed(key)) return false;
+    }
+    const value = env[key];
+    if (typeof value === "string") {
+      if (!isWellFormed(value)) return false;
+    } else if (typeof value === "object" && value !== null) {
+      return null;
+    }
   }
   return true;
 }
@@ -247,6 +294,31 @@ function snapshot(block) {
   return out;
 }
 
+/** The DecodeError of envelope `index`: `message`, with where (field, spec section) in `extra`. */
+function failAt(index, message, extra = {}) {
+  return new DecodeError(message, { index, ...extra });
+}
+
+const REQUIRED = [["type", "string"], ["agent", "string"], ["final", "boolean"], ["delta", "string"]];
+const OPTIONAL_STRINGS = ["id", "name", "src", "media_type"];
+
+/** The error of the first required member that is missing or of the wrong kind (spec §3.1-a). */
+function requiredError(env, index) {
+  for (const [field, kind] of REQUIRED) {
+    if (!(field in env)) return failAt(index, `missing ${field}`, { field: `$.${field}`, section: "3.1-a" });
+    if (typeof env[field] !== kind) return failAt(index, `expected ${kind}`, { field: `$.${field}`, section: "3.1-a" });
+  }
+  return null;
+}
+
+/** The error of the first optional string member that is present with another kind, or null. */
+function optionalError(env, index) {
+  for (const field of OPTIONAL_STRINGS) {
+    if (field in env && typeof env[field] !== "string") return failAt(index, "expected string", { field: `$.${field}` });
+  }
+  return null;
+}
+
 /**
  * Rebuilds blocks per (agent, type) (spec §7): feed each envelope line (a string, or an
  * already parsed object) and "[DONE]"; transcript() any time. One small machine per key:
@@ -257,119 +329,154 @@ export class Reconstructor {
     this.maxBlockBytes = maxBlockBytes;
     this.maxOpenBlocks = maxOpenBlocks;
     this._agents = new Map(); // agent -> [block]
-    this._open = new Map(); // "agent\u0000type" -> block
+    this._open = new Map(); // "agent\u0000type" -> block, in the order the blocks opened
+    this._route = new Map(); // agent -> Map(type -> block): the same open blocks, found per line without building a key
     this._lastText = new Map();
     this._citing = new Map();
     this._count = 0;
     this.done = false;
   }
 
+  _setOpen(agent, kind, block) {
+    this._open.set(agent + "\u0000" + kind, block);
+    let kinds = this._route.get(agent);
+    if (kinds === undefined) this._route.set(agent, (kinds = new Map()));
+    kinds.set(kind, block);
+  }
+
+  _closeOpen(agent, kind) {
+    this._open.delete(agent + "\u0000" + kind);
+    this._route.get(agent)?.delete(kind);
+  }
+
+  _openBlock(agent, kind) {
+    const kinds = this._route.get(agent);
+    return kinds === undefined ? undefined : kinds.get(kind);
+  }
+
+  // A measured hot loop (issue 26 §5, benchmarks/delivery.py): one call per line, kept in one
+  // function so that the per-line path allocates nothing beyond JSON.parse's own objects.
   /** Apply one line. Returns the agent it was routed to (null for [DONE]). */
   feed(line) {
     const index = this._count++;
-    const fail = (message, extra = {}) => new DecodeError(message, { index, ...extra });
     const afterDone = this.done;
-    if (afterDone && line === DONE) throw fail("content after [DONE]", { section: "8.2-a" });
+    if (afterDone && line === DONE) throw failAt(index, "content after [DONE]", { section: "8.2-a" });
     if (line === DONE) {
       this.done = true;
       return null;
     }
+    const text = typeof line === "string";
     let env = line;
-    if (typeof line === "string") {
+    if (text) {
       try {
         env = JSON.parse(line);
       } catch (exc) {
-        throw fail(`not JSON: ${exc.message}`, { section: "3.1-a" });
+        throw failAt(index, `not JSON: ${exc.message}`, { section: "3.1-a" });
       }
     }
-    if (env === null || typeof env !== "object" || Array.isArray(env)) throw fail("an envelope must be a JSON object", { field: "$" });
-    if (typeof line === "string" && mayHoldLoneSurrogate(line) && !wellFormedStrings(env)) {
-      throw fail("not JSON this library reads: an escaped lone surrogate in a string", { section: "6.4" });
+    if (env === null || typeof env !== "object" || Array.isArray(env)) throw failAt(index, "an envelope must be a JSON object", { field: "$" });
+    if (text) {
+      const flat = flatWellFormed(env);
+      if (flat === false || (flat === null && mayHoldLoneSurrogate(line) && !wellFormedStrings(env))) {
+        throw failAt(index, "not JSON this library reads: an escaped lone surrogate in a string", { section: "6.4" });
+      }
     }
-    for (const [field, kind] of [["type", "string"], ["agent", "string"], ["final", "boolean"], ["delta", "string"]]) {
-      if (!(field in env)) throw fail(`missing ${field}`, { field: `$.${field}`, section: "3.1-a" });
-      if (typeof env[field] !== kind) throw fail(`expected ${kind}`, { field: `$.${field}`, section: "3.1-a" });
+    const kind = env.type;
+    const agent = env.agent;
+    const final = env.final;
+    const delta = env.delta;
+    if (typeof kind !== "string" || typeof agent !== "string" || typeof final !== "boolean" || typeof delta !== "string") {
+      // a member missing, or of another kind, or (an object fed in) a getter: the first in the spec's order
+      const error = requiredError(env, index);
+      if (error !== null) throw error;
     }
-    for (const field of ["id", "name", "src", "media_type"]) {
-      if (field in env && typeof env[field] !== "string") throw fail("expected string", { field: `$.${field}` });
+    const id = env.id;
+    if (
+      (typeof id !== "string" && "id" in env) ||
+      (typeof env.name !== "string" && "name" in env) ||
+      (typeof env.src !== "string" && "src" in env) ||
+      (typeof env.media_type !== "string" && "media_type" in env)
+    ) {
+      const error = optionalError(env, index);
+      if (error !== null) throw error;
     }
-    const { type: kind, agent } = env;
     if (afterDone) {
       // spec §8.5-a: in a recording, a meta_init after [DONE] starts the next response;
       // the agents go on, no block stays open across it. Anything else stays an error.
-      if (kind !== "meta_init") throw fail("content after [DONE] (only a meta_init may follow it, to start the next response)", { section: "8.2-a" });
+      if (kind !== "meta_init") throw failAt(index, "content after [DONE] (only a meta_init may follow it, to start the next response)", { section: "8.2-a" });
       this._open.clear();
+      this._route.clear();
       this._citing.clear();
       this.done = false;
     }
-    if (!KNOWN.has(kind)) throw fail(`unknown envelope type ${JSON.stringify(kind)}`, { field: "$.type", section: "4.1" });
+    if (!KNOWN.has(kind)) throw failAt(index, `unknown envelope type ${JSON.stringify(kind)}`, { field: "$.type", section: "4.1" });
     if (kind === "tool_result_image") {
-      this._image(env, fail);
+      this._image(env, index);
       return agent;
     }
     if (kind === "citation") {
-      if (typeof line === "string" && tooDeep(line) >= 0) {
-        throw fail(`nested deeper than MAX_NESTING_DEPTH=${MAX_NESTING_DEPTH}`, { section: "L2-a" });
+      if (text && tooDeep(line) >= 0) {
+        throw failAt(index, `nested deeper than MAX_NESTING_DEPTH=${MAX_NESTING_DEPTH}`, { section: "L2-a" });
       }
-      this._citation(env, fail);
+      this._citation(env, index);
       return agent;
     }
-    const key = agent + "\u0000" + kind;
-    let block = this._open.get(key);
-    const id = "id" in env ? env.id : null;
+    const blockId = typeof id === "string" ? id : null;
+    let block = this._openBlock(agent, kind);
     if (block === undefined) {
-      block = { type: kind, agent, id, name: "name" in env ? env.name : null, complete: false, parts: [], size: 0, citations: [], images: [] };
-      if (!env.final) {
-        if (this._open.size >= this.maxOpenBlocks) throw fail(`more than ${this.maxOpenBlocks} blocks open at once`);
-        this._open.set(key, block);
+      block = { type: kind, agent, id: blockId, name: typeof env.name === "string" ? env.name : null, complete: false, parts: [], size: 0, citations: [], images: [] };
+      if (!final) {
+        if (this._open.size >= this.maxOpenBlocks) throw failAt(index, `more than ${this.maxOpenBlocks} blocks open at once`);
+        this._setOpen(agent, kind, block);
       }
-      if (!this._agents.has(agent)) this._agents.set(agent, []);
-      this._agents.get(agent).push(block);
-    } else if (id !== null && block.id !== null && id !== block.id) {
-      throw fail(`id ${JSON.stringify(id)} differs from the open block's id ${JSON.stringify(block.id)}`, { field: "$.id", section: "7.2-d" });
+      const blocks = this._agents.get(agent);
+      if (blocks === undefined) this._agents.set(agent, [block]);
+      else blocks.push(block);
+    } else if (blockId !== null && block.id !== null && blockId !== block.id) {
+      throw failAt(index, `id ${JSON.stringify(blockId)} differs from the open block's id ${JSON.stringify(block.id)}`, { field: "$.id", section: "7.2-d" });
     }
-    if (env.delta) {
-      block.size += env.delta.length;
-      if (block.size > this.maxBlockBytes) throw fail(`block larger than ${this.maxBlockBytes}`);
-      block.parts.push(env.delta);
+    if (delta) {
+      block.size += delta.length;
+      if (block.size > this.maxBlockBytes) throw failAt(index, `block larger than ${this.maxBlockBytes}`);
+      block.parts.push(delta);
     }
-    if (env.final) {
+    if (final) {
       block.complete = true;
-      this._open.delete(key);
+      this._closeOpen(agent, kind);
       if (kind === "text") this._lastText.set(agent, block);
-      else if (kind === "error") this._maybeDiscard(block, fail);
+      else if (kind === "error") this._maybeDiscard(block, (message, extra) => failAt(index, message, extra));
     }
     return agent;
   }
 
-  _image(env, fail) {
-    const block = this._open.get(env.agent + "\u0000tool_result");
-    if (block === undefined) throw fail("tool_result_image with no open tool_result of its agent", { section: "7.3-a" });
+  _image(env, index) {
+    const block = this._openBlock(env.agent, "tool_result");
+    if (block === undefined) throw failAt(index, "tool_result_image with no open tool_result of its agent", { section: "7.3-a" });
     if ("id" in env && block.id !== null && env.id !== block.id) {
-      throw fail(`tool_result_image id ${JSON.stringify(env.id)} differs from the open tool_result's id`, { field: "$.id", section: "7.3-b" });
+      throw failAt(index, `tool_result_image id ${JSON.stringify(env.id)} differs from the open tool_result's id`, { field: "$.id", section: "7.3-b" });
     }
     if (!("src" in env) || !("media_type" in env)) {
-      throw fail("tool_result_image needs src and media_type", { field: "src" in env ? "$.media_type" : "$.src", section: "4.9" });
+      throw failAt(index, "tool_result_image needs src and media_type", { field: "src" in env ? "$.media_type" : "$.src", section: "4.9" });
     }
     block.images.push({ src: env.src, media_type: env.media_type });
   }
 
-  _citation(env, fail) {
+  _citation(env, index) {
     const agent = env.agent;
     let target = this._citing.get(agent);
     if (target === undefined) {
       target = this._lastText.get(agent);
-      if (target === undefined) throw fail("citation with no completed text block of its agent before it", { section: "7.4-a" });
+      if (target === undefined) throw failAt(index, "citation with no completed text block of its agent before it", { section: "7.4-a" });
       this._citing.set(agent, target);
-      this._open.set(agent + "\u0000citation", target);
+      this._setOpen(agent, "citation", target);
     }
-    if (!("citation_type" in env)) throw fail("citation needs citation_type", { field: "$.citation_type", section: "4.5" });
+    if (!("citation_type" in env)) throw failAt(index, "citation needs citation_type", { field: "$.citation_type", section: "4.5" });
     const citation = { cited_text: env.delta };
     for (const name of CITATION_FIELDS) if (name in env) citation[name] = env[name];
     target.citations.push(citation);
     if (env.final) {
       this._citing.delete(agent);
-      this._open.delete(agent + "\u0000citation");
+      this._closeOpen(agent, "citation");
     }
   }
 

@@ -1,9 +1,8 @@
-"""Helpers of the MCP tests: a scripted model that calls given tools, the test server's launch, process checks.
+"""Helpers of the MCP tests: a prompt that makes the scripted model call given tools, the test server's launch, process checks.
 
-``CallingModel`` is ``agent_ref.scripted.ScriptedModel`` (the real ``AsyncAnthropic``
-over a mock transport) with one script of its own: the first answer calls the given
-tools with the given input; the next says what each result was. The embedded model has
-no prompt that calls an arbitrary tool; this one reuses its event rendering.
+``calling_prompt`` writes the embedded model's generic prompt, "call TOOL with {json}"
+(spec R8.3-a): its first answer calls the given tools with the given input, in one step;
+the next says what each result was.
 """
 
 from __future__ import annotations
@@ -13,12 +12,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
-
-from agent_ref import scripted
 from agent_ref.mcp_tools import StdioServer
+
+if TYPE_CHECKING:
+    from agent_ref import ScriptedModel
 
 #: The test server's script (run over stdio).
 SERVER_SCRIPT = Path(__file__).resolve().parent / "mcp_test_server.py"
@@ -29,41 +28,14 @@ def stdio_config(name: str = "testsrv") -> StdioServer:
     return StdioServer(sys.executable, (str(SERVER_SCRIPT), name))
 
 
-class CallingScript(scripted._Script):
-    """The scripted model's renderer with one decision: call ``calls`` first, then report the results."""
-
-    def __init__(self, request: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]) -> None:
-        super().__init__(request)
-        self.calls = calls
-
-    def _decide(self) -> None:
-        if not self.results and self.tools_allowed and self.calls:
-            self._text("Calling the tools.")
-            for name, arguments in self.calls:
-                self._tool_use(name, arguments)
-            self.stop_reason = "tool_use"
-            return
-        said = [f"{name} {'failed' if is_error else 'gave'}: {text}" for name, text, is_error in self.results]
-        self._text("Results. " + " | ".join(said))
+def calling_prompt(calls: list[tuple[str, dict[str, Any]]]) -> str:
+    """A prompt for the scripted model's generic prompt (spec R8.3-a): it calls ``calls`` in one step, then answers."""
+    return " and ".join(f"call {name} with {json.dumps(arguments, ensure_ascii=False)}" for name, arguments in calls)
 
 
-class CallingModel(scripted.ScriptedModel):
-    """A scripted model whose first answer calls ``calls`` (tool name, input), in one step."""
-
-    def __init__(self, calls: list[tuple[str, dict[str, Any]]]) -> None:
-        """See the class docstring."""
-        super().__init__()
-        self.calls = calls
-
-    def _handle(self, request: httpx2.Request) -> httpx2.Response:
-        body = json.loads(request.content or b"{}")
-        self.requests.append(body)
-        events = list(CallingScript(body, self.calls).events())
-        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=scripted._sse(events))
-
-    def tool_names(self) -> list[str]:
-        """The tool names of the first request (what the model was offered)."""
-        return [str(t["name"]) for t in self.requests[0].get("tools", [])]
+def tool_names(model: ScriptedModel) -> list[str]:
+    """The tool names of the model's first request (what it was offered)."""
+    return [str(t["name"]) for t in model.requests[0].get("tools", [])]
 
 
 def alive(pid: int) -> bool:

@@ -520,10 +520,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"agent-ref {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(sub)
+    _add_resume(sub)
+    _add_log(sub)
+    _add_runs(sub)
+    _add_abandon(sub)
+    add_serve_command(sub)
+    return parser
 
-    def pretty(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--pretty", action="store_true", help="a live human view instead of raw SSE lines")
 
+def _add_pretty(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pretty", action="store_true", help="a live human view instead of raw SSE lines")
+
+
+def _add_run(sub: Any) -> None:
     run = sub.add_parser(
         "run",
         formatter_class=formatter,
@@ -540,9 +550,12 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     run.add_argument("prompt", help="the user's message")
-    pretty(run)
+    _add_pretty(run)
     add_agent_options(run)
     add_store_options(run)
+
+
+def _add_resume(sub: Any) -> None:
     resume = sub.add_parser(
         "resume",
         formatter_class=formatter,
@@ -560,9 +573,12 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument(
         "--results", required=True, metavar="FILE|-", help='JSON array of {"tool_use_id", "content", "is_error"?}'
     )
-    pretty(resume)
+    _add_pretty(resume)
     add_agent_options(resume)
     add_store_options(resume)
+
+
+def _add_log(sub: Any) -> None:
     show = sub.add_parser(
         "log",
         formatter_class=formatter,
@@ -577,7 +593,7 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     show.add_argument("run_id", help="the run (printed by `run` on stderr; also in meta_init and meta_final)")
-    pretty(show)
+    _add_pretty(show)
     show.add_argument(
         "--response",
         type=int,
@@ -586,6 +602,9 @@ def _parser() -> argparse.ArgumentParser:
         "(default: all)",
     )
     add_store_options(show)
+
+
+def _add_runs(sub: Any) -> None:
     runs = sub.add_parser(
         "runs",
         formatter_class=formatter,
@@ -602,6 +621,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     runs.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     add_store_options(runs)
+
+
+def _add_abandon(sub: Any) -> None:
     abandon = sub.add_parser(
         "abandon",
         formatter_class=formatter,
@@ -617,8 +639,6 @@ def _parser() -> argparse.ArgumentParser:
         "--reason", default="abandoned by the user", help="what the model is told (default: abandoned by the user)"
     )
     add_store_options(abandon)
-    add_serve_command(sub)
-    return parser
 
 
 def _silence_stdout() -> None:
@@ -653,20 +673,38 @@ def main(argv: list[str] | None = None) -> int:
     if missing("agent"):  # before parsing: --version and --help too
         return _needs("the agent", "agent")
     args = _parser().parse_args(argv)
-    if args.command == "serve" and missing("server"):
-        return _needs("agent-ref serve", "server")
-    if str(getattr(args, "db", "")).startswith(("postgresql://", "postgres://")) and missing("postgres"):
-        return _needs("a PostgreSQL --db", "postgres")
+    refused = _missing_extra(args)
+    if refused is not None:
+        return refused
     if args.command == "serve":  # uvicorn runs its own event loop, outside asyncio.run
         from .serve_cli import serve_main
 
         return serve_main(args)
+    _log_to_stderr(verbose=args.verbose)
+    return _run_command(args)
+
+
+def _missing_extra(args: argparse.Namespace) -> int | None:
+    """The exit status of a command whose extra is not installed (said in one line), or ``None``."""
+    if args.command == "serve" and missing("server"):
+        return _needs("agent-ref serve", "server")
+    if str(getattr(args, "db", "")).startswith(("postgresql://", "postgres://")) and missing("postgres"):
+        return _needs("a PostgreSQL --db", "postgres")
+    return None
+
+
+def _log_to_stderr(*, verbose: bool) -> None:
+    """Warnings (and, with ``--verbose``, the agent's info) to stderr, one line each."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_Formatter(verbose=args.verbose))
+    handler.setFormatter(_Formatter(verbose=verbose))
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
-    logging.getLogger("agent_ref").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    logging.getLogger("agent_ref").setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    """Run a command other than ``serve``; every failure is one line on stderr and its exit status."""
     command = {"run": _run, "resume": _resume, "log": _log, "runs": _runs, "abandon": _abandon}[args.command]
     where = f"agent-ref {args.command}"
     try:

@@ -1,7 +1,11 @@
-"""The tools ``agent-ref`` registers: a calculator, ``add``/``multiply`` and a frontend ``confirm``.
+"""The tools ``agent-ref`` registers: a calculator, ``add``/``multiply``, a frontend ``confirm``, two demos.
 
 Owns: small, safe example tools (the calculator evaluates arithmetic with ``ast``,
-never ``eval``), their bounds, and ``default_tools()``. ``add`` and ``multiply`` are the
+never ``eval``), their bounds, and ``default_tools()``; the demo tools of issue 29:
+``delete_draft`` (a backend call that needs a person's approval under
+``DEMO_PERMISSION_RULES``; it deletes nothing real) and ``count_slowly`` (reports its
+progress through its ``ToolContext``), which the scripted model's demo prompts call
+(spec ``spec/agent-ref.md`` §8.3). ``add`` and ``multiply`` are the
 tools of the recorded corpus run ``anthropic_events_0.json``, so ``--replay`` of it works.
 Does not own: the decorator, or the time limit on a tool call (``tools.py``/``agent.py``).
 
@@ -28,16 +32,23 @@ limit also keeps every result printable (``str`` of a 10,000-bit integer is abou
 from __future__ import annotations
 
 import ast
+import asyncio
 import math
 import operator
+import re
 from typing import TYPE_CHECKING, Final
 
+from .permissions import PermissionRule
+from .tool_context import ToolContext  # noqa: TC001 - the tool decorator reads the annotation at runtime
 from .tools import Tool, tool
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = [
+    "COUNT_STEP_SECONDS",
+    "DEMO_PERMISSION_RULES",
+    "MAX_COUNT",
     "MAX_DEPTH",
     "MAX_EXPRESSION_CHARS",
     "MAX_RESULT_BITS",
@@ -45,7 +56,9 @@ __all__ = [
     "add",
     "calculator",
     "confirm",
+    "count_slowly",
     "default_tools",
+    "delete_draft",
     "evaluate",
     "multiply",
 ]
@@ -256,6 +269,60 @@ def confirm(question: str) -> bool:
     raise NotImplementedError  # frontend tool: the browser runs it
 
 
+#: The largest ``n`` ``count_slowly`` counts to.
+MAX_COUNT: Final = 100
+#: How long ``count_slowly`` waits before each number (seconds).
+COUNT_STEP_SECONDS: Final = 0.05
+_DRAFT_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._\-]{0,63}")
+
+#: The demo's permission rules (mode ``auto``): ``delete_draft`` needs a person's approval,
+#: every other tool runs (spec R8.3-c). ``decide`` puts an ``ask`` rule before an ``allow``.
+DEMO_PERMISSION_RULES: Final[tuple[PermissionRule, ...]] = (
+    PermissionRule(behavior="ask", tool="delete_draft"),
+    PermissionRule(behavior="allow", tool="*"),
+)
+
+
+@tool
+def delete_draft(name: str) -> str:
+    """Delete one of the user's drafts. It cannot be undone, so it needs the user's approval.
+
+    A demo: there are no real drafts, nothing is deleted; the name is checked and the
+    deletion reported.
+
+    Args:
+        name: The draft's name, e.g. "demo-draft".
+    """
+    if not _DRAFT_NAME.fullmatch(name):
+        raise ValueError(
+            f"name: must be 1 to 64 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit, "
+            f"not {name[:80]!r}"
+        )
+    return f"the draft {name!r} is deleted (a demo: nothing real was removed)"
+
+
+@tool
+async def count_slowly(n: int, ctx: ToolContext) -> str:
+    """Count from 1 to n, one number at a time, reporting progress as it goes.
+
+    Args:
+        n: Where to stop, from 1 to 100.
+        ctx: The call's context (its progress callback); never sent by the model.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_COUNT:
+        raise ValueError(f"n: must be an integer from 1 to {MAX_COUNT}, not {n!r}")
+    for i in range(1, n + 1):
+        # Reported before the wait, so each report is heard while the call still runs
+        # (a report made as the call ends is dropped, spec §2.6-b): fraction = numbers done.
+        ctx.progress(f"counting {i} of {n}", (i - 1) / n)
+        await asyncio.sleep(COUNT_STEP_SECONDS)
+    return ", ".join(str(i) for i in range(1, n + 1))
+
+
 def default_tools() -> list[Tool]:
-    """The tools ``agent-ref run`` registers: calculator, add, multiply (backend), confirm (frontend)."""
-    return [calculator, add, multiply, confirm]
+    """The tools ``agent-ref run`` registers.
+
+    calculator, add, multiply (backend), confirm (frontend), and the demos ``delete_draft``
+    (needs approval under ``DEMO_PERMISSION_RULES``) and ``count_slowly`` (progress).
+    """
+    return [calculator, add, multiply, confirm, delete_draft, count_slowly]

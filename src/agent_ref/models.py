@@ -37,7 +37,7 @@ class Model(Protocol):
         """Stream one API call: yield its events (SDK objects) in order.
 
         Args:
-            params: the ``messages.stream()`` keyword arguments.
+            params: the request's keyword arguments (``messages.create(**params, stream=True)``).
 
         Returns:
             An async iterator of events; API failures raise from it.

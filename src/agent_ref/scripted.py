@@ -34,6 +34,19 @@ Does not own: the agent loop. What it answers (spec ``spec/agent-ref.md`` §8):
 * "remember that X" with a ``memory`` tool: a ``view`` of ``/memories``, then a ``create``
   of ``/memories/notes.md`` (or a ``str_replace`` adding X under its heading); "what do you
   remember": a ``view`` of that file, then an answer listing its facts (spec §18.5-a);
+* "call TOOL with {json}" (any number of such phrases) where each TOOL is among the
+  request's tools: those calls, in one step, with the exact JSON objects as input; after
+  the results, an answer quoting each result's text ("TOOL gave: ..." or "TOOL failed:
+  ..."); a TOOL not offered or an input that is not a JSON object: an answer saying which,
+  and no call (spec R8.3-a);
+* "use the mcp tools" with a ``mcp__<server>__<tool>`` tool: a call of the first such
+  tool with an input built from its schema's required properties ("demo" for a string,
+  1 for a number, the first of an enum ...); after the result, an answer quoting it (R8.3-b);
+* "delete the draft ['NAME']" with a ``delete_draft`` tool: its call; after the result,
+  "Deleted ..." (approved) or, after an ``is_error`` result such as a denial, "I did not
+  delete ..." (R8.3-c);
+* "count slowly to N" with a ``count_slowly`` tool: a ``count_slowly`` call with ``n``;
+  after the result, an answer quoting it (R8.3-d);
 * anything else: a short streamed greeting.
 
 It honours ``max_tokens``: it counts a token per 4 characters of output and, at the
@@ -61,7 +74,7 @@ from .models import SDKModel
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator, Sequence
 
-__all__ = ["Fault", "ScriptedModel"]
+__all__ = ["Fault", "ScriptedModel", "demo_input"]
 
 #: The name of the scripted model (priced at 0 in ``pricing.PRICES``).
 SCRIPTED_MODEL: Final = "scripted"
@@ -288,6 +301,8 @@ class _Script:
         if self._repeat():
             return
         if self._structured():
+            return
+        if _demo_prompt(self):
             return
         prompt = self.prompt
         lowered = prompt.lower()
@@ -707,6 +722,166 @@ class _Script:
         index = self.index
         self.index += 1
         return index
+
+
+# ---------------------------------------------------------------- demo prompts (spec §8.3)
+
+#: "call TOOL with {": the JSON object is read from the brace on (spec R8.3-a).
+_CALL: Final = re.compile(r"\bcall\s+`?([A-Za-z0-9_\-]{1,128})`?\s+with\s+(?=\{)", re.IGNORECASE)
+_MCP_ASK: Final = re.compile(r"\b(?:use|try|call)\s+(?:the\s+|my\s+|an?\s+)?mcp\s+tools?\b", re.IGNORECASE)
+_MCP_PREFIX: Final = "mcp__"
+_DELETE_DRAFT: Final = re.compile(r"\bdelete\s+(?:the\s+|my\s+|a\s+)?draft\b", re.IGNORECASE)
+_DRAFT_NAME: Final = re.compile(r"\bdraft\s+(?:named\s+|called\s+)?[\"']([^\"'\n]{1,64})[\"']", re.IGNORECASE)
+_DEFAULT_DRAFT: Final = "demo-draft"
+_COUNT_SLOWLY: Final = re.compile(r"\bcount\s+slowly\s+to\s+(-?\d{1,9})\b", re.IGNORECASE)
+_DEMO_STRING: Final = "demo"
+
+
+def _demo_prompt(script: _Script) -> bool:
+    """The demo prompts of spec §8.3, in order; whether one answered."""
+    return _generic_calls(script) or _mcp_demo(script) or _delete_draft(script) or _count_slowly(script)
+
+
+def _requested_calls(prompt: str) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """The (tool, input) pairs "call TOOL with {json}" asks for, and what is wrong with the others."""
+    decoder = json.JSONDecoder()
+    calls: list[tuple[str, dict[str, Any]]] = []
+    problems: list[str] = []
+    for match in _CALL.finditer(prompt):
+        name = match.group(1)
+        try:
+            value, _ = decoder.raw_decode(prompt, match.end())
+        except json.JSONDecodeError as exc:
+            problems.append(f"the input of {name} is not valid JSON ({exc.msg} at character {exc.pos + 1})")
+            continue
+        calls.append((name, value))  # a dict: the text read starts at a brace
+    return calls, problems
+
+
+def _generic_calls(script: _Script) -> bool:
+    """ "call TOOL with {json}": those calls in one step, then an answer quoting the results (R8.3-a)."""
+    calls, problems = _requested_calls(script.prompt)
+    if not calls and not problems:
+        return False
+    problems += [f"no tool named {name!r} is offered" for name, _ in calls if name not in script.tools]
+    if problems:
+        script._text("I did not call anything: " + "; ".join(problems) + ".")
+        return True
+    names = ", ".join(dict.fromkeys(name for name, _ in calls))
+    if script.results:
+        said = [f"{name} {'failed' if is_error else 'gave'}: {text}" for name, text, is_error in script.results]
+        script._text("Results. " + " | ".join(said))
+        return True
+    if not script.tools_allowed:
+        script._text(f"I may not use tools now, so I did not call {names}.")
+        return True
+    script._text(f"Calling {names}.")
+    for name, arguments in calls:
+        script._tool_use(name, arguments)
+    script.stop_reason = "tool_use"
+    return True
+
+
+def _mcp_demo(script: _Script) -> bool:
+    """ "use the mcp tools": the first ``mcp__`` tool with a demo input, then its result (R8.3-b)."""
+    if not _MCP_ASK.search(script.prompt):
+        return False
+    tool_defs = [
+        t
+        for t in script.request.get("tools") or []
+        if isinstance(t, dict) and str(t.get("name", "")).startswith(_MCP_PREFIX)
+    ]
+    if not tool_defs:
+        return False
+    name = str(tool_defs[0]["name"])
+    done = script._result(name)
+    if done is not None:
+        text, is_error = done
+        script._text(f"The MCP tool {name} failed: {text}" if is_error else f"The MCP tool {name} answered: {text}")
+        return True
+    if not script.tools_allowed:
+        return False
+    script._text(f"I will try the MCP tool {name}.")
+    script._tool_use(name, demo_input(tool_defs[0].get("input_schema")))
+    script.stop_reason = "tool_use"
+    return True
+
+
+def demo_input(schema: object) -> dict[str, Any]:
+    """An input for a tool's JSON schema: each required property given a demo value (R8.3-b).
+
+    A string is ``"demo"``, a number or an integer ``1``, a boolean ``true``, an array
+    ``[]``, an object ``{}``; an ``enum`` or a ``const`` gives its (first) value; a union
+    (a type list, ``anyOf``/``oneOf``) its first non-null member. Properties that are not
+    required are left out.
+    """
+    if not isinstance(schema, dict):
+        return {}
+    properties = schema.get("properties")
+    required = schema.get("required")
+    if not isinstance(properties, dict) or not isinstance(required, list):
+        return {}
+    return {str(key): _demo_value(properties.get(key)) for key in required if isinstance(key, str)}
+
+
+def _demo_value(schema: object) -> Any:
+    if not isinstance(schema, dict):
+        return _DEMO_STRING
+    if "const" in schema:
+        return schema["const"]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    if kind is None:
+        options = schema.get("anyOf") or schema.get("oneOf")
+        if isinstance(options, list):
+            members = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
+            return _demo_value(members[0] if members else None)
+    values: dict[object, Any] = {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}, "null": None}
+    return values.get(kind, _DEMO_STRING)
+
+
+def _delete_draft(script: _Script) -> bool:
+    """ "delete the draft": a ``delete_draft`` call; "Deleted ..." or "I did not delete ..." (R8.3-c)."""
+    if not _DELETE_DRAFT.search(script.prompt) or "delete_draft" not in script.tools:
+        return False
+    named = _DRAFT_NAME.search(script.prompt)
+    draft = named.group(1).strip() if named else _DEFAULT_DRAFT
+    done = script._result("delete_draft")
+    if done is not None:
+        text, is_error = done
+        said = f"I did not delete the draft {draft!r}: {text}" if is_error else f"Deleted the draft {draft!r}: {text}"
+        script._text(said)
+        return True
+    if not script.tools_allowed:
+        return False
+    script._thinking("Deleting a draft cannot be undone; the tool may ask for approval first.")
+    script._text(f"I will delete the draft {draft!r}.")
+    script._tool_use("delete_draft", {"name": draft})
+    script.stop_reason = "tool_use"
+    return True
+
+
+def _count_slowly(script: _Script) -> bool:
+    """ "count slowly to N": a ``count_slowly`` call (it reports progress), then its result (R8.3-d)."""
+    match = _COUNT_SLOWLY.search(script.prompt)
+    if match is None or "count_slowly" not in script.tools:
+        return False
+    n = int(match.group(1))
+    done = script._result("count_slowly")
+    if done is not None:
+        text, is_error = done
+        script._text(f"I could not count to {n}: {text}" if is_error else f"I counted slowly to {n}: {text}")
+        return True
+    if not script.tools_allowed:
+        return False
+    script._text(f"Counting to {n}, slowly.")
+    script._tool_use("count_slowly", {"n": n})
+    script.stop_reason = "tool_use"
+    return True
 
 
 #: A phrase of seed 001's summary prompt, by which a summary request is recognised.

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping
 
+    from .server_streams import Journal
+    from .store import Store
+
 __all__ = ["add_serve_command", "main", "resolve_token", "serve_main"]
 #: The largest TCP port.
 _MAX_PORT: Final = 65535
@@ -147,9 +150,14 @@ def serve_main(args: argparse.Namespace) -> int:
     except AgentRefError as exc:  # the agent refuses the options (a ConfigError: a missing key, a budget...)
         sys.stderr.write(f"agent-ref serve: error: {exc}\n")
         return 2
-    from .server import ServerConfig, _allowed, create_app, serve
-    from .server_streams import FileJournal, Journal
-    from .store import SQLiteStore, Store
+    if not _hosts_usable(args):
+        return 2
+    return _listen(args, _app(args, factory, config))
+
+
+def _hosts_usable(args: argparse.Namespace) -> bool:
+    """Whether ``--host`` and ``--allowed-host`` are names the server can check; if not, one line on stderr."""
+    from .server import _allowed
 
     # The server's own reading of a Host name (spec server §5.3-a); serve() adds both.
     for flag, names, todo in (
@@ -160,26 +168,41 @@ def serve_main(args: argparse.Namespace) -> int:
             _allowed(names)
         except ValueError as exc:
             sys.stderr.write(f"{flag}: error: {exc}; {todo}\n")
-            return 2
+            return False
+    return True
 
-    token = resolve_token(args.token, os.environ)
-    store: Store
-    journal: Journal
-    if args.db.startswith(("postgresql://", "postgres://")):  # spec/scaleout.md: several processes, one database
+
+def _storage(db: str) -> tuple[Store, Journal]:
+    """The store and the journal of ``--db``: PostgreSQL for both, or an SQLite file and a journal beside it."""
+    if db.startswith(("postgresql://", "postgres://")):  # spec/scaleout.md: several processes, one database
         from .store_pg import PostgresJournal, PostgresStore
 
-        store, journal = PostgresStore(args.db), PostgresJournal(args.db)
-    else:
-        store, journal = SQLiteStore(args.db), FileJournal(f"{args.db}.streams")
+        return PostgresStore(db), PostgresJournal(db)
+    from .server_streams import FileJournal
+    from .store import SQLiteStore
+
+    return SQLiteStore(db), FileJournal(f"{db}.streams")
+
+
+def _app(args: argparse.Namespace, factory: Any, config: dict[str, Any]) -> Any:
+    """The server's ASGI app for the checked arguments, the model factory and the agent's options."""
+    from .server import ServerConfig, create_app
+
+    store, journal = _storage(args.db)
     tools = config.pop("tools")
-    app = create_app(
+    return create_app(
         store=store,
         model_factory=factory,
         tools=tools,
         agent_config=config,
         journal=journal,
-        config=ServerConfig(token=token, keepalive_seconds=args.keepalive),
+        config=ServerConfig(token=resolve_token(args.token, os.environ), keepalive_seconds=args.keepalive),
     )
+
+
+def _listen(args: argparse.Namespace, app: Any) -> int:
+    """Serve ``app`` until stopped; the exit status (an address that cannot be bound is one line, 2)."""
+    from .server import serve
 
     def ready(url: str) -> None:
         sys.stderr.write(f"agent-ref: serving on {url} (open it in a browser; Ctrl-C stops)\n")

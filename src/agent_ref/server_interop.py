@@ -30,7 +30,7 @@ from envelope.interop import InteropError
 from envelope.interop.agui import CUSTOM_PREFIX, EnvelopeToAgui, request_from_run_input
 from envelope.interop.vercel import HEADERS, EnvelopeToVercel, request_from_chat
 
-from .server import _read_json, _refusal_of, _Refused, _tool_results
+from .server_http import _read_json, _refusal_of, _Refused, _tool_results
 from .server_streams import DONE_LINE
 
 if TYPE_CHECKING:
@@ -92,20 +92,48 @@ def interop_routes(
         route: wraps a handler with the token check and the JSON error answers.
         sse: the app's SSE response (keep-alive comments, headers).
     """
-    limit = config.max_body_bytes * BODY_FACTOR
+    endpoints = _Endpoints(store=store, manager=manager, config=config, new_agent=new_agent, sse=sse)
+    return [
+        Route("/agui", route(endpoints.agui), methods=["POST"]),
+        Route("/api/chat", route(endpoints.chat), methods=["POST"]),
+        Route("/api/chat/{id}/stream", route(endpoints.chat_stream), methods=["GET"]),
+    ]
 
-    async def agent_of(dialect: str, asked: ServerRequest) -> Agent:
+
+class _Endpoints:
+    """The handlers of ``interop_routes``, over the app's store, run manager, limits and SSE response."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        manager: RunManager,
+        config: ServerConfig,
+        new_agent: Callable[[str], Agent],
+        sse: Callable[[AsyncIterator[bytes], Mapping[str, str]], EventSourceResponse],
+    ) -> None:
+        self.store = store
+        self.manager = manager
+        self.config = config
+        self.new_agent = new_agent
+        self.sse = sse
+        self.limit = config.max_body_bytes * BODY_FACTOR
+
+    async def agent_of(self, dialect: str, asked: ServerRequest) -> Agent:
+        """The conversation's agent: loaded from the store, or new (404 to resume one that has no run)."""
         uuid = agent_for_conversation(dialect, asked.conversation)
-        state = await store.load(uuid)
+        state = await self.store.load(uuid)
         if state is None:
             if asked.path == "/agent/tool_results":
                 raise _Refused(404, "unknown_conversation", f"conversation {asked.conversation!r} has no run to resume")
-            return new_agent(uuid)
-        agent = new_agent(uuid)
+            return self.new_agent(uuid)
+        agent = self.new_agent(uuid)
         agent.state = state
         return agent
 
-    async def start(agent: Agent, asked: ServerRequest) -> LiveStream:
+    async def start(self, agent: Agent, asked: ServerRequest) -> LiveStream:
+        """Start the run ``asked`` names through the app's run manager (its refusals as ``/agent/...``'s)."""
+        manager = self.manager
         try:
             if asked.path == "/agent/run":
                 prompt: str = asked.body["prompt"]
@@ -115,8 +143,9 @@ def interop_routes(
         except Exception as exc:
             raise _refusal_of(exc) from None
 
-    async def agui(request: Request) -> Response:
-        body = await _read_json(request, limit)
+    async def agui(self, request: Request) -> Response:
+        """``POST /agui``: an AG-UI ``RunAgentInput`` in, its run's AG-UI events out."""
+        body = await _read_json(request, self.limit)
         try:
             asked = request_from_run_input(body)
         except InteropError as exc:
@@ -124,55 +153,52 @@ def interop_routes(
         _conversation(asked.conversation, "$.threadId")
         run_id = body["runId"]
         _conversation(run_id, "$.runId")
-        _check(asked, body, config)
-        agent = await agent_of("agui", asked)
+        _check(asked, body, self.config)
+        agent = await self.agent_of("agui", asked)
         if asked.path == "/agent/tool_results":
             asked = _answers_only(asked, agent.state)
-        stream = await start(agent, asked)
+        stream = await self.start(agent, asked)
         answered = {r["tool_use_id"] for r in asked.body.get("tool_results", ())}
         converter = EnvelopeToAgui(thread_id=asked.conversation, run_id=run_id, message_prefix=_prefix(stream))
-        return sse(_agui_events(_lines(stream), converter, answered), _headers(stream))
+        return self.sse(_agui_events(_lines(stream), converter, answered), _headers(stream))
 
-    async def chat(request: Request) -> Response:
-        body = await _read_json(request, limit)
+    async def chat(self, request: Request) -> Response:
+        """``POST /api/chat``: a ``useChat`` body in, its run's UI message stream out."""
+        body = await _read_json(request, self.limit)
         try:
             asked = request_from_chat(body)
         except InteropError as exc:
             raise _invalid(exc) from None
         _conversation(asked.conversation, "$.id")
-        _check(asked, body, config)
-        stream = await start(await agent_of("chat", asked), asked)
-        return sse(_vercel_chunks(_lines(stream), EnvelopeToVercel()), {**_VERCEL_HEADER, **_headers(stream)})
+        _check(asked, body, self.config)
+        stream = await self.start(await self.agent_of("chat", asked), asked)
+        return self.sse(_vercel_chunks(_lines(stream), EnvelopeToVercel()), {**_VERCEL_HEADER, **_headers(stream)})
 
-    async def chat_stream(request: Request) -> Response:
+    async def chat_stream(self, request: Request) -> Response:
         """The AI SDK's reconnect: the chat's response being written, from its start; else 204."""
         conversation = request.path_params["id"]
         _conversation(conversation, "id")
-        state = await store.load(agent_for_conversation("chat", conversation))
+        state = await self.store.load(agent_for_conversation("chat", conversation))
         if state is None or state.status != "running" or state.run is None:
             return Response(status_code=204)
         run_id = state.run.run_id
-        response = manager.latest(run_id)  # the stored claim may predate the response's index
-        if response is None:
+        response = self.manager.latest(run_id)  # the stored claim may predate the response's index
+        lines = None if response is None else self._written(run_id, response)
+        if response is None or lines is None:
             return Response(status_code=204)
-        live = manager.live.get((run_id, response))
-        lines: AsyncIterator[bytes]
-        if live is not None:
-            lines = _lines(live)
-        else:
-            shared = getattr(manager.journal, "follow", None)
-            journaled = manager.journal.read(run_id, response)
-            if shared is None or not journaled or journaled[-1] == DONE_LINE:
-                return Response(status_code=204)
-            lines = _followed(shared(run_id, response, -1))
         extra = {"X-Run-Id": run_id, "X-Agent-Uuid": state.agent_uuid, "X-Response-Index": str(response)}
-        return sse(_vercel_chunks(lines, EnvelopeToVercel()), {**_VERCEL_HEADER, **extra})
+        return self.sse(_vercel_chunks(lines, EnvelopeToVercel()), {**_VERCEL_HEADER, **extra})
 
-    return [
-        Route("/agui", route(agui), methods=["POST"]),
-        Route("/api/chat", route(chat), methods=["POST"]),
-        Route("/api/chat/{id}/stream", route(chat_stream), methods=["GET"]),
-    ]
+    def _written(self, run_id: str, response: int) -> AsyncIterator[bytes] | None:
+        """The lines of a response being written, live here or followed in a shared journal; else ``None``."""
+        live = self.manager.live.get((run_id, response))
+        if live is not None:
+            return _lines(live)
+        shared = getattr(self.manager.journal, "follow", None)
+        journaled = self.manager.journal.read(run_id, response)
+        if shared is None or not journaled or journaled[-1] == DONE_LINE:
+            return None
+        return _followed(shared(run_id, response, -1))
 
 
 # ---------------------------------------------------------------------- checks

@@ -29,6 +29,8 @@ EXTRAS: Final[dict[str, tuple[str, ...]]] = {
     "asgi": ("starlette", "sse_starlette"),
     # agent_ref.mcp_tools: tools from MCP servers, through the official SDK (spec/agent-ref.md §19).
     "mcp": ("mcp",),
+    # agent_ref.tracing: OpenTelemetry spans and the OTLP exporter of `agent-ref serve --otlp` (spec/agent-ref.md §20).
+    "otel": ("opentelemetry",),
     # envelope check: an HTTP client.
     "check": ("httpx2",),
     # Progress bars of the command lines on a terminal (spec/cli.md C6).

@@ -30,9 +30,9 @@ from typing import IO, TYPE_CHECKING, Final
 import msgspec
 
 from ._check import DEFAULT_GAP_SECONDS, CheckSummary, PendingTools, ResponseCheck
+from ._cli_shared import add_max_line_bytes, code_advice, discard
 from ._extras import missing, needs
 from ._limits import DEFAULT_MAX_BYTES
-from .cli import add_max_line_bytes, code_advice, discard
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

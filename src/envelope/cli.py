@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING, BinaryIO, Final, Literal
 import msgspec
 
 from ._cli_errors import CliError
+from ._cli_shared import _positive, add_max_line_bytes, code_advice, discard
 from ._decoder import RawLine, StreamReader
 from ._errors import EnvelopeError
 from ._extras import missing, needs
-from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES
+from ._limits import DEFAULT_MAX_BYTES
 from ._reconstruct import Reconstructor
 from ._sse import DONE, frame
 from ._tree import tree
@@ -48,7 +49,7 @@ from ._xml_migrate import DONE_LINE, MigrationWarning, XmlMigrator
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-__all__ = ["main"]
+__all__ = ["CliError", "main"]
 
 _READ_SIZE: Final = 64 * 1024
 #: Exit statuses (spec/cli.md C1).
@@ -67,18 +68,6 @@ STDOUT_NAME: Final = "<stdout>"
 _SECTION_ADVICE: Final = {
     "M5.1": "give the agent with --agent UUID",
 }
-#: The same for violations, by code (spec/cli.md C2-c): the flag that changes the verdict.
-_CODE_ADVICE: Final = {
-    "E109": "the cap is --max-line-bytes N (now {max_line_bytes})",
-}
-
-
-def code_advice(code: str, max_line_bytes: int) -> str:
-    """The ``; WHAT TO DO`` part the command line adds to a violation's message ("" when none)."""
-    advice = _CODE_ADVICE.get(code)
-    return f"; {advice.format(max_line_bytes=max_line_bytes)}" if advice else ""
-
-
 #: The benchmark's stages, listed by ``envelope bench --help`` (a test compares this with
 #: the engine's own list, which is not imported until ``bench`` runs).
 BENCH_STAGES: Final = (
@@ -185,17 +174,6 @@ class _Stderr:
         except (OSError, ValueError, AttributeError):  # a full disk, a closed or missing stderr
             cls.failed = True
             discard(sys.stderr)
-
-
-def discard(stream: object) -> None:
-    """Point a failed stream's descriptor at /dev/null: the interpreter's last flush at exit
-    then succeeds (a failing one would turn any exit status into 120)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stream.fileno())  # type: ignore[attr-defined]  # a file object
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 def _stdout() -> BinaryIO:
@@ -479,16 +457,6 @@ def _bench(args: argparse.Namespace) -> int:
 # --- validate -----------------------------------------------------------------------------
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _validate_one(path: str, args: argparse.Namespace, emit: Callable[[str, Violation], None]) -> tuple[int, int]:
     """Validate one file, passing each violation to ``emit``; return (errors, warnings).
 
@@ -622,18 +590,6 @@ def _add_input_format(parser: argparse.ArgumentParser) -> None:
         help="the input format (default: auto, detected from the first byte that is not whitespace)",
     )
     add_max_line_bytes(parser)
-
-
-def add_max_line_bytes(parser: argparse.ArgumentParser) -> None:
-    """``--max-line-bytes N``: the reader's cap on one physical line (spec §2.3, E109's remedy)."""
-    parser.add_argument(
-        "--max-line-bytes",
-        type=_positive,
-        default=DEFAULT_MAX_LINE_BYTES,
-        metavar="N",
-        help=f"the reader's cap on one physical line in bytes; a longer line is refused (E109) "
-        f"(default: {DEFAULT_MAX_LINE_BYTES})",
-    )
 
 
 def _parser() -> argparse.ArgumentParser:

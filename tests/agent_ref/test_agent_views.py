@@ -57,11 +57,11 @@ def test_recover_dead_only_takes_over_the_named_owners_run() -> None:
     state.lease_owner = "host:1:dead"
     state.lease_expires_at = time.time() + 600
     assert agent.lease_owner == "host:1:dead"
-    assert run(agent.recover_dead(paused.run_id, "host:2:other")) is None  # not that owner's: left alone
-    assert run(agent.recover_dead("another-run", "host:1:dead")) is None
+    assert asyncio.run(agent.recover_dead(paused.run_id, "host:2:other")) is None  # not that owner's: left alone
+    assert asyncio.run(agent.recover_dead("another-run", "host:1:dead")) is None
     assert agent.state.status == "running"
-    assert run(agent.recover_dead(paused.run_id, "host:1:dead")) is None  # a resume is put back to its pause
-    assert agent.state.status == "awaiting_frontend_tools"
+    assert asyncio.run(agent.recover_dead(paused.run_id, "host:1:dead")) is None  # a resume is put back to its pause
+    assert _status(agent) == "awaiting_frontend_tools"
     assert agent.lease_owner is None
     # The store has it too: reload reads it again.
     other = _agent(store)
@@ -69,3 +69,8 @@ def test_recover_dead_only_takes_over_the_named_owners_run() -> None:
     other.state.status = "idle"
     run(other.reload())
     assert other.state.status == "awaiting_frontend_tools"
+
+
+def _status(agent: Agent) -> str:
+    """The stored status, read afresh (a plain ``str``: the test changes it behind mypy's narrowing)."""
+    return agent.state.status

@@ -311,7 +311,7 @@ def test_spec_12_7_f_children_do_not_get_the_session_hooks() -> None:
 
 
 def _agent_with(hooks: dict[str, list[HookEntry]]) -> Agent:
-    return Agent(ScriptedModel(), tools=default_tools(), retry=fast_retry(), hooks=hooks)  # type: ignore[arg-type]
+    return Agent(ScriptedModel(), tools=default_tools(), retry=fast_retry(), hooks=hooks)
 
 
 def test_spec_12_8_a_matchers_and_timeouts_work_in_an_agent_run() -> None:

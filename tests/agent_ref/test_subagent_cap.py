@@ -172,4 +172,4 @@ def test_spec_13_9_a_running_background_tasks_hold_slots() -> None:
 def test_spec_13_9_a_a_cap_below_one_or_not_an_integer_is_a_config_error(bad: object) -> None:
     """``max_subagents_per_step`` must be an integer >= 1 [R13.9-a]."""
     with pytest.raises(ConfigError, match="max_subagents_per_step must be an integer of at least 1"):
-        Agent(ScriptedModel(), max_subagents_per_step=bad)  # type: ignore[arg-type]  # the bad values on purpose
+        Agent(ScriptedModel(), max_subagents_per_step=bad)

@@ -59,7 +59,14 @@ def test_spec_2_1_frontend_tools_are_schema_only() -> None:
     assert confirm.executor == "frontend"
     assert confirm.fn is None
     assert confirm.definition()["input_schema"]["required"] == ["question"]
-    assert [t.name for t in default_tools()] == ["calculator", "add", "multiply", "confirm"]
+    assert [t.name for t in default_tools()] == [
+        "calculator",
+        "add",
+        "multiply",
+        "confirm",
+        "delete_draft",
+        "count_slowly",
+    ]
 
 
 def test_spec_2_1_unsupported_definitions_are_refused() -> None:

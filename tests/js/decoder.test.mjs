@@ -129,3 +129,35 @@ test("[S7.1-a] meta_compaction, the 14th type (spec §4.15): a control block wit
   assert.deepEqual(blocks[1], { type: "meta_compaction", complete: true, data: JSON.parse(payload) });
   assert.deepEqual(blocks[2].data, { trigger: "manual", pre_tokens: 0 });
 });
+
+test("[S7.2-a] a lone surrogate anywhere in a line given as a string is refused, raw or escaped, flat or nested", () => {
+  const head = '{"type":"text","agent":"a","final":false,"delta":';
+  const refused = {
+    "raw in the delta": head + '"x\ud800y"}',
+    "raw low half in the delta": head + '"\udc00"}',
+    "raw in an unknown key": head + '"x","\udbff":1}',
+    "raw in an id": '{"type":"tool_call","agent":"a","final":false,"delta":"","id":"\ud800","name":"n"}',
+    "raw in a nested key": head + '"x","meta":{"k\udc00":1}}',
+    "escaped after an object member": head + '"x","meta":{"a":1},"z":"\\ud800"}',
+    "escaped before an object member": head + '"x","z":"\\udfff","meta":{"a":1}}',
+    "escaped in an array member": head + '"x","z":[1,{"q":"\\ud800"}]}',
+    "escaped in a __proto__ member": head + '"x","__proto__":"\\ud800"}',
+    "escaped in the agent": '{"type":"text","agent":"\\ud800","final":false,"delta":"x"}',
+  };
+  for (const [what, text] of Object.entries(refused)) {
+    assert.throws(() => new Reconstructor().feed(text), /lone surrogate.*§6\.4/, what);
+  }
+  const accepted = {
+    "raw pair in the delta": head + '"a \ud83d\ude42 b"}',
+    "raw pair in an unknown key and nested": head + '"x","\ud83d\ude42":{"\ud83d\ude42":["\ud83d\ude42"]}}',
+    "escaped pair in an unknown member": head + '"x","z":"\\ud83d\\ude42"}',
+    "an escaped backslash, then u d800 as text": head + '"\\\\ud800"}',
+  };
+  for (const [what, text] of Object.entries(accepted)) {
+    const rebuilt = new Reconstructor();
+    assert.doesNotThrow(() => rebuilt.feed(text), what);
+    assert.equal(rebuilt.transcript().agents.a.blocks[0].content, JSON.parse(text).delta, what);
+  }
+  // an envelope given already parsed is not walked (as before): its strings are the caller's
+  assert.doesNotThrow(() => new Reconstructor().feed({ type: "text", agent: "a", final: false, delta: "\ud800" }));
+});

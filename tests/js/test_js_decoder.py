@@ -234,6 +234,12 @@ _EDGES = {
     "lone_surrogate_unknown_member": _HEAD + '"x","note":["\\udbff"]}',
     "overflow_in_the_payload": '{"type":"tool_call","agent":"11111111-1111-1111-1111-111111111111","final":true,"delta":"{\\"n\\":1e400}","id":"t","name":"f"}',
     "escaped_backslash_then_u": _HEAD + '"\\\\ud800"}',
+    # the JS decoder checks a flat envelope's strings one by one, and walks one with an object member
+    "lone_surrogate_after_an_object_member": _HEAD + '"x","meta":{"a":1},"z":"\\ud800"}',
+    "lone_surrogate_in_a_nested_key": _HEAD + '"x","meta":{"k\\udc00":1}}',
+    "lone_surrogate_in_a_proto_member": _HEAD + '"x","__proto__":"\\ud800"}',
+    "lone_surrogate_in_a_tool_call_id": '{"type":"tool_call","agent":"a","final":true,"delta":"{}","id":"\\ud800","name":"f"}',
+    "paired_surrogates_nested": _HEAD + '"x","meta":{"\\ud83d\\ude42":["\\ud83d\\ude42"]}}',
 }
 
 

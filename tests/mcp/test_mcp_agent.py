@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agent_ref import Agent
+from agent_ref import Agent, ScriptedModel
 from agent_ref.mcp_tools import HttpServer, InProcessServer, McpToolset, StdioServer, tool_name
 from agent_ref.permissions import PermissionAllow, PermissionDeny, PermissionResult, ToolPermissionContext
 from agent_ref_support import envelopes
-from mcp_support import CallingModel, children, stdio_config, wait_gone
+from mcp_support import calling_prompt, children, stdio_config, tool_names, wait_gone
 from mcp_test_server import PNG, build
 from server_support import running
 
@@ -39,12 +39,12 @@ async def _run_agent(
     call_timeout: float = 20,
     before_close: Callable[[McpToolset], Any] | None = None,
     **agent_options: Any,
-) -> tuple[AgentResult, CallingModel, list[bytes], McpToolset]:
-    model = CallingModel(calls)
+) -> tuple[AgentResult, ScriptedModel, list[bytes], McpToolset]:
+    model = ScriptedModel()
     lines: list[bytes] = []
     async with McpToolset(servers, connect_timeout=20, call_timeout=call_timeout) as toolset:
         agent = Agent(model, tools=toolset.tools, **agent_options)
-        result = await agent.run("use the MCP tools", lines.append)
+        result = await agent.run(calling_prompt(calls), lines.append)
         if before_close is not None:
             await before_close(toolset)
     return result, model, lines, toolset
@@ -87,7 +87,7 @@ def test_stdio_server_tools_named_schemas_as_given_results_mapped() -> None:
         )
     )
     assert result.stop_reason == "end_turn"
-    assert model.tool_names() == [
+    assert tool_names(model) == [
         "mcp__io__echo",
         "mcp__io__add",
         "mcp__io__picture",
@@ -339,6 +339,6 @@ def test_a_tool_name_that_does_not_fit_is_sanitised_and_still_called() -> None:
     offered = tool_name("odd", "files.read")
     assert offered != "mcp__odd__files.read"
     result, model, lines, _ = asyncio.run(_run_agent({"odd": InProcessServer(server)}, [(offered, {"path": "a.txt"})]))
-    assert model.tool_names() == [offered]
+    assert tool_names(model) == [offered]
     assert _tool_results(lines)[offered] == "contents of a.txt"
     assert result.stop_reason == "end_turn"

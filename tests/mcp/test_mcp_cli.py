@@ -1,7 +1,7 @@
 """``agent-ref run --mcp-config FILE`` (spec/agent-ref.md R19.6-a, R19.6-b): the console script in a subprocess.
 
-The model is a recording (``--replay``) that calls the MCP tools, made with the scripted
-model's renderer; the MCP server is the test server over stdio.
+The model is the embedded scripted model, driven by its generic prompt "call TOOL with
+{json}" (spec R8.3-a); the MCP server is the test server over stdio.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent_ref import scripted
 from agent_ref_support import envelopes, sse_lines
-from mcp_support import SERVER_SCRIPT, CallingScript, wait_gone
+from mcp_support import SERVER_SCRIPT, calling_prompt, wait_gone
 from validating import assert_valid
 
 SCRIPT = Path(sys.executable).parent / "agent-ref"
@@ -28,14 +27,6 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _recording(path: Path, calls: list[tuple[str, dict[str, Any]]]) -> None:
-    """Two API calls: the first calls ``calls``, the second answers."""
-    first = {"messages": [{"role": "user", "content": "go"}], "tools": [{"name": name} for name, _ in calls]}
-    answer = {"messages": [{"role": "user", "content": "hello"}]}
-    events = [*CallingScript(first, calls).events(), *scripted._Script(answer).events()]
-    path.write_text(json.dumps(events))
-
-
 def _config(path: Path, servers: dict[str, Any]) -> None:
     path.write_text(json.dumps({"mcpServers": servers}))
 
@@ -43,10 +34,8 @@ def _config(path: Path, servers: dict[str, Any]) -> None:
 def test_run_with_mcp_config_calls_a_stdio_server(tmp_path: Path) -> None:
     """run --mcp-config: the servers' tools join the run; the server is stopped when it ends [R19.6-b]."""
     _config(tmp_path / ".mcp.json", {"io": {"command": sys.executable, "args": [str(SERVER_SCRIPT), "io"]}})
-    _recording(tmp_path / "rec.json", [("mcp__io__echo", {"text": "from the cli"}), ("mcp__io__pid", {})])
-    done = _cli(
-        "run", "go", "--replay", "rec.json", "--mcp-config", ".mcp.json", "--db", str(tmp_path / "a.db"), cwd=tmp_path
-    )
+    prompt = calling_prompt([("mcp__io__echo", {"text": "from the cli"}), ("mcp__io__pid", {})])
+    done = _cli("run", prompt, "--mcp-config", ".mcp.json", "--db", str(tmp_path / "a.db"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = sse_lines(done.stdout)
     assert_valid(lines)
@@ -94,10 +83,8 @@ def test_r19_7_c_serve_gives_the_servers_to_the_agents_options(tmp_path: Path) -
 def test_paused_run_repeats_mcp_config_in_the_resume_command(tmp_path: Path) -> None:
     """A run that pauses prints a resume command with the same --mcp-config [R19.6-b]."""
     _config(tmp_path / ".mcp.json", {"io": {"command": sys.executable, "args": [str(SERVER_SCRIPT), "io"]}})
-    _recording(tmp_path / "rec.json", [("confirm", {"question": "go on?"})])
-    done = _cli(
-        "run", "go", "--replay", "rec.json", "--mcp-config", ".mcp.json", "--db", str(tmp_path / "a.db"), cwd=tmp_path
-    )
+    prompt = calling_prompt([("confirm", {"question": "go on?"})])
+    done = _cli("run", prompt, "--mcp-config", ".mcp.json", "--db", str(tmp_path / "a.db"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert_valid(sse_lines(done.stdout))
     (command,) = [line for line in done.stderr.splitlines() if "agent-ref resume" in line]

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from agent_ref import Agent, AgentSpec, default_tools
+from agent_ref import Agent, AgentSpec, ScriptedModel, default_tools
 from agent_ref.errors import ConfigError
 from agent_ref.mcp_tools import StdioServer
 from agent_ref_support import envelopes, fast_retry
-from mcp_support import CallingModel, children, stdio_config, wait_gone
+from mcp_support import calling_prompt, children, stdio_config, tool_names, wait_gone
 
 
 def _results(lines: list[bytes]) -> dict[str, str]:
@@ -34,14 +34,15 @@ def _errors(lines: list[bytes]) -> list[dict[str, Any]]:
 def test_r19_7_a_servers_open_for_the_response_and_close_when_it_ends() -> None:
     """``mcp_servers``: the tools join the run; the process is gone when the run ends [R19.7-a]."""
     before = children()
-    model = CallingModel([("mcp__io__echo", {"text": "hi"}), ("mcp__io__pid", {})])
+    calls: list[tuple[str, dict[str, Any]]] = [("mcp__io__echo", {"text": "hi"}), ("mcp__io__pid", {})]
+    model = ScriptedModel()
     agent = Agent(model, mcp_servers={"io": stdio_config("io")}, retry=fast_retry())
     lines: list[bytes] = []
-    result = asyncio.run(agent.run("use the mcp tools", lines.append))
+    result = asyncio.run(agent.run(calling_prompt(calls), lines.append))
     assert result.stop_reason == "end_turn"
     results = _results(lines)
     assert results["mcp__io__echo"] == "io echoes: hi"
-    assert "mcp__io__pid" in model.tool_names()
+    assert "mcp__io__pid" in tool_names(model)
     pid = int(results["mcp__io__pid"])
     assert wait_gone(pid, 10), "the MCP server outlived the response"
     assert children() <= before
@@ -51,10 +52,11 @@ def test_r19_7_a_servers_open_for_the_response_and_close_when_it_ends() -> None:
 def test_r19_7_a_a_pause_closes_the_servers_and_the_resume_reopens_them() -> None:
     """A response that pauses closes its servers; the resumed one opens them again [R19.7-a]."""
     before = children()
-    model = CallingModel([("mcp__io__pid", {}), ("confirm", {"question": "go on?"})])
+    calls: list[tuple[str, dict[str, Any]]] = [("mcp__io__pid", {}), ("confirm", {"question": "go on?"})]
+    model = ScriptedModel()
     agent = Agent(model, tools=default_tools(), mcp_servers={"io": stdio_config("io")}, retry=fast_retry())
     lines: list[bytes] = []
-    paused = asyncio.run(agent.run("use the mcp tools", lines.append))
+    paused = asyncio.run(agent.run(calling_prompt(calls), lines.append))
     assert paused.stop_reason == "awaiting_frontend_tools"
     pid = int(_results(lines)["mcp__io__pid"])
     assert wait_gone(pid, 10), "the MCP server outlived the paused response"
@@ -69,10 +71,11 @@ def test_r19_7_a_a_pause_closes_the_servers_and_the_resume_reopens_them() -> Non
 
 def test_r19_7_a_a_server_that_fails_is_a_diagnostic_not_a_crash() -> None:
     """A server that does not start: an ``error`` mcp_server_failed envelope; the run goes on [R19.7-a]."""
-    model = CallingModel([("mcp__io__echo", {"text": "x"})])
+    model = ScriptedModel()
+    prompt = calling_prompt([("mcp__io__echo", {"text": "x"})])
     servers = {"io": stdio_config("io"), "gone": StdioServer("/nonexistent/mcp-server")}
     lines: list[bytes] = []
-    result = asyncio.run(Agent(model, mcp_servers=servers, retry=fast_retry()).run("use the mcp tools", lines.append))
+    result = asyncio.run(Agent(model, mcp_servers=servers, retry=fast_retry()).run(prompt, lines.append))
     assert result.stop_reason == "end_turn"
     (failed,) = [e for e in _errors(lines) if e.get("type") == "mcp_server_failed"]
     assert "'gone'" in failed["message"]

@@ -111,7 +111,8 @@ def _sizes(path: Path) -> list[str]:
     lines = path.read_text(encoding="utf-8").splitlines()
     over = []
     for node in ast.walk(_tree(path)):
-        length = (node.end_lineno or node.lineno) - node.lineno + 1 if hasattr(node, "lineno") else 0
+        start = getattr(node, "lineno", 0)
+        length = (getattr(node, "end_lineno", None) or start) - start + 1 if start else 0
         if isinstance(node, ast.ClassDef) and length > MAX_CLASS:
             over.append(f"{path.name}: class {node.name} has {length} lines")
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and length > MAX_FUNCTION:

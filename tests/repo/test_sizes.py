@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 #: The source trees these limits hold for, relative to the repository root.
-SIZE_ROOTS: tuple[str, ...] = ("src/envelope",)
+SIZE_ROOTS: tuple[str, ...] = ("src/envelope", "src/agent_ref")
 MAX_CLASS_LINES = 600
 MAX_FUNCTION_LINES = 60
 #: How the comment that lets a function stay long starts (the first is the validator's older wording).

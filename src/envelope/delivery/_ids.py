@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DONE_LINE",
     "RUN_ID_PATTERN",
+    "EventFramer",
     "EventId",
     "caught_up",
     "event_id",
@@ -67,6 +68,29 @@ def frame_event(run_id: str, response: int, seq: int, line: bytes) -> bytes:
     """One SSE event: the ``id:`` line, then ``envelope.frame(line)`` (or ``envelope.DONE``)."""
     head = f"id: {event_id(run_id, response, seq)}\n".encode()
     return head + (DONE if line == DONE_LINE else frame(line))
+
+
+class EventFramer:
+    """``frame_event`` for the lines of one response, with its ``id:`` prefix built once.
+
+    ``framer(seq, line) == frame_event(run_id, response, seq, line)`` for every line (the
+    same bytes, and the same ``EncodeError`` for a line holding CR or LF); a live stream
+    frames each of its lines with it (issue 26 §5: the id was formatted anew per line).
+    """
+
+    __slots__ = ("_head",)
+
+    def __init__(self, run_id: str, response: int) -> None:
+        """The framer of response ``response`` of run ``run_id``."""
+        self._head = f"id: {run_id}:{response}:".encode()
+
+    def __call__(self, seq: int, line: bytes) -> bytes:
+        """The event of line ``seq``: ``id:`` line, then the data (or ``[DONE]``) and the blank line."""
+        if line == DONE_LINE:
+            return b"%b%d\n%b" % (self._head, seq, DONE)
+        if 10 in line or 13 in line:  # LF or CR (an int test is a memchr, several times faster than b"\n" in)
+            frame(line)  # raises EncodeError, saying where
+        return b"%b%d\ndata: %b\n\n" % (self._head, seq, line)
 
 
 def resume_point(last_event_id: str, run_id: str) -> tuple[int, int]:

@@ -80,20 +80,27 @@ class MemoryJournal:
     def append(self, run_id: str, response: int, line: bytes) -> None:
         """See ``Journal.append``."""
         key = (run_id, response)
-        self._lines.setdefault(key, []).append(line)
-        self._runs.setdefault(run_id, set()).add(response)
+        lines = self._lines.get(key)
+        if lines is None:  # the response's first line
+            self._lines[key] = lines = []
+            self._runs.setdefault(run_id, set()).add(response)
+        lines.append(line)
         if line == DONE_LINE:
             self._finished[key] = self._clock()
-        self._prune()
+        if self._finished:
+            self._prune()
 
     def _prune(self) -> None:
         """Drop the finished responses past the count or the age bound."""
+        finished = self._finished
+        if not finished:
+            return
         oldest_kept = self._clock() - self.keep_seconds
-        while self._finished:
-            key, finished_at = next(iter(self._finished.items()))
-            if len(self._finished) <= self.keep_finished and finished_at > oldest_kept:
+        while finished:
+            key, finished_at = next(iter(finished.items()))
+            if len(finished) <= self.keep_finished and finished_at > oldest_kept:
                 return
-            del self._finished[key]
+            del finished[key]
             del self._lines[key]
             held = self._runs[key[0]]
             held.discard(key[1])

@@ -10,12 +10,13 @@ failed or died (spec delivery §4).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import TYPE_CHECKING, Final
 
 from envelope import Emitter, Reconstructor
 
-from ._ids import DONE_LINE, frame_event
+from ._ids import DONE_LINE, EventFramer
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -76,15 +77,19 @@ class LiveStream:
         self.events: list[bytes] = []
         self.done = False
         self.unjournaled = 0
-        self._changed = asyncio.Event()
+        self._frame = EventFramer(run_id, response)
+        self._waiters: list[asyncio.Future[None]] = []  # followers waiting for the next line
 
     def _add(self, line: bytes) -> None:
-        self.events.append(frame_event(self.run_id, self.response, len(self.lines), line))
+        self.events.append(self._frame(len(self.lines), line))
         self.lines.append(line)
         if line == DONE_LINE:
             self.done = True
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        if self._waiters:  # a line nobody waits for costs no wake-up (issue 26 §5)
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def append(self, line: bytes) -> None:
         """Journal ``line``, frame it, and wake the followers (spec delivery §3.1-a: journal first).
@@ -127,14 +132,23 @@ class LiveStream:
     async def follow(self, after: int = -1) -> AsyncIterator[bytes]:
         """Yield the framed events with ``seq > after`` as they come, up to ``[DONE]``."""
         index = after + 1
+        events = self.events
         while True:
-            changed = self._changed
-            while index < len(self.events):
-                yield self.events[index]
+            while index < len(events):
+                yield events[index]
                 index += 1
             if self.done:
                 return
-            await changed.wait()
+            # No await between the length check above and joining the waiters: a line
+            # appended after the check wakes this follower.
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if not waiter.done() or waiter.cancelled():
+                    with contextlib.suppress(ValueError):  # woken already: not in the list
+                        self._waiters.remove(waiter)
 
 
 def closing_lines(lines: Sequence[bytes], run_id: str, error: dict[str, str], *, max_bytes: int = 2048) -> list[bytes]:

@@ -1,0 +1,113 @@
+"""Worker processes for the fleet tests, and the handler they run.
+
+A worker process is ``python -m agent_ref.worker --db URL --handlers fleet_support:HANDLERS``:
+``agent-ref worker``'s own ``main``, with the ``record`` kind added. ``record`` writes one
+row per run into ``fleet_runs`` (task, attempt, worker, when) *before* its work, sleeps
+``payload["seconds"]``, and returns ``{"attempt", "worker"}``: so a test sees every run of
+every task, including runs of a worker killed before it could complete, and can tell
+which run's result the queue kept. The handler's database is ``$FLEET_RECORD_URL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+if TYPE_CHECKING:
+    from agent_ref.worker import Handler, TaskContext
+
+HERE = Path(__file__).resolve().parent  # tests/
+SRC = HERE.parent / "src"
+RECORD_ENV = "FLEET_RECORD_URL"
+RUNS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS fleet_runs (task_id TEXT NOT NULL, attempt INTEGER NOT NULL, worker TEXT NOT NULL,"
+    " at DOUBLE PRECISION NOT NULL DEFAULT extract(epoch FROM clock_timestamp()))"
+)
+#: A worker's log line for a completion the queue accepted (``worker.Worker._end`` at INFO).
+COMPLETED = re.compile(r"worker (\S+): task (\S+) completed \(attempt (\d+)\)")
+
+
+async def record(context: TaskContext) -> Any:
+    """Record this run, sleep ``payload["seconds"]``, return who ran it and at which attempt."""
+    async with await psycopg.AsyncConnection.connect(os.environ[RECORD_ENV], autocommit=True) as conn:
+        await conn.execute(
+            "INSERT INTO fleet_runs (task_id, attempt, worker) VALUES (%s, %s, %s)",
+            (context.task.task_id, context.attempt, context.worker),
+        )
+    await asyncio.sleep(float(context.payload.get("seconds", 0)))
+    return {"attempt": context.attempt, "worker": context.worker}
+
+
+HANDLERS: dict[str, Handler] = {"record": record}
+
+
+def create_runs_table(url: str) -> None:
+    """Create ``fleet_runs`` in the schema ``url`` names."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(RUNS_TABLE)
+
+
+def runs(url: str) -> list[tuple[str, int, str]]:
+    """Every run recorded: ``(task_id, attempt, worker)`` in order."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT task_id, attempt, worker FROM fleet_runs ORDER BY at").fetchall()
+    return [(str(r[0]), int(r[1]), str(r[2])) for r in rows]
+
+
+class WorkerProcess:
+    """One ``agent-ref worker`` process named ``name``, its log (stderr) in ``log``; ``kill()`` is SIGKILL by pid."""
+
+    def __init__(self, url: str, name: str, log: Path, *args: str) -> None:
+        """Start it (the worker connects on its own; nothing is awaited here)."""
+        self.name = name
+        self.log = log
+        env = {
+            **os.environ,
+            RECORD_ENV: url,
+            "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE), os.environ.get("PYTHONPATH", "")]),
+        }
+        command = [sys.executable, "-m", "agent_ref.worker", "--db", url, "--name", name, "-v"]
+        command += ["--handlers", "fleet_support:HANDLERS", *args]
+        with log.open("w") as out:
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+
+    def text(self) -> str:
+        """What it logged so far."""
+        return self.log.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL (our own child, by its pid), and reap it."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        """SIGTERM, then wait (bounded) for it to exit; its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+    def completions(self) -> list[tuple[str, int]]:
+        """The completions the queue accepted from this worker: ``(task_id, attempt)``."""
+        return [(m[2], int(m[3])) for m in COMPLETED.finditer(self.text())]
+
+
+def wait_until(check: Any, timeout: float, what: str, every: float = 0.05) -> Any:
+    """Call ``check()`` until it returns something true (returned), or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(every)
