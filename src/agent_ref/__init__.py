@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .compaction import Compactor, SummarizingCompactor, ToolResultTrimmer
     from .demo_tools import default_tools
     from .errors import AgentRefError, ConfigError, ConflictError, StateError, ToolDefinitionError, ToolResultsError
-    from .hooks import HOOK_EVENTS, Hook, HookDecision, HookInput
+    from .hooks import HOOK_EVENTS, Hook, HookDecision, HookInput, HookMatcher
     from .memory import MemoryToolError, memory_tool
     from .models import AnthropicModel, Model, ReplayModel, SDKModel
     from .permissions import (
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from .store import MemoryStore, SQLiteStore, Store
     from .structured import OutputSchema
     from .subagents import SUBAGENT_TOOL, AgentSpec
+    from .tool_context import ToolContext, ToolContextBase, ToolProgress
     from .tools import Tool, ToolOutput, tool
 
 __version__ = "0.1.0"
@@ -68,6 +69,7 @@ _HOME: Final = {
     "Hook": "hooks",
     "HookDecision": "hooks",
     "HookInput": "hooks",
+    "HookMatcher": "hooks",
     "MemoryToolError": "memory",
     "memory_tool": "memory",
     "AnthropicModel": "models",
@@ -98,6 +100,9 @@ _HOME: Final = {
     "OutputSchema": "structured",
     "AgentSpec": "subagents",
     "SUBAGENT_TOOL": "subagents",
+    "ToolContext": "tool_context",
+    "ToolContextBase": "tool_context",
+    "ToolProgress": "tool_context",
     "Tool": "tools",
     "ToolOutput": "tools",
     "tool": "tools",
@@ -145,6 +150,7 @@ __all__ = [
     "Hook",
     "HookDecision",
     "HookInput",
+    "HookMatcher",
     "MemoryStore",
     "MemoryToolError",
     "Model",
@@ -168,9 +174,12 @@ __all__ = [
     "Store",
     "SummarizingCompactor",
     "Tool",
+    "ToolContext",
+    "ToolContextBase",
     "ToolDefinitionError",
     "ToolOutput",
     "ToolPermissionContext",
+    "ToolProgress",
     "ToolResultTrimmer",
     "ToolResultsError",
     "approval_reason",

@@ -92,7 +92,9 @@ async def start(ctx: RunContext, call: ToolCallRequest, name: str, spec: AgentSp
 
 async def _run(ctx: RunContext, child: Agent, record: BackgroundTask) -> None:
     record.status = "running"
-    await ctx.fire("SubagentStart", tool_name=record.name, tool_use_id=record.tool_use_id)
+    await ctx.fire(
+        "SubagentStart", tool_name=record.name, tool_use_id=record.tool_use_id, subagent_uuid=child.agent_uuid
+    )
     try:
         result = await child.run(record.task, ctx.response.send_one)
     except asyncio.CancelledError:
@@ -115,6 +117,8 @@ async def _run(ctx: RunContext, child: Agent, record: BackgroundTask) -> None:
         tool_use_id=record.tool_use_id,
         result=result.final_text,
         stop_reason=result.stop_reason,
+        subagent_uuid=child.agent_uuid,  # [R12.7-e]
+        transcript=[dict(m) for m in result.conversation_history],
     )
 
 

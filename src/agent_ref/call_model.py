@@ -72,6 +72,13 @@ def _bad_input_message(stop_reason: str) -> str:
     return "not run: the tool input was not valid JSON; call the tool again with a JSON object as its input"
 
 
+async def _notify_retry(ctx: RunContext, failure: ApiFailure, attempt: int, wait: float) -> None:
+    """``Notification`` (kind ``retry``) before the wait of a retry ([R12.7-e])."""
+    text = f"model call attempt {attempt} failed ({failure.type}); retrying in {wait:.1f} s"
+    await ctx.fire("Notification", notification=text, notification_kind="retry")
+    await ctx.report_hook_failures()
+
+
 async def model_call(ctx: RunContext, step: int, *, tool_choice_none: bool = False) -> Outcome:
     """One API call with retries; streams its envelopes; returns the turn (spec §6)."""
     run = ctx.run
@@ -104,6 +111,7 @@ async def model_call(ctx: RunContext, step: int, *, tool_choice_none: bool = Fal
                 await discard(ctx, 0, step, attempt, failure, retrying, wait)
             if not retrying:
                 raise RunFailed(failure, attempt) from None
+            await _notify_retry(ctx, failure, attempt, wait)
             await retry.sleep(wait)
             continue
         # spec §11.2-a: the nested counters too; running totals, the later value wins.

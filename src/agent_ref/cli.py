@@ -53,6 +53,7 @@ from .loop_guard import DEFAULT_LOOP_LIMIT
 from .replay import ReplayError
 from .response import DONE_LINE
 from .serve_cli import add_serve_command
+from .tool_context import PROGRESS_TYPE, progress_note
 
 if TYPE_CHECKING:
     import argparse
@@ -161,6 +162,9 @@ class PrettyPrinter:
             self.out.write(prefix + self._style("32", f"← {block.get('name')}: {block.get('content')}") + "\n")
         elif kind == "error":
             data = block.get("data")
+            if isinstance(data, dict) and data.get("type") == PROGRESS_TYPE:
+                self.out.write(prefix + self._style("2", f"  … {progress_note(data)}") + "\n")  # spec R2.6-b: a note
+                return
             if isinstance(data, dict) and isinstance(data.get("message"), str):
                 text = f"{data.get('type', 'error')}: {data['message']}"
             else:

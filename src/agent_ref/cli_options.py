@@ -153,7 +153,7 @@ def add_agent_options(p: argparse.ArgumentParser, *, resume: bool = False) -> No
         type=Path,
         default=None,
         metavar="FILE",
-        help="give the model the tools of the MCP servers FILE lists (.mcp.json: mcpServers; run and resume)",
+        help="give the model the tools of the MCP servers FILE lists (.mcp.json: mcpServers; run, resume and serve)",
     )
     add_permission_options(p, resume=resume)
 
@@ -219,8 +219,8 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
 
     config: dict[str, Any] = {"tools": default_tools(), "max_steps": args.max_steps, "max_bytes": args.max_bytes}
     if getattr(args, "mcp_config", None) is not None and getattr(args, "command", None) == "serve":
-        # spec/agent-ref.md R19.6-b: the servers live as long as one run; serve would need them for its life.
-        raise CliError("--mcp-config", "agent-ref serve does not take MCP servers yet", "use agent-ref run")
+        # spec/agent-ref.md R19.7-c: serve gives the servers to every agent's options; each response opens them.
+        config["mcp_servers"] = _mcp_servers(args.mcp_config)
     if args.memory is not None:
         # spec RC7-a: the memory tool over the directory given (made when missing).
         try:
@@ -268,6 +268,21 @@ def _memory_store(root: Path) -> Any:
         raise CliError(str(root), f"cannot make it ({exc.strerror or exc})", "pass a directory you can write") from None
 
 
+def _mcp_servers(path: str) -> dict[str, Any]:
+    """The servers ``--mcp-config`` lists, or a ``CliError`` naming the file and the key."""
+    from envelope._extras import missing, needs
+
+    from .mcp_tools import load_mcp_config
+
+    if missing("mcp"):
+        raise CliError("--mcp-config", needs("MCP servers", "mcp"))
+    try:
+        return dict(load_mcp_config(path))
+    except ConfigError as exc:
+        where, _, what = str(exc).partition(": ")
+        raise CliError(where, what, 'pass --mcp-config a .mcp.json file: {"mcpServers": {NAME: SERVER}}') from None
+
+
 @contextlib.asynccontextmanager
 async def mcp_tools(args: argparse.Namespace, config: dict[str, Any]) -> AsyncIterator[None]:
     """Around a run: start the servers ``--mcp-config`` lists and add their tools to ``config["tools"]``.
@@ -284,17 +299,10 @@ async def mcp_tools(args: argparse.Namespace, config: dict[str, Any]) -> AsyncIt
     if path is None:
         yield
         return
-    from envelope._extras import missing, needs
 
-    from .mcp_tools import McpToolset, load_mcp_config
+    from .mcp_tools import McpToolset
 
-    if missing("mcp"):
-        raise CliError("--mcp-config", needs("MCP servers", "mcp"))
-    try:
-        servers = load_mcp_config(path)
-    except ConfigError as exc:
-        where, _, what = str(exc).partition(": ")
-        raise CliError(where, what, 'pass --mcp-config a .mcp.json file: {"mcpServers": {NAME: SERVER}}') from None
+    servers = _mcp_servers(path)
     async with McpToolset(servers, errlog=sys.stderr) as toolset:
         config["tools"] = [*config["tools"], *toolset.tools]
         yield

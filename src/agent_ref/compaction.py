@@ -350,7 +350,7 @@ async def _blocked(ctx: RunContext, trigger: Trigger, tokens: int) -> bool:
         trigger=trigger,
         pre_tokens=tokens,
     )
-    decision, _ = await run_hooks(hooks, data, ctx.hook_failures)
+    decision, _ = await run_hooks(hooks, data, ctx.hook_failures, timeout=ctx.options.hook_timeout)
     await ctx.report_hook_failures()
     return decision.action == "block"
 

@@ -38,6 +38,8 @@ STOP_ABORTED: Final = "aborted"
 STOP_ABANDONED: Final = "abandoned"
 STOP_LOST: Final = "lost"
 STOP_INTERRUPTED: Final = "interrupted"
+#: A UserPromptSubmit hook refused the prompt: no model call was made ([R12.7-g]).
+STOP_PROMPT_BLOCKED: Final = "prompt_blocked"
 
 
 @dataclass(slots=True)
@@ -79,6 +81,12 @@ class AgentResult:
 async def pause(ctx: RunContext) -> AgentResult:
     """Save the relay state, then send ``awaiting_frontend_tools`` and ``[DONE]`` (spec §3.1)."""
     pending = [p.element() for p in ctx.state.pending_frontend]  # a paused child's call names its agent (§13.5-b)
+    names = ", ".join(sorted({p.name for p in ctx.state.pending_frontend}))
+    # [R12.7-e]: the root's pause is notified before it is saved (a child's is announced by its root).
+    await ctx.fire(
+        "Notification", notification=f"waiting for frontend tools: {names}", notification_kind="frontend_tools"
+    )
+    ctx.response.stage(ctx.hook_failure_lines())
     ctx.response.stage(ctx.emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False)))
     ctx.response.stage([DONE_LINE])
     result = await save_paused(ctx)  # spec §3.1-a: saved before it is sent

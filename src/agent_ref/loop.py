@@ -12,6 +12,7 @@ Functions take the response's ``RunContext``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from .finish import (
     STOP_ERROR,
     STOP_INTERRUPTED,
     STOP_MAX_BUDGET,
+    STOP_PROMPT_BLOCKED,
     AgentResult,
     answer_unanswered,
     close_quietly,
@@ -31,13 +33,16 @@ from .finish import (
     pause,
     save_paused,
 )
-from .record import append_assistant, append_user, tool_uses
+from .hooks import keep_going
+from .record import add_prompt_context, append_assistant, append_user, take_back_prompt, tool_uses
 from .response import _ClientGone
 from .structured import structured_end
 from .tool_step import last_call, run_step_tools
 from .tools import ToolCallRequest, ToolOutcome, run_tools
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from .run_context import RunContext
 
 __all__ = ["drive", "steps", "traced_steps"]
@@ -108,23 +113,74 @@ async def _run_loop(ctx: RunContext, step: int, opening: list[bytes]) -> str:
         return STOP_INTERRUPTED  # spec §12.6-c: a denial with interrupt ends the resumed run
     if ctx.prompt is not None:
         prompt, ctx.prompt = ctx.prompt, None
-        await ctx.fire("SessionStart", prompt=prompt)
-        await ctx.fire("UserPromptSubmit", prompt=prompt)
-        await ctx.report_hook_failures()
+        if not await _prompt_hooks(ctx, prompt):
+            return STOP_PROMPT_BLOCKED  # [R12.7-g]: no model call, the prompt not kept
     stop = await traced_steps(ctx, step)
-    if stop != STOP_AWAITING:
-        await ctx.fire("Stop", stop_reason=stop)
+    while stop != STOP_AWAITING:
+        run = ctx.run
+        decision = await ctx.fire("Stop", stop_reason=stop, stop_continuations=run.stop_continuations)
         await ctx.report_hook_failures()
+        reason = keep_going(decision, stop, run.stop_continuations)
+        if reason is None:
+            break
+        run.stop_continuations += 1  # [R12.7-d]: bounded, and stored with the run
+        append_user(ctx.state, [{"type": "text", "text": reason}])
+        stop = await traced_steps(ctx, ctx.step + 1)
     return stop
+
+
+async def _prompt_hooks(ctx: RunContext, prompt: str) -> bool:
+    """SessionStart and UserPromptSubmit: their context added around the prompt; ``False`` if it is blocked."""
+    started = await ctx.fire("SessionStart", prompt=prompt)
+    submitted = await ctx.fire("UserPromptSubmit", prompt=prompt)
+    await ctx.report_hook_failures()
+    if submitted.action == "block":
+        take_back_prompt(ctx.state)
+        why = submitted.message or "the prompt was blocked by a UserPromptSubmit hook"
+        await ctx.send(ctx.error_envelope({"type": "prompt_blocked", "message": why}))
+        return False
+    add_prompt_context(ctx.state, started.additional_context, submitted.additional_context)
+    return True
 
 
 async def drive(ctx: RunContext, abort: asyncio.Event, step: int, opening: list[bytes]) -> AgentResult:
     """One response: send ``opening``, run the loop as a task ``abort`` can cancel, renew the lease, end it."""
     heartbeat = asyncio.ensure_future(_heartbeat(ctx))
     try:
-        return await _drive_loop(ctx, abort, step, opening)
+        async with _mcp_servers(ctx) as notes:  # [R19.7-a]: closed however the response ends
+            return await _drive_loop(ctx, abort, step, [*opening, *notes])
     finally:
         heartbeat.cancel()
+
+
+@contextlib.asynccontextmanager
+async def _mcp_servers(ctx: RunContext) -> AsyncIterator[list[bytes]]:
+    """Open the options' MCP servers for one response and add their tools; ``error`` lines for those that failed."""
+    servers = ctx.options.mcp_servers
+    if not servers:
+        yield []
+        return
+    from envelope._extras import MissingExtraError
+
+    from .mcp_tools import McpToolset
+
+    toolset = McpToolset(servers)
+    try:
+        await toolset.__aenter__()
+    except MissingExtraError as exc:
+        yield ctx.error_envelope({"type": "mcp_server_failed", "message": str(exc)})
+        return
+    try:
+        own = dict(ctx.tools)
+        ctx.tools = {**{t.name: t for t in toolset.tools if t.name not in own}, **own}
+        notes: list[bytes] = []
+        for name, why in toolset.failed.items():
+            message = f"MCP server {name!r} {why}; its tools are left out"
+            notes += ctx.error_envelope({"type": "mcp_server_failed", "message": message})
+        yield notes
+    finally:
+        ctx.tools = own
+        await toolset.__aexit__(None, None, None)
 
 
 async def _drive_loop(ctx: RunContext, abort: asyncio.Event, step: int, opening: list[bytes]) -> AgentResult:

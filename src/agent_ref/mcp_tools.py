@@ -48,6 +48,7 @@ __all__ = [
     "McpToolset",
     "StdioServer",
     "check_server_name",
+    "check_servers",
     "load_mcp_config",
     "map_result",
     "parse_mcp_config",
@@ -470,6 +471,18 @@ async def _http(config: HttpServer) -> AsyncIterator[Any]:
         streamable_http_client(config.url, http_client=http) as streams,
     ):
         yield streams
+
+
+def check_servers(servers: Mapping[str, object], where: str = "mcp_servers") -> None:
+    """Refuse a server name or configuration no toolset takes, naming it ([R19.7-a]).
+
+    Raises:
+        ConfigError: a bad name, or a value that is not a server configuration.
+    """
+    for name, config in servers.items():
+        check_server_name(name, where)
+        if not isinstance(config, StdioServer | HttpServer | InProcessServer):
+            raise ConfigError(f"{where}[{name!r}]: {type(config).__name__} is not a server configuration")
 
 
 class McpToolset:

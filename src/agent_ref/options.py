@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from .errors import ConfigError
-from .hooks import HOOK_EVENTS, Hook
+from .hooks import HookEntry, check_hooks, child_hooks
 from .loop_guard import DEFAULT_LOOP_LIMIT
+from .mcp_tools import check_servers
 from .memory_store import DEFAULT_TIMEOUT as DEFAULT_MEMORY_TIMEOUT
 from .permissions import PermissionMode, PermissionRule, check_mode, default_mode
 from .pricing import PRICES, Price, price_for
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
     from .background import BackgroundQueue
     from .compaction import Compactor
+    from .mcp_tools import McpServerConfig
     from .memory_store import LongTermMemory
     from .models import Model
     from .permissions import CanUseTool
@@ -76,6 +78,7 @@ _PLAIN: Final = (
     "stream_history",
     "lease_seconds",
     "tool_timeout",
+    "hook_timeout",
     "request_options",
     "server_tools",
     "max_subagents_per_step",
@@ -119,7 +122,15 @@ class AgentOptions:
             ``container``, ``metadata``, ``temperature``, ``stop_sequences``,
             ``service_tier``, ``mcp_servers``, ``context_management``... (spec §11.1-a). The
             keys the agent sets itself (``AGENT_OWNED_PARAMS``) are refused.
-        hooks: hooks by event (``hooks.HOOK_EVENTS``), each list run in order (spec §12).
+        hooks: hooks by event (``hooks.HOOK_EVENTS``), each list run in order: plain hooks
+            and ``HookMatcher`` entries (a tool-name pattern, a timeout) (spec §12).
+        mcp_servers: MCP servers by name (``mcp_tools.StdioServer``, ``HttpServer``,
+            ``InProcessServer``; ``load_mcp_config`` reads a ``.mcp.json``): opened at the
+            start of each response, their tools added as ``mcp__<server>__<tool>``, closed
+            when it ends, however it ends; a server that does not start is an ``error``
+            envelope, not a failed run ([R19.7-a]).
+        hook_timeout: seconds each hook may take unless its matcher sets one; an overrun is
+            a failed hook ([R12.8-b]); ``None``: unbounded.
         can_use_tool: asked before every tool call, after the PreToolUse hooks (spec §12.4).
         permission_mode: ``full``, ``auto`` or ``ask`` (spec §12.5); ``None``: ``full`` with
             no ``can_use_tool``, else what ``permissions.default_mode`` says. A root run
@@ -176,7 +187,9 @@ class AgentOptions:
     tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT
     secrets: Sequence[str] = ()
     request_options: Mapping[str, Any] = field(default_factory=dict)
-    hooks: Mapping[str, Sequence[Hook]] = field(default_factory=dict)
+    hooks: Mapping[str, Sequence[HookEntry]] = field(default_factory=dict)
+    hook_timeout: float | None = None
+    mcp_servers: Mapping[str, McpServerConfig] = field(default_factory=dict)
     can_use_tool: CanUseTool | None = None
     permission_mode: PermissionMode | None = None
     permission_rules: Sequence[PermissionRule] = ()
@@ -205,6 +218,7 @@ class AgentOptions:
         put(self, "permission_rules", _rules(self.permission_rules))
         if self.permission_mode is not None:
             put(self, "permission_mode", check_mode(self.permission_mode, "permission_mode"))
+        put(self, "mcp_servers", dict(self.mcp_servers or {}))
         if self.retry is None:  # the keyword form's ``retry=None`` means the default policy
             put(self, "retry", RetryPolicy())
         self._check()
@@ -213,9 +227,8 @@ class AgentOptions:
 
     def _check(self) -> None:
         names = [t.name for t in self.tools] + [str(t.get("name")) for t in self.server_tools]
-        unknown = sorted(set(self.hooks) - set(HOOK_EVENTS))
-        if unknown:
-            raise ConfigError(f"unknown hook events: {', '.join(unknown)}; known: {', '.join(HOOK_EVENTS)}")
+        check_hooks(self.hooks, self.hook_timeout)
+        check_servers(self.mcp_servers)
         check_specs(self.subagents, names)
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -287,7 +300,9 @@ class AgentOptions:
             prices=self.prices,
             tool_timeout=self.tool_timeout,
             request_options=self.request_options,
-            hooks=self.hooks,
+            hooks=child_hooks(self.hooks),  # [R12.7-f]: no SessionStart/SessionEnd in a child
+            hook_timeout=self.hook_timeout,
+            mcp_servers=self.mcp_servers,  # [R19.7-b]: a child gets its parent's MCP servers
             can_use_tool=self.can_use_tool,
             compactor=self.compactor,
             loop_limit=self.loop_limit,

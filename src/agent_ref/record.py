@@ -104,3 +104,31 @@ def field_of(obj: Any, name: str) -> Any:
     if isinstance(obj, Mapping):
         return obj.get(name)
     return getattr(obj, name, None)
+
+
+def add_prompt_context(state: AgentState, before: str | None, after: str | None) -> None:
+    """Hooks' context around the run's prompt, in its user turn: ``before`` it and ``after`` it ([R12.7-b]).
+
+    Called before the run's first model call, while the prompt's turn is the last one of the
+    context and of the run's history.
+    """
+    run = state.run
+    assert run is not None
+    turns = (state.messages[-1]["content"], run.history[-1]["content"])
+    starts = (max(run.base_tail, 0), 0)  # the prompt may have been merged into a trailing user turn
+    for content, start in zip(turns, starts, strict=True):
+        if after:
+            content.append({"type": "text", "text": after})
+        if before:
+            content.insert(start, {"type": "text", "text": before})
+
+
+def take_back_prompt(state: AgentState) -> None:
+    """Remove the run's prompt from the context and the history: a blocked prompt is not kept ([R12.7-g])."""
+    run = state.run
+    assert run is not None
+    if run.base_tail >= 0:
+        del state.messages[-1]["content"][run.base_tail :]
+    elif run.base_messages >= 0:
+        del state.messages[run.base_messages :]
+    run.history.clear()

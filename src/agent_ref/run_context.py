@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .hooks import HookFailure, HookInput, run_hooks
+from .hooks import HookDecision, HookFailure, HookInput, run_hooks
 from .pricing import cost_usd
 from .tools import ToolCallRequest, ToolOutcome, error_outcome
 from .tracing import NOOP, default_tracing
@@ -188,34 +188,26 @@ class RunContext:
         """Send lines on the response."""
         await self.response.send(lines)
 
-    async def fire(
-        self,
-        event: str,
-        *,
-        prompt: str | None = None,
-        tool_name: str | None = None,
-        tool_use_id: str | None = None,
-        tool_input: Mapping[str, Any] | None = None,
-        result: str | None = None,
-        stop_reason: str | None = None,
-    ) -> None:
-        """Run the hooks of an observing event (not PreToolUse); failures are kept for reporting."""
+    async def fire(self, event: str, **fields: Any) -> HookDecision:
+        """Run the hooks of an event other than PreToolUse; the standing decision (spec §12.7-a).
+
+        ``fields`` are ``HookInput``'s (``prompt``, ``tool_name``, ``subagent_uuid``,
+        ``transcript``, ``notification_kind``...). Failures are kept for reporting; each hook
+        runs within ``hook_timeout`` unless its matcher sets one ([R12.8-b]).
+        """
         hooks = self.options.hooks.get(event, [])
         run = self.state.run
         if not hooks or run is None:
-            return
+            return HookDecision()
+        fields["tool_input"] = dict(fields.get("tool_input") or {})
         data = HookInput(
             event=event,  # type: ignore[arg-type]  # one of HOOK_EVENTS, checked by the callers' literals
             agent_uuid=self.agent_uuid,
             run_id=run.run_id,
-            prompt=prompt,
-            tool_name=tool_name,
-            tool_use_id=tool_use_id,
-            tool_input=dict(tool_input or {}),
-            result=result,
-            stop_reason=stop_reason,
+            **fields,
         )
-        await run_hooks(hooks, data, self.hook_failures)
+        decision, _ = await run_hooks(hooks, data, self.hook_failures, timeout=self.options.hook_timeout)
+        return decision
 
     async def fire_post_tool(self, call: ToolCallRequest, done: ToolOutcome) -> None:
         """PostToolUse, or PostToolUseFailure for an ``is_error`` result (spec §12.1-a)."""

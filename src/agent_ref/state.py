@@ -177,6 +177,8 @@ class RunState(msgspec.Struct, kw_only=True):
     traceparent: str | None = None
     #: The long-term memory block retrieved when the run started, for its system prompt (spec §21.5-a).
     memory_context: str | None = None
+    #: Times ``Stop`` hooks kept this run going ([R12.7-d]): stored, so a pause does not reset the bound.
+    stop_continuations: int = 0
 
 
 #: What recovering a run that died with its process does (spec ``spec/agent-ref.md`` §10.2-b):

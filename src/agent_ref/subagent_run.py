@@ -98,7 +98,9 @@ async def spawn(
     """Run one child into the response: its final answer as the call's outcome, or its pause (spec §13)."""
     child = make_child(ctx, spec)
     nest(ctx, child, call.id, name)
-    await ctx.fire("SubagentStart", tool_name=name, tool_use_id=call.id, tool_input=call.input)
+    await ctx.fire(
+        "SubagentStart", tool_name=name, tool_use_id=call.id, tool_input=call.input, subagent_uuid=child.agent_uuid
+    )
     try:
         result = await child.run(task, ctx.response.send_one)
     except (asyncio.CancelledError, _ClientGone):
@@ -128,6 +130,8 @@ async def _ended(
         tool_use_id=call.id,
         result=result.final_text,
         stop_reason=result.stop_reason,
+        subagent_uuid=child.agent_uuid,  # [R12.7-e]
+        transcript=[dict(m) for m in result.conversation_history],
     )
     if result.stop_reason in (STOP_ERROR, STOP_ABORTED, STOP_INTERRUPTED):
         why = result.error or result.stop_reason

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from envelope import Emitter
 
@@ -87,6 +87,15 @@ class ToolContextBase:
     stream_progress: bool = True
     progress_interval: float = 0.25
     on_progress: Callable[[ToolProgress], None] | None = None
+
+
+def progress_note(payload: Mapping[str, Any]) -> str:
+    """A progress payload as a one-line note for people: ``name: message (50%)`` (spec §2.6-b)."""
+    note = f"{payload.get('name', 'tool')}: {payload.get('message', '')}"
+    fraction = payload.get("fraction")
+    if isinstance(fraction, int | float) and not isinstance(fraction, bool):
+        note += f" ({round(fraction * 100)}%)"
+    return note
 
 
 def _ignore(message: str, fraction: float | None = None) -> None:

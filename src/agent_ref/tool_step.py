@@ -27,6 +27,7 @@ from .record import append_assistant, append_user, tool_uses
 from .state import PendingCall
 from .subagent_run import ChildPaused
 from .subagents import SUBAGENT_TOOL, over_cap, parse_spawn
+from .tool_context import ToolContextBase
 from .tools import ToolCallRequest, ToolOutcome, error_outcome, run_tools
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ async def run_step_tools(
             on_result=answered,
             timeout=options.tool_timeout,
             tracing=ctx.tracing,
+            context=ToolContextBase(agent_uuid=ctx.agent_uuid, run_id=ctx.run.run_id, store=ctx.store),  # R2.6
         ),
         asyncio.gather(*(traced_subagent(ctx, call) for call in spawns)),
     )
@@ -108,6 +110,10 @@ async def _route(ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapp
         if call.id in bad_inputs:
             # spec §1.3-a: a cut or unparseable call is answered, never run.
             routed.outcomes[call.id] = await ctx.answer_error(call, bad_inputs[call.id])
+            continue
+        if ctx.interrupt is not None or ctx.loop_stop is not None:
+            # [R12.7-c]: after an abort, the step's later calls are answered, never asked about.
+            routed.outcomes[call.id] = await ctx.answer_error(call, "not run: the run was interrupted")
             continue
         permitted = await permit(ctx, call)
         if isinstance(permitted, str):
@@ -200,9 +206,13 @@ async def permit(ctx: RunContext, call: ToolCallRequest) -> ToolCallRequest | Ap
             tool_use_id=call.id,
             tool_input=call.input,
         )
-        decision, tool_input = await run_hooks(hooks, data, ctx.hook_failures)
+        decision, tool_input = await run_hooks(hooks, data, ctx.hook_failures, timeout=options.hook_timeout)
         if decision.action == "block":
             return decision.message or "blocked by a PreToolUse hook"
+        if decision.action == "abort_all":
+            # [R12.7-c]: the whole step is not run and the run ends interrupted (as a deny with interrupt).
+            ctx.interrupt = decision.message or "aborted by a PreToolUse hook"
+            return ctx.interrupt
     context = ToolPermissionContext(agent_uuid=ctx.agent_uuid, run_id=run.run_id, tool_use_id=call.id, reason=repeat)
     out = await resolve(
         ctx.state.permissions,

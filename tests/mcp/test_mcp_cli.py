@@ -59,12 +59,25 @@ def test_bad_mcp_config_is_one_line_naming_file_and_key(tmp_path: Path) -> None:
     assert line.startswith("bad.json: error: mcpServers.io.args: must be a list of strings")
 
 
-def test_serve_refuses_mcp_config(tmp_path: Path) -> None:
-    """serve does not take MCP servers yet: one clear line, exit 2 [R19.6-b]."""
-    _config(tmp_path / ".mcp.json", {})
-    done = _cli("serve", "--mcp-config", ".mcp.json", "--port", "0", "--db", str(tmp_path / "a.db"), cwd=tmp_path)
+def test_r19_7_c_serve_takes_mcp_config_and_checks_it_first(tmp_path: Path) -> None:
+    """serve --mcp-config: the file is read before the server starts; a bad one is one line, exit 2 [R19.7-c]."""
+    _config(tmp_path / "bad.json", {"io": {"command": "python", "args": "server.py"}})
+    done = _cli("serve", "--mcp-config", "bad.json", "--port", "0", "--db", str(tmp_path / "a.db"), cwd=tmp_path)
     assert done.returncode == 2
-    assert "--mcp-config: error: agent-ref serve does not take MCP servers yet" in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("bad.json: error: mcpServers.io.args: must be a list of strings")
+
+
+def test_r19_7_c_serve_gives_the_servers_to_the_agents_options(tmp_path: Path) -> None:
+    """serve's agent options carry the servers the file lists (opened per response, [R19.7-a]) [R19.7-c]."""
+    from agent_ref.cli import _parser
+    from agent_ref.cli_options import agent_config
+
+    _config(tmp_path / ".mcp.json", {"io": {"command": "python", "args": ["server.py"]}})
+    args = _parser().parse_args(["serve", "--mcp-config", str(tmp_path / ".mcp.json")])
+    config = agent_config(args)
+    assert list(config["mcp_servers"]) == ["io"]
+    assert config["mcp_servers"]["io"].command == "python"
 
 
 def test_paused_run_repeats_mcp_config_in_the_resume_command(tmp_path: Path) -> None:
