@@ -27,6 +27,7 @@ from .record import append_assistant, append_user, tool_uses
 from .state import PendingCall
 from .subagent_run import ChildPaused
 from .subagents import SUBAGENT_TOOL, over_cap, parse_spawn
+from .tool_context import ToolContextBase
 from .tools import ToolCallRequest, ToolOutcome, error_outcome, run_tools
 
 if TYPE_CHECKING:
@@ -80,6 +81,9 @@ async def run_step_tools(
             max_concurrency=options.max_tool_concurrency,
             on_result=answered,
             timeout=options.tool_timeout,
+            context=ToolContextBase(
+                ctx.agent_uuid, ctx.state.run.run_id if ctx.state.run else "", ctx.store, False, step=ctx.step
+            ),
         ),
         asyncio.gather(*(run_subagent(ctx, call) for call in spawns)),
     )
