@@ -264,7 +264,11 @@ class MemoryFiles:
         except (snapshots.SnapshotError, OSError) as exc:
             raise MemoryToolError(f"{arguments.get('command')}: cannot snapshot what it changes: {exc}") from None
         result = self(**arguments)
-        return result, snapshots.changes(before, snapshots.capture(paths))
+        try:
+            after = snapshots.capture(paths)
+        except (snapshots.SnapshotError, OSError) as exc:
+            raise MemoryToolError(f"{arguments.get('command')}: done, but not recorded for undo: {exc}") from None
+        return result, snapshots.changes(before, after)
 
     # ------------------------------------------------------------------ walking
 

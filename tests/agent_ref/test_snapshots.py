@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent_ref import snapshots as snapshots_module
 from agent_ref.memory import MemoryToolError, memory_tool
 from agent_ref.snapshots import SnapshotError, UndoConflict, restore_files
 from agent_ref.store import MemoryStore, SQLiteStore
@@ -184,3 +185,18 @@ def test_spec_RU1_e_pg_store_keeps_snapshots(pg_schema_url: str, tmp_path: Path)
             await store.aclose()
 
     asyncio.run(go())
+
+
+def test_spec_RU1_a_a_file_over_the_bound_refuses_the_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """[RU1-a] A file over the snapshot bound: the memory call is refused before it runs, nothing recorded."""
+    root = tmp_path / "mem"
+    store = MemoryStore()
+    tool = memory_tool(root)
+    (root / "big.md").write_text("0123456789")
+    monkeypatch.setattr(snapshots_module, "MAX_SNAPSHOT_FILE_BYTES", 5)
+    assert tool.fn is not None
+    ctx = ToolContext(AGENT, "r", "toolu_1", "memory", store, step=1)
+    with pytest.raises(MemoryToolError, match=r"cannot snapshot what it changes: .*big\.md: is 10 bytes"):
+        tool.fn(_memory_context=ctx, command="str_replace", path="/memories/big.md", old_str="0", new_str="x")
+    assert (root / "big.md").read_text() == "0123456789"
+    assert asyncio.run(store.snapshots(AGENT, 0)) == []
