@@ -82,7 +82,7 @@ async def run_step_tools(
             on_result=answered,
             timeout=options.tool_timeout,
             context=ToolContextBase(
-                ctx.agent_uuid, ctx.state.run.run_id if ctx.state.run else "", ctx.store, False, step=ctx.step
+                ctx.agent_uuid, ctx.state.run.run_id if ctx.state.run else "", ctx.store, step=ctx.step
             ),
         ),
         asyncio.gather(*(run_subagent(ctx, call) for call in spawns)),
