@@ -563,6 +563,36 @@ async def _abandon(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _undo(args: argparse.Namespace) -> int:
+    from .snapshots import restore_files
+
+    check_db(args.db, must_exist=True)
+    report = await restore_files(_store(args.db), args.agent_uuid, to_step=args.to_step)
+    undone = ", ".join(map(str, report.undone_steps)) or "none"
+    sys.stderr.write(
+        f"agent-ref: agent {args.agent_uuid} files are as of step {report.to_step} (steps undone: {undone}; "
+        f"{len(report.restored)} restored, {len(report.removed)} removed)\n"
+    )
+    return 0
+
+
+def _add_undo(sub: Any) -> None:
+    undo = sub.add_parser(
+        "undo",
+        formatter_class=formatter,
+        help="put back the files the agent's tools changed after step N",
+        description=(
+            "Restore every file the agent's file-changing tools (the memory tool, tools declaring\n"
+            "writes=) changed after its step N, as it was when step N ended (0: before any change).\n"
+            "A file changed since by someone else refuses the whole undo; nothing is written then."
+        ),
+        epilog="example:\n  agent-ref undo AGENT_UUID --to-step 2",
+    )
+    undo.add_argument("agent_uuid", help="the agent (printed by `run`, listed by `runs`)")
+    undo.add_argument("--to-step", type=int, required=True, metavar="N", help="the step to go back to (0 or more)")
+    add_store_options(undo)
+
+
 class _Formatter(logging.Formatter):
     """One line per record; the traceback only with ``--verbose``."""
 
@@ -620,6 +650,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_runs(sub)
     _add_abandon(sub)
     _add_rewind(sub)
+    _add_undo(sub)
     add_serve_command(sub)
     from .worker import add_worker_command  # issue 30 §5: `agent-ref worker` (spec cli-agent-ref, worker)
 
@@ -833,9 +864,15 @@ def _log_to_stderr(*, verbose: bool) -> None:
 
 def _run_command(args: argparse.Namespace) -> int:
     """Run a command other than ``serve``; every failure is one line on stderr and its exit status."""
-    command = {"run": _run, "resume": _resume, "log": _log, "runs": _runs, "abandon": _abandon, "rewind": _rewind}[
-        args.command
-    ]
+    command = {
+        "run": _run,
+        "resume": _resume,
+        "log": _log,
+        "runs": _runs,
+        "abandon": _abandon,
+        "rewind": _rewind,
+        "undo": _undo,
+    }[args.command]
     where = f"agent-ref {args.command}"
     try:
         return asyncio.run(command(args))

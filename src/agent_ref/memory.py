@@ -28,6 +28,7 @@ POSIX only: ``memory_tool`` refuses a platform whose ``os.open`` takes no ``dir_
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import os
@@ -39,11 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from . import snapshots
 from .errors import AgentRefError, ConfigError
 from .tools import Tool
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from .tool_context import ToolContext
 
 __all__ = [
     "COMMANDS",
@@ -235,6 +239,36 @@ class MemoryFiles:
                 where = f"{command} {show(str(given.get('path', given.get('old_path', ''))))}"
                 raise MemoryToolError(f"{where}: {exc.strerror or exc}") from None
         return result
+
+    def touched(self, arguments: dict[str, Any]) -> list[str]:
+        """The file-system paths a command names (``path``, ``old_path``, ``new_path``), for its snapshot.
+
+        A path the command would refuse is left out (a refused command changes nothing).
+        """
+        out: list[str] = []
+        for key in ("path", "old_path", "new_path"):
+            with contextlib.suppress(MemoryToolError):
+                if key in arguments:
+                    out.append(os.path.join(self.root, *parse_path(arguments[key], key)))
+        return out
+
+    def recorded(self, arguments: dict[str, Any]) -> tuple[str, list[snapshots.FileChange]]:
+        """Run one command as ``__call__`` does; also return what it changed (spec RU1-d).
+
+        Raises:
+            MemoryToolError: the command is refused or failed (nothing changed, nothing to record).
+        """
+        paths = [] if arguments.get("command") == "view" else self.touched(arguments)
+        try:
+            before = snapshots.capture(paths)
+        except (snapshots.SnapshotError, OSError) as exc:
+            raise MemoryToolError(f"{arguments.get('command')}: cannot snapshot what it changes: {exc}") from None
+        result = self(**arguments)
+        try:
+            after = snapshots.capture(paths)
+        except (snapshots.SnapshotError, OSError) as exc:
+            raise MemoryToolError(f"{arguments.get('command')}: done, but not recorded for undo: {exc}") from None
+        return result, snapshots.changes(before, after)
 
     # ------------------------------------------------------------------ walking
 
@@ -691,6 +725,39 @@ _SCHEMA: Final[dict[str, Any]] = {
 }
 
 
+class _Recording:
+    """The memory tool's function: a command, and its record when the call is an agent's (spec RU1-d).
+
+    Called without a context (``tool.fn(command=...)``) it is ``MemoryFiles.__call__``. With
+    an agent's context and a store keeping snapshots, the command runs (in the executor's
+    thread) under a lock with its capture, its changes are queued in call order, and the
+    awaitable it returns records the queue, in order, on the event loop.
+    """
+
+    def __init__(self, files: MemoryFiles) -> None:
+        self.files = files
+        self._lock = threading.Lock()
+        self._queue: list[tuple[ToolContext, list[snapshots.FileChange]]] = []
+        self._order = asyncio.Lock()
+
+    def __call__(self, _memory_context: ToolContext | None = None, **arguments: Any) -> Any:
+        ctx = _memory_context
+        if ctx is None or not ctx.agent_uuid or not isinstance(ctx.store, snapshots.SnapshotStore):
+            return self.files(**arguments)
+        with self._lock:
+            result, found = self.files.recorded(arguments)
+            self._queue.append((ctx, found))
+        return self._record(result)
+
+    async def _record(self, result: str) -> str:
+        async with self._order:
+            with self._lock:
+                queue, self._queue = self._queue, []
+            for ctx, found in queue:
+                await snapshots.record_changes(ctx.store, ctx.agent_uuid, ctx.run_id, ctx.step, found)
+        return result
+
+
 def memory_tool(root: str | os.PathLike[str], *, name: str = "memory") -> Tool:
     """A backend tool giving the model a memory directory at ``root`` (spec §18).
 
@@ -708,4 +775,12 @@ def memory_tool(root: str | os.PathLike[str], *, name: str = "memory") -> Tool:
     # Every argument is passed through as the model sent it (``Any``): the commands check
     # types themselves, so a wrong type is a message naming the command and the field.
     params: dict[str, Any] = dict.fromkeys(_SCHEMA["properties"], Any)
-    return Tool(name=name, description=_DESCRIPTION, input_schema=_SCHEMA, fn=files, param_types=params)
+    recording = _Recording(files)
+    return Tool(
+        name=name,
+        description=_DESCRIPTION,
+        input_schema=_SCHEMA,
+        fn=recording,
+        param_types=params,
+        context_param="_memory_context",
+    )

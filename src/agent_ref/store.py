@@ -149,6 +149,7 @@ class MemoryStore:
         self._logs: dict[str, list[tuple[int, int, bytes]]] = {}
         self._runs: dict[str, list[RunRecord]] = {}
         self._updated: dict[str, float] = {}
+        self._snapshots: dict[str, list[tuple[int, str, int, bytes]]] = {}  # spec §22: (step, run, run step, data)
 
     async def load(self, agent_uuid: str) -> AgentState | None:
         """See ``Store.load``."""
@@ -201,6 +202,29 @@ class MemoryStore:
         """See ``Store.runs``."""
         return list(self._runs.get(agent_uuid, []))
 
+    async def record_snapshot(self, agent_uuid: str, run_id: str, run_step: int, data: bytes) -> int:
+        """See ``snapshots.SnapshotStore.record_snapshot``."""
+        rows = self._snapshots.setdefault(agent_uuid, [])
+        step = _next_step(rows[-1][:3] if rows else None, run_id, run_step)
+        rows.append((step, run_id, run_step, bytes(data)))
+        return step
+
+    async def snapshots(self, agent_uuid: str, after_step: int) -> list[tuple[int, bytes]]:
+        """See ``snapshots.SnapshotStore.snapshots``."""
+        return [(step, data) for step, _, _, data in self._snapshots.get(agent_uuid, []) if step > after_step]
+
+    async def drop_snapshots(self, agent_uuid: str, after_step: int) -> None:
+        """See ``snapshots.SnapshotStore.drop_snapshots``."""
+        self._snapshots[agent_uuid] = [r for r in self._snapshots.get(agent_uuid, []) if r[0] <= after_step]
+
+
+def _next_step(last: tuple[int, str, int] | None, run_id: str, run_step: int) -> int:
+    """The agent's step of a new record (spec RU1-b): the last one's if the same (run, step), else the next."""
+    if last is None:
+        return 1
+    step, last_run, last_run_step = last
+    return step if (last_run, last_run_step) == (run_id, run_step) else step + 1
+
 
 def _group(entries: Sequence[tuple[int, int, bytes]]) -> list[list[bytes]]:
     """Lines ``(response, seq, line)`` sorted by response then seq, grouped by response."""
@@ -247,6 +271,15 @@ CREATE TABLE IF NOT EXISTS envelope_log (
     seq INTEGER NOT NULL,
     line BLOB NOT NULL,
     PRIMARY KEY (run_id, response, seq)
+);
+CREATE TABLE IF NOT EXISTS file_snapshots (
+    agent_uuid TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    run_step INTEGER NOT NULL,
+    changes BLOB NOT NULL,
+    PRIMARY KEY (agent_uuid, seq)
 );
 """
 
@@ -451,3 +484,62 @@ class SQLiteStore:
         finally:
             conn.close()
         return [msgspec.json.decode(r[0], type=RunRecord) for r in rows]
+
+    async def record_snapshot(self, agent_uuid: str, run_id: str, run_step: int, data: bytes) -> int:
+        """See ``snapshots.SnapshotStore.record_snapshot``."""
+        return await asyncio.to_thread(self._record_snapshot, agent_uuid, run_id, run_step, data)
+
+    def _record_snapshot(self, agent_uuid: str, run_id: str, run_step: int, data: bytes) -> int:
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT seq, step, run_id, run_step FROM file_snapshots WHERE agent_uuid = ?"
+                    " ORDER BY seq DESC LIMIT 1",
+                    (agent_uuid,),
+                ).fetchone()
+                last = (int(row[1]), str(row[2]), int(row[3])) if row is not None else None
+                step = _next_step(last, run_id, run_step)
+                conn.execute(
+                    "INSERT INTO file_snapshots (agent_uuid, seq, step, run_id, run_step, changes)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (agent_uuid, int(row[0]) + 1 if row is not None else 1, step, run_id, run_step, data),
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return step
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot record a snapshot of agent {agent_uuid} in {self.path}: {exc}") from None
+        finally:
+            conn.close()
+
+    async def snapshots(self, agent_uuid: str, after_step: int) -> list[tuple[int, bytes]]:
+        """See ``snapshots.SnapshotStore.snapshots``."""
+        return await asyncio.to_thread(self._snapshots, agent_uuid, after_step)
+
+    def _snapshots(self, agent_uuid: str, after_step: int) -> list[tuple[int, bytes]]:
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT step, changes FROM file_snapshots WHERE agent_uuid = ? AND step > ? ORDER BY seq",
+                (agent_uuid, after_step),
+            ).fetchall()
+        finally:
+            conn.close()
+        return [(int(r[0]), bytes(r[1])) for r in rows]
+
+    async def drop_snapshots(self, agent_uuid: str, after_step: int) -> None:
+        """See ``snapshots.SnapshotStore.drop_snapshots``."""
+        await asyncio.to_thread(self._drop_snapshots, agent_uuid, after_step)
+
+    def _drop_snapshots(self, agent_uuid: str, after_step: int) -> None:
+        conn = self._connect()
+        try:
+            conn.execute("DELETE FROM file_snapshots WHERE agent_uuid = ? AND step > ?", (agent_uuid, after_step))
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot drop the snapshots of agent {agent_uuid} in {self.path}: {exc}") from None
+        finally:
+            conn.close()

@@ -41,7 +41,7 @@ from envelope.delivery.postgres import describe_database as _where
 from .errors import ConflictError, StateError, StoreError, UnavailableError
 from .migrations import migrations
 from .state import AgentState, RunRecord, decode_state, encode_state
-from .store import AgentSummary, LogBatch, _conflict, _group, _summary
+from .store import AgentSummary, LogBatch, _conflict, _group, _next_step, _summary
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -369,6 +369,42 @@ class PostgresStore:
             (agent_uuid,),
         )
         return [msgspec.json.decode(bytes(r[0]), type=RunRecord) for r in rows]  # type: ignore[call-overload]  # BYTEA
+
+    async def record_snapshot(self, agent_uuid: str, run_id: str, run_step: int, data: bytes) -> int:
+        """See ``snapshots.SnapshotStore.record_snapshot`` (one agent's records serialised by an advisory lock)."""
+        async with self._connection(f"record a snapshot of agent {agent_uuid}") as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"file_snapshots:{agent_uuid}",))
+            cur = await conn.execute(
+                "SELECT seq, step, run_id, run_step FROM file_snapshots WHERE agent_uuid = %s"
+                " ORDER BY seq DESC LIMIT 1",
+                (agent_uuid,),
+            )
+            row = await cur.fetchone()
+            last = (int(str(row[1])), str(row[2]), int(str(row[3]))) if row is not None else None
+            step = _next_step(last, run_id, run_step)
+            seq = int(str(row[0])) + 1 if row is not None else 1
+            await conn.execute(
+                "INSERT INTO file_snapshots (agent_uuid, seq, step, run_id, run_step, changes)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                (agent_uuid, seq, step, run_id, run_step, data),
+            )
+        return step
+
+    async def snapshots(self, agent_uuid: str, after_step: int) -> list[tuple[int, bytes]]:
+        """See ``snapshots.SnapshotStore.snapshots``."""
+        rows = await self._rows(
+            f"the snapshots of agent {agent_uuid}",
+            "SELECT step, changes FROM file_snapshots WHERE agent_uuid = %s AND step > %s ORDER BY seq",
+            (agent_uuid, after_step),
+        )
+        return [(int(str(r[0])), bytes(r[1])) for r in rows]  # type: ignore[call-overload]  # BYTEA
+
+    async def drop_snapshots(self, agent_uuid: str, after_step: int) -> None:
+        """See ``snapshots.SnapshotStore.drop_snapshots``."""
+        async with self._connection(f"drop the snapshots of agent {agent_uuid}") as conn, conn.transaction():
+            await conn.execute(
+                "DELETE FROM file_snapshots WHERE agent_uuid = %s AND step > %s", (agent_uuid, after_step)
+            )
 
 
 class PostgresJournal(_postgres.PostgresJournal):

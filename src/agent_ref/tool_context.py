@@ -79,6 +79,7 @@ class ToolContextBase:
             between are coalesced, the latest kept (a tool reporting in a tight loop
             must not flood the stream).
         on_progress: told of every report as it is made (for a log, a hook, a test).
+        step: the run's step the calls belong to (0: unknown); snapshots key on it (spec RU1-b).
     """
 
     agent_uuid: str = ""
@@ -87,6 +88,7 @@ class ToolContextBase:
     stream_progress: bool = True
     progress_interval: float = 0.25
     on_progress: Callable[[ToolProgress], None] | None = None
+    step: int = 0
 
 
 def progress_note(payload: Mapping[str, Any]) -> str:
@@ -112,6 +114,7 @@ class ToolContext:
         tool_use_id: the call being answered.
         tool_name: the tool's name.
         store: the agent's store, or ``None``.
+        step: the run's step (0: unknown; spec RU1-b).
     """
 
     agent_uuid: str
@@ -120,6 +123,7 @@ class ToolContext:
     tool_name: str
     store: Store | None = None
     _report: Callable[[str, float | None], None] = field(default=_ignore, repr=False)
+    step: int = 0
 
     def progress(self, message: str, fraction: float | None = None) -> None:
         """Report progress: what the tool is doing, and how far (0 to 1) when it knows (spec §2.6-b).
@@ -182,7 +186,7 @@ class ProgressStream:
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody listens any more
                 self._loop.call_soon_threadsafe(self._take, item)
 
-        return ToolContext(base.agent_uuid, base.run_id, tool_use_id, tool_name, base.store, report)
+        return ToolContext(base.agent_uuid, base.run_id, tool_use_id, tool_name, base.store, report, base.step)
 
     def _take(self, item: ToolProgress) -> None:
         if self._closed or item.tool_use_id in self._ended:

@@ -83,7 +83,9 @@ async def run_step_tools(
             on_result=answered,
             timeout=options.tool_timeout,
             tracing=ctx.tracing,
-            context=ToolContextBase(agent_uuid=ctx.agent_uuid, run_id=ctx.run.run_id, store=ctx.store),  # R2.6
+            context=ToolContextBase(
+                agent_uuid=ctx.agent_uuid, run_id=ctx.run.run_id, store=ctx.store, step=ctx.step
+            ),  # R2.6, RU1-b
         ),
         asyncio.gather(*(traced_subagent(ctx, call) for call in spawns)),
     )

@@ -97,6 +97,8 @@ class Tool:
             ``None``: the agent's ``tool_timeout``.
         context_param: the parameter annotated ``ToolContext``, given the call's context
             and absent from the schema (spec §2.6-a); ``None`` when there is none.
+        writes: the parameters naming the paths the tool writes; what it changed there is
+            recorded per step for undo (spec RU1-f).
     """
 
     name: str
@@ -107,6 +109,7 @@ class Tool:
     param_types: Mapping[str, Any] = field(default_factory=dict)
     timeout: float | None = None
     context_param: str | None = None
+    writes: tuple[str, ...] = ()
 
     def definition(self) -> dict[str, Any]:
         """The tool as the Messages API takes it in ``tools``."""
@@ -122,6 +125,7 @@ def tool(
     executor: Executor = "backend",
     description: str | None = None,
     timeout: float | None = None,
+    writes: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -131,6 +135,7 @@ def tool(
     executor: Executor = "backend",
     description: str | None = None,
     timeout: float | None = None,
+    writes: tuple[str, ...] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a function with type hints and a Google-style docstring.
 
@@ -145,6 +150,8 @@ def tool(
         executor: ``"backend"`` or ``"frontend"``.
         description: overrides the docstring's description.
         timeout: seconds a call may run (spec §2.5-a); the agent's ``tool_timeout`` when ``None``.
+        writes: parameters whose value is a path the tool writes (a file or a directory);
+            what the call changed below them is recorded for undo (spec RU1-f).
 
     Returns:
         The ``Tool`` (or a decorator that makes it).
@@ -156,9 +163,22 @@ def tool(
 
     def build(f: Callable[..., Any]) -> Tool:
         made = _build(f, name=name, executor=executor, description=description)
+        if writes:
+            made = dataclasses.replace(made, writes=_writes(made, writes))
         return made if timeout is None else dataclasses.replace(made, timeout=timeout)
 
     return build(fn) if fn is not None else build
+
+
+def _writes(made: Tool, writes: object) -> tuple[str, ...]:
+    """``writes`` checked: a tuple of the tool's own parameters (spec RU1-f)."""
+    if isinstance(writes, str) or not isinstance(writes, tuple | list):
+        raise ToolDefinitionError(f"tool {made.name}: writes must be a tuple of parameter names, got {writes!r}")
+    for param in writes:
+        if param not in made.param_types:
+            known = ", ".join(made.param_types) or "none"
+            raise ToolDefinitionError(f"tool {made.name}: writes names {param!r}, not a parameter (it has {known})")
+    return tuple(writes)
 
 
 def _build(f: Callable[..., Any], *, name: str | None, executor: Executor, description: str | None) -> Tool:
@@ -332,6 +352,15 @@ async def _call(tool_def: Tool, call: ToolCallRequest, context: ToolContext | No
             agent_uuid="", run_id="", tool_use_id=call.id, tool_name=call.name
         )
     fn = tool_def.fn
+    if tool_def.writes and context is not None:
+        from .snapshots import recorded_call  # spec RU1-f
+
+        return await recorded_call(tool_def, kwargs, context, _call_fn)
+    return await _call_fn(fn, kwargs)
+
+
+async def _call_fn(fn: Callable[..., Any], kwargs: dict[str, Any]) -> object:
+    """Call ``fn`` (a coroutine function awaited, another in a daemon thread)."""
     if inspect.iscoroutinefunction(fn):
         result = await fn(**kwargs)
     else:
@@ -497,7 +526,7 @@ async def _run_one(
     if tool_def is None or tool_def.executor != "backend":
         return error_outcome(emitter, call, f"unknown tool {call.name!r}")
     limit = tool_def.timeout if tool_def.timeout is not None else timeout
-    context = progress.context(call.id, call.name) if tool_def.context_param is not None else None
+    context = progress.context(call.id, call.name) if tool_def.context_param is not None or tool_def.writes else None
     async with gate:
         try:
             if limit is None:
