@@ -161,15 +161,7 @@ class PrettyPrinter:
         elif kind in ("tool_result", "server_tool_result"):
             self.out.write(prefix + self._style("32", f"← {block.get('name')}: {block.get('content')}") + "\n")
         elif kind == "error":
-            data = block.get("data")
-            if isinstance(data, dict) and data.get("type") == PROGRESS_TYPE:
-                self.out.write(prefix + self._style("2", f"  … {progress_note(data)}") + "\n")  # spec R2.6-b: a note
-                return
-            if isinstance(data, dict) and isinstance(data.get("message"), str):
-                text = f"{data.get('type', 'error')}: {data['message']}"
-            else:
-                text = json.dumps(data, ensure_ascii=False)
-            self.out.write(prefix + self._style("31", f"error: {text}") + "\n")
+            self._error(prefix, block.get("data"))
         elif kind == "awaiting_frontend_tools":
             self.out.write(prefix + self._style("35", "⏸ waiting for frontend tools") + "\n")
         elif kind == "meta_init":
@@ -205,6 +197,17 @@ class PrettyPrinter:
             if isinstance(data.get("pre_tokens"), int):
                 text += f", {data['pre_tokens']:,} tokens before"
             self.out.write(prefix + self._style("2", f"── {text} ──") + "\n")
+
+    def _error(self, prefix: str, data: object) -> None:
+        """An ``error`` block: a dim note for tool progress (spec R2.6-b), red otherwise."""
+        if isinstance(data, dict) and data.get("type") == PROGRESS_TYPE:
+            self.out.write(prefix + self._style("2", f"  … {progress_note(data)}") + "\n")
+            return
+        if isinstance(data, dict) and isinstance(data.get("message"), str):
+            text = f"{data.get('type', 'error')}: {data['message']}"
+        else:
+            text = json.dumps(data, ensure_ascii=False)
+        self.out.write(prefix + self._style("31", f"error: {text}") + "\n")
 
 
 def blocks_citations(blocks: Any) -> list[dict[str, Any]]:

@@ -119,6 +119,12 @@ def add_agent_options(p: argparse.ArgumentParser, *, resume: bool = False) -> No
         default="demo",
         help="children the model may spawn: demo, a researcher with the confirm tool; none (default: demo)",
     )
+    _add_memory_and_tools(agent)
+    add_permission_options(p, resume=resume)
+
+
+def _add_memory_and_tools(agent: argparse._ArgumentGroup) -> None:
+    """The agent options about memory, the context's size, repeated calls and MCP servers."""
     agent.add_argument(
         "--memory",
         type=Path,
@@ -155,7 +161,6 @@ def add_agent_options(p: argparse.ArgumentParser, *, resume: bool = False) -> No
         metavar="FILE",
         help="give the model the tools of the MCP servers FILE lists (.mcp.json: mcpServers; run, resume and serve)",
     )
-    add_permission_options(p, resume=resume)
 
 
 def add_permission_options(p: argparse.ArgumentParser, *, resume: bool = False) -> None:

@@ -257,7 +257,7 @@ class _Script:
                 results = []
         return prompt, results
 
-    def _result(self, name: str) -> tuple[str, bool] | None:
+    def result_of(self, name: str) -> tuple[str, bool] | None:
         for tool_name, text, is_error in reversed(self.results):
             if tool_name == name:
                 return text, is_error
@@ -298,11 +298,11 @@ class _Script:
         if self._compaction_summary():
             return
         self._resume_from_summary()
+        if _demo_prompt(self):  # spec R8.1-a: the demo prompts first (a JSON input may say "as JSON")
+            return
         if self._repeat():
             return
         if self._structured():
-            return
-        if _demo_prompt(self):
             return
         prompt = self.prompt
         lowered = prompt.lower()
@@ -317,31 +317,31 @@ class _Script:
         if "keep calculating" in lowered and "calculator" in self.tools:
             done = sum(1 for name, _, _ in self.results if name == "calculator")
             if self.tools_allowed:
-                self._text(f"Calculation {done + 1}.")
-                self._tool_use("calculator", {"expression": f"{done + 1} + {done + 1}"})
+                self.text(f"Calculation {done + 1}.")
+                self.tool_use("calculator", {"expression": f"{done + 1} + {done + 1}"})
                 self.stop_reason = "tool_use"
                 return
-            self._text(f"I stopped after {done} calculations, as asked to wrap up.")
+            self.text(f"I stopped after {done} calculations, as asked to wrap up.")
             return
         match = _ARITH.search(prompt)
         expression = " ".join(match.group(0).split()) if match else None
         wants_confirm = "confirm" in lowered and "confirm" in self.tools
         calls: list[tuple[str, dict[str, Any]]] = []
         if self.tools_allowed:
-            if expression and "calculator" in self.tools and self._result("calculator") is None:
+            if expression and "calculator" in self.tools and self.result_of("calculator") is None:
                 calls.append(("calculator", {"expression": expression}))
-            if wants_confirm and self._result("confirm") is None:
+            if wants_confirm and self.result_of("confirm") is None:
                 calls.append(("confirm", {"question": _question(prompt)}))
         if calls:
             names = " and ".join(name for name, _ in calls)
             asked = prompt.strip()[:200].rstrip(".")
-            self._thinking(f"The user asked: {asked}. I should use {names} before answering.")
-            self._text("Let me use the " + names + (" tools." if len(calls) > 1 else " tool."))
+            self.thinking(f"The user asked: {asked}. I should use {names} before answering.")
+            self.text("Let me use the " + names + (" tools." if len(calls) > 1 else " tool."))
             for name, arguments in calls:
-                self._tool_use(name, arguments)
+                self.tool_use(name, arguments)
             self.stop_reason = "tool_use"
             return
-        self._thinking("I have what I need; time to answer.")
+        self.thinking("I have what I need; time to answer.")
         self._answer(prompt, expression)
 
     def _compaction_summary(self) -> bool:
@@ -367,7 +367,7 @@ class _Script:
                         task, count = previous[0], count + previous[1]
                     elif not task:
                         task = text.strip()
-        self._text(
+        self.text(
             f"<summary>\nTASK OVERVIEW: {task}\nCURRENT STATE: {count} calculator results so far"
             f"{'; the last was ' + last_result if last_result else ''}.\n"
             "NEXT STEPS: carry on with the task from where it stopped.\n</summary>"
@@ -398,10 +398,10 @@ class _Script:
             return False
         errors = [text for name, text, is_error in self.results if name == "calculator" and is_error]
         if errors or not self.tools_allowed:
-            self._text(f"I stopped repeating the calculation: {errors[-1] if errors else 'no more tool calls'}.")
+            self.text(f"I stopped repeating the calculation: {errors[-1] if errors else 'no more tool calls'}.")
             return True
-        self._text("Let me check that once more.")
-        self._tool_use("calculator", {"expression": "1 + 1"})
+        self.text("Let me check that once more.")
+        self.tool_use("calculator", {"expression": "1 + 1"})
         self.stop_reason = "tool_use"
         return True
 
@@ -413,9 +413,9 @@ class _Script:
             return False
         corrected = "did not match the output schema" in users[-1]
         if corrected and "stubborn" not in users[0].lower():
-            self._text(json.dumps({"city": "Paris", "temperature_c": 21, "conditions": "sunny"}))
+            self.text(json.dumps({"city": "Paris", "temperature_c": 21, "conditions": "sunny"}))
         else:
-            self._text("The weather in Paris is sunny, about 21 degrees.")
+            self.text("The weather in Paris is sunny, about 21 degrees.")
         return True
 
     def _subagents(self, prompt: str) -> bool:
@@ -425,17 +425,17 @@ class _Script:
         if not topics or _SPAWN not in self.tools:
             return False
         if spawned:
-            self._thinking("The subagents have reported; I will join their findings.")
+            self.thinking("The subagents have reported; I will join their findings.")
             parts = [f"({'failed' if is_error else 'ok'}) {text}" for text, is_error in spawned]
-            self._text("Here is what the subagents found: " + " | ".join(parts))
+            self.text("Here is what the subagents found: " + " | ".join(parts))
             return True
         if not self.tools_allowed:
             return False
         agent = self._spawn_names()[0] if self._spawn_names() else "researcher"
-        self._thinking(f"This asks for parallel work on {len(topics)} topics; one subagent each.")
-        self._text(f"I will start {len(topics)} subagents in parallel.")
+        self.thinking(f"This asks for parallel work on {len(topics)} topics; one subagent each.")
+        self.text(f"I will start {len(topics)} subagents in parallel.")
         for topic in topics:
-            self._tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}"})
+            self.tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}"})
         self.stop_reason = "tool_use"
         return True
 
@@ -451,39 +451,39 @@ class _Script:
                 if not self.tools_allowed:
                     return False
                 if not done:  # look before writing, as the memory tool's users are told to
-                    self._thinking("The user wants me to remember something; first I look at my memory directory.")
-                    self._tool_use(_MEMORY, {"command": "view", "path": "/memories"})
+                    self.thinking("The user wants me to remember something; first I look at my memory directory.")
+                    self.tool_use(_MEMORY, {"command": "view", "path": "/memories"})
                 elif re.search(rf"\t{re.escape(_NOTES)}$", done[0][0], re.MULTILINE):
-                    self._text("I will add it to my notes.")
+                    self.text("I will add it to my notes.")
                     edit = {"old_str": _NOTES_HEAD, "new_str": f"{_NOTES_HEAD}- {fact}\n"}
-                    self._tool_use(_MEMORY, {"command": "str_replace", "path": _NOTES, **edit})
+                    self.tool_use(_MEMORY, {"command": "str_replace", "path": _NOTES, **edit})
                 else:
-                    self._text("I will start a notes file.")
-                    self._tool_use(
+                    self.text("I will start a notes file.")
+                    self.tool_use(
                         _MEMORY, {"command": "create", "path": _NOTES, "file_text": f"{_NOTES_HEAD}- {fact}\n"}
                     )
                 self.stop_reason = "tool_use"
                 return True
             text, is_error = done[-1]
-            self._text(f"I could not save that: {text}" if is_error else f"Noted. I will remember that {fact}.")
+            self.text(f"I could not save that: {text}" if is_error else f"Noted. I will remember that {fact}.")
             return True
         if not _RECALL.search(prompt):
             return False
         if not done:
             if not self.tools_allowed:
                 return False
-            self._thinking("The user asks what I remember; I read my notes.")
-            self._tool_use(_MEMORY, {"command": "view", "path": _NOTES})
+            self.thinking("The user asks what I remember; I read my notes.")
+            self.tool_use(_MEMORY, {"command": "view", "path": _NOTES})
             self.stop_reason = "tool_use"
             return True
         text, is_error = done[-1]
         facts = [m.group(1) for m in re.finditer(r"^\s*\d+\t- (.*)$", text, re.MULTILINE)]
         if is_error:
-            self._text(f"I do not remember anything yet ({text}).")
+            self.text(f"I do not remember anything yet ({text}).")
         elif not facts:
-            self._text("My notes are empty, so I do not remember anything yet.")
+            self.text("My notes are empty, so I do not remember anything yet.")
         else:
-            self._text("Here is what I remember: " + "; ".join(facts) + ".")
+            self.text("Here is what I remember: " + "; ".join(facts) + ".")
         return True
 
     def _background(self, prompt: str) -> bool:
@@ -499,38 +499,43 @@ class _Script:
         topic = match.group(1).strip()[:200]
         notes = self._notifications()
         if notes:
-            self._text("The background task reported back: " + " | ".join(notes))
+            self.text("The background task reported back: " + " | ".join(notes))
             return True
-        spawned = self._result(_SPAWN)
+        spawned = self.result_of(_SPAWN)
         if spawned is None:
             if not self.tools_allowed:
                 return False
             agent = (self._spawn_names() or ["researcher"])[0]
-            self._text(f"I will research {topic} in the background.")
-            self._tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}", "background": True})
+            self.text(f"I will research {topic} in the background.")
+            self.tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}", "background": True})
             self.stop_reason = "tool_use"
             return True
         lowered = prompt.lower()
-        if "confirm" in lowered and "confirm" in self.tools and self._result("confirm") is None and self.tools_allowed:
-            self._text("While it runs, please confirm.")
-            self._tool_use("confirm", {"question": _question(prompt)})
+        if (
+            "confirm" in lowered
+            and "confirm" in self.tools
+            and self.result_of("confirm") is None
+            and self.tools_allowed
+        ):
+            self.text("While it runs, please confirm.")
+            self.tool_use("confirm", {"question": _question(prompt)})
             self.stop_reason = "tool_use"
             return True
-        polled = self._result("task_status")
+        polled = self.result_of("task_status")
         if "check" in lowered and "task_status" in self.tools and polled is None and self.tools_allowed:
             task_id = str(json.loads(spawned[0]).get("task_id", "")) if spawned[0].startswith("{") else ""
-            self._text("Let me check on the task.")
-            self._tool_use("task_status", {"task_id": task_id})
+            self.text("Let me check on the task.")
+            self.tool_use("task_status", {"task_id": task_id})
             self.stop_reason = "tool_use"
             return True
         if polled is not None and polled[0].startswith("{"):
             status = json.loads(polled[0])
             if status.get("status") in ("completed", "failed", "killed"):
-                self._text(f"The task is {status['status']}: {status.get('result', '')}")
+                self.text(f"The task is {status['status']}: {status.get('result', '')}")
                 return True
-            self._text(f"The task is {status.get('status')}; I will report when it ends.")
+            self.text(f"The task is {status.get('status')}; I will report when it ends.")
             return True
-        self._text(f"The research on {topic} runs in the background; I will report when it ends.")
+        self.text(f"The research on {topic} runs in the background; I will report when it ends.")
         return True
 
     def _notifications(self) -> list[str]:
@@ -563,21 +568,21 @@ class _Script:
         if _SPAWN not in self.tools or "confirm" not in self.tools:
             return False
         spawned = [(text, is_error) for name, text, is_error in self.results if name == _SPAWN]
-        confirmation = self._result("confirm")
+        confirmation = self.result_of("confirm")
         if spawned or confirmation is not None:
             parts = [f"({'failed' if is_error else 'ok'}) {text}" for text, is_error in spawned]
             agreed = confirmation is not None and not confirmation[1] and _YES.search(confirmation[0])
             said = "You confirmed." if agreed else "You did not confirm."
-            self._text(f"{said} Here is what the subagents found: " + " | ".join(parts))
+            self.text(f"{said} Here is what the subagents found: " + " | ".join(parts))
             return True
         if not self.tools_allowed:
             return False
         agent = (self._spawn_names() or ["researcher"])[0]
-        self._thinking(f"Parallel work on {len(topics)} topics, and the user wants to confirm.")
-        self._text(f"I will start {len(topics)} subagents and ask you to confirm.")
+        self.thinking(f"Parallel work on {len(topics)} topics, and the user wants to confirm.")
+        self.text(f"I will start {len(topics)} subagents and ask you to confirm.")
         for topic in topics:
-            self._tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}"})
-        self._tool_use("confirm", {"question": _question(prompt)})
+            self.tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}"})
+        self.tool_use("confirm", {"question": _question(prompt)})
         self.stop_reason = "tool_use"
         return True
 
@@ -600,7 +605,7 @@ class _Script:
                 f"They agree on the basics of {topic} and differ on the details. "
                 f"In short, {topic} is worth a closer look."
             )
-        calc = self._result("calculator")
+        calc = self.result_of("calculator")
         if calc is not None and expression:
             text, is_error = calc
             parts.append(f"The calculator failed: {text}" if is_error else f"{expression} = {text}.")
@@ -609,7 +614,7 @@ class _Script:
                 parts.append(f"{expression} = {evaluate(expression)} (worked out without a tool).")
             except (ValueError, ZeroDivisionError) as exc:
                 parts.append(f"I cannot evaluate {expression}: {exc}.")
-        confirmation = self._result("confirm")
+        confirmation = self.result_of("confirm")
         if confirmation is not None:
             text, is_error = confirmation
             if is_error:
@@ -619,7 +624,7 @@ class _Script:
             else:
                 parts.append("You declined, so I did nothing.")
         if any(word in lowered for word in ("cite", "citation", "source")):
-            self._text("According to the reference document, ", citation=True)
+            self.text("According to the reference document, ", citation=True)
             parts.append("That is the cited fact.")
         if "long" in lowered.split() or "long answer" in lowered:
             sentence = "Ceci est une longue réponse, déroulée pour montrer le découpage des enveloppes — ✓. "
@@ -629,7 +634,7 @@ class _Script:
                 f"Hello! I am the embedded scripted model. You said: {prompt.strip()[:300]!r}. "
                 "Ask me some arithmetic (What is 5 + (10 * 2)?), to confirm something, or to cite a source."
             )
-        self._text(" ".join(parts))
+        self.text(" ".join(parts))
 
     # ---------------------------------------------------------------- rendering
 
@@ -656,7 +661,7 @@ class _Script:
                 self.out.append({"type": "content_block_stop", "index": index})
                 raise _Budget
 
-    def _thinking(self, text: str) -> None:
+    def thinking(self, text: str) -> None:
         index = self._next()
         self.out.append(
             {
@@ -676,7 +681,7 @@ class _Script:
         )
         self.out.append({"type": "content_block_stop", "index": index})
 
-    def _text(self, text: str, *, citation: bool = False) -> None:
+    def text(self, text: str, *, citation: bool = False) -> None:
         index = self._next()
         self.out.append({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
         if citation:
@@ -703,7 +708,7 @@ class _Script:
             )
         self.out.append({"type": "content_block_stop", "index": index})
 
-    def _tool_use(self, name: str, arguments: dict[str, Any]) -> None:
+    def tool_use(self, name: str, arguments: dict[str, Any]) -> None:
         index = self._next()
         tool_id = f"toolu_scripted_{self._digest(name + str(index))}"
         self.out.append(
@@ -765,19 +770,19 @@ def _generic_calls(script: _Script) -> bool:
         return False
     problems += [f"no tool named {name!r} is offered" for name, _ in calls if name not in script.tools]
     if problems:
-        script._text("I did not call anything: " + "; ".join(problems) + ".")
+        script.text("I did not call anything: " + "; ".join(problems) + ".")
         return True
     names = ", ".join(dict.fromkeys(name for name, _ in calls))
     if script.results:
         said = [f"{name} {'failed' if is_error else 'gave'}: {text}" for name, text, is_error in script.results]
-        script._text("Results. " + " | ".join(said))
+        script.text("Results. " + " | ".join(said))
         return True
     if not script.tools_allowed:
-        script._text(f"I may not use tools now, so I did not call {names}.")
+        script.text(f"I may not use tools now, so I did not call {names}.")
         return True
-    script._text(f"Calling {names}.")
+    script.text(f"Calling {names}.")
     for name, arguments in calls:
-        script._tool_use(name, arguments)
+        script.tool_use(name, arguments)
     script.stop_reason = "tool_use"
     return True
 
@@ -794,15 +799,15 @@ def _mcp_demo(script: _Script) -> bool:
     if not tool_defs:
         return False
     name = str(tool_defs[0]["name"])
-    done = script._result(name)
+    done = script.result_of(name)
     if done is not None:
         text, is_error = done
-        script._text(f"The MCP tool {name} failed: {text}" if is_error else f"The MCP tool {name} answered: {text}")
+        script.text(f"The MCP tool {name} failed: {text}" if is_error else f"The MCP tool {name} answered: {text}")
         return True
     if not script.tools_allowed:
         return False
-    script._text(f"I will try the MCP tool {name}.")
-    script._tool_use(name, demo_input(tool_defs[0].get("input_schema")))
+    script.text(f"I will try the MCP tool {name}.")
+    script.tool_use(name, demo_input(tool_defs[0].get("input_schema")))
     script.stop_reason = "tool_use"
     return True
 
@@ -850,17 +855,17 @@ def _delete_draft(script: _Script) -> bool:
         return False
     named = _DRAFT_NAME.search(script.prompt)
     draft = named.group(1).strip() if named else _DEFAULT_DRAFT
-    done = script._result("delete_draft")
+    done = script.result_of("delete_draft")
     if done is not None:
         text, is_error = done
         said = f"I did not delete the draft {draft!r}: {text}" if is_error else f"Deleted the draft {draft!r}: {text}"
-        script._text(said)
+        script.text(said)
         return True
     if not script.tools_allowed:
         return False
-    script._thinking("Deleting a draft cannot be undone; the tool may ask for approval first.")
-    script._text(f"I will delete the draft {draft!r}.")
-    script._tool_use("delete_draft", {"name": draft})
+    script.thinking("Deleting a draft cannot be undone; the tool may ask for approval first.")
+    script.text(f"I will delete the draft {draft!r}.")
+    script.tool_use("delete_draft", {"name": draft})
     script.stop_reason = "tool_use"
     return True
 
@@ -871,15 +876,15 @@ def _count_slowly(script: _Script) -> bool:
     if match is None or "count_slowly" not in script.tools:
         return False
     n = int(match.group(1))
-    done = script._result("count_slowly")
+    done = script.result_of("count_slowly")
     if done is not None:
         text, is_error = done
-        script._text(f"I could not count to {n}: {text}" if is_error else f"I counted slowly to {n}: {text}")
+        script.text(f"I could not count to {n}: {text}" if is_error else f"I counted slowly to {n}: {text}")
         return True
     if not script.tools_allowed:
         return False
-    script._text(f"Counting to {n}, slowly.")
-    script._tool_use("count_slowly", {"n": n})
+    script.text(f"Counting to {n}, slowly.")
+    script.tool_use("count_slowly", {"n": n})
     script.stop_reason = "tool_use"
     return True
 

@@ -255,6 +255,15 @@ async def restore_files(store: object, agent_uuid: str, *, to_step: int) -> Rest
         for change in _CHANGES.decode(data):
             target.setdefault(change.path, change.before)
             expected[change.path] = change.after
+    _check_restorable(target, expected, to_step)
+    restored, removed = _apply(target)
+    await kept.drop_snapshots(agent_uuid, to_step)
+    steps = tuple(sorted({step for step, _ in rows}))
+    return RestoreReport(to_step, steps, tuple(restored), tuple(removed))
+
+
+def _check_restorable(target: dict[str, Entry | None], expected: dict[str, Entry | None], to_step: int) -> None:
+    """Refuse the undo (``UndoConflict``) if any path changed since it was recorded (spec RU1-c)."""
     for path in sorted(target):
         now = _read(path)
         if now == target[path]:
@@ -270,6 +279,10 @@ async def restore_files(store: object, agent_uuid: str, *, to_step: int) -> Rest
                         f"{inside}: was not recorded but is inside {path}, which the undo removes; "
                         f"nothing was restored (undo to step {to_step} refused)"
                     )
+
+
+def _apply(target: dict[str, Entry | None]) -> tuple[list[str], list[str]]:
+    """Write the checked target: what is removed deepest first, then what is made shallowest first."""
     restored: list[str] = []
     removed: list[str] = []
     # Files and directories to remove, deepest first; then directories to make and files to write, shallowest first.
@@ -295,9 +308,7 @@ async def restore_files(store: object, agent_uuid: str, *, to_step: int) -> Rest
         else:
             _write(path, want.content)
         restored.append(path)
-    await kept.drop_snapshots(agent_uuid, to_step)
-    steps = tuple(sorted({step for step, _ in rows}))
-    return RestoreReport(to_step, steps, tuple(restored), tuple(removed))
+    return restored, removed
 
 
 def _write(path: str, content: bytes) -> None:

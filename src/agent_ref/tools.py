@@ -457,12 +457,10 @@ async def run_tools(
         emitter: the agent's emitter.
         send: sends a group of lines (and logs them).
         max_concurrency: the bound on calls running at once.
-        on_result: told of each outcome just before its lines are sent (the agent keeps
-            the answered calls, so an abort answers only the others, spec §5.5-b).
+        on_result: told of each outcome just before its lines are sent (spec §5.5-b).
         timeout: seconds a call may run (a tool's own ``timeout`` wins); ``None``: no bound.
-        context: what a tool's ``ToolContext`` holds of the run (spec §2.6-a); its
-            progress is streamed between the result groups (§2.6-b). ``None``: a
-            context with empty ids and no store, whose progress goes nowhere.
+        context: what a tool's ``ToolContext`` holds of the run (spec §2.6-a, progress
+            §2.6-b); ``None``: empty ids, no store, progress going nowhere.
         tracing: each call in an ``execute_tool`` span (spec §20.2-a); off by default.
 
     Returns:
