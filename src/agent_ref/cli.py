@@ -57,6 +57,7 @@ from .tool_context import PROGRESS_TYPE, progress_note
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Awaitable, Callable
 
     from .agent import Agent, AgentResult
     from .state import PendingCall
@@ -336,14 +337,29 @@ class _Announce:
         return self.sink(line)
 
 
-async def _run(args: argparse.Namespace) -> int:
-    check_db(args.db, must_exist=False)
+async def _stream(
+    args: argparse.Namespace,
+    verb: str,
+    open_agent: Callable[[Any, dict[str, Any]], Awaitable[Agent]],
+    drive: Callable[[Agent, _Announce], Awaitable[AgentResult]],
+) -> int:
+    """The body of ``run`` and ``resume``: open the agent, stream its answer to stdout, report on stderr."""
     config = agent_config(args)
     model = model_factory(args)()
     async with mcp_tools(args, config):  # spec/agent-ref.md R19.6-b: the MCP servers live as long as the run
-        agent = await _session_agent(args, model, config)
-        result = await _with_abort(agent, agent.run(args.prompt, _Announce(agent, _sink(args), "started")))
+        agent = await open_agent(model, config)
+        result = await _with_abort(agent, drive(agent, _Announce(agent, _sink(args), verb)))
     return _report(args, result)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    check_db(args.db, must_exist=False)
+    return await _stream(
+        args,
+        "started",
+        lambda model, config: _session_agent(args, model, config),
+        lambda agent, sink: agent.run(args.prompt, sink),
+    )
 
 
 async def _session_agent(args: argparse.Namespace, model: Any, config: dict[str, Any]) -> Agent:
@@ -356,7 +372,7 @@ async def _session_agent(args: argparse.Namespace, model: Any, config: dict[str,
             raise CliError("agent-ref run", "--fork needs --agent AGENT_UUID (the agent to fork)")
         return Agent(model, store=store, **config)
     if await store.load(args.agent) is None:
-        raise CliError(f"agent {args.agent}", f"not in {args.db}", f"`agent-ref runs --db {args.db}` lists them")
+        raise _not_stored(args.agent, args.db)
     config = {k: v for k, v in config.items() if k != "agent_uuid"}
     agent = await Agent.load(args.agent, store, model, **config)
     if args.fork:
@@ -365,7 +381,16 @@ async def _session_agent(args: argparse.Namespace, model: Any, config: dict[str,
     return agent
 
 
-async def _rewind(args: argparse.Namespace) -> int:
+def _not_stored(agent_uuid: str, db: str) -> CliError:
+    """The error for an agent ``--db`` does not hold."""
+    return CliError(f"agent {agent_uuid}", f"not in {db}", f"`agent-ref runs --db {db}` lists them")
+
+
+async def _stored_agent(args: argparse.Namespace) -> Agent:
+    """The stored agent ``agent_uuid`` names, for a command that calls no model (``abandon``, ``rewind``).
+
+    Its stored model's name only prices what the command closes (a paused run's abandon).
+    """
     from .agent import Agent
     from .scripted import ScriptedModel
 
@@ -373,9 +398,12 @@ async def _rewind(args: argparse.Namespace) -> int:
     store = _store(args.db)
     stored = await store.load(args.agent_uuid)
     if stored is None:
-        raise CliError(f"agent {args.agent_uuid}", f"not in {args.db}", f"`agent-ref runs --db {args.db}` lists them")
-    # No model call happens (a paused run's abandon only prices it with the stored model's name).
-    agent = await Agent.load(args.agent_uuid, store, ScriptedModel(name=stored.model))
+        raise _not_stored(args.agent_uuid, args.db)
+    return await Agent.load(args.agent_uuid, store, ScriptedModel(name=stored.model))
+
+
+async def _rewind(args: argparse.Namespace) -> int:
+    agent = await _stored_agent(args)
     done = await agent.rewind(step=args.to_step, run=args.to_run)
     abandoned = f"; abandoned the paused run {done.abandoned_run}" if done.abandoned_run else ""
     dropped = ", ".join(done.dropped_runs) or "none"
@@ -452,14 +480,12 @@ async def _resume(args: argparse.Namespace) -> int:
 
     check_db(args.db, must_exist=True)
     results = _approval_answers(args) if args.results is None else _read_results(args.results)
-    config = agent_config(args)
-    model = model_factory(args)()
-    async with mcp_tools(args, config):
-        agent = await Agent.load(args.agent_uuid, _store(args.db), model, **config)
-        result = await _with_abort(
-            agent, agent.continue_with_tool_results(results, _Announce(agent, _sink(args), "resumed"))
-        )
-    return _report(args, result)
+    return await _stream(
+        args,
+        "resumed",
+        lambda model, config: Agent.load(args.agent_uuid, _store(args.db), model, **config),
+        lambda agent, sink: agent.continue_with_tool_results(results, sink),
+    )
 
 
 async def _log(args: argparse.Namespace) -> int:
@@ -548,16 +574,7 @@ async def _runs(args: argparse.Namespace) -> int:
 
 
 async def _abandon(args: argparse.Namespace) -> int:
-    from .agent import Agent
-    from .scripted import ScriptedModel
-
-    check_db(args.db, must_exist=True)
-    store = _store(args.db)
-    stored = await store.load(args.agent_uuid)
-    if stored is None:
-        raise CliError(f"agent {args.agent_uuid}", f"not in {args.db}", f"`agent-ref runs --db {args.db}` lists them")
-    # No model call happens: the stored model's name only prices the closed run.
-    agent = await Agent.load(args.agent_uuid, store, ScriptedModel(name=stored.model))
+    agent = await _stored_agent(args)
     result = await agent.abandon(reason=args.reason)
     sys.stderr.write(
         f"agent-ref: closed run {result.run_id} of agent {result.agent_uuid} ({result.stop_reason}); "
@@ -580,9 +597,9 @@ async def _undo(args: argparse.Namespace) -> int:
 
 
 def _add_undo(sub: Any) -> None:
-    undo = sub.add_parser(
+    undo = _subcommand(
+        sub,
         "undo",
-        formatter_class=formatter,
         help="put back the files the agent's tools changed after step N",
         description=(
             "Restore every file the agent's file-changing tools (the memory tool, tools declaring\n"
@@ -591,7 +608,7 @@ def _add_undo(sub: Any) -> None:
         ),
         epilog="example:\n  agent-ref undo AGENT_UUID --to-step 2",
     )
-    undo.add_argument("agent_uuid", help="the agent (printed by `run`, listed by `runs`)")
+    _add_agent_uuid(undo)
     undo.add_argument("--to-step", type=int, required=True, metavar="N", help="the step to go back to (0 or more)")
     add_store_options(undo)
 
@@ -661,14 +678,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subcommand(sub: Any, name: str, **texts: str) -> argparse.ArgumentParser:
+    """A subcommand's parser: ``texts`` are its help, description and epilog."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, formatter_class=formatter, **texts)
+    return parser
+
+
+def _add_agent_uuid(p: argparse.ArgumentParser) -> None:
+    p.add_argument("agent_uuid", help="the agent (printed by `run`, listed by `runs`)")
+
+
 def _add_pretty(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pretty", action="store_true", help="a live human view instead of raw SSE lines")
 
 
 def _add_run(sub: Any) -> None:
-    run = sub.add_parser(
+    run = _subcommand(
+        sub,
         "run",
-        formatter_class=formatter,
         help="run one prompt and stream the answer",
         description="Run one prompt: SSE envelope lines on stdout; the run id, summary and pauses on stderr.",
         epilog=(
@@ -690,9 +717,9 @@ def _add_run(sub: Any) -> None:
 
 
 def _add_resume(sub: Any) -> None:
-    resume = sub.add_parser(
+    resume = _subcommand(
+        sub,
         "resume",
-        formatter_class=formatter,
         help="continue a run paused for frontend tools",
         description=(
             "Continue a paused run with the frontend tool results (`run` prints the exact command). Give it\n"
@@ -718,9 +745,9 @@ def _add_resume(sub: Any) -> None:
 
 
 def _add_log(sub: Any) -> None:
-    show = sub.add_parser(
+    show = _subcommand(
+        sub,
         "log",
-        formatter_class=formatter,
         help="print the stored envelope lines of a run",
         description=(
             "Print every response of a run as it was sent, in order: each a complete stream ending with\n"
@@ -744,9 +771,9 @@ def _add_log(sub: Any) -> None:
 
 
 def _add_runs(sub: Any) -> None:
-    runs = sub.add_parser(
+    runs = _subcommand(
+        sub,
         "runs",
-        formatter_class=formatter,
         help="list stored agents: idle, paused, running (owner alive or dead)",
         description=(
             "List the agents in the database, newest first, with their state. A running agent whose\n"
@@ -763,9 +790,9 @@ def _add_runs(sub: Any) -> None:
 
 
 def _add_abandon(sub: Any) -> None:
-    abandon = sub.add_parser(
+    abandon = _subcommand(
+        sub,
         "abandon",
-        formatter_class=formatter,
         help="close a paused (or dead) run without its frontend tool results",
         description=(
             "Close a run paused for frontend tools: each pending call is answered as an error, the run\n"
@@ -773,7 +800,7 @@ def _add_abandon(sub: Any) -> None:
         ),
         epilog='example:\n  agent-ref abandon AGENT_UUID --reason "the user closed the page"',
     )
-    abandon.add_argument("agent_uuid", help="the agent (printed by `run`, listed by `runs`)")
+    _add_agent_uuid(abandon)
     abandon.add_argument(
         "--reason", default="abandoned by the user", help="what the model is told (default: abandoned by the user)"
     )
@@ -781,9 +808,9 @@ def _add_abandon(sub: Any) -> None:
 
 
 def _add_rewind(sub: Any) -> None:
-    rewind = sub.add_parser(
+    rewind = _subcommand(
+        sub,
         "rewind",
-        formatter_class=formatter,
         help="drop an agent's history after a step (or from a run on)",
         description=(
             "Rewind an agent's context: keep its first N steps (assistant turns), or what it was before a\n"
@@ -792,7 +819,7 @@ def _add_rewind(sub: Any) -> None:
         ),
         epilog="examples:\n  agent-ref rewind AGENT_UUID --to-step 2\n  agent-ref rewind AGENT_UUID --to-run RUN_ID",
     )
-    rewind.add_argument("agent_uuid", help="the agent (printed by `run`, listed by `runs`)")
+    _add_agent_uuid(rewind)
     where = rewind.add_mutually_exclusive_group(required=True)
     where.add_argument("--to-step", type=int, metavar="N", help="keep the first N steps of the context")
     where.add_argument("--to-run", metavar="RUN_ID", help="return to the context before this run")
