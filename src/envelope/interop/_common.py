@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from .._blocks import _parse
-from .._decoder import decode
+from .._decoder import CITATION_FIELDS, decode
 from .._encoder import CitationData, Emitter, ImageRef
 from .._errors import EnvelopeError, Position
 from .._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_BYTES
@@ -61,17 +61,8 @@ STREAMED: Final = frozenset({"text", "thinking"})
 CALLS: Final = frozenset({"tool_call", "server_tool_call"})
 WITH_ID: Final = frozenset({"tool_call", "server_tool_call", "tool_result", "server_tool_result"})
 BLOCK_TYPES: Final = CONTROL_TYPES | STREAMED | CALLS | {"tool_result", "server_tool_result"}
-CITATION_KEYS: Final = (
-    "citation_type",
-    "document_index",
-    "document_title",
-    "start_char_index",
-    "end_char_index",
-    "start_page_number",
-    "end_page_number",
-    "url",
-    "title",
-)
+#: The citation extras in wire order (spec §4.5), as the decoder reads them.
+CITATION_KEYS: Final = CITATION_FIELDS
 
 #: Codes of ``InteropError`` (spec/interop.md §6).
 CODES: Final = {
