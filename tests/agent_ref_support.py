@@ -13,6 +13,18 @@ from validating import assert_valid
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
+#: The envelope types, in order, of the embedded model's calculator run ("What is 5 + (10 * 2)?").
+CALCULATOR_RUN_TYPES = [
+    "meta_init",
+    "thinking",
+    "text",
+    "tool_call",
+    "tool_result",
+    "thinking",
+    "text",
+    "meta_final",
+]
+
 
 async def _no_sleep(_: float) -> None:
     return None

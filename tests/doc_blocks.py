@@ -28,16 +28,15 @@ import os
 import re
 import subprocess
 import sys
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from browser.agent_server import serving
 from validating import assert_valid
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from contextlib import AbstractContextManager
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -225,37 +224,9 @@ def ignored_by_git() -> set[str]:
     return {line.strip().strip("/") for line in lines if not line.startswith("#")}
 
 
-@contextmanager
-def agent_serve(cwd: Path) -> Iterator[str]:
+def agent_serve(cwd: Path) -> AbstractContextManager[str]:
     """``agent-ref serve`` on a free loopback port with a fresh database; its URL without the last ``/``."""
-    proc = subprocess.Popen(
-        [str(BIN / "agent-ref"), "serve", "--port", "0", "--db", "served.db"],
-        cwd=cwd,
-        env=env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    try:
-        deadline = time.monotonic() + 60
-        url = None
-        while url is None and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            if "serving on " in line:
-                url = line.split("serving on ", 1)[1].split()[0].rstrip("/")
-        assert url is not None, f"agent-ref serve did not start (exit {proc.poll()})"
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        proc.stderr.close()
+    return serving([str(BIN / "agent-ref"), "serve", "--port", "0", "--db", "served.db"], cwd=cwd, env=env())
 
 
 def _timings_as_words(line: str) -> str:

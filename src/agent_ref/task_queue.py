@@ -382,7 +382,61 @@ class TaskQueue(Protocol):
 # ----------------------------------------------------------------------------------- memory
 
 
-class MemoryTaskQueue:
+class _ByRules:
+    """What both queues do alike: build a task to insert, and apply a rule to one stored task.
+
+    A queue supplies ``_insert`` (store a new task, made at its clock's time) and
+    ``_apply`` (read a task, apply a rule at its clock's time, keep the result); the
+    protocol's writes below are the same over both.
+    """
+
+    async def _insert(self, kind: str, make: Callable[[float], Task]) -> Task:
+        raise NotImplementedError
+
+    async def _apply(self, task_id: str, doing: str, change: Callable[[Task, float], Task]) -> Task:
+        raise NotImplementedError
+
+    async def enqueue(
+        self,
+        kind: str,
+        payload: Any,
+        *,
+        task_id: str | None = None,
+        parent: str = "",
+        idempotent: bool = False,
+        max_attempts: int = 3,
+    ) -> Task:
+        """See ``TaskQueue.enqueue``; an id already used is a ``StateError``."""
+        return await self._insert(
+            kind,
+            lambda now: _new_task(
+                kind, payload, now, task_id=task_id, parent=parent, idempotent=idempotent, max_attempts=max_attempts
+            ),
+        )
+
+    async def heartbeat(self, claim: Claim) -> Task:
+        """See ``TaskQueue.heartbeat``."""
+        return await self._apply(claim.task_id, "renew the lease of", lambda t, now: rules_heartbeat(t, claim, now))
+
+    async def complete(self, claim: Claim, result: Any) -> Task:
+        """See ``TaskQueue.complete``."""
+        _check_result(claim, result)
+        return await self._apply(claim.task_id, "complete", lambda t, now: rules_finish(t, claim, now, result=result))
+
+    async def fail(self, claim: Claim, error: str) -> Task:
+        """See ``TaskQueue.fail``."""
+        return await self._apply(claim.task_id, "fail", lambda t, now: rules_finish(t, claim, now, error=error))
+
+    async def release(self, claim: Claim) -> Task:
+        """See ``TaskQueue.release``."""
+        return await self._apply(claim.task_id, "release", lambda t, now: rules_release(t, claim, now))
+
+    async def kill(self, task_id: str, reason: str = "") -> Task:
+        """See ``TaskQueue.kill``."""
+        return await self._apply(task_id, "kill", lambda t, now: rules_kill(t, now, reason))
+
+
+class MemoryTaskQueue(_ByRules):
     """The queue in one process's memory (tests, the embedded default): the same rules, no database.
 
     Args:
@@ -421,26 +475,8 @@ class MemoryTaskQueue:
             await self._notify()
         return task
 
-    async def enqueue(
-        self,
-        kind: str,
-        payload: Any,
-        *,
-        task_id: str | None = None,
-        parent: str = "",
-        idempotent: bool = False,
-        max_attempts: int = 3,
-    ) -> Task:
-        """See ``TaskQueue.enqueue``; an id already used is a ``StateError``."""
-        task = _new_task(
-            kind,
-            payload,
-            self.clock(),
-            task_id=task_id,
-            parent=parent,
-            idempotent=idempotent,
-            max_attempts=max_attempts,
-        )
+    async def _insert(self, _kind: str, make: Callable[[float], Task]) -> Task:
+        task = make(self.clock())
         if task.task_id in self._tasks:
             raise StateError(f"a task {task.task_id!r} exists already")
         self._tasks[task.task_id] = task
@@ -461,31 +497,9 @@ class MemoryTaskQueue:
                 return claim
         return None
 
-    async def heartbeat(self, claim: Claim) -> Task:
-        """See ``TaskQueue.heartbeat``."""
-        task = self._stored(claim.task_id)
-        return await self._put(rules_heartbeat(task, claim, self.clock()), task)
-
-    async def complete(self, claim: Claim, result: Any) -> Task:
-        """See ``TaskQueue.complete``."""
-        _check_result(claim, result)
-        task = self._stored(claim.task_id)
-        return await self._put(rules_finish(task, claim, self.clock(), result=result), task)
-
-    async def fail(self, claim: Claim, error: str) -> Task:
-        """See ``TaskQueue.fail``."""
-        task = self._stored(claim.task_id)
-        return await self._put(rules_finish(task, claim, self.clock(), error=error), task)
-
-    async def release(self, claim: Claim) -> Task:
-        """See ``TaskQueue.release``."""
-        task = self._stored(claim.task_id)
-        return await self._put(rules_release(task, claim, self.clock()), task)
-
-    async def kill(self, task_id: str, reason: str = "") -> Task:
-        """See ``TaskQueue.kill``."""
+    async def _apply(self, task_id: str, _doing: str, change: Callable[[Task, float], Task]) -> Task:
         task = self._stored(task_id)
-        return await self._put(rules_kill(task, self.clock(), reason), task)
+        return await self._put(change(task, self.clock()), task)
 
     async def get(self, task_id: str) -> Task | None:
         """See ``TaskQueue.get``."""
@@ -606,7 +620,7 @@ def _encode(task: Task) -> tuple[object, ...]:
     )
 
 
-class PostgresTaskQueue:
+class PostgresTaskQueue(_ByRules):
     """The queue in PostgreSQL, shared by every worker and parent process on the database (spec scaleout §6).
 
     Claims select the oldest claimable rows ``FOR UPDATE SKIP LOCKED`` (a row another
@@ -736,22 +750,9 @@ class PostgresTaskQueue:
 
     # -- the protocol
 
-    async def enqueue(
-        self,
-        kind: str,
-        payload: Any,
-        *,
-        task_id: str | None = None,
-        parent: str = "",
-        idempotent: bool = False,
-        max_attempts: int = 3,
-    ) -> Task:
-        """See ``TaskQueue.enqueue``; an id already used is a ``StateError``."""
+    async def _insert(self, kind: str, make: Callable[[float], Task]) -> Task:
         async with self._connection(f"enqueue a {kind!r} task") as conn, conn.transaction():
-            now = await self._now(conn)
-            task = _new_task(
-                kind, payload, now, task_id=task_id, parent=parent, idempotent=idempotent, max_attempts=max_attempts
-            )
+            task = make(await self._now(conn))
             placeholders = ", ".join(["%s"] * 16)
             cur = await conn.execute(
                 f"INSERT INTO agent_tasks ({_COLUMNS}) VALUES ({placeholders})"
@@ -792,27 +793,6 @@ class PostgresTaskQueue:
                     if claim is not None:
                         return claim
                 # every row read had run out of attempts and failed: look again
-
-    async def heartbeat(self, claim: Claim) -> Task:
-        """See ``TaskQueue.heartbeat``."""
-        return await self._apply(claim.task_id, "renew the lease of", lambda t, now: rules_heartbeat(t, claim, now))
-
-    async def complete(self, claim: Claim, result: Any) -> Task:
-        """See ``TaskQueue.complete``."""
-        _check_result(claim, result)
-        return await self._apply(claim.task_id, "complete", lambda t, now: rules_finish(t, claim, now, result=result))
-
-    async def fail(self, claim: Claim, error: str) -> Task:
-        """See ``TaskQueue.fail``."""
-        return await self._apply(claim.task_id, "fail", lambda t, now: rules_finish(t, claim, now, error=error))
-
-    async def release(self, claim: Claim) -> Task:
-        """See ``TaskQueue.release``."""
-        return await self._apply(claim.task_id, "release", lambda t, now: rules_release(t, claim, now))
-
-    async def kill(self, task_id: str, reason: str = "") -> Task:
-        """See ``TaskQueue.kill``."""
-        return await self._apply(task_id, "kill", lambda t, now: rules_kill(t, now, reason))
 
     async def get(self, task_id: str) -> Task | None:
         """See ``TaskQueue.get`` (an expired lease is accounted for and written back)."""

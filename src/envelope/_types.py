@@ -135,28 +135,35 @@ class _Base(
     final: bool
 
 
-class MetaInit(_Base, frozen=True, kw_only=True, tag="meta_init"):
+class _Delta(_Base, frozen=True, kw_only=True):
+    """An envelope whose only field past the base is ``delta`` (the shared layout, not a type)."""
+
+    delta: str
+
+
+class _ToolBlock(_Base, frozen=True, kw_only=True):
+    """A tool block's envelope: ``id``, ``name``, then ``delta`` (the shared layout, not a type)."""
+
+    id: str
+    name: str
+    delta: str
+
+
+class MetaInit(_Delta, frozen=True, kw_only=True, tag="meta_init"):
     """Session metadata, once at the start of an agent's stream; ``delta`` is JSON text."""
 
-    delta: str
 
-
-class Thinking(_Base, frozen=True, kw_only=True, tag="thinking"):
+class Thinking(_Delta, frozen=True, kw_only=True, tag="thinking"):
     """Extended thinking, streamed."""
 
-    delta: str
 
-
-class Text(_Base, frozen=True, kw_only=True, tag="text"):
+class Text(_Delta, frozen=True, kw_only=True, tag="text"):
     """Assistant text, streamed."""
 
-    delta: str
 
-
-class Citation(_Base, frozen=True, kw_only=True, tag="citation"):
+class Citation(_Delta, frozen=True, kw_only=True, tag="citation"):
     """One citation of the agent's last completed text block; ``delta`` is the cited text."""
 
-    delta: str
     citation_type: str
     document_index: int | UnsetType = UNSET
     document_title: str | UnsetType = UNSET
@@ -168,80 +175,51 @@ class Citation(_Base, frozen=True, kw_only=True, tag="citation"):
     title: str | UnsetType = UNSET
 
 
-class ToolCall(_Base, frozen=True, kw_only=True, tag="tool_call"):
+class ToolCall(_ToolBlock, frozen=True, kw_only=True, tag="tool_call"):
     """A client tool invocation; ``delta`` is the JSON arguments text."""
 
-    id: str
-    name: str
-    delta: str
 
-
-class ServerToolCall(_Base, frozen=True, kw_only=True, tag="server_tool_call"):
+class ServerToolCall(_ToolBlock, frozen=True, kw_only=True, tag="server_tool_call"):
     """A server tool invocation (web search, code execution); ``delta`` is JSON text."""
 
-    id: str
-    name: str
-    delta: str
 
-
-class ToolResult(_Base, frozen=True, kw_only=True, tag="tool_result"):
+class ToolResult(_ToolBlock, frozen=True, kw_only=True, tag="tool_result"):
     """The result of a backend or frontend tool; ``delta`` is the result text."""
 
-    id: str
-    name: str
-    delta: str
 
-
-class ToolResultImage(_Base, frozen=True, kw_only=True, tag="tool_result_image"):
+class ToolResultImage(_ToolBlock, frozen=True, kw_only=True, tag="tool_result_image"):
     """One image inside the open ``tool_result`` of the same agent and ``id``."""
 
-    id: str
-    name: str
-    delta: str
     src: str
     media_type: str
 
 
-class ServerToolResult(_Base, frozen=True, kw_only=True, tag="server_tool_result"):
+class ServerToolResult(_ToolBlock, frozen=True, kw_only=True, tag="server_tool_result"):
     """The result of a server tool; ``name`` is the API result block type."""
 
-    id: str
-    name: str
-    delta: str
 
-
-class AwaitingFrontendTools(_Base, frozen=True, kw_only=True, tag="awaiting_frontend_tools"):
+class AwaitingFrontendTools(_Delta, frozen=True, kw_only=True, tag="awaiting_frontend_tools"):
     """The agent is paused; ``delta`` is a JSON array of pending frontend tool calls."""
 
-    delta: str
 
-
-class MetaFiles(_Base, frozen=True, kw_only=True, tag="meta_files"):
+class MetaFiles(_Delta, frozen=True, kw_only=True, tag="meta_files"):
     """Files produced during the run; ``delta`` is a JSON object with a ``files`` array."""
 
-    delta: str
 
-
-class MetaCompaction(_Base, frozen=True, kw_only=True, tag="meta_compaction"):
+class MetaCompaction(_Delta, frozen=True, kw_only=True, tag="meta_compaction"):
     """The agent's context was compacted; ``delta`` is a JSON object (``trigger``, ``pre_tokens``, ...).
 
     A control envelope, not content: it marks where in the agent's stream the model's
     context was summarised or trimmed (spec §4.15).
     """
 
-    delta: str
 
-
-class Error(_Base, frozen=True, kw_only=True, tag="error"):
+class Error(_Delta, frozen=True, kw_only=True, tag="error"):
     """An error; ``delta`` is a JSON error payload."""
 
-    delta: str
 
-
-class MetaFinal(_Base, frozen=True, kw_only=True, tag="meta_final"):
+class MetaFinal(_Delta, frozen=True, kw_only=True, tag="meta_final"):
     """Run summary, once at the end of an agent's stream; ``delta`` is JSON text."""
-
-    delta: str
 
 
 #: The single union of every envelope type, tagged on ``type``.

@@ -467,7 +467,7 @@ class Validator(_BlockRules):
             if size > self.max_bytes and kind not in self._whole_types:  # spec §10.2-b: exempt
                 self._oversize(obj, kind, size, lno, off, agent, out)
             for rule in _LINE_RULES[final][kind]:
-                rule(obj, kind, final, raw_delta, lno, off, agent, out)
+                rule(obj, kind, final, raw_delta, (lno, off, agent), out)
             self._route(obj, agent, kind, final, raw_delta, lno, off, out)
             return
         self._irregular(obj, kind, agent, final, raw_delta, size, lno, off, out)
@@ -526,7 +526,7 @@ class Validator(_BlockRules):
             self._oversize(obj, v_type, size, lno, off, v_agent, out)
         delta = raw_delta if isinstance(raw_delta, str) else ""
         for rule in _LINE_RULES[final is True][v_type]:
-            rule(obj, v_type, final, delta, lno, off, v_agent, out)
+            rule(obj, v_type, final, delta, (lno, off, v_agent), out)
         if v_agent is None or type(final) is not bool:
             return  # no block to route the line to; the line-level violations say why
         self._route(obj, v_agent, v_type, final, delta, lno, off, out)

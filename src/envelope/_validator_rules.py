@@ -41,6 +41,8 @@ from ._validator_codes import (
     _violation,
 )
 
+#: The list a rule appends its violations to.
+_Out = list[Violation]
 _MSGSPEC_BYTE: Final = re.compile(r"\(byte (\d+)\)")
 
 
@@ -234,97 +236,63 @@ def _e117_lone_surrogate(text: str, lone: tuple[int, str], lno: int, off: int, o
     out.append(_violation("E117", message, lno, off, column=at + 1))
 
 
-#: The checks of one line of a known type (routing aside): ``(obj, kind, final, delta, lno, off, agent, out)``.
-_LineRule = Callable[[dict[str, Any], str, object, str, int, int, "str | None", list[Violation]], None]
+#: Where a line is, for its line rules: ``(lno, off, agent)``, as ``_violation`` takes them.
+_At = tuple[int, int, "str | None"]
+#: The checks of one line of a known type (routing aside): ``(obj, kind, final, delta, at, out)``.
+_LineRule = Callable[[dict[str, Any], str, object, str, _At, list[Violation]], None]
+
+
+def _text_of(value: object, key: str) -> str | None:
+    """``value[key]`` when ``value`` is a JSON object and that key holds a string, else None.
+
+    The shape of most field checks: a field that is a string is held to a rule; any
+    other type is E106's or E141's to report.
+    """
+    item = value.get(key) if isinstance(value, dict) else None
+    return item if isinstance(item, str) else None
 
 
 @_rule("W114")
-def _w114_citation_type(
-    obj: dict[str, Any],
-    kind: str,
-    _final: object,
-    _delta: str,
-    lno: int,
-    off: int,
-    agent: str | None,
-    out: list[Violation],
-) -> None:
-    ctype = obj.get("citation_type")
-    if isinstance(ctype, str) and ctype not in _CITATION_TYPES:
+def _w114_citation_type(obj: dict[str, Any], kind: str, _final: object, _delta: str, at: _At, out: _Out) -> None:
+    ctype = _text_of(obj, "citation_type")
+    if ctype is not None and ctype not in _CITATION_TYPES:
         # [V4.5-a] SHOULD be one of the seed's three citation types or the API's two more
         message = f"citation_type {ctype!r} is not one of {', '.join(sorted(_CITATION_TYPES))}"
-        out.append(_violation("W114", message, lno, off, agent, kind))
+        out.append(_violation("W114", message, *at, kind))
 
 
 @_rule("W115")
-def _w115_result_name(
-    obj: dict[str, Any],
-    kind: str,
-    _final: object,
-    _delta: str,
-    lno: int,
-    off: int,
-    agent: str | None,
-    out: list[Violation],
-) -> None:
-    rname = obj.get("name")
-    if isinstance(rname, str) and not rname.endswith("_tool_result"):
+def _w115_result_name(obj: dict[str, Any], kind: str, _final: object, _delta: str, at: _At, out: _Out) -> None:
+    rname = _text_of(obj, "name")
+    if rname is not None and not rname.endswith("_tool_result"):
         # [V4.10-a] name is the API's result block type, e.g. web_search_tool_result
         message = (
             f"server_tool_result name {rname!r} is not an API result block type "
             "(those end in `_tool_result`, e.g. web_search_tool_result)"
         )
-        out.append(_violation("W115", message, lno, off, agent, kind))
+        out.append(_violation("W115", message, *at, kind))
 
 
 @_rule("E121")
-def _e121_marker_delta(
-    _obj: dict[str, Any],
-    kind: str,
-    final: object,
-    delta: str,
-    lno: int,
-    off: int,
-    agent: str | None,
-    out: list[Violation],
-) -> None:
+def _e121_marker_delta(_obj: dict[str, Any], kind: str, final: object, delta: str, at: _At, out: _Out) -> None:
     if final is True and delta:
         # [V5.1-a] a streamed block's final marker carries an empty delta
         message = f"final marker of a {kind} block has a non-empty delta ({len(delta)} characters)"
-        out.append(_violation("E121", message, lno, off, agent, kind))
+        out.append(_violation("E121", message, *at, kind))
 
 
 @_rule("E124")
-def _e124_image_final(
-    _obj: dict[str, Any],
-    kind: str,
-    final: object,
-    _delta: str,
-    lno: int,
-    off: int,
-    agent: str | None,
-    out: list[Violation],
-) -> None:
+def _e124_image_final(_obj: dict[str, Any], kind: str, final: object, _delta: str, at: _At, out: _Out) -> None:
     if final is True:
         # [V4.9-a] an image never closes anything; the tool_result marker does
-        message = "tool_result_image has final: true; images always carry false"
-        out.append(_violation("E124", message, lno, off, agent, kind))
+        out.append(_violation("E124", "tool_result_image has final: true; images always carry false", *at, kind))
 
 
 @_rule("E125")
-def _e125_image_delta(
-    _obj: dict[str, Any],
-    kind: str,
-    _final: object,
-    delta: str,
-    lno: int,
-    off: int,
-    agent: str | None,
-    out: list[Violation],
-) -> None:
+def _e125_image_delta(_obj: dict[str, Any], kind: str, _final: object, delta: str, at: _At, out: _Out) -> None:
     if delta:
         # [V4.9-a] ... and carries no text
-        out.append(_violation("E125", "tool_result_image has a non-empty delta", lno, off, agent, kind))
+        out.append(_violation("E125", "tool_result_image has a non-empty delta", *at, kind))
 
 
 #: Per type, the line rules beyond the base fields, extras and bound, in the order they
@@ -521,9 +489,9 @@ def _e122_image_outside(agent: str, lno: int, off: int, out: list[Violation]) ->
 @_rule("E123")
 def _e123_image_id(obj: dict[str, Any], block: _Block, agent: str, lno: int, off: int, out: list[Violation]) -> None:
     for field in ("id", "name"):
-        value = obj.get(field)
+        value = _text_of(obj, field)
         expected = block.id if field == "id" else block.name
-        if isinstance(value, str) and value != expected:
+        if value is not None and value != expected:
             # [V7.3-b] ... with the same id and name
             message = (
                 f"tool_result_image {field} {value!r} differs from {expected!r} of the open tool_result "
@@ -608,8 +576,8 @@ _PayloadRule = Callable[[object, str, str, str, int, int, list[Violation]], None
 
 @_rule("W144")
 def _w144_format(value: object, kind: str, _where: str, agent: str, lno: int, off: int, out: list[Violation]) -> None:
-    fmt = value.get("format") if isinstance(value, dict) else None
-    if isinstance(fmt, str) and fmt != "json":
+    fmt = _text_of(value, "format")
+    if fmt is not None and fmt != "json":
         # spec §4.2-a: the stream is JSON envelopes; clients pick their parser from `format`
         origin = cast("dict[str, Any]", value).get("migrated_from")
         hint = (
@@ -628,8 +596,8 @@ def _w144_format(value: object, kind: str, _where: str, agent: str, lno: int, of
 def _e142_agent_uuid(
     value: object, kind: str, _where: str, agent: str, lno: int, off: int, out: list[Violation]
 ) -> None:
-    uuid = value.get("agent_uuid") if isinstance(value, dict) else None
-    if isinstance(uuid, str) and uuid != agent:
+    uuid = _text_of(value, "agent_uuid")
+    if uuid is not None and uuid != agent:
         # [V4.2-a] meta_init describes the agent that sends it
         message = f"meta_init agent_uuid {uuid!r} differs from the envelope's agent {agent!r}"
         out.append(_violation("E142", message, lno, off, agent, kind))

@@ -9,28 +9,16 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import signal
 import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from agent_ref_support import sse_lines
-from validating import assert_valid
+from cli_support import SCRIPT, clean_env, serve_refusal, start_serve, stop_serve, strict_envelopes
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-BIN = Path(sys.executable).parent
-SCRIPT = BIN / "agent-ref"
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "AGENT_REF_TOKEN")}
+    from pathlib import Path
 
 
 class Served:
@@ -56,38 +44,7 @@ class Served:
 
 
 def _start(tmp_path: Path, *args: str) -> Served:
-    proc = subprocess.Popen(
-        [str(SCRIPT), "serve", "--port", "0", "--db", str(tmp_path / "agents.db"), *args],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        cwd=tmp_path,
-        env=_env(),
-    )
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        if "serving on " in line:
-            url = line.split("serving on ", 1)[1].split()[0]
-            host, port = url.removeprefix("http://").rstrip("/").rsplit(":", 1)
-            return Served(proc, host, int(port))
-    _stop(proc)
-    pytest.fail(f"agent-ref serve did not start (exit {proc.poll()})")
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-    if proc.stderr is not None:
-        proc.stderr.close()
+    return Served(*start_serve(tmp_path, *args))
 
 
 @pytest.fixture
@@ -109,26 +66,14 @@ def served(tmp_path: Path) -> Iterator[Served]:
     try:
         yield server
     finally:
-        _stop(server.proc)
-
-
-def _strict(body: bytes, tmp_path: Path) -> list[dict[str, object]]:
-    """The response passes the strict validator (in process and ``envelope validate --strict``); its envelopes."""
-    assert_valid(body)
-    path = tmp_path / "response.sse"
-    path.write_bytes(body)
-    done = subprocess.run(
-        [str(BIN / "envelope"), "validate", "--strict", str(path)], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return [json.loads(line) for line in sse_lines(body) if line != b"[DONE]"]
+        stop_serve(server.proc)
 
 
 def test_spec_rc9_a_serve_runs_the_agent_with_runs_options(served: Served, tmp_path: Path) -> None:
     """Subagents, memory and compaction through `serve`, as `run` has them (serve had none of these) [RC9-a]."""
     status, body = served.post("/agent/run", {"prompt": "Research tides and volcanoes in parallel"})
     assert status == 200
-    envelopes = _strict(body, tmp_path)
+    envelopes = strict_envelopes(body, tmp_path)
     inits = [json.loads(str(e["delta"])) for e in envelopes if e["type"] == "meta_init"]
     children = [i for i in inits if i.get("parent_agent")]
     assert len(children) == 2, inits  # two researchers, each linked to its parent (envelope-v1 §8.3.1)
@@ -136,14 +81,14 @@ def test_spec_rc9_a_serve_runs_the_agent_with_runs_options(served: Served, tmp_p
 
     status, body = served.post("/agent/run", {"prompt": "Remember that I prefer tea."})
     assert status == 200
-    _strict(body, tmp_path)
+    strict_envelopes(body, tmp_path)
     remembered = [p for p in (tmp_path / "memories").rglob("*") if p.is_file()]
     assert remembered, "the memory tool wrote under --memory"
     assert any("tea" in p.read_text(encoding="utf-8") for p in remembered)
 
     status, body = served.post("/agent/run", {"prompt": "keep calculating"})
     assert status == 200
-    types = [e["type"] for e in _strict(body, tmp_path)]
+    types = [e["type"] for e in strict_envelopes(body, tmp_path)]
     assert "meta_compaction" in types  # --compact-threshold 300
 
 
@@ -153,9 +98,9 @@ def test_spec_rc9_b_subagents_none_registers_no_children(tmp_path: Path) -> None
     try:
         status, body = server.post("/agent/run", {"prompt": "Research tides and volcanoes in parallel"})
     finally:
-        _stop(server.proc)
+        stop_serve(server.proc)
     assert status == 200
-    envelopes = _strict(body, tmp_path)
+    envelopes = strict_envelopes(body, tmp_path)
     assert len({e["agent"] for e in envelopes}) == 1
 
 
@@ -168,7 +113,7 @@ def test_spec_rc9_c_other_host_names_are_refused(served: Served, tmp_path: Path)
         "/agent/run", {"prompt": "What is 5 + (10 * 2)?"}, host_header=f"localhost:{served.port}"
     )
     assert status == 200
-    _strict(body, tmp_path)
+    strict_envelopes(body, tmp_path)
 
 
 def test_spec_rc9_c_allowed_host_adds_a_name(tmp_path: Path) -> None:
@@ -179,10 +124,10 @@ def test_spec_rc9_c_allowed_host_adds_a_name(tmp_path: Path) -> None:
         local, local_body = server.post("/agent/run", {"prompt": "What is 5 + (10 * 2)?"}, host_header="localhost")
         other, _ = server.post("/agent/run", {"prompt": "hi"}, host_header="attacker.example")
     finally:
-        _stop(server.proc)
+        stop_serve(server.proc)
     assert (named, local, other) == (200, 200, 421)
-    _strict(body, tmp_path)
-    _strict(local_body, tmp_path)
+    strict_envelopes(body, tmp_path)
+    strict_envelopes(local_body, tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -202,20 +147,9 @@ def test_spec_rc9_d_serve_refuses_bad_options_before_listening(
 ) -> None:
     """Each bad agent option is one line, exit 2, before the port is bound or the database made [RC9-d]."""
     (tmp_path / "file.txt").write_text("not a directory\n", encoding="utf-8")
-    done = subprocess.run(
-        [str(SCRIPT), "serve", "--port", "0", "--db", "a.db", *args],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=_env(),
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 2, done.stderr
+    done = serve_refusal(tmp_path, *args)
     assert done.stderr.startswith(start), done.stderr
-    assert done.stderr.count("\n") == 1
     assert "Traceback" not in done.stderr
-    assert "serving on" not in done.stderr
     assert not (tmp_path / "a.db").exists()
 
 
@@ -239,7 +173,7 @@ def test_spec_rc9_a_serve_and_run_share_the_agent_options() -> None:
 def test_spec_rc4_a_serve_help_has_a_description_and_examples() -> None:
     """`serve --help`: what it does, the token advice, examples [RC4-a]."""
     done = subprocess.run(
-        [str(SCRIPT), "serve", "--help"], capture_output=True, text=True, env=_env(), timeout=60, check=False
+        [str(SCRIPT), "serve", "--help"], capture_output=True, text=True, env=clean_env(), timeout=60, check=False
     )
     assert done.returncode == 0
     assert "Serve the reference agent over HTTP" in done.stdout

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import warnings
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from agent_ref import Agent, ConflictError, MemoryStore, ReplayModel, SQLiteStore, default_tools
 from agent_ref.state import AgentState
-from agent_ref_support import blocks, drop, fast_retry, meta, run, sse_lines, types
+from agent_ref_support import CALCULATOR_RUN_TYPES, blocks, drop, fast_retry, meta, run, sse_lines, types
+from cli_support import module_cli as _cli
 from validating import assert_valid
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_spec_8_corpus_calculator_run_replays_three_calls(corpus: Path) -> None:
@@ -94,38 +93,13 @@ def test_spec_4_3_optimistic_concurrency(kind: str, tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
-def _cli(*args: str, cwd: Path, key: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
-    if key is not None:
-        env["ANTHROPIC_API_KEY"] = key
-    env["PYTHONPATH"] = str(SRC)
-    return subprocess.run(
-        [sys.executable, "-m", "agent_ref", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_spec_9_default_command_offline_without_a_key(tmp_path: Path) -> None:
     """The default command, offline, stdout only the stream [R9.1-a] [R8.1-a]."""
     done = _cli("run", "What is 5 + (10 * 2)?", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = sse_lines(done.stdout)
     assert_valid(lines)
-    assert types(lines) == [
-        "meta_init",
-        "thinking",
-        "text",
-        "tool_call",
-        "tool_result",
-        "thinking",
-        "text",
-        "meta_final",
-    ]
+    assert types(lines) == CALCULATOR_RUN_TYPES
     assert lines[-1] == b"[DONE]"
     assert (tmp_path / "agent-ref.db").exists()
     assert "end_turn" in done.stderr  # human summary on stderr only

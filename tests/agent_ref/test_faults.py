@@ -29,6 +29,7 @@ from agent_ref import (
     tool,
 )
 from agent_ref_support import assert_valid_responses, blocks, drop, envelopes, fast_retry, meta, run
+from cli_support import module_cli as _cli
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 TESTS = Path(__file__).resolve().parents[1]
@@ -335,17 +336,3 @@ def test_spec_10_2_b_a_run_killed_with_sigkill_is_seen_dead_and_closed(tmp_path:
     assert [m["content"][0]["text"] for m in model.requests[0]["messages"]] == ["What is 2 + 3?"]
     (closing,) = assert_valid_responses(asyncio.run(store.run_log(lost.run_id)))
     assert meta(closing, "error")["type"] == "lost"
-
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
-    env["PYTHONPATH"] = str(SRC)
-    return subprocess.run(
-        [sys.executable, "-m", "agent_ref", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
-        check=False,
-    )

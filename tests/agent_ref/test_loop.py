@@ -9,7 +9,7 @@ import pytest
 
 from agent_ref import Agent, Price, ScriptedModel, ToolOutput, default_tools, tool
 from agent_ref.errors import ConfigError
-from agent_ref_support import blocks, fast_retry, meta, run, types
+from agent_ref_support import CALCULATOR_RUN_TYPES, blocks, fast_retry, meta, run, types
 from envelope import ImageRef, decode, reconstruct
 
 
@@ -24,16 +24,7 @@ def test_spec_1_calculator_run_streams_call_result_answer() -> None:
     lines: list[bytes] = []
     agent = _agent()
     result = run(agent.run("What is 5 + (10 * 2)?", lines.append))
-    assert types(lines) == [
-        "meta_init",
-        "thinking",
-        "text",
-        "tool_call",
-        "tool_result",
-        "thinking",
-        "text",
-        "meta_final",
-    ]
+    assert types(lines) == CALCULATOR_RUN_TYPES
     assert lines[-1] == b"[DONE]"  # spec §7.1-a
     for line in lines[:-1]:
         decode(line)  # every line is a valid, typed envelope

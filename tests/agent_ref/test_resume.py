@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,10 +19,13 @@ from agent_ref import (
     default_tools,
 )
 from agent_ref_support import assert_valid_responses, blocks, drop, fast_retry, meta, run, types
+from cli_support import module_cli as _cli
 from envelope import SSEReader, reconstruct
 from validating import assert_valid
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+if TYPE_CHECKING:
+    from pathlib import Path
+
 PROMPT = "Please confirm, then tell me what is 6 * 7"
 
 
@@ -191,21 +190,6 @@ def test_spec_4_3_concurrent_resume_exactly_one_wins(tmp_path: Path) -> None:
         b for m in stored.messages if m["role"] == "user" for b in m["content"] if b.get("tool_use_id") == tid
     ]
     assert len(results_in_history) == 1
-
-
-def _cli(*args: str, stdin: str | None = None, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
-    env["PYTHONPATH"] = str(SRC)
-    return subprocess.run(
-        [sys.executable, "-m", "agent_ref", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
-        check=False,
-    )
 
 
 def _sse_lines(stdout: str) -> list[bytes]:

@@ -29,8 +29,15 @@ _URL = re.compile(r"serving on (http://127\.0\.0\.1:\d+)/")
 
 
 @contextlib.contextmanager
-def serving(command: list[str], *, url_on: str = "stderr", url: re.Pattern[str] = _URL) -> Iterator[str]:
-    """Run a server process; yield the base URL it prints on ``url_on``; stop it by its pid.
+def serving(
+    command: list[str],
+    *,
+    url_on: str = "stderr",
+    url: re.Pattern[str] = _URL,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[str]:
+    """Run a server process (in ``cwd``, with ``env``); yield the base URL it prints on ``url_on``; stop it by its pid.
 
     ``url``'s first group is the URL (default: ``agent-ref serve``'s "serving on URL/" line).
     Everything is bounded: the wait for the URL, the stop (SIGTERM, then SIGKILL).
@@ -41,6 +48,8 @@ def serving(command: list[str], *, url_on: str = "stderr", url: re.Pattern[str] 
         stdout=subprocess.PIPE if url_on == "stdout" else subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        cwd=cwd,
+        env=env,
     )
     stream = proc.stdout if url_on == "stdout" else proc.stderr
     assert stream is not None

@@ -2,7 +2,7 @@
 
 The server runs as its own process (``python -m agent_ref.serve_cli --port 0``) on
 loopback with the embedded scripted model and a database in the test's temporary
-folder; it is stopped at the end of each test (terminate, then kill after 10 s).
+folder; it is stopped at the end of each test (terminate, then kill after 20 s).
 Every stream it sends is also saved with ``--save`` and validated strictly.
 
 MERGE NOTE (lead): ``agent_ref.server`` comes with issue 15 (branch h6-server). Until
@@ -13,13 +13,12 @@ merged, delete ``_SERVER_MISSING`` and the skip mark so that they always run.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from typing import TYPE_CHECKING
 
 import pytest
 
+from browser.agent_server import serving
 from validating import assert_valid
 
 from .test_check_servers import check, codes
@@ -35,34 +34,9 @@ PROMPT = '{"prompt": "What is 5 + (10 * 2)?"}'
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     """``agent-ref serve`` on 127.0.0.1, a free port; yields its base URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_ref.serve_cli", "--port", "0", "--db", str(tmp_path / "agents.db")],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=dict(os.environ),
-    )
-    try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 60
-        url = None
-        while url is None and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            if "serving on " in line:
-                url = line.split("serving on ", 1)[1].split()[0].rstrip("/")
-        assert url is not None, f"agent-ref serve did not start (exit {proc.poll()})"
+    command = [sys.executable, "-m", "agent_ref.serve_cli", "--port", "0", "--db", str(tmp_path / "agents.db")]
+    with serving(command, env=dict(os.environ)) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 def test_agent_server_run_is_valid(server: str, tmp_path: Path) -> None:

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agent_ref_support import sse_lines
-from validating import assert_valid
+from cli_support import strict_envelopes
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -95,21 +94,10 @@ def paused(tmp_path: Path) -> Iterator[tuple[_Server, str, dict[str, Any]]]:
         second.stop()
 
 
-def _strict(body: bytes, tmp_path: Path) -> list[dict[str, Any]]:
-    assert_valid(body)
-    path = tmp_path / "response.sse"
-    path.write_bytes(body)
-    done = subprocess.run(
-        [str(BIN / "envelope"), "validate", "--strict", str(path)], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return [json.loads(line) for line in sse_lines(body) if line != b"[DONE]"]
-
-
 def _pause(server: _Server, tmp_path: Path) -> tuple[str, dict[str, Any]]:
     status, body = server.post("/agent/run", {"prompt": "What is 6 * 7?"})
     assert status == 200, body
-    envs = _strict(body, tmp_path)
+    envs = strict_envelopes(body, tmp_path)
     pauses = [e for e in envs if e["type"] == "awaiting_frontend_tools"]
     assert len(pauses) == 1, server.log.read_text()[-3000:]
     (pause,) = pauses
@@ -126,7 +114,7 @@ def test_s1_2_d_approved_on_another_server_process(paused: tuple[_Server, str, d
     answer = {"tool_use_id": element["tool_use_id"], "decision": "approve", "updated_input": {"expression": "5 + 5"}}
     status, body = second.post("/agent/tool_results", {"agent_uuid": agent, "tool_results": [answer]})
     assert status == 200, body
-    envs = _strict(body, tmp_path)
+    envs = strict_envelopes(body, tmp_path)
     (result,) = [e for e in envs if e["type"] == "tool_result"]
     assert (result["id"], result["delta"]) == (element["tool_use_id"], "10")
     assert json.loads(envs[-1]["delta"])["stop_reason"] == "end_turn"
@@ -163,5 +151,5 @@ def test_s1_2_d_bad_answers_are_refused_and_the_agent_stays_paused(
     deny = {"tool_use_id": element["tool_use_id"], "decision": "deny", "message": "no"}
     got, body = second.post("/agent/tool_results", {"agent_uuid": agent, "tool_results": [deny]})
     assert got == 200, body  # still paused: a good answer goes through
-    (result,) = [e for e in _strict(body, tmp_path) if e["type"] == "tool_result"]
+    (result,) = [e for e in strict_envelopes(body, tmp_path) if e["type"] == "tool_result"]
     assert result["delta"] == "no"

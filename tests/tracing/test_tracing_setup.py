@@ -11,9 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -21,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agent_ref.errors import ConfigError
 from agent_ref.tracing import Tracing, configure_tracing, otlp_traces_url
+from cli_support import OtlpCollector, otlp_collector
 from conftest import ROOT
 
 if TYPE_CHECKING:
@@ -102,45 +101,24 @@ def test_a_bad_otlp_url_is_a_config_error_R20_5_a(bad: str) -> None:
         configure_tracing(bad)
 
 
-class _Collector(BaseHTTPRequestHandler):
-    received: ClassVar[list[tuple[str, str, bytes]]] = []
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length", "0"))
-        self.received.append((self.path, self.headers.get("Content-Type", ""), self.rfile.read(length)))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *_: object) -> None:
-        """Quiet: the test reads what was received."""
-
-
 @pytest.fixture
-def collector() -> Iterator[str]:
-    """An OTLP/HTTP collector stand-in on the loopback; its URL (no path)."""
-    _Collector.received = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=10)
+def collector() -> Iterator[OtlpCollector]:
+    """An OTLP/HTTP collector stand-in on the loopback."""
+    with otlp_collector() as collected:
+        yield collected
 
 
-def test_configure_tracing_exports_spans_to_an_otlp_collector_R20_5_a(collector: str) -> None:
+def test_configure_tracing_exports_spans_to_an_otlp_collector_R20_5_a(collector: OtlpCollector) -> None:
     """[R20.5-a] ``--otlp URL``: spans reach the collector as OTLP protobuf, with the service name as a resource."""
-    provider = configure_tracing(collector, service_name="agent-ref-test", set_global=False)
+    provider = configure_tracing(collector.url, service_name="agent-ref-test", set_global=False)
     assert provider is not None
     tracing = Tracing(tracer_provider=provider)
     with tracing.run(agent_id="agent-1", run_id="run-1", model="claude-x") as run:
         run.end_run("end_turn", usage={"input_tokens": 3, "output_tokens": 1})
     assert provider.force_flush(timeout_millis=20_000)
     provider.shutdown()
-    assert len(_Collector.received) == 1
-    path, content_type, body = _Collector.received[0]
+    assert len(collector.received) == 1
+    path, content_type, body = collector.received[0]
     assert (path, content_type) == ("/v1/traces", "application/x-protobuf")
     request = ExportTraceServiceRequest.FromString(body)
     (resource_spans,) = request.resource_spans

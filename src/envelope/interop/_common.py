@@ -23,16 +23,30 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from .._blocks import _parse
-from .._decoder import decode
+from .._decoder import CITATION_FIELDS, decode
 from .._encoder import CitationData, Emitter, ImageRef
 from .._errors import EnvelopeError, Position
 from .._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_BYTES
 from .._types import ENVELOPE_TYPES
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
-__all__ = ["DONE_LINE", "EnvelopeReader", "EnvelopeWriter", "InteropError", "OpenBlock"]
+__all__ = [
+    "DONE_LINE",
+    "EnvelopeReader",
+    "EnvelopeWriter",
+    "Inputs",
+    "InteropError",
+    "OpenBlock",
+    "OpenParts",
+    "image_ref",
+    "image_refs",
+    "made_meta_init",
+    "write_awaiting",
+    "write_piece",
+    "write_result",
+]
 
 #: The terminator line of an envelope stream and of a UI message stream.
 DONE_LINE: Final = b"[DONE]"
@@ -47,17 +61,8 @@ STREAMED: Final = frozenset({"text", "thinking"})
 CALLS: Final = frozenset({"tool_call", "server_tool_call"})
 WITH_ID: Final = frozenset({"tool_call", "server_tool_call", "tool_result", "server_tool_result"})
 BLOCK_TYPES: Final = CONTROL_TYPES | STREAMED | CALLS | {"tool_result", "server_tool_result"}
-CITATION_KEYS: Final = (
-    "citation_type",
-    "document_index",
-    "document_title",
-    "start_char_index",
-    "end_char_index",
-    "start_page_number",
-    "end_page_number",
-    "url",
-    "title",
-)
+#: The citation extras in wire order (spec §4.5), as the decoder reads them.
+CITATION_KEYS: Final = CITATION_FIELDS
 
 #: Codes of ``InteropError`` (spec/interop.md §6).
 CODES: Final = {
@@ -382,6 +387,131 @@ class EnvelopeWriter:
             )
         self._order.clear()
         return [DONE_LINE]
+
+
+# ---------------------------------------------------------------------------------------
+# what both foreign formats carry alike, read into writer calls
+
+
+def image_ref(value: Any, where: Position) -> ImageRef:
+    """An image as our metadata carries it: an object with ``src`` and ``media_type``."""
+    if not isinstance(value, dict):
+        raise InteropError("I202", "an image must be an object with src and media_type", position=where)
+    return ImageRef(src=need(value, "src", str, where), media_type=need(value, "media_type", str, where))
+
+
+def image_refs(values: list[Any] | None, where: Position) -> list[ImageRef]:
+    """Every image of a list as ``image_ref`` reads it (none for ``None``)."""
+    return [image_ref(value, where) for value in values or []]
+
+
+def write_piece(writer: EnvelopeWriter, agent: str, value: Mapping[str, Any], where: Position) -> list[bytes]:
+    """Our piece of a block (``envelope.piece`` / ``data-envelope-piece``, spec/interop.md §3) written."""
+    btype = need(value, "type", str, where)
+    text = need(value, "text", str, where)
+    final = need(value, "final", bool, where)
+    images = image_refs(optional(value, "images", list, where), where)
+    return writer.piece(
+        agent,
+        btype,
+        text,
+        final,
+        where,
+        id=optional(value, "id", str, where),
+        name=optional(value, "name", str, where),
+        images=images,
+    )
+
+
+def write_result(
+    writer: EnvelopeWriter,
+    agent: str,
+    tid: str,
+    name: str,
+    text: str,
+    images: list[ImageRef],
+    where: Position,
+    *,
+    server: bool,
+) -> list[bytes]:
+    """A tool's result: a ``tool_result`` (with its images), or a ``server_tool_result`` (none)."""
+    if not server:
+        return writer.tool_result(agent, tid, name, text, images, where)
+    if images:
+        raise InteropError("I203", "images in a server tool result have no envelope counterpart", position=where)
+    return writer.whole(agent, "server_tool_result", text, where, id=tid, name=name)
+
+
+class Inputs:
+    """The numbering of a converter's inputs (events, chunks): each one's position, and the end of input."""
+
+    def __init__(self) -> None:
+        """No input yet."""
+        self._count = 0
+        self._closed = False
+
+    def _next_input(self) -> Position:
+        """The position of the input ``feed`` was given (its 1-based number); I206 after ``close``."""
+        self._count += 1
+        where = Position(line=self._count, index=self._count - 1)
+        if self._closed:
+            raise InteropError("I206", "feed() after close()", position=where)
+        return where
+
+    def _end_of_input(self) -> Position:
+        """The position just past the last input, marking the converter closed; I206 the second time."""
+        where = Position(line=self._count + 1, index=self._count)
+        if self._closed:
+            raise InteropError("I206", "close() twice", position=where)
+        self._closed = True
+        return where
+
+
+def made_meta_init(agent: str, origin: str) -> dict[str, Any]:
+    """The ``meta_init`` payload made for an agent of a stream not ours, ``migrated_from`` its format."""
+    return {"format": "json", "user_query": "", "agent_uuid": agent, "model": "", "migrated_from": origin}
+
+
+def write_awaiting(
+    writer: EnvelopeWriter,
+    meta: Callable[[str, Position], list[bytes]],
+    agent: str,
+    pending: list[dict[str, Any]],
+    where: Position,
+) -> list[bytes]:
+    """A stream not ours ends with client tool calls unanswered: ``awaiting_frontend_tools`` (none: nothing).
+
+    ``meta`` makes the agent's ``meta_init`` first when the stream needs one (the converter's ``_meta``).
+    """
+    if not pending:
+        return []
+    return meta(agent, where) + writer.whole(agent, "awaiting_frontend_tools", dumps(pending), where)
+
+
+class OpenParts:
+    """The text and thinking blocks open under a foreign id (AG-UI's ``messageId``, the AI SDK's part id)."""
+
+    def __init__(self, writer: EnvelopeWriter, what: str) -> None:
+        """``what`` names the foreign id's kind in errors (``message``, ``part``)."""
+        self._writer = writer
+        self._what = what
+        self._open: dict[str, tuple[str, str]] = {}  # foreign id -> (agent, type)
+
+    def begin(self, pid: str, agent: str, btype: str, where: Position) -> None:
+        """Open ``btype`` (text or thinking) of ``agent`` under ``pid``."""
+        self._open[pid] = (agent, btype)
+        self._writer.begin(agent, btype, where)
+
+    def step(self, event: Mapping[str, Any], key: str, kind: str, where: Position, *, end: bool) -> list[bytes]:
+        """The event ``kind`` of the block ``event[key]`` names: its next ``delta``, or its ``end``."""
+        pid = need(event, key, str, where)
+        if pid not in self._open:
+            raise InteropError("I204", f"{kind} for {self._what} {pid!r} that is not open", position=where)
+        agent, btype = self._open[pid]
+        if end:
+            del self._open[pid]
+            return self._writer.end(agent, btype, where)
+        return self._writer.add(agent, btype, need(event, "delta", str, where), where)
 
 
 # ---------------------------------------------------------------------------------------

@@ -18,25 +18,32 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._blocks import _parse
 from .._encoder import ImageRef
-from .._errors import Position
 from .._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_BYTES
 from ._common import (
     CONTROL_TYPES,
     EnvelopeReader,
     EnvelopeWriter,
+    Inputs,
     InteropError,
     OpenBlock,
+    OpenParts,
     dumps,
     envelope_meta,
+    made_meta_init,
     need,
     optional,
     parse_object,
     split_data_uri,
+    write_awaiting,
+    write_piece,
+    write_result,
 )
 from ._requests import ServerRequest, request_from_run_input
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from .._errors import Position
 
 __all__ = ["CUSTOM_PREFIX", "AguiToEnvelope", "EnvelopeToAgui", "ServerRequest", "request_from_run_input"]
 
@@ -254,7 +261,7 @@ _MESSAGE_EVENTS: Final = frozenset(
 _CALL_EVENTS: Final = frozenset({"TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"})
 
 
-class AguiToEnvelope:
+class AguiToEnvelope(Inputs):
     """AG-UI events to envelope lines (spec/interop.md §4).
 
     Events of the run's agent (no ``subagentRunId``) go to agent ``agent`` (or the one our
@@ -270,14 +277,13 @@ class AguiToEnvelope:
                 not name one.
             max_bytes: the bound on each envelope line written (spec §6.1).
         """
+        super().__init__()
         self.default_agent = agent
         self._writer = EnvelopeWriter(max_bytes)
         self._main = agent
         self._ours = False
         self._in_run = False
-        self._count = 0
-        self._closed = False
-        self._messages: dict[str, tuple[str, str]] = {}  # messageId -> (agent, type)
+        self._messages = OpenParts(self._writer, "message")  # by messageId
         self._calls: dict[str, tuple[str, str, str]] = {}  # toolCallId -> (agent, type, name)
         self._started: set[str] = set()  # agents with a meta_init in this response
         self._parents: dict[str, tuple[str | None, str | None]] = {}
@@ -289,10 +295,7 @@ class AguiToEnvelope:
         Raises:
             InteropError: I201-I205 with the event's position (its 1-based number).
         """
-        self._count += 1
-        where = Position(line=self._count, index=self._count - 1)
-        if self._closed:
-            raise InteropError("I206", "feed() after close()", position=where)
+        where = self._next_input()
         event = parse_object(raw, where)
         kind = need(event, "type", str, where)
         if kind != "RUN_STARTED" and not self._in_run:
@@ -358,26 +361,17 @@ class AguiToEnvelope:
 
     def _message(self, kind: str, event: dict[str, Any], agent: str, where: Position) -> list[bytes]:
         """A text or reasoning message starts, grows or ends: a text or thinking block."""
-        w = self._writer
         if kind in ("TEXT_MESSAGE_START", "REASONING_MESSAGE_START"):
             mid = need(event, "messageId", str, where)
             role = optional(event, "role", str, where)
             if kind == "TEXT_MESSAGE_START" and role not in (None, "assistant"):
                 raise InteropError("I203", f"a {role} text message has no envelope counterpart", position=where)
             btype = "text" if kind == "TEXT_MESSAGE_START" else "thinking"
-            self._messages[mid] = (agent, btype)
             out = self._meta(agent, where)
-            w.begin(agent, btype, where)
+            self._messages.begin(mid, agent, btype, where)
             return out
         # TEXT_MESSAGE_CONTENT, REASONING_MESSAGE_CONTENT, TEXT_MESSAGE_END, REASONING_MESSAGE_END
-        mid = need(event, "messageId", str, where)
-        if mid not in self._messages:
-            raise InteropError("I204", f"{kind} for message {mid!r} that is not open", position=where)
-        magent, btype = self._messages[mid]
-        if kind.endswith("_END"):
-            del self._messages[mid]
-            return w.end(magent, btype, where)
-        return w.add(magent, btype, need(event, "delta", str, where), where)
+        return self._messages.step(event, "messageId", kind, where, end=kind.endswith("_END"))
 
     def _tool_call(self, kind: str, event: dict[str, Any], agent: str, where: Position) -> list[bytes]:
         """A tool call starts, gets its arguments, or ends: a tool_call or server_tool_call block."""
@@ -417,24 +411,14 @@ class AguiToEnvelope:
                 raise InteropError("I204", f"pending tool call {tid!r} was never started", position=where)
             args = _parse(self._args.get(tid, ""))
             pending.append({"tool_use_id": tid, "name": call[2], "input": args if isinstance(args, dict) else {}})
-        if not pending:
-            return []
-        return self._meta(self._main, where) + self._writer.whole(
-            self._main, "awaiting_frontend_tools", dumps(pending), where
-        )
+        return write_awaiting(self._writer, self._meta, self._main, pending, where)
 
     def _meta(self, agent: str, where: Position) -> list[bytes]:
         """A stream not ours: each agent's first block is preceded by a made ``meta_init``."""
         if self._ours or agent in self._started:
             return []
         self._started.add(agent)
-        payload: dict[str, Any] = {
-            "format": "json",
-            "user_query": "",
-            "agent_uuid": agent,
-            "model": "",
-            "migrated_from": "agui",
-        }
+        payload = made_meta_init(agent, "agui")
         parent, call = self._parents.get(agent, (None, None))
         if agent != self._main and call is not None:
             payload["parent_agent"] = parent if parent is not None else self._main
@@ -468,13 +452,9 @@ class AguiToEnvelope:
         else:
             raise InteropError("I202", "TOOL_CALL_RESULT needs content: a string or parts", position=where)
         out = self._meta(agent, where)
-        if btype == "server_tool_result":
-            if images:
-                raise InteropError(
-                    "I203", "images in a server tool result have no envelope counterpart", position=where
-                )
-            return out + self._writer.whole(agent, btype, text, where, id=tid, name=name)
-        return out + self._writer.tool_result(agent, tid, name, text, images, where)
+        return out + write_result(
+            self._writer, agent, tid, name, text, images, where, server=btype == "server_tool_result"
+        )
 
     def _custom(self, what: str, value: Any, agent: str, where: Position) -> list[bytes]:
         if not isinstance(value, dict):
@@ -487,20 +467,7 @@ class AguiToEnvelope:
                 raise InteropError("I202", "citation final must be a boolean", position=where, field="$.value.final")
             return self._meta(agent, where) + w.citation(agent, citation, final, where)
         if what == "piece":
-            btype = need(value, "type", str, where)
-            text = need(value, "text", str, where)
-            final = need(value, "final", bool, where)
-            images = [_image(i, where) for i in optional(value, "images", list, where) or []]
-            return self._meta(agent, where) + w.piece(
-                agent,
-                btype,
-                text,
-                final,
-                where,
-                id=optional(value, "id", str, where),
-                name=optional(value, "name", str, where),
-                images=images,
-            )
+            return self._meta(agent, where) + write_piece(w, agent, value, where)
         if what in CONTROL_TYPES:
             text = need(value, "text", str, where)
             if what == "meta_init":
@@ -510,17 +477,8 @@ class AguiToEnvelope:
 
     def close(self) -> list[bytes]:
         """End of input: a run without ``RUN_FINISHED`` was cut; its open blocks stay open."""
-        where = Position(line=self._count + 1, index=self._count)
-        if self._closed:
-            raise InteropError("I206", "close() twice", position=where)
-        self._closed = True
+        self._end_of_input()
         return self._writer.cut() if self._in_run else []
-
-
-def _image(value: Any, where: Position) -> ImageRef:
-    if not isinstance(value, dict):
-        raise InteropError("I202", "an image must be an object with src and media_type", position=where)
-    return ImageRef(src=need(value, "src", str, where), media_type=need(value, "media_type", str, where))
 
 
 def _content_part(part: Any, where: Position) -> tuple[str, ImageRef | None]:

@@ -17,25 +17,33 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from .._blocks import _parse
-from .._encoder import ImageRef
-from .._errors import Position
 from .._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_BYTES
 from ._common import (
     CONTROL_TYPES,
     EnvelopeReader,
     EnvelopeWriter,
+    Inputs,
     InteropError,
     OpenBlock,
+    OpenParts,
     dumps,
     envelope_meta,
+    image_refs,
+    made_meta_init,
     need,
     optional,
     parse_object,
+    write_awaiting,
+    write_piece,
+    write_result,
 )
 from ._requests import ServerRequest, request_from_chat
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from .._encoder import ImageRef
+    from .._errors import Position
 
 __all__ = [
     "DONE",
@@ -243,7 +251,7 @@ _PART_CHUNKS: Final = frozenset(
 )
 
 
-class VercelToEnvelope:
+class VercelToEnvelope(Inputs):
     """UI message stream chunks to envelope lines (spec/interop.md §5).
 
     The message's parts go to agent ``agent`` (or the one our ``data-envelope-run`` names),
@@ -258,14 +266,13 @@ class VercelToEnvelope:
             agent: the envelope agent of unmarked parts when the stream names none.
             max_bytes: the bound on each envelope line written (spec §6.1).
         """
+        super().__init__()
         self.default_agent = agent
         self._writer = EnvelopeWriter(max_bytes)
         self._main = agent
         self._ours = False
         self._in_message = False
-        self._count = 0
-        self._closed = False
-        self._parts: dict[str, tuple[str, str]] = {}  # text/reasoning id -> (agent, type)
+        self._parts = OpenParts(self._writer, "part")  # text/reasoning by id
         self._calls: dict[str, list[Any]] = {}  # toolCallId -> [agent, type, name, got_delta]
         self._started: set[str] = set()
         self._answered: set[str] = set()  # tool calls with an output in this message
@@ -279,10 +286,7 @@ class VercelToEnvelope:
         Raises:
             InteropError: I201-I206 with the chunk's position (its 1-based number).
         """
-        self._count += 1
-        where = Position(line=self._count, index=self._count - 1)
-        if self._closed:
-            raise InteropError("I206", "feed() after close()", position=where)
+        where = self._next_input()
         if isinstance(raw, bytes | str) and raw.strip() in (DONE, DONE.encode()):
             if self._in_message:
                 self._in_message = False
@@ -366,23 +370,14 @@ class VercelToEnvelope:
 
     def _part(self, chunk: dict[str, Any], kind: str, agent: str, where: Position) -> list[bytes]:
         """A text or reasoning part starts, grows or ends: a text or thinking block."""
-        w = self._writer
         if kind in ("text-start", "reasoning-start"):
             pid = need(chunk, "id", str, where)
             btype = "text" if kind == "text-start" else "thinking"
-            self._parts[pid] = (agent, btype)
             out = self._meta(agent, where)
-            w.begin(agent, btype, where)
+            self._parts.begin(pid, agent, btype, where)
             return out
         # text-delta, reasoning-delta, text-end, reasoning-end
-        pid = need(chunk, "id", str, where)
-        if pid not in self._parts:
-            raise InteropError("I204", f"{kind} for part {pid!r} that is not open", position=where)
-        pagent, btype = self._parts[pid]
-        if kind.endswith("-end"):
-            del self._parts[pid]
-            return w.end(pagent, btype, where)
-        return w.add(pagent, btype, need(chunk, "delta", str, where), where)
+        return self._parts.step(chunk, "id", kind, where, end=kind.endswith("-end"))
 
     def _pending_calls(self, where: Position) -> list[bytes]:
         """A message not ours that ends with client tool calls unanswered: ``awaiting_frontend_tools``.
@@ -396,18 +391,14 @@ class VercelToEnvelope:
             for tid, call in self._calls.items()
             if call[1] == "tool_call" and call[0] == self._main and tid not in self._answered
         ]
-        if not pending:
-            return []
-        return self._meta(self._main, where) + self._writer.whole(
-            self._main, "awaiting_frontend_tools", dumps(pending), where
-        )
+        return write_awaiting(self._writer, self._meta, self._main, pending, where)
 
     def _meta(self, agent: str, where: Position) -> list[bytes]:
         """A stream not ours: each agent's first block is preceded by a made ``meta_init``."""
         if self._ours or agent in self._started:
             return []
         self._started.add(agent)
-        payload = {"format": "json", "user_query": "", "agent_uuid": agent, "model": "", "migrated_from": "vercel"}
+        payload = made_meta_init(agent, "vercel")
         return self._writer.whole(agent, "meta_init", dumps(payload), where)
 
     def _available(self, chunk: dict[str, Any], agent: str, where: Position) -> list[bytes]:
@@ -444,16 +435,10 @@ class VercelToEnvelope:
                 raise InteropError("I202", "tool-output-available needs output", position=where, field="$.output")
             output = chunk["output"]
             text = output if isinstance(output, str) else dumps(output)
-        images = [_image(i, where) for i in ours.get("images") or []]
-        if chunk.get("providerExecuted") is True:
-            if images:
-                raise InteropError(
-                    "I203", "images in a server tool result have no envelope counterpart", position=where
-                )
-            return self._meta(agent, where) + self._writer.whole(
-                agent, "server_tool_result", text, where, id=tid, name=name
-            )
-        return self._meta(agent, where) + self._writer.tool_result(agent, tid, name, text, images, where)
+        images = image_refs(ours.get("images"), where)
+        server = chunk.get("providerExecuted") is True
+        out = self._meta(agent, where)
+        return out + write_result(self._writer, agent, tid, name, text, images, where, server=server)
 
     def _source(
         self, chunk: dict[str, Any], kind: str, ours: dict[str, Any], agent: str, where: Position
@@ -499,18 +484,7 @@ class VercelToEnvelope:
         agent = need(data, "agent", str, where)
         w = self._writer
         if kind == _PIECE:
-            btype = need(data, "type", str, where)
-            images = [_image(i, where) for i in optional(data, "images", list, where) or []]
-            return self._meta(agent, where) + w.piece(
-                agent,
-                btype,
-                need(data, "text", str, where),
-                need(data, "final", bool, where),
-                where,
-                id=optional(data, "id", str, where),
-                name=optional(data, "name", str, where),
-                images=images,
-            )
+            return self._meta(agent, where) + write_piece(w, agent, data, where)
         btype = _CONTROL_BY_DATA.get(kind)
         if btype is None:
             raise InteropError("I203", f"{kind} has no envelope counterpart (spec/interop.md §5.3)", position=where)
@@ -520,10 +494,7 @@ class VercelToEnvelope:
 
     def close(self) -> list[bytes]:
         """End of input: a message without ``finish`` was cut; its open blocks stay open."""
-        where = Position(line=self._count + 1, index=self._count)
-        if self._closed:
-            raise InteropError("I206", "close() twice", position=where)
-        self._closed = True
+        where = self._end_of_input()
         if not self._in_message:
             return []
         return self._release_citation(where) + self._writer.cut()
@@ -532,9 +503,3 @@ class VercelToEnvelope:
 def _input_text(value: Any) -> str:
     """A tool input as the JSON text an envelope carries (a string stays the raw text we sent)."""
     return value if isinstance(value, str) else msgspec.json.encode(value).decode()
-
-
-def _image(value: Any, where: Position) -> ImageRef:
-    if not isinstance(value, dict):
-        raise InteropError("I202", "an image must be an object with src and media_type", position=where)
-    return ImageRef(src=need(value, "src", str, where), media_type=need(value, "media_type", str, where))
