@@ -349,6 +349,10 @@ class StreamReader:
                 self._error = DecodeError("no content in the first bytes", position=Position(offset=0))
                 raise self._error
             return b""
+        if self._head_len + len(chunk) - len(stripped) > self._max:
+            # The same limit whether the leading bytes came in this chunk or before it.
+            self._error = DecodeError("no content in the first bytes", position=Position(offset=0))
+            raise self._error
         self.format = "jsonl" if stripped[:1] == b"{" else "sse"
         if self._head:
             self._head.append(chunk)

@@ -94,6 +94,7 @@ reader_cases = {"data": readable_bytes, "cuts": st.lists(st.integers(0, 100), ma
 @given(**reader_cases)
 @example(data=PINNED, cuts=[1])
 @example(data=b"\xef\xbb\r\n{}", cuts=[1])
+@example(data=b"\t\t\t\r\r\r\r\r\r\x00", cuts=[])  # found by hypothesis: over the limit of leading bytes in one chunk
 def test_spec_02_3_a_readers_do_not_depend_on_the_split(data: bytes, cuts: list[int]) -> None:
     """[2.3-a] every reader gives the same lines, positions and error at any split."""
     check_reader(data, cuts)
