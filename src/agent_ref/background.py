@@ -23,7 +23,9 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
 
 from . import scrub
 from .call_model import close_open
@@ -75,7 +77,8 @@ async def start(ctx: RunContext, call: ToolCallRequest, name: str, spec: AgentSp
     child = make_child(ctx, spec, background=True)
     remote: BackgroundQueue | None = getattr(ctx.options, "background_queue", None)
     if remote is not None:
-        return await _start_remote(ctx, call, name, child.agent_uuid, task, remote)
+        permissions = msgspec.to_builtins(child.state.permissions)  # [AP3-b]: narrowed here, applied by the worker
+        return await _start_remote(ctx, call, name, child.agent_uuid, task, remote, permissions)
     nest(ctx, child, call.id, name)
     record = BackgroundTask(
         task_id="task_" + uuid.uuid4().hex[:16],
@@ -123,7 +126,13 @@ async def _run(ctx: RunContext, child: Agent, record: BackgroundTask) -> None:
 
 
 async def _start_remote(
-    ctx: RunContext, call: ToolCallRequest, name: str, child_uuid: str, task: str, remote: BackgroundQueue
+    ctx: RunContext,
+    call: ToolCallRequest,
+    name: str,
+    child_uuid: str,
+    task: str,
+    remote: BackgroundQueue,
+    permissions: dict[str, Any],
 ) -> ToolOutcome:
     """Enqueue the child as a ``subagent`` task; the record follows the queue's row (spec scaleout §6.8-a)."""
     from .worker import SUBAGENT_KIND, SubagentTask
@@ -132,7 +141,12 @@ async def _start_remote(
         task_id="task_" + uuid.uuid4().hex[:16], tool_use_id=call.id, name=name, agent_uuid=child_uuid, task=task
     )
     payload = SubagentTask(
-        subagent=name, task=task, agent_uuid=child_uuid, parent_agent=ctx.agent_uuid, tool_use_id=call.id
+        subagent=name,
+        task=task,
+        agent_uuid=child_uuid,
+        parent_agent=ctx.agent_uuid,
+        tool_use_id=call.id,
+        permissions=permissions,
     )
     await remote.queue.enqueue(
         SUBAGENT_KIND,
