@@ -180,7 +180,12 @@ async def _run_remote(ctx: RunContext, record: BackgroundTask, remote: Backgroun
             if row.status in ("running", "completed", "failed") and not started:
                 started = True
                 record.status = "running"
-                await ctx.fire("SubagentStart", tool_name=record.name, tool_use_id=record.tool_use_id)
+                await ctx.fire(  # [AP4-a]: told the child's id, as an in-process task's hooks are
+                    "SubagentStart",
+                    tool_name=record.name,
+                    tool_use_id=record.tool_use_id,
+                    subagent_uuid=record.agent_uuid,
+                )
             if row.done:
                 break
     except asyncio.CancelledError:
@@ -196,8 +201,24 @@ async def _run_remote(ctx: RunContext, record: BackgroundTask, remote: Backgroun
     _settle_remote(record, row)
     stop = str(row.result.get("stop_reason", "")) if isinstance(row.result, dict) else row.status
     await ctx.fire(
-        "SubagentStop", tool_name=record.name, tool_use_id=record.tool_use_id, result=record.result, stop_reason=stop
+        "SubagentStop",
+        tool_name=record.name,
+        tool_use_id=record.tool_use_id,
+        result=record.result,
+        stop_reason=stop,
+        subagent_uuid=record.agent_uuid,  # [AP4-a]
+        transcript=await _stored_transcript(ctx, record.agent_uuid),
     )
+
+
+async def _stored_transcript(ctx: RunContext, agent_uuid: str) -> list[dict[str, Any]]:
+    """A remote child's messages, read from the store its worker saved it in; ``[]`` if it is not there ([AP4-a])."""
+    try:
+        state = await ctx.store.load(agent_uuid)
+    except Exception:
+        log.warning("background task: the transcript of %s could not be read", agent_uuid)
+        return []
+    return [] if state is None else [dict(m) for m in state.messages]
 
 
 def _report(record: BackgroundTask) -> dict[str, str]:

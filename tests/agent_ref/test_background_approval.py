@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
     from pathlib import Path
 
+    from agent_ref.hooks import HookInput
     from agent_ref.store import Store
 
 PROMPT = "Research 6 * 7 in the background"
@@ -138,7 +139,9 @@ def test_ap3_b_a_remote_background_childs_approval_is_denied_on_the_worker(tmp_p
     """The task-queue path: the worker's child has the parent's narrowed permissions and denies the ask [AP3-b]."""
     store = SQLiteStore(tmp_path / "a.db")
     queue = MemoryTaskQueue()
-    config = _config(background_queue=BackgroundQueue(queue=queue, poll_seconds=0.05))
+    told: list[HookInput] = []
+    hooks = {"SubagentStart": [told.append], "SubagentStop": [told.append]}
+    config = _config(background_queue=BackgroundQueue(queue=queue, poll_seconds=0.05), hooks=hooks)
     runner = child_runner(lambda: Agent(ScriptedModel(), store=store, **_config()), lambda: store)
     worker = Worker(queue, {SUBAGENT_KIND: subagent_handler(runner)}, poll_seconds=0.05, lease_seconds=5)
     agent = Agent(ScriptedModel(), store=store, **config)
@@ -160,6 +163,13 @@ def test_ap3_b_a_remote_background_childs_approval_is_denied_on_the_worker(tmp_p
     (block,) = _child_results(store, task.payload["agent_uuid"])
     assert block["is_error"] is True
     assert "nobody can give it in a background task" in json.dumps(block["content"])
+    # [AP4-a]: the remote child's hooks are told its id, and SubagentStop its transcript (from the store).
+    assert [(d.event, d.subagent_uuid) for d in told] == [
+        ("SubagentStart", task.payload["agent_uuid"]),
+        ("SubagentStop", task.payload["agent_uuid"]),
+    ]
+    assert told[1].transcript[0] == {"role": "user", "content": [{"type": "text", "text": "Research 6 * 7"}]}
+    assert any(b.get("type") == "tool_result" for m in told[1].transcript for b in m["content"] if isinstance(b, dict))
     assert_valid(run(store.run_log(result.run_id)))
 
 
