@@ -5,7 +5,7 @@ Shared by the README's test (``tests/readme/``) and the documentation site's
 written (``README``, ``docs``):
 
 * Every ```python block runs in a fresh interpreter, in a scratch folder that sees the
-  repository's ``fixtures/``, ``spec/`` and ``js/`` (as the repository's root does), and
+  repository's ``fixtures/``, ``spec/``, ``js/`` and ``examples/`` (as its root does), and
   must exit 0; console blocks run there too.
 * Every ```console block runs command by command (``$ ...`` lines) in bash, with the
   venv's ``bin`` first on ``PATH`` (what ``source .venv/bin/activate`` does); the
@@ -99,7 +99,7 @@ def reasons(text: str, name: str) -> list[str]:
 
 def make_root_like(folder: Path) -> Path:
     """Make ``folder`` look like the repository's root to the examples."""
-    for name in ("fixtures", "spec", "js"):
+    for name in ("fixtures", "spec", "js", "examples"):
         (folder / name).symlink_to(ROOT / name)
     (folder / ".venv").symlink_to(BIN.parent)  # the venv this test runs in
     return folder

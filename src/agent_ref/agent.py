@@ -56,7 +56,7 @@ from .run_context import ParentLink, Resuming, RunContext
 from .state import AgentState, PendingCall, Recovery, RunState, lost_run_record, roll_back_dead_run
 from .store import LogBatch, MemoryStore, Store
 from .subagent_run import abandon_children, load_paused_children, new_child
-from .tools import Tool, ToolCallRequest, error_outcome, result_block
+from .tools import Tool, ToolCallRequest, ToolOutcome, error_outcome, result_block
 
 if TYPE_CHECKING:
     from envelope import Profile
@@ -647,8 +647,11 @@ def _answer_own(
             by_id[pending.tool_use_id] = done.block
             continue
         text, images, is_error = got
-        lines += ctx.emitter.tool_result(pending.tool_use_id, pending.name, text, images)
+        result_lines = ctx.emitter.tool_result(pending.tool_use_id, pending.name, text, images)
+        lines += result_lines
         by_id[pending.tool_use_id] = result_block(pending.tool_use_id, text, images, is_error=is_error)
+        done = ToolOutcome(block=by_id[pending.tool_use_id], lines=result_lines, text=text, is_error=is_error)
+        ctx.frontend_answers.append((call, done))  # [AP1-a]: their PostToolUse fires before the next model call
     return lines, approved
 
 

@@ -23,7 +23,9 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
 
 from . import scrub
 from .call_model import close_open
@@ -75,7 +77,8 @@ async def start(ctx: RunContext, call: ToolCallRequest, name: str, spec: AgentSp
     child = make_child(ctx, spec, background=True)
     remote: BackgroundQueue | None = getattr(ctx.options, "background_queue", None)
     if remote is not None:
-        return await _start_remote(ctx, call, name, child.agent_uuid, task, remote)
+        permissions = msgspec.to_builtins(child.state.permissions)  # [AP3-b]: narrowed here, applied by the worker
+        return await _start_remote(ctx, call, name, child.agent_uuid, task, remote, permissions)
     nest(ctx, child, call.id, name)
     record = BackgroundTask(
         task_id="task_" + uuid.uuid4().hex[:16],
@@ -123,7 +126,13 @@ async def _run(ctx: RunContext, child: Agent, record: BackgroundTask) -> None:
 
 
 async def _start_remote(
-    ctx: RunContext, call: ToolCallRequest, name: str, child_uuid: str, task: str, remote: BackgroundQueue
+    ctx: RunContext,
+    call: ToolCallRequest,
+    name: str,
+    child_uuid: str,
+    task: str,
+    remote: BackgroundQueue,
+    permissions: dict[str, Any],
 ) -> ToolOutcome:
     """Enqueue the child as a ``subagent`` task; the record follows the queue's row (spec scaleout §6.8-a)."""
     from .worker import SUBAGENT_KIND, SubagentTask
@@ -132,7 +141,12 @@ async def _start_remote(
         task_id="task_" + uuid.uuid4().hex[:16], tool_use_id=call.id, name=name, agent_uuid=child_uuid, task=task
     )
     payload = SubagentTask(
-        subagent=name, task=task, agent_uuid=child_uuid, parent_agent=ctx.agent_uuid, tool_use_id=call.id
+        subagent=name,
+        task=task,
+        agent_uuid=child_uuid,
+        parent_agent=ctx.agent_uuid,
+        tool_use_id=call.id,
+        permissions=permissions,
     )
     await remote.queue.enqueue(
         SUBAGENT_KIND,
@@ -166,7 +180,12 @@ async def _run_remote(ctx: RunContext, record: BackgroundTask, remote: Backgroun
             if row.status in ("running", "completed", "failed") and not started:
                 started = True
                 record.status = "running"
-                await ctx.fire("SubagentStart", tool_name=record.name, tool_use_id=record.tool_use_id)
+                await ctx.fire(  # [AP4-a]: told the child's id, as an in-process task's hooks are
+                    "SubagentStart",
+                    tool_name=record.name,
+                    tool_use_id=record.tool_use_id,
+                    subagent_uuid=record.agent_uuid,
+                )
             if row.done:
                 break
     except asyncio.CancelledError:
@@ -182,8 +201,24 @@ async def _run_remote(ctx: RunContext, record: BackgroundTask, remote: Backgroun
     _settle_remote(record, row)
     stop = str(row.result.get("stop_reason", "")) if isinstance(row.result, dict) else row.status
     await ctx.fire(
-        "SubagentStop", tool_name=record.name, tool_use_id=record.tool_use_id, result=record.result, stop_reason=stop
+        "SubagentStop",
+        tool_name=record.name,
+        tool_use_id=record.tool_use_id,
+        result=record.result,
+        stop_reason=stop,
+        subagent_uuid=record.agent_uuid,  # [AP4-a]
+        transcript=await _stored_transcript(ctx, record.agent_uuid),
     )
+
+
+async def _stored_transcript(ctx: RunContext, agent_uuid: str) -> list[dict[str, Any]]:
+    """A remote child's messages, read from the store its worker saved it in; ``[]`` if it is not there ([AP4-a])."""
+    try:
+        state = await ctx.store.load(agent_uuid)
+    except Exception:
+        log.warning("background task: the transcript of %s could not be read", agent_uuid)
+        return []
+    return [] if state is None else [dict(m) for m in state.messages]
 
 
 def _report(record: BackgroundTask) -> dict[str, str]:

@@ -81,17 +81,32 @@ class AgentResult:
 async def pause(ctx: RunContext) -> AgentResult:
     """Save the relay state, then send ``awaiting_frontend_tools`` and ``[DONE]`` (spec §3.1)."""
     pending = [p.element() for p in ctx.state.pending_frontend]  # a paused child's call names its agent (§13.5-b)
-    names = ", ".join(sorted({p.name for p in ctx.state.pending_frontend}))
-    # [R12.7-e]: the root's pause is notified before it is saved (a child's is announced by its root).
-    await ctx.fire(
-        "Notification", notification=f"waiting for frontend tools: {names}", notification_kind="frontend_tools"
-    )
+    # [R12.7-e]: the root's pause is notified before it is saved (a child's is announced by its root);
+    # [AP2-a]: one notification per kind, approval first.
+    for kind, text in pause_notifications(ctx.state.pending_frontend):
+        await ctx.fire("Notification", notification=text, notification_kind=kind)
     ctx.response.stage(ctx.hook_failure_lines())
     ctx.response.stage(ctx.emitter.buffered("awaiting_frontend_tools", json.dumps(pending, ensure_ascii=False)))
     ctx.response.stage([DONE_LINE])
     result = await save_paused(ctx)  # spec §3.1-a: saved before it is sent
     await ctx.response.flush()
     return result
+
+
+def pause_notifications(pending: list[PendingCall]) -> list[tuple[str, str]]:
+    """The ``(kind, text)`` of each Notification a pause on ``pending`` gives ([AP2-a]).
+
+    ``approval`` (calls awaiting a person's approval) comes before ``frontend_tools``; a
+    kind with no call is left out. Each text names the tools, sorted, once each.
+    """
+    approvals = sorted({p.name for p in pending if p.approval is not None})
+    frontend = sorted({p.name for p in pending if p.approval is None})
+    out: list[tuple[str, str]] = []
+    if approvals:
+        out.append(("approval", f"approval needed for: {', '.join(approvals)}"))
+    if frontend:
+        out.append(("frontend_tools", f"waiting for frontend tools: {', '.join(frontend)}"))
+    return out
 
 
 async def save_paused(ctx: RunContext) -> AgentResult:

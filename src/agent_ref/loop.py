@@ -107,6 +107,7 @@ async def traced_steps(ctx: RunContext, step: int) -> str:
 async def _run_loop(ctx: RunContext, step: int, opening: list[bytes]) -> str:
     """Send the response's opening lines, the prompt's hooks, then steps; the stop reason (spec §1.2, §12.1-a)."""
     await ctx.send(opening)
+    await _post_frontend(ctx)
     if ctx.resuming is not None and await resume_children(ctx):
         return STOP_AWAITING  # spec §13.5-c: a child paused again; so does the run
     if ctx.interrupt is not None:
@@ -127,6 +128,15 @@ async def _run_loop(ctx: RunContext, step: int, opening: list[bytes]) -> str:
         append_user(ctx.state, [{"type": "text", "text": reason}])
         stop = await traced_steps(ctx, ctx.step + 1)
     return stop
+
+
+async def _post_frontend(ctx: RunContext) -> None:
+    """PostToolUse (or PostToolUseFailure) for each frontend result the resume brought ([AP1-a])."""
+    answers, ctx.frontend_answers = ctx.frontend_answers, []
+    for call, done in answers:
+        await ctx.fire_post_tool(call, done)
+    if answers:
+        await ctx.report_hook_failures()
 
 
 async def _prompt_hooks(ctx: RunContext, prompt: str) -> bool:

@@ -155,6 +155,8 @@ class AgentOptions:
             ``error_max_structured_output_retries``.
         background_queue: run background subagents as tasks of this queue, claimed by
             ``agent-ref worker`` processes (spec scaleout §6.8); ``None``: in this process.
+        background: these are a background task's options (set by ``for_child``): a call
+            that needs a person's approval is denied, not paused ([AP3-a]).
         tracing: the spans of the agent's runs (``tracing.Tracing``); ``None``: the global
             tracer provider, no content (spec §20.6-a). Children get the same.
         memory: a long-term memory store (``memory_store.LongTermMemory``): retrieved before
@@ -200,6 +202,7 @@ class AgentOptions:
     output_schema: OutputSchema | None = None
     max_structured_output_retries: int = DEFAULT_STRUCTURED_RETRIES
     background_queue: BackgroundQueue | None = None
+    background: bool = False
     tracing: Tracing | None = None
     memory: LongTermMemory | None = None
     memory_timeout: float = DEFAULT_MEMORY_TIMEOUT
@@ -307,6 +310,7 @@ class AgentOptions:
             compactor=self.compactor,
             loop_limit=self.loop_limit,
             tracing=self.tracing,  # spec §20.6-a: one trace; memory stays the root's (§21.5-a)
+            background=background,  # [AP3-a]: a background task cannot pause its parent's run
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -48,6 +48,7 @@ __all__ = [
     "ToolPermissionContext",
     "approval_reason",
     "ask",
+    "background_denial",
     "check_mode",
     "check_pattern",
     "decide",
@@ -538,6 +539,18 @@ class PendingApproval(msgspec.Struct, kw_only=True):
             item["agent"] = self.agent
         item[APPROVAL_KEY] = {"reason": self.reason}
         return item
+
+
+def background_denial(name: str, reason: str) -> str:
+    """The ``is_error`` result of a background task's call that needs approval ([AP3-a]).
+
+    A background task has nobody to ask and cannot pause its parent's run, so the call is
+    not run and the child's model is told why, with the reason it was asked about.
+    """
+    return (
+        f"not run: {name} needs a person's approval ({reason}), and nobody can give it "
+        "in a background task, which cannot pause the run"
+    )
 
 
 def approval_reason(element: Mapping[str, Any]) -> str | None:

@@ -114,6 +114,8 @@ class RunContext:
         live_tasks: the background tasks' futures, by task id (spec §14).
         prompt: the prompt whose SessionStart and UserPromptSubmit hooks are still to run.
         resuming: paused children to continue first (spec §13.5-c).
+        frontend_answers: the frontend results a resume brought, whose PostToolUse hooks
+            are still to fire before the next model call ([AP1-a]).
         context_tokens: the last call's context size (seed 001's formula), ``None`` until
             a call measured it or after a compaction.
         manual_compaction: a compaction ``Agent.compact`` asked for, run before the next call.
@@ -141,6 +143,7 @@ class RunContext:
     live_tasks: dict[str, asyncio.Future[None]] = field(default_factory=dict)
     prompt: str | None = None
     resuming: Resuming | None = None
+    frontend_answers: list[tuple[ToolCallRequest, ToolOutcome]] = field(default_factory=list)
     context_tokens: int | None = None
     manual_compaction: Compactor | None = None
     inbox: Inbox | None = None

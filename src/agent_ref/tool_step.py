@@ -22,7 +22,14 @@ from .background import TERMINAL
 from .call_model import model_call
 from .finish import STOP_MAX_STEPS
 from .hooks import HookFailure, HookInput, run_hooks
-from .permissions import CallKind, PermissionAsk, PermissionDeny, ToolPermissionContext, resolve
+from .permissions import (
+    CallKind,
+    PermissionAsk,
+    PermissionDeny,
+    ToolPermissionContext,
+    background_denial,
+    resolve,
+)
 from .record import append_assistant, append_user, tool_uses
 from .state import PendingCall
 from .subagent_run import ChildPaused
@@ -234,6 +241,8 @@ async def permit(ctx: RunContext, call: ToolCallRequest) -> ToolCallRequest | Ap
             ctx.interrupt = answer.message
         return answer.message
     if isinstance(answer, PermissionAsk):
+        if options.background:  # [AP3-a]: nobody can approve in a background task; it cannot pause
+            return background_denial(call.name, answer.reason)
         return Approval(ToolCallRequest(id=call.id, name=call.name, input=dict(tool_input)), answer.reason)
     if answer.updated_input is not None:
         tool_input = answer.updated_input

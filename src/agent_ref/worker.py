@@ -37,6 +37,7 @@ import msgspec
 
 from . import scrub
 from .errors import StoreError
+from .permissions import PermissionState
 from .task_queue import RESULT_UNKNOWN, Claim, LeaseLostError, Task, TaskQueue
 
 if TYPE_CHECKING:
@@ -121,6 +122,9 @@ class SubagentTask(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         agent_uuid: the child's agent id (already given to the parent's model in the spawn's result).
         parent_agent: the parent's agent id.
         tool_use_id: the spawning call.
+        permissions: the child's permissions as the parent narrowed them at the spawn (a
+            ``PermissionState``'s JSON object); ``None``: the worker's agent's own (a task
+            enqueued before this field) ([AP3-b]).
     """
 
     subagent: str
@@ -128,6 +132,7 @@ class SubagentTask(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     agent_uuid: str
     parent_agent: str
     tool_use_id: str = ""
+    permissions: dict[str, Any] | None = None
 
 
 class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -178,7 +183,6 @@ def child_runner(template: Callable[[], Agent], store_of: Callable[[], Any]) -> 
     (a ``PostgresStore`` on the queue's database). The child's envelopes are not streamed
     to the parent: they go nowhere but its stored state (spec scaleout §6.8-c).
     """
-    from .subagent_run import new_child
 
     async def run_child(payload: SubagentTask, context: TaskContext) -> ChildOutcome:
         parent = template()
@@ -189,7 +193,15 @@ def child_runner(template: Callable[[], Agent], store_of: Callable[[], Any]) -> 
         # The first attempt is the child the parent announced; a re-run after a lost worker is a fresh
         # child (the dead attempt's state, and its lease, stay under the announced id): spec scaleout §6.8-b.
         agent_uuid = payload.agent_uuid if context.attempt == 1 else None
-        child = new_child(type(parent), parent.model, parent.options, store_of(), spec, agent_uuid=agent_uuid)
+        # [AP3-a]: a background child: a call that needs approval is denied, never paused.
+        options = parent.options.for_child(spec, store_of(), agent_uuid=agent_uuid, background=True)
+        if payload.permissions is not None:  # [AP3-b]: the parent's narrowed mode and rules, not the worker's
+            try:
+                narrowed = msgspec.convert(payload.permissions, PermissionState)
+            except msgspec.ValidationError as exc:
+                raise TaskFailed(f"the payload's permissions are not a permission state: {exc}") from None
+            options = options.replace(permission_mode=narrowed.mode, permission_rules=narrowed.rules())
+        child = type(parent)(spec.model or parent.model, options=options)
         result = await child.run(payload.task, _discard)
         log.info("worker %s: child %s ended %s", context.worker, payload.subagent, result.stop_reason)
         return ChildOutcome(final_text=result.final_text, stop_reason=result.stop_reason, error=result.error or "")
