@@ -165,18 +165,18 @@ async def _stream(ctx: RunContext, params: dict[str, Any], call: _Attempt) -> No
     translator = call.translator
     scrubber = scrub.event_scrubber()  # spec [SC2-a]: None when nothing is held (the fast path, [SC4-a])
     async for event in ctx.model.stream(params):
-        if scrubber is None:
-            await _feed(ctx, call, event)
-        else:
-            for each in scrubber.feed(event):
-                await _feed(ctx, call, each)
+        for each in (event,) if scrubber is None else scrubber.feed(event):
+            lines = _lines(ctx, call, each)
+            if lines:
+                call.sent += len(lines)
+                await ctx.response.send(lines)
     translator.close()
     if translator.stop_reason is None:
         raise IncompleteStreamError("no message_delta with a stop_reason")
 
 
-async def _feed(ctx: RunContext, call: _Attempt, event: Any) -> None:
-    """One event into the translator; its lines to the response."""
+def _lines(ctx: RunContext, call: _Attempt, event: Any) -> list[bytes]:
+    """One event into the translator: the lines it gives."""
     translator = call.translator
     _track_tool_input(event, call.tool_starts, call.tool_json)
     track_usage_and_container(ctx, event, call.usage)
@@ -191,9 +191,7 @@ async def _feed(ctx: RunContext, call: _Attempt, event: Any) -> None:
         # The call was cut: show it with the input history records for it,
         # an empty object, so the stream stays valid (spec §1.3-b).
         lines = ctx.emitter.buffered("tool_call", "{}", id=start[0], name=start[1])
-    if lines:
-        call.sent += len(lines)
-        await ctx.response.send(lines)
+    return lines
 
 
 def _turn(ctx: RunContext, call: _Attempt) -> Outcome:

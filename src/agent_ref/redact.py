@@ -392,7 +392,12 @@ class HeldStream:
                 return ""
             out, self._buf = self._buf, ""
             return out
-        return self._advance(len(self._buf) - self._pending_prefix())
+        frontier = len(self._buf) - self._pending_prefix()
+        if self._done == 0 and self._run_end < 0 and not any(s in self._buf for s in self._secrets):
+            # The usual case: nothing to replace, nothing swallowed; send up to the frontier.
+            out, self._buf = self._buf[:frontier], self._buf[frontier:]
+            return out
+        return self._advance(frontier)
 
     def end(self) -> str:
         """The rest of the text, redacted; the stream is ready for a new text after it."""
@@ -405,14 +410,24 @@ class HeldStream:
         return out
 
     def _pending_prefix(self) -> int:
-        """Length of the longest tail of the buffer that is a proper prefix of some secret."""
+        """Length of the longest tail of the buffer that is a proper prefix of some secret.
+
+        Only the places of a secret's first character in the last ``len(secret) - 1``
+        characters are tried, longest first: a few ``find`` calls per delta, not one
+        comparison per possible length.
+        """
         buf = self._buf
+        size = len(buf)
         best = 0
         for secret in self._secrets:
-            for k in range(min(len(secret) - 1, len(buf)), best, -1):
-                if buf.endswith(secret[:k]):
-                    best = k
+            start = max(0, size - len(secret) + 1, 0)
+            first = secret[0]
+            j = buf.find(first, start)
+            while j != -1 and size - j > best:
+                if secret.startswith(buf[j:]):
+                    best = size - j
                     break
+                j = buf.find(first, j + 1)
         return best
 
     def _advance(self, frontier: int) -> str:

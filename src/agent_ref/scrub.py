@@ -165,6 +165,8 @@ def _json_forms(secret: str) -> list[str]:
 
 
 def _field(obj: Any, name: str) -> Any:
+    if type(obj) is dict:  # the cheap check first: recorded and rewritten events
+        return obj.get(name)
     if isinstance(obj, Mapping):
         return obj.get(name)
     return getattr(obj, name, None)
