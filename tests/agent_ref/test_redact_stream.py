@@ -20,10 +20,20 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from agent_ref import Agent, ReplayModel, ScriptedModel, SQLiteStore, Tool, default_tools, scrub, tool
+from agent_ref import (
+    Agent,
+    ReplayModel,
+    ScriptedModel,
+    SQLiteStore,
+    SummarizingCompactor,
+    Tool,
+    default_tools,
+    scrub,
+    tool,
+)
 from agent_ref.redact import MARKER, HeldStream, Redactor, touches_marker
 from agent_ref.tools import ToolCallRequest, outcome
-from agent_ref_support import blocks, fast_retry, run, split_responses
+from agent_ref_support import blocks, drop, fast_retry, run, split_responses
 from envelope import Emitter
 from validating import assert_valid
 
@@ -328,6 +338,24 @@ def test_SC1_e_the_prompt_is_kept_as_the_client_sent_it(tmp_path: Path) -> None:
     assert result.conversation_history[0]["content"][0]["text"] == f"hello, my token is {SERVER_TOKEN}"
     holding = [json.loads(line)["type"] for line in lines if SERVER_TOKEN.encode() in line]
     assert holding == ["meta_init"]  # its user_query: the prompt as sent; the greeting does not quote it
+
+
+def test_SC1_c_a_summary_that_names_the_secret_enters_the_context_redacted(tmp_path: Path) -> None:
+    """The compaction summary (model text not streamed) becomes the stored context: redacted too [SC1-c]."""
+    store = SQLiteStore(tmp_path / "a.db")
+    agent = Agent(
+        ScriptedModel(), store=store, compactor=SummarizingCompactor(), retry=fast_retry(), secrets=[SERVER_TOKEN]
+    )
+    run(agent.run(f"hello, my token is {SERVER_TOKEN}", drop))
+    agent.compact()
+    lines: list[bytes] = []
+    run(agent.run("hello again", lines.append))
+    state = run(store.load(agent.agent_uuid))
+    assert state is not None
+    summary = state.messages[0]["content"][0]["text"]
+    assert summary.startswith("<summary>")
+    assert f"my token is {MARKER}" in summary
+    assert SERVER_TOKEN not in json.dumps(state.messages)
 
 
 def _tool_events(partials: list[str]) -> list[dict[str, Any]]:
