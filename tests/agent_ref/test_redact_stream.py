@@ -9,6 +9,7 @@ the SQLite file, the run log and the ``agent_ref`` log for the secret.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
@@ -27,11 +28,13 @@ from agent_ref import (
     SQLiteStore,
     SummarizingCompactor,
     Tool,
+    ToolContext,
     default_tools,
     scrub,
     tool,
 )
 from agent_ref.redact import MARKER, HeldStream, Redactor, touches_marker
+from agent_ref.tool_context import MAX_PROGRESS_CHARS
 from agent_ref.tools import ToolCallRequest, outcome
 from agent_ref_support import blocks, drop, fast_retry, run, split_responses
 from envelope import Emitter
@@ -188,6 +191,31 @@ def test_SC1_a_b_a_secret_in_a_tool_result_and_a_tool_input_reaches_nothing(
     }
     answer = "".join(b["content"] for b in got if b["type"] == "text")
     assert f"t={MARKER}" in answer  # what the model saw and quoted back
+    _assert_nowhere(SERVER_TOKEN, _everywhere(path, lines, caplog.text))
+
+
+def test_SC1_a_a_tool_progress_message_is_redacted_before_it_is_cut(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A progress report naming the token (and one cut inside it) goes out with the marker [SC1-a]."""
+
+    @tool(name="report")
+    async def report(what: str, ctx: ToolContext) -> str:
+        """Reports progress with the token in it."""
+        ctx.progress(f"{what}: using {SERVER_TOKEN}")
+        await asyncio.sleep(0)
+        ctx.progress("x" * (MAX_PROGRESS_CHARS - 5) + SERVER_TOKEN)  # the cut falls inside it
+        return "done"
+
+    path = tmp_path / "a.db"
+    lines: list[bytes] = []
+    agent = Agent(ScriptedModel(), tools=[report], store=SQLiteStore(path), retry=fast_retry(), secrets=[SERVER_TOKEN])
+    with caplog.at_level(logging.DEBUG, logger="agent_ref"):
+        run(agent.run('call report with {"what": "sync"}', lines.append))
+    sent = [json.loads(line) for line in lines if line != b"[DONE]"]
+    notes = [json.loads(env["delta"])["message"] for env in sent if env["type"] == "error"]
+    assert notes, "no progress was sent"
+    assert all(note in (f"sync: using {MARKER}", "x" * (MAX_PROGRESS_CHARS - 5) + MARKER[:5]) for note in notes), notes
     _assert_nowhere(SERVER_TOKEN, _everywhere(path, lines, caplog.text))
 
 
