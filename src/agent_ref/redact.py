@@ -1,7 +1,8 @@
 """Scrubbing text before it can reach a stream, a store or a log: no secret, no traceback.
 
 Owns: ``Redactor`` (the secret values the process itself holds, plus a table of common
-credential forms), ``default_redactor()`` (seeded from the environment),
+credential forms), ``HeldStream`` (the held values out of a text that arrives in deltas,
+spec ``spec/agent-ref.md`` §SC2), ``default_redactor()`` (seeded from the environment),
 ``public_message``, the filter every error text passes on its way into an envelope or a
 store, and ``RedactingFilter``, the same for log records (spec ``spec/agent-ref.md``
 §6.3, issue 18 §4).
@@ -420,7 +421,7 @@ class HeldStream:
         size = len(buf)
         best = 0
         for secret in self._secrets:
-            start = max(0, size - len(secret) + 1, 0)
+            start = max(0, size - len(secret) + 1)
             first = secret[0]
             j = buf.find(first, start)
             while j != -1 and size - j > best:

@@ -3,8 +3,10 @@
 Owns: the process-wide set of held secret values (each agent adds its client's API key
 and auth token and the ``secrets=`` it was given: a server's bearer token, say), the
 public form of an error text (``public``: for a stream or a store), the redacted form of
-a whole text (``redact_text``: for a log, tracebacks kept), and the filter that applies
-it to every record of the ``agent_ref`` logger.
+a whole text (``redact_text``: for a log, tracebacks kept), the filter that applies
+it to every record of the ``agent_ref`` logger, and the held values out of a run's data
+(spec §SC): ``held_text`` for a tool's or a client's result, ``EventScrubber`` for the
+model's stream events before the translator (text, thinking, tool inputs).
 Does not own: the redaction rules themselves (``redact.py``: ``Redactor`` and its table
 of common credential forms, ``public_message``). This module only feeds them the values
 the process holds, and works with both the plain ``public_message(text)`` and the
@@ -269,8 +271,7 @@ class EventScrubber:
         if index in self._streams:
             api_type, stream = self._streams.pop(index)
             rest = stream.end()
-            field = api_type
-            return [_delta_event(index, _STREAMED[api_type], field, rest)] if rest else []
+            return [_delta_event(index, _STREAMED[api_type], api_type, rest)] if rest else []
         parts = self._inputs.pop(index, None)
         if not parts:
             return []
