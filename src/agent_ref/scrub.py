@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -275,20 +276,39 @@ class EventScrubber:
         parts = self._inputs.pop(index, None)
         if not parts:
             return []
-        text = self._json.scrub_held("".join(parts))
+        text = "".join(parts)
         if "\\" in text:
-            text = self._decoded(text)
-        delta = {"type": "input_json_delta", "partial_json": text}
+            text = _unescape(text)  # a value hidden by escapes shows; a cut input too
+        delta = {"type": "input_json_delta", "partial_json": self._json.scrub_held(text)}
         return [{"type": "content_block_delta", "index": index, "delta": delta}]
 
-    def _decoded(self, text: str) -> str:
-        """A secret hidden by escapes (``\\u0061…``) shows once decoded: redact the values, encode again."""
-        try:
-            value = json.loads(text)
-        except (ValueError, RecursionError):
-            return text  # a cut or broken input: the translator reads or refuses it (spec §1.3)
-        scrubbed = _scrub_value(value, self._redactor, 0)
-        return text if scrubbed is value else json.dumps(scrubbed, ensure_ascii=False)
+
+#: In JSON text: an escaped backslash (kept), a ``\\uXXXX`` escape, an escaped ``/``.
+_ESCAPES: Final = re.compile(r"\\\\|\\u([0-9a-fA-F]{4})|\\/")
+
+
+def _unescape(text: str) -> str:
+    """JSON text with each escape of a character that needs none written plainly: the same JSON value.
+
+    ``\\u0061`` becomes ``a`` and ``\\/`` becomes ``/``; an escaped quote, backslash,
+    control character or surrogate stays escaped, so the text still means what it
+    meant (a cut input still reads as the same prefix), and a held value hidden by
+    escapes is there to be found.
+    """
+
+    def plain(match: re.Match[str]) -> str:
+        found = match.group(0)
+        if found == "\\/":
+            return "/"
+        code = match.group(1)
+        if code is None:
+            return found  # an escaped backslash: the next character is not escaped by it
+        char = chr(int(code, 16))
+        if char in '"\\' or char < " " or "\ud800" <= char <= "\udfff":
+            return found
+        return char
+
+    return _ESCAPES.sub(plain, text)
 
 
 def _delta_event(index: int, kind: str, field: str, text: str) -> dict[str, Any]:

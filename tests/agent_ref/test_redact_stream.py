@@ -414,6 +414,19 @@ def test_SC2_c_a_tool_input_is_gathered_and_redacted_at_its_stop(written: str) -
     assert json.loads(text)["x"] == f"a {MARKER} b"
 
 
+def test_SC1_b_a_cut_input_with_escapes_is_redacted_and_means_the_same() -> None:
+    """A call cut by max_tokens (no closing brace) hides no value behind escapes; other escapes stay [SC1-b]."""
+    scrubber = scrub.EventScrubber([SERVER_TOKEN])
+    written = '{"q": "say \\"hi\\" \\\\u0041 \\u00e9", "x": "a ' + _escaped(SERVER_TOKEN) + " b"
+    start, delta, stop = _tool_events([written])
+    scrubber.feed(start)
+    scrubber.feed(delta)
+    given, _ = scrubber.feed(stop)
+    text = given["delta"]["partial_json"]
+    assert text == '{"q": "say \\"hi\\" \\\\u0041 \u00e9", "x": "a ' + MARKER + " b"
+    assert json.loads(text + '"}')["q"] == json.loads(written + '"}')["q"]
+
+
 # ---------------------------------------------------------------------- the fast path
 
 
