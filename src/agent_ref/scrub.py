@@ -192,7 +192,8 @@ class EventScrubber:
     Text and thinking deltas pass a ``HeldStream`` per block (at most the longest
     secret less one character held back, the rest sent at the block's stop); a tool
     call's input JSON is gathered (the translator sends it whole at the stop anyway) and
-    redacted there, in its JSON-escaped forms too, then as decoded values; a block
+    redacted there (escapes that need not be are written plainly first, then the values
+    are replaced in their JSON-escaped forms too); a block
     given whole at its start (a server tool's result, an input at start) and a
     citation are redacted as values. An event that holds no secret passes unchanged
     (the same object); a changed one becomes a plain dict, which the translator reads
