@@ -228,6 +228,14 @@ def test_SC1_a_a_subagent_result_passes_the_same_redaction() -> None:
     assert all(SERVER_TOKEN.encode() not in line for line in done.lines)
 
 
+def test_SC1_f_common_forms_in_data_stay_only_held_values_go() -> None:
+    """A result's key=value and Bearer forms are data: only the held value is replaced [SC1-f]."""
+    scrub.hold([SERVER_TOKEN])
+    data = f'password=hunter2hunter2 "api_key": "k-123456789abc" Bearer abcdef123456 cache?key=photos/cat.jpg {SERVER_TOKEN}'
+    done = outcome(Emitter("a"), ToolCallRequest(id="t1", name="t", input={}), data)
+    assert done.text == data.replace(SERVER_TOKEN, MARKER)
+
+
 def test_SC1_d_a_frontend_result_with_the_secret_is_stored_redacted(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
