@@ -647,6 +647,7 @@ def _answer_own(
             by_id[pending.tool_use_id] = done.block
             continue
         text, images, is_error = got
+        text = scrub.held_text(text)  # spec [SC1-d]: a frontend result is stored; held secrets stay out
         result_lines = ctx.emitter.tool_result(pending.tool_use_id, pending.name, text, images)
         lines += result_lines
         by_id[pending.tool_use_id] = result_block(pending.tool_use_id, text, images, is_error=is_error)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from envelope import DecodeError, Emitter
 from envelope.anthropic import AnthropicTranslator
 
+from . import scrub
 from .compaction import call_tokens, compact_before_call
 from .prepare import params as request_params
 from .pricing import cost_usd
@@ -162,26 +163,35 @@ async def traced_stream(ctx: RunContext, params: dict[str, Any], call: _Attempt,
 async def _stream(ctx: RunContext, params: dict[str, Any], call: _Attempt) -> None:
     """Stream one attempt's events as envelopes; a tool call whose input does not parse is shown with ``{}``."""
     translator = call.translator
+    scrubber = scrub.event_scrubber()  # spec [SC2-a]: None when nothing is held (the fast path, [SC4-a])
     async for event in ctx.model.stream(params):
-        _track_tool_input(event, call.tool_starts, call.tool_json)
-        track_usage_and_container(ctx, event, call.usage)
-        try:
-            lines = translator.feed(event)
-        except DecodeError:
-            index = field_of(event, "index")
-            if field_of(event, "type") != "content_block_stop" or not isinstance(index, int):
-                raise
-            call.bad[index] = "".join(call.tool_json.get(index, []))
-            start = call.tool_starts.get(index, ("", ""))
-            # The call was cut: show it with the input history records for it,
-            # an empty object, so the stream stays valid (spec §1.3-b).
-            lines = ctx.emitter.buffered("tool_call", "{}", id=start[0], name=start[1])
-        if lines:
-            call.sent += len(lines)
-            await ctx.response.send(lines)
+        for each in (event,) if scrubber is None else scrubber.feed(event):
+            lines = _lines(ctx, call, each)
+            if lines:
+                call.sent += len(lines)
+                await ctx.response.send(lines)
     translator.close()
     if translator.stop_reason is None:
         raise IncompleteStreamError("no message_delta with a stop_reason")
+
+
+def _lines(ctx: RunContext, call: _Attempt, event: Any) -> list[bytes]:
+    """One event into the translator: the lines it gives."""
+    translator = call.translator
+    _track_tool_input(event, call.tool_starts, call.tool_json)
+    track_usage_and_container(ctx, event, call.usage)
+    try:
+        lines = translator.feed(event)
+    except DecodeError:
+        index = field_of(event, "index")
+        if field_of(event, "type") != "content_block_stop" or not isinstance(index, int):
+            raise
+        call.bad[index] = "".join(call.tool_json.get(index, []))
+        start = call.tool_starts.get(index, ("", ""))
+        # The call was cut: show it with the input history records for it,
+        # an empty object, so the stream stays valid (spec §1.3-b).
+        lines = ctx.emitter.buffered("tool_call", "{}", id=start[0], name=start[1])
+    return lines
 
 
 def _turn(ctx: RunContext, call: _Attempt) -> Outcome:

@@ -415,4 +415,4 @@ async def summarize(ctx: RunContext, messages: Messages) -> str:
         raise CompactionError(f"the summary call failed: {failure.type}: {failure.message}") from None
     finally:
         ctx.add_usage(usage)
-    return "".join(texts)
+    return scrub.held_text("".join(texts))  # spec [SC1-c]: the summary becomes the stored context

@@ -1,7 +1,8 @@
 """Scrubbing text before it can reach a stream, a store or a log: no secret, no traceback.
 
 Owns: ``Redactor`` (the secret values the process itself holds, plus a table of common
-credential forms), ``default_redactor()`` (seeded from the environment),
+credential forms), ``HeldStream`` (the held values out of a text that arrives in deltas,
+spec ``spec/agent-ref.md`` §SC2), ``default_redactor()`` (seeded from the environment),
 ``public_message``, the filter every error text passes on its way into an envelope or a
 store, and ``RedactingFilter``, the same for log records (spec ``spec/agent-ref.md``
 §6.3, issue 18 §4).
@@ -53,10 +54,12 @@ __all__ = [
     "MAX_SCAN_CHARS",
     "MIN_SECRET_CHARS",
     "SECRET_ENV_VARS",
+    "HeldStream",
     "RedactingFilter",
     "Redactor",
     "default_redactor",
     "public_message",
+    "touches_marker",
 ]
 
 #: Longest public message; longer text is cut (a message is a hint, not a dump).
@@ -333,6 +336,132 @@ class Redactor:
             while i != -1:
                 yield i, i + len(secret)
                 i = text.find(secret, i + 1)
+
+
+def touches_marker(secret: str) -> bool:
+    """Whether ``MARKER`` beside text could complete ``secret`` (spec [SC2-b]).
+
+    True when the secret contains the marker, lies inside it, or one's end is the other's
+    start. Only then can ``Redactor.scrub_held`` need a second pass; a stream holding
+    such a secret is redacted whole at the end of its block (``HeldStream``).
+    """
+    if MARKER in secret or secret in MARKER:
+        return True
+    shortest = min(len(secret), len(MARKER))
+    return any(secret.endswith(MARKER[:k]) or secret.startswith(MARKER[-k:]) for k in range(1, shortest))
+
+
+class HeldStream:
+    """Redacts the held secrets of one text that arrives in pieces (a block's deltas; spec [SC2-a]).
+
+    ``feed(piece)`` returns what may be sent now, ``end()`` the rest. Joined, the outputs
+    equal ``Redactor(secrets).scrub_held(whole text)`` for every way of cutting the text,
+    and so contain no held secret. At most ``longest secret - 1`` characters are held
+    back between calls: the longest tail of the text so far that begins some secret.
+    Occurrences are merged into one marker as ``scrub_held`` merges them (overlapping or
+    touching); a run keeps swallowing what later occurrences cover, so a marker is sent
+    as soon as a secret is complete. When a secret could be completed by the marker
+    itself (``touches_marker``) the whole block is held until ``end()`` and redacted
+    there in one piece: exact, at the cost of streaming that block (spec [SC2-b]).
+
+    Args:
+        secrets: the held values (one shorter than ``MIN_SECRET_CHARS`` is not held, as
+            ``Redactor.add`` refuses it).
+    """
+
+    __slots__ = ("_buf", "_done", "_redactor", "_run_end", "_secrets", "_whole")
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        """See the class docstring."""
+        self._secrets = sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+        self._redactor = Redactor(self._secrets, common_forms=False)
+        self._whole = any(touches_marker(s) for s in self._secrets)
+        self._buf = ""  # raw text from the frontier on (what later occurrences may still start in)
+        self._done = 0  # characters of _buf already sent or swallowed by a run
+        self._run_end = -1  # end of the last run, relative to _buf (may lie beyond it)
+
+    @property
+    def held_back(self) -> int:
+        """How many characters of the text are neither sent nor swallowed by a marker yet."""
+        return len(self._buf) - self._done
+
+    def feed(self, piece: str) -> str:
+        """The redacted text that may be sent after ``piece`` (possibly empty)."""
+        self._buf += piece
+        if self._whole or not self._secrets:
+            if self._whole:
+                return ""
+            out, self._buf = self._buf, ""
+            return out
+        frontier = len(self._buf) - self._pending_prefix()
+        if self._done == 0 and self._run_end < 0 and not any(s in self._buf for s in self._secrets):
+            # The usual case: nothing to replace, nothing swallowed; send up to the frontier.
+            out, self._buf = self._buf[:frontier], self._buf[frontier:]
+            return out
+        return self._advance(frontier)
+
+    def end(self) -> str:
+        """The rest of the text, redacted; the stream is ready for a new text after it."""
+        if self._whole:
+            out = self._redactor.scrub_held(self._buf)
+            self._buf = ""
+            return out
+        out = self._advance(len(self._buf))
+        self._buf, self._done, self._run_end = "", 0, -1
+        return out
+
+    def _pending_prefix(self) -> int:
+        """Length of the longest tail of the buffer that is a proper prefix of some secret.
+
+        Only the places of a secret's first character in the last ``len(secret) - 1``
+        characters are tried, longest first: a few ``find`` calls per delta, not one
+        comparison per possible length.
+        """
+        buf = self._buf
+        size = len(buf)
+        best = 0
+        for secret in self._secrets:
+            start = max(0, size - len(secret) + 1)
+            first = secret[0]
+            j = buf.find(first, start)
+            while j != -1 and size - j > best:
+                if secret.startswith(buf[j:]):
+                    best = size - j
+                    break
+                j = buf.find(first, j + 1)
+        return best
+
+    def _advance(self, frontier: int) -> str:
+        """Settle everything before ``frontier`` (no occurrence can start before it any more)."""
+        buf = self._buf
+        spans = sorted((i, i + len(secret)) for secret in self._secrets for i in _finds(buf, secret) if i < frontier)
+        out: list[str] = []
+        done, run_end = self._done, self._run_end
+        for start, end in spans:
+            if end <= run_end:
+                continue  # inside the current run (seen before, or covered)
+            if start <= run_end:
+                run_end = end  # overlaps or touches the run: it grows, no new marker
+            else:
+                out += (buf[done:start], MARKER)
+                run_end = end
+            done = max(done, run_end)
+        if frontier > done:
+            out.append(buf[done:frontier])
+            done = frontier
+        # Keep the text from the frontier on; positions become relative to it.
+        cut = min(frontier, done)
+        self._buf = buf[cut:]
+        self._done = done - cut
+        self._run_end = run_end - cut if run_end >= 0 else -1
+        return "".join(out)
+
+
+def _finds(text: str, secret: str) -> Iterable[int]:
+    i = text.find(secret)
+    while i != -1:
+        yield i
+        i = text.find(secret, i + 1)
 
 
 def default_redactor() -> Redactor:

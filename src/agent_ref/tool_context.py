@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from . import scrub
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
@@ -142,7 +144,7 @@ class ToolContext:
             if not 0 <= fraction <= 1:
                 raise ValueError(f"progress fraction must be from 0 to 1, not {fraction!r}")
             fraction = float(fraction)
-        self._report(message[:MAX_PROGRESS_CHARS], fraction)
+        self._report(scrub.held_text(message)[:MAX_PROGRESS_CHARS], fraction)  # [SC1-a]: before the cut
 
 
 class ProgressStream:
