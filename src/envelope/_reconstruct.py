@@ -141,6 +141,13 @@ _KNOWN_TYPES: Final = frozenset(ENVELOPE_TYPES)
 #: Types feed_many routes inline. Citations and images attach elsewhere, and an error may
 #: carry a discarded-attempt signal (spec §7.7): those lines go through ``feed``.
 _ROUTED_TYPES: Final = _KNOWN_TYPES - {"citation", "tool_result_image", "error"}
+#: Types whose continuation lines ``_feed_run`` reads by their known prefix: they carry
+#: no ``id`` or ``name``, so the type, the agent and ``final: false`` say it all.
+_FAST_TYPES: Final = frozenset({"text", "thinking"})
+_encode = msgspec.json.Encoder().encode
+#: Decodes the delta of a line matched by its prefix: one JSON string, as the lenient
+#: decoder would read that field.
+_delta_decoder: Final = msgspec.json.Decoder(str)
 #: Types whose block ``data`` is the JSON of the joined deltas (spec §7.5); ``meta_compaction``
 #: is a control block like ``meta_files`` (spec §4.15).
 _JSON_TYPES: Final = frozenset(
@@ -217,6 +224,8 @@ class Reconstructor:
         "_citing",
         "_count",
         "_done",
+        "_fast",
+        "_fast_sizes",
         "_last_text",
         "_open",
         "max_block_bytes",
@@ -240,6 +249,11 @@ class Reconstructor:
         self._citing: dict[str, _Open] = {}  # agent -> text block an open citation block cites
         self._done = False
         self._count = 0
+        #: ``feed_many``'s fast path (``_feed_run``): the exact bytes a ``final: false``
+        #: line of an open text or thinking block starts with, up to its delta value, as
+        #: this codec encodes them, mapped to the block's key; and their distinct lengths.
+        self._fast: dict[bytes, tuple[str, str]] = {}
+        self._fast_sizes: list[int] = []
 
     @property
     def done(self) -> bool:
@@ -505,12 +519,42 @@ class Reconstructor:
         routed = _ROUTED_TYPES
         base = self._count
         done = self._done
+        fast = self._fast
+        fast_sizes = self._fast_sizes
+        decode_delta = _delta_decoder.decode
         for k, line in enumerate(data):
             if done:
                 # After [DONE] only feed() decides (spec §8.2-a; a meta_init starts the next response).
                 self._feed_one(data, k, base, where)
                 done = self._done
                 continue
+            if fast_sizes and isinstance(line, bytes) and line.endswith(b"}"):
+                # The fast path: a line that is exactly a known prefix (type, agent,
+                # final: false, as this codec encodes them), one JSON string and ``}``
+                # is a chunk of that key's open block. It decodes, leniently, to those
+                # four fields and nothing else, so only the delta is decoded; anything
+                # else about the line (no block open, a string that does not decode,
+                # trailing bytes, a limit) takes the path below, untouched.
+                size = 0
+                key: tuple[str, str] | None = None
+                for size in fast_sizes:
+                    key = fast.get(line[:size])
+                    if key is not None:
+                        break
+                if key is not None:
+                    block = opened.get(key)
+                    if block is not None:
+                        try:
+                            delta = decode_delta(line[size:-1])
+                        except Exception:  # msgspec's errors, and UnicodeDecodeError for bad UTF-8
+                            pass
+                        else:
+                            size = len(delta)
+                            if block.size + size <= max_size:
+                                if size:
+                                    block.size += size
+                                    block.parts.append(delta)
+                                continue
             try:
                 wire: _Wire | None = decode(line)
             except Exception:  # feed() raises it, translated and placed (outside this handler)
@@ -539,6 +583,8 @@ class Reconstructor:
                     agents[agent] = [block]
                 else:
                     blocks.append(block)
+                if after is is_open and kind in _FAST_TYPES:
+                    self._fast_prefix(kind, agent)
             else:
                 wid = wire.id
                 if block.size + size > max_size or (wid is not unset and block.id is not None and wid != block.id):
@@ -554,6 +600,14 @@ class Reconstructor:
                     block.prev_text = last_text.get(agent)
                     last_text[agent] = block
         self._count = base + len(data)
+
+    def _fast_prefix(self, kind: str, agent: str) -> None:
+        """Learn the bytes a ``final: false`` line of ``(agent, kind)`` starts with (``_feed_run``)."""
+        prefix = b"".join((b'{"type":', _encode(kind), b',"agent":', _encode(agent), b',"final":false,"delta":'))
+        if prefix not in self._fast:
+            self._fast[prefix] = (agent, kind)
+            if len(prefix) not in self._fast_sizes:
+                self._fast_sizes.append(len(prefix))
 
     def _feed_one(
         self, data: Sequence[bytes | str], k: int, base: int, where: Callable[[int], Position | None]

@@ -51,7 +51,9 @@ def frame(line: bytes) -> bytes:
         EncodeError: ``line`` contains CR or LF, which would break the framing. Encoded
             envelopes never do: JSON escapes both inside strings.
     """
-    if b"\n" in line or b"\r" in line:
+    # Byte values, not one-byte strings: ``10 in line`` is a plain byte search, while
+    # ``b"\n" in line`` first takes a buffer of the needle (issue 31: about 7x slower).
+    if _LF in line or _CR in line:
         at = min(i for i in (line.find(b"\n"), line.find(b"\r")) if i >= 0)
         raise EncodeError("an SSE data line cannot contain CR or LF", position=Position(offset=at), section="2.1")
     return b"data: " + line + b"\n\n"
