@@ -40,6 +40,10 @@ BENCH_MODULES = (
     "benchmarks.agreement",
     "benchmarks.suite",
     "benchmarks.emit_ab",
+    "benchmarks.emit_floor",
+    "benchmarks.read_floor",
+    "benchmarks.frame_ab",
+    "benchmarks.publish",
 )
 
 
@@ -277,3 +281,16 @@ def test_emit_ab_runs_on_tiny_inputs(capsys: pytest.CaptureFixture[str]) -> None
     printed = capsys.readouterr().out
     for text in ("emit_small", "emit_10m_escape", "before / bare msgspec", "after  / bare msgspec"):
         assert text in printed
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [("emit_floor", ["--big-mb", "0.05", "--rounds", "2"]), ("read_floor", ["--size-mb", "0.05", "--rounds", "2"])],
+)
+def test_floor_benchmarks_run_on_tiny_inputs(name: str, args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m benchmarks.emit_floor`` / ``read_floor``: each step's ratio printed, on tiny inputs."""
+    module = importlib.import_module(f"benchmarks.{name}")
+    assert module.main(args) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("build: ")
+    assert re.search(r"^  ours +[0-9.]+x  \(q [0-9.]+-[0-9.]+", printed, re.M), printed  # ours, with its spread
