@@ -390,7 +390,9 @@ class Agent:
         state.run = run
         state.tasks = []  # spec §14.2: tasks belong to one run
         if self.parent is None:  # spec §12.5: a root run starts with the mode; a child's was narrowed at spawn
-            state.permissions = PermissionState(mode=self.options.effective_permission_mode)
+            mode = self.options.effective_permission_mode
+            # [AP3-b]: a worker's background child starts from its parent's narrowing: that mode is its floor.
+            state.permissions = PermissionState(mode=mode, floor=mode if self.options.background else "full")
         self._claim()
         sessions.mark_run(state, run.run_id)  # spec §S1.2-b: where a rewind to this run returns
         append_user(state, blocks)

@@ -185,3 +185,26 @@ def test_ap3_b_a_bad_permissions_payload_fails_the_task_naming_the_field(tmp_pat
 
 async def _awaited(job: Awaitable[Any]) -> Any:
     return await job
+
+
+def test_ap3_b_a_workers_child_cannot_be_widened_below_its_parents_narrowing(tmp_path: Path) -> None:
+    """The narrowed mode is the worker child's floor: a callback's ``updated_mode`` below it denies the call."""
+    store = SQLiteStore(tmp_path / "a.db")
+
+    def widen(_name: str, _tool_input: dict[str, Any], _context: ToolPermissionContext) -> PermissionAllow:
+        return PermissionAllow(updated_mode="full")
+
+    runner = child_runner(lambda: Agent(ScriptedModel(), store=store, **_config(can_use_tool=widen)), lambda: store)
+    payload = SubagentTask(
+        subagent="researcher",
+        task="Research 6 * 7",
+        agent_uuid="c1",
+        parent_agent="p1",
+        permissions={"mode": "ask", "floor": "ask", "inherited": [], "session": []},
+    )
+    context = TaskContext(task=Task(task_id="t1", kind=SUBAGENT_KIND, payload={}), attempt=1, worker="w")
+    outcome = asyncio.run(_awaited(runner(payload, context)))
+    assert outcome.stop_reason == "end_turn"
+    (block,) = _child_results(store, "c1")
+    assert block["is_error"] is True  # the widening answer was refused, so the call was denied
+    assert "less strict than this agent's floor 'ask'" in json.dumps(block["content"])
