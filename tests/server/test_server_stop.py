@@ -35,6 +35,7 @@ def test_spec_server_1_4_a_stop_mid_run_aborts_it(tmp_path: Path) -> None:
     app = create_app(store=SQLiteStore(tmp_path / "a.db"), model_factory=ScriptedModel, tools=gate.tools())
     body = bytearray()
     opened: dict[str, str] = {}
+    headers_read = threading.Event()  # the tool may be reached before the reader has the headers
     with running(app) as base:
 
         def read() -> None:
@@ -43,6 +44,7 @@ def test_spec_server_1_4_a_stop_mid_run_aborts_it(tmp_path: Path) -> None:
                 client.stream("POST", base + "/agent/run", json={"prompt": ARITHMETIC}) as r,
             ):
                 opened["run"] = r.headers["x-run-id"]
+                headers_read.set()
                 for chunk in r.iter_bytes():
                     body.extend(chunk)
 
@@ -50,6 +52,7 @@ def test_spec_server_1_4_a_stop_mid_run_aborts_it(tmp_path: Path) -> None:
         reader.start()
         try:
             assert gate.entered.wait(20), "the run never reached its tool"
+            assert headers_read.wait(20), "the reader never got the response's headers"
             started = time.monotonic()
             stopped = post(base, f"/agent/runs/{opened['run']}/stop", {})
             took = time.monotonic() - started
