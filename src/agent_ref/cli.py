@@ -57,7 +57,7 @@ from .tool_context import PROGRESS_TYPE, progress_note
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
 
     from .agent import Agent, AgentResult
     from .state import PendingCall
@@ -76,6 +76,17 @@ log = logging.getLogger("agent_ref")
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _awaited(calls: Sequence[object]) -> str:
+    """What a pause waits for, said as the person answering it reads it: approvals, frontend tools or both."""
+    approvals = sum(1 for c in calls if isinstance(c, dict) and c.get("approval") is not None)
+    said = []
+    if len(calls) > approvals or not calls:
+        said.append("frontend tools")
+    if approvals:
+        said.append("approval")
+    return " and ".join(said)
 
 
 def _usage_text(usage: Any) -> str:
@@ -164,7 +175,9 @@ class PrettyPrinter:
         elif kind == "error":
             self._error(prefix, block.get("data"))
         elif kind == "awaiting_frontend_tools":
-            self.out.write(prefix + self._style("35", "⏸ waiting for frontend tools") + "\n")
+            data = block.get("data")
+            calls: list[object] = data if isinstance(data, list) else []
+            self.out.write(prefix + self._style("35", f"⏸ waiting for {_awaited(calls)}") + "\n")
         elif kind == "meta_init":
             data = block.get("data") or {}
             resumed = " (resumed)" if isinstance(data, dict) and "resume" in data else ""
@@ -276,13 +289,20 @@ def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
     return shlex.join(parts)
 
 
+def _counted(calls: Sequence[PendingCall]) -> str:
+    """``1 frontend tool call``, ``2 calls awaiting approval``, or both joined by ``and``."""
+    approvals = sum(1 for c in calls if c.approval is not None)
+    said = [_plural(len(calls) - approvals, "frontend tool call")] if len(calls) > approvals else []
+    if approvals:
+        said.append(_plural(approvals, "call") + " awaiting approval")
+    return " and ".join(said)
+
+
 def _report(args: argparse.Namespace, result: AgentResult) -> int:
     err = sys.stderr
     if result.stop_reason == "awaiting_frontend_tools":
         calls = result.pending_frontend_tools
-        err.write(
-            f"agent-ref: paused: agent {result.agent_uuid} waits for {_plural(len(calls), 'frontend tool call')}:\n"
-        )
+        err.write(f"agent-ref: paused: agent {result.agent_uuid} waits for {_counted(calls)}:\n")
         for call in calls:
             err.write(f"  {call.tool_use_id}  {call.name}({json.dumps(call.input, ensure_ascii=False)})\n")
             if call.approval is not None:

@@ -8,6 +8,7 @@ is the embedded scripted model, whose generic prompt ("call TOOL with {json}") m
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shlex
@@ -16,7 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from agent_ref.cli import PrettyPrinter
 from agent_ref_support import envelopes, sse_lines
+from envelope import Emitter
 from mcp_support import SERVER_SCRIPT, calling_prompt
 from validating import assert_valid
 
@@ -57,6 +62,7 @@ def _paused(tmp_path: Path) -> tuple[str, str]:
     assert element["name"] == "calculator"
     assert "approval" in element
     assert "needs approval" in done.stderr
+    assert "waits for 1 call awaiting approval:" in done.stderr  # not "1 frontend tool call": a person approves it
     return element["tool_use_id"], done.stderr
 
 
@@ -124,3 +130,21 @@ def test_rc11_a_bad_permission_flags_are_refused() -> None:
     done = _cli("run", "go", "--permission-mode", "sometimes", cwd=Path.cwd())
     assert done.returncode == 2
     assert "--permission-mode" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("approvals", "frontend", "said"),
+    [(1, 0, "approval"), (0, 2, "frontend tools"), (1, 1, "frontend tools and approval")],
+)
+def test_pretty_pause_line_says_what_it_waits_for(approvals: int, frontend: int, said: str) -> None:
+    """``--pretty`` names the pause by what answers it: an approval, a frontend tool, or both."""
+    calls = [
+        {"tool_use_id": f"toolu_a{i}", "name": "calculator", "input": {}, "approval": {"reason": "r"}}
+        for i in range(approvals)
+    ]
+    calls += [{"tool_use_id": f"toolu_f{i}", "name": "confirm", "input": {}} for i in range(frontend)]
+    out = io.StringIO()
+    printer = PrettyPrinter(out, color=False)
+    for line in Emitter("0f8fad5b-d9cb-469f-a165-70867728950e").buffered("awaiting_frontend_tools", json.dumps(calls)):
+        printer(line)
+    assert out.getvalue().rstrip("\n").endswith(f"⏸ waiting for {said}")
