@@ -94,8 +94,8 @@ def finished(ctx: RunContext, block: dict[str, Any]) -> None:
     before = _CHAINS.get(id(ctx))
 
     async def chained() -> None:
-        if before is not None:
-            await before
+        if before is not None:  # in order; a failed one fails the next too (same version: a conflict again)
+            await asyncio.gather(before, return_exceptions=True)
         await _save(ctx)
 
     _CHAINS[id(ctx)] = asyncio.ensure_future(chained())
