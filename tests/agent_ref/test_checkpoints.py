@@ -14,15 +14,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_ref import Agent, MemoryStore, ScriptedModel, StateError
+from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore, StateError, default_tools
 from agent_ref.agent import _nowhere
 from agent_ref.checkpoints import UNKNOWN_RESULT
 from agent_ref.state import AgentState, decode_state, encode_state
 from agent_ref.tools import Tool, tool
+from agent_ref_support import sse_lines
 from validating import assert_valid
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
+    from pathlib import Path
+
+    from agent_ref.store import Store
 
 
 class Died(BaseException):
@@ -91,7 +95,7 @@ def _prompt(texts: list[str]) -> str:
     return " and ".join(f'call note with {{"text": "{t}"}}' for t in texts)
 
 
-async def _die(store: MemoryStore, model: ScriptedModel, tools: list[Tool], prompt: str) -> AgentState:
+async def _die(store: Store, model: ScriptedModel, tools: list[Tool], prompt: str) -> AgentState:
     """Run until the process 'dies'; the stored state, its lease expired."""
     agent = Agent(model, tools=tools, store=store, checkpoints=True)
     with pytest.raises(Died):
@@ -255,3 +259,36 @@ def test_continued_run_restores_the_checkpoint_and_calls_each_tool_at_most_once(
         assert result.stop_reason == "end_turn"
 
     asyncio.run(scenario())
+
+
+def test_cli_recover_continues_a_dead_run_and_run_takes_checkpoints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`agent-ref recover AGENT` continues a dead checkpointed run on stdout; `--checkpoints` sets the option [CK1.4-a]."""
+    from agent_ref.cli import _parser, main
+    from agent_ref.cli_options import agent_config
+
+    for command in (["run", "hi"], ["serve"], ["recover", "a"]):
+        args = _parser().parse_args([*command, "--checkpoints"])
+        assert agent_config(args)["checkpoints"] is True
+    assert "checkpoints" not in agent_config(_parser().parse_args(["run", "hi"]))
+
+    db = tmp_path / "a.db"
+
+    async def dead() -> str:
+        store = SQLiteStore(db)
+        state = await _die(store, DyingModel(die_at=2), default_tools(), "What is 5 + (10 * 2)?")
+        return state.agent_uuid
+
+    agent_uuid = asyncio.run(dead())
+    code = main(["recover", agent_uuid, "--db", str(db), "--checkpoints"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = sse_lines(out)
+    assert_valid(lines)
+    assert b'\\"continued\\": true' in lines[0]
+    assert "continued run" in err
+    assert "end_turn" in err
+    (record,) = asyncio.run(SQLiteStore(db).runs(agent_uuid))
+    assert record.stop_reason == "end_turn"
+    assert "25" in record.final_text
