@@ -264,7 +264,7 @@ def test_continued_run_restores_the_checkpoint_and_calls_each_tool_at_most_once(
 def test_cli_recover_continues_a_dead_run_and_run_takes_checkpoints(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`agent-ref recover AGENT` continues a dead checkpointed run on stdout; `--checkpoints` sets the option [CK1.4-a]."""
+    """`agent-ref recover AGENT` continues a dead checkpointed run on stdout; `--checkpoints` sets the option [CK1.4-a] [RCCK1-a]."""
     from agent_ref.cli import _parser, main
     from agent_ref.cli_options import agent_config
 
