@@ -24,6 +24,8 @@ from pathlib import Path
 
 from agent_ref import SQLiteStore
 from agent_ref.checkpoints import UNKNOWN_RESULT
+from faults.kill_support import Server
+from server_support import data_lines, get
 from validating import assert_valid
 
 HERE = Path(__file__).resolve().parent
@@ -137,10 +139,19 @@ def _during_a_tool(store: str, tmp_path: Path) -> tuple[str, list[bytes], Path]:
 
 
 def test_sqlite_kill_9_between_steps_continues_on_another_process(tmp_path: Path) -> None:
-    """Killed in step 2's model call: another process continues from step 2, each tool once."""
+    """Killed in step 2's model call: another process continues from step 2, each tool once; a follower
+    of the run through a server on the same file reads both responses, strictly valid."""
     db = tmp_path / "agents.db"
     agent, _, _ = _between_steps(str(db), tmp_path)
-    _check_log(asyncio.run(_log_sqlite(db, agent)))
+    responses = asyncio.run(_log_sqlite(db, agent))
+    _check_log(responses)
+    run_id = json.loads(json.loads(responses[0][0])["delta"])["run_id"]
+    with Server(db) as server:
+        followed = [get(server.base, f"/agent/runs/{run_id}/stream?response={i}") for i in (0, 1)]
+    assert [r.status_code for r in followed] == [200, 200]
+    lines = [data_lines(r.content) for r in followed]
+    assert lines == responses
+    assert_valid([line for response in lines for line in response])
 
 
 def test_sqlite_kill_9_during_a_tool_continues_with_an_unknown_result(tmp_path: Path) -> None:
