@@ -22,6 +22,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
+from .background import TERMINAL
 from .record import tool_uses
 from .response import DONE_LINE
 from .run_context import Resuming
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from .run_context import RunContext
 
 __all__ = [
+    "DEAD_TASK",
     "UNKNOWN_RESULT",
     "at_step",
     "can_continue",
@@ -51,6 +53,9 @@ UNKNOWN_RESULT: Final = (
     "result unknown: the process running this tool call stopped before the call finished; "
     "it may or may not have taken effect, and it was not run again"
 )
+
+#: The result of a background task of the run that was running in the dead process ([CK1.4-c]).
+DEAD_TASK: Final = "failed: the process running this task stopped before the task ended"
 
 #: The pending saves of a context's step (``finished``), chained so they are written in order.
 _CHAINS: dict[int, asyncio.Future[None]] = {}
@@ -155,6 +160,10 @@ def continuation(ctx: RunContext) -> tuple[int, list[bytes]]:
     state, run, emitter = ctx.state, ctx.run, ctx.emitter
     checkpoint = run.checkpoint
     assert checkpoint is not None
+    if ctx.options.background_queue is None:  # [CK1.4-c]: in-process tasks died with their process
+        for task in state.tasks:
+            if task.status not in TERMINAL:
+                task.status, task.result = "failed", DEAD_TASK
     calls = tool_uses(state.messages[-1].get("content") or []) if checkpoint.phase == "tools" else []
     by_id: dict[str, dict[str, Any]] = {b["tool_use_id"]: b for b in checkpoint.results}
     unfinished = [c for c in calls if c.id not in by_id]

@@ -8,6 +8,7 @@ and another ``Agent`` (another process's, in the fault tests) continues it.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -292,3 +293,28 @@ def test_cli_recover_continues_a_dead_run_and_run_takes_checkpoints(
     (record,) = asyncio.run(SQLiteStore(db).runs(agent_uuid))
     assert record.stop_reason == "end_turn"
     assert "25" in record.final_text
+
+
+def test_background_tasks_of_the_dead_process_are_failed_and_notified() -> None:
+    """A task left running by the dead process is marked failed and the model is told at its next step [CK1.4-c]."""
+    from agent_ref.checkpoints import DEAD_TASK
+    from agent_ref.state import BackgroundTask
+
+    async def scenario() -> None:
+        store = MemoryStore()
+        calls = Calls()
+        state = await _die(store, DyingModel(die_at=2), calls.tools(), _prompt(["a"]))
+        state.tasks = [
+            BackgroundTask(task_id="t1", tool_use_id="x", name="researcher", agent_uuid="c", task="tides"),
+        ]
+        state.lease_expires_at = 0.0  # still the dead owner's, run out
+        await store.save(state)
+        result, _ = await _continue(store, state, calls.tools())
+        assert result.stop_reason == "end_turn"
+        stored = await store.load(state.agent_uuid)
+        assert stored is not None
+        (task,) = stored.tasks
+        assert (task.status, task.result, task.notified) == ("failed", DEAD_TASK, True)
+        assert DEAD_TASK in json.dumps(stored.messages)
+
+    asyncio.run(scenario())
