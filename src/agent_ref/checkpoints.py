@@ -57,8 +57,9 @@ UNKNOWN_RESULT: Final = (
 #: The result of a background task of the run that was running in the dead process ([CK1.4-c]).
 DEAD_TASK: Final = "failed: the process running this task stopped before the task ended"
 
-#: The pending saves of a context's step (``finished``), chained so they are written in order.
-_CHAINS: dict[int, asyncio.Future[None]] = {}
+#: The pending saves of a context's step (``finished``), chained so they are written in order;
+#: keyed by ``id(ctx)`` with the context itself kept (so the id is not reused while the entry lives).
+_CHAINS: dict[int, tuple[RunContext, asyncio.Future[None]]] = {}
 
 
 def _on(ctx: RunContext) -> bool:
@@ -86,6 +87,7 @@ async def starting(ctx: RunContext, calls: list[ToolCallRequest]) -> None:
     """Mark every call of the step started, in one save, before any of them runs ([CK1.3-a])."""
     if not _on(ctx):
         return
+    _CHAINS.pop(id(ctx), None)  # a step starts with no save of an earlier one pending
     ctx.run.checkpoint = Checkpoint(step=ctx.step, phase="tools", started=[c.id for c in calls])
     await _save(ctx)
 
@@ -96,21 +98,25 @@ def finished(ctx: RunContext, block: dict[str, Any]) -> None:
     if not _on(ctx) or checkpoint is None or checkpoint.phase != "tools":
         return
     checkpoint.results.append(block)
-    before = _CHAINS.get(id(ctx))
+    for key, (_, chain) in list(_CHAINS.items()):
+        if chain.done() and key != id(ctx):
+            del _CHAINS[key]  # left by a step that ended without ``settled`` (its run raised)
+    entry = _CHAINS.get(id(ctx))
+    before = entry[1] if entry is not None else None
 
     async def chained() -> None:
         if before is not None:  # in order; a failed one fails the next too (same version: a conflict again)
             await asyncio.gather(before, return_exceptions=True)
         await _save(ctx)
 
-    _CHAINS[id(ctx)] = asyncio.ensure_future(chained())
+    _CHAINS[id(ctx)] = (ctx, asyncio.ensure_future(chained()))
 
 
 async def settled(ctx: RunContext) -> None:
     """Wait for the step's result saves; a failed one (another process took the agent) raises."""
-    chain = _CHAINS.pop(id(ctx), None)
-    if chain is not None:
-        await chain
+    entry = _CHAINS.pop(id(ctx), None)
+    if entry is not None:
+        await entry[1]
 
 
 def can_continue(state: AgentState) -> bool:

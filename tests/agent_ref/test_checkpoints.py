@@ -318,3 +318,13 @@ def test_background_tasks_of_the_dead_process_are_failed_and_notified() -> None:
         assert DEAD_TASK in json.dumps(stored.messages)
 
     asyncio.run(scenario())
+
+
+def test_idempotent_is_declared_and_the_memory_tool_is_not(tmp_path: Path) -> None:
+    """`@tool(idempotent=True)` declares it; the default and the memory tool are not idempotent [CK1.3-a]."""
+    from agent_ref.memory import memory_tool
+
+    calls = Calls()
+    assert calls.tools(idempotent=True)[0].idempotent
+    assert not calls.tools()[0].idempotent
+    assert not memory_tool(tmp_path / "memories").idempotent
