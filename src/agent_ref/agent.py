@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from envelope import Emitter, ImageRef
 
-from . import background, loop, response, run_extras, scrub, sessions
+from . import background, checkpoints, loop, response, run_extras, scrub, sessions
 from .errors import StateError, ToolResultsError
 from .finish import STOP_ABANDONED, STOP_LOST, AgentResult, finish
 from .options import AGENT_OWNED_PARAMS, DEFAULT_LEASE_SECONDS, DEFAULT_TOOL_TIMEOUT, AgentOptions
@@ -227,7 +227,7 @@ class Agent:
             return None
         return run.run_id, run.responses - 1
 
-    async def recover(self) -> AgentResult | None:
+    async def recover(self, sink: Sink | None = None) -> AgentResult | None:
         """Deal with a run whose process died (its lease expired) so the agent can be used again (spec §10.2-b).
 
         A resume that died is put back to its pause (the same results can be sent again):
@@ -238,8 +238,7 @@ class Agent:
         through ``state.roll_back_dead_run``, the one recovery path (the server's uses it too).
 
         Returns:
-            The closed run's result, or ``None`` when there was nothing to close (not
-            ``running``, or a pause restored).
+            The closed (or, [CK1.4-a], continued) run's result; ``None``: not running, or a pause restored.
 
         Raises:
             StateError: the agent is running under a live lease (another process holds it).
@@ -254,6 +253,8 @@ class Agent:
                 f"agent {state.agent_uuid} is running in another process ({state.lease_owner}; "
                 f"its lease is renewed while it lives and runs out in {left:.0f} s if it died)"
             )
+        if checkpoints.can_continue(state):
+            return await self._continue(sink or _nowhere)  # [CK1.4-a]
         run = state.run
         dead_index = run.responses if run is not None else 0
         outcome = roll_back_dead_run(state)
@@ -286,6 +287,18 @@ class Agent:
         }
         log.warning("agent %s: run %s was lost with its process; closed", state.agent_uuid, run.run_id)
         return await finish(ctx, STOP_LOST, error_payload=payload)
+
+    async def _continue(self, sink: Sink) -> AgentResult:
+        """Continue a dead run from its checkpoint here: claim it, close the dead response, go on ([CK1.4-a])."""
+        run = self.state.run
+        assert run is not None
+        closing = _Response(_nowhere, self.agent_uuid, run.run_id, run.responses - 1, *self._bounds())
+        closing.gone = True  # nobody reads it: it only closes the dead response's log
+        self._claim()
+        await checkpoints.close_dead(self._context(closing))
+        ctx = self._context(self._open_response(sink))
+        step, opening = checkpoints.continuation(ctx)
+        return await self._drive(ctx, step, opening)
 
     async def recover_dead(self, run_id: str, owner: str) -> AgentResult | None:
         """``recover`` a run this process knows is dead, without waiting for its lease (a server's own failed run).

@@ -508,6 +508,28 @@ async def _resume(args: argparse.Namespace) -> int:
     )
 
 
+async def _recover(args: argparse.Namespace) -> int:
+    """Continue (or close) a run whose process died, streaming the continuation (spec/agent-ref.md [CK1.4-a])."""
+    from .agent import Agent
+
+    check_db(args.db, must_exist=True)
+    config = agent_config(args)
+    model = model_factory(args)()
+    async with mcp_tools(args, config):
+        agent = await Agent.load(args.agent_uuid, _store(args.db), model, **config)
+        deadline = time.monotonic() + args.wait
+        while agent.lease_alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)  # --wait: the dead owner's lease runs out
+            await agent.reload()
+        if agent.state.status != "running":
+            raise CliError(f"agent {args.agent_uuid}", f"is {agent.state.status}, not running", "nothing to recover")
+        result = await _with_abort(agent, agent.recover(_Announce(agent, _sink(args), "continued")))
+    if result is None:
+        sys.stderr.write(f"agent-ref: agent {args.agent_uuid} is {agent.state.status} again\n")
+        return 0
+    return _report(args, result)
+
+
 async def _log(args: argparse.Namespace) -> int:
     check_db(args.db, must_exist=True)
     responses = await _store(args.db).run_responses(args.run_id)
@@ -686,6 +708,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run(sub)
     _add_resume(sub)
+    _add_recover(sub)
     _add_log(sub)
     _add_runs(sub)
     _add_abandon(sub)
@@ -762,6 +785,31 @@ def _add_resume(sub: Any) -> None:
     _add_pretty(resume)
     add_agent_options(resume, resume=True)
     add_store_options(resume)
+
+
+def _add_recover(sub: Any) -> None:
+    recover = sub.add_parser(
+        "recover",
+        formatter_class=formatter,
+        help="continue a run whose process died from its last checkpoint",
+        description=(
+            "Recover an agent whose process died (its lease ran out): a run saved with --checkpoints is\n"
+            "continued from its last step, streamed to stdout; one without is closed as lost. Give it the\n"
+            "agent options the run had (--model, --memory, ...): they are not stored."
+        ),
+        epilog="example:\n  agent-ref recover AGENT_UUID --wait 30 --checkpoints",
+    )
+    recover.add_argument("agent_uuid", help="the agent (printed by `run`, listed by `runs`)")
+    recover.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait for the lease to run out (default: 0)",
+    )
+    _add_pretty(recover)
+    add_agent_options(recover, resume=True)
+    add_store_options(recover)
 
 
 def _add_log(sub: Any) -> None:
@@ -917,6 +965,7 @@ def _run_command(args: argparse.Namespace) -> int:
     command = {
         "run": _run,
         "resume": _resume,
+        "recover": _recover,
         "log": _log,
         "runs": _runs,
         "abandon": _abandon,

@@ -120,6 +120,11 @@ def add_agent_options(p: argparse.ArgumentParser, *, resume: bool = False) -> No
         help="children the model may spawn: demo, a researcher with the confirm tool; none (default: demo)",
     )
     _add_memory_and_tools(agent)
+    agent.add_argument(
+        "--checkpoints",
+        action="store_true",
+        help="save each step so a run whose process died is continued (agent-ref recover), not lost",
+    )
     add_permission_options(p, resume=resume)
 
 
@@ -257,6 +262,8 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
     if args.subagents == "demo":
         config["subagents"] = demo_subagents()
     config.update(permission_config(args))
+    if getattr(args, "checkpoints", False):
+        config["checkpoints"] = True  # spec/agent-ref.md [CK1.1-a]
     return config
 
 

@@ -17,7 +17,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import background, loop_guard, sessions, subagent_run
+from . import background, checkpoints, loop_guard, sessions, subagent_run
 from .call_model import RunFailed, close_open, model_call
 from .finish import (
     STOP_AWAITING,
@@ -58,6 +58,7 @@ async def steps(ctx: RunContext, step: int) -> str:
         ctx.enter_step(step)  # spec §20.2-a: a step span from its model call to its tools' end
         background.deliver(ctx.state)  # spec §14.4: ended tasks are notified before the next call
         sessions.deliver(ctx)  # spec §S2.1: messages sent meanwhile join the user turn
+        await checkpoints.at_step(ctx, step)  # [CK1.2-a]: saved before the model call (checkpoint mode)
         if step > options.max_steps:
             return await last_call(ctx, step)  # spec §5.2: one last call with tool_choice none
         if options.max_budget_usd is not None and (ctx.run.cost_usd or 0.0) >= options.max_budget_usd:

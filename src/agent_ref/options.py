@@ -85,6 +85,7 @@ _PLAIN: Final = (
     "loop_limit",
     "max_structured_output_retries",
     "memory_timeout",
+    "checkpoints",
 )
 
 
@@ -163,6 +164,9 @@ class AgentOptions:
             each fresh run of a root agent into its system prompt, updated after the run
             (spec §21.5-a). Children do not get it.
         memory_timeout: seconds a retrieve or an update may take (spec §21.3-a).
+        checkpoints: save each completed step (and each tool call's start and end) before
+            the next model call, so a run whose process died is continued from its last
+            step instead of closed ``lost`` (spec [CK1.1-a]). A root agent's runs only.
 
     Raises:
         ConfigError: naming the option: duplicate tool names, an unknown hook event, a tool
@@ -206,6 +210,7 @@ class AgentOptions:
     tracing: Tracing | None = None
     memory: LongTermMemory | None = None
     memory_timeout: float = DEFAULT_MEMORY_TIMEOUT
+    checkpoints: bool = False
     #: The checked ``output_schema`` (built from it; not an argument).
     output: StructuredOutput | None = field(default=None, init=False, compare=False)
 

@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import socket
 import time
 from dataclasses import dataclass, field
@@ -403,11 +404,27 @@ class RunManager:
         """
         closed: list[tuple[str, int]] = []
         for run_id, response in self.journal.unfinished():
-            if (run_id, response) in self.live:
-                continue
+            if (run_id, response) in self.live or await self._written_elsewhere(run_id, response):
+                continue  # [CK2.1-a]: another live server on the same store writes it
             if await self.close_dead(run_id, response):
                 closed.append((run_id, response))
         return closed
+
+    async def _written_elsewhere(self, run_id: str, response: int) -> bool:
+        """Whether another live process writes this journaled response (spec server [CK2.1-a]).
+
+        Its agent runs this run under a lease that has not expired, and the lease's owner
+        (``host:pid:tag``) is a process alive on this host; on another host the lease alone
+        decides.
+        """
+        agent_uuid = stream_agent(self.journal.read(run_id, response) or [])
+        try:
+            state = await self.store.load(agent_uuid) if agent_uuid is not None else None
+        except Exception:
+            return False
+        if state is None or state.status != "running" or state.run is None or state.run.run_id != run_id:
+            return False
+        return state.lease_expires_at > time.time() and _owner_alive(state.lease_owner or "")
 
     async def close_dead(self, run_id: str, response: int) -> bool:
         """Close one response whose writer died, then put its agent back in order (spec server §8.1).
@@ -528,6 +545,23 @@ class RunManager:
         if self.repair is not None:
             self.repair.cancel()
             await asyncio.gather(self.repair, return_exceptions=True)
+
+
+def _owner_alive(owner: str) -> bool:
+    """Whether a lease owner ``host:pid:tag`` may be alive: on this host, its process exists (spec server [CK2.1-a])."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True  # another host's process: its lease tells
+    if int(pid_text) == os.getpid():
+        return False  # this process writes its live responses through its manager's ``live``
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, owned by someone else
+    return True
 
 
 def _retrieved(future: asyncio.Future[LiveStream]) -> None:

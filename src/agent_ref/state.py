@@ -21,6 +21,7 @@ from .permissions import PendingApproval, PermissionState
 __all__ = [
     "AgentState",
     "BackgroundTask",
+    "Checkpoint",
     "PendingCall",
     "PendingChild",
     "RunMark",
@@ -141,6 +142,24 @@ class PendingChild(msgspec.Struct, kw_only=True):
     agent_uuid: str
 
 
+class Checkpoint(msgspec.Struct, kw_only=True):
+    """Where a run in checkpoint mode stood at its last save (spec ``spec/agent-ref.md`` [CK1.2-a]).
+
+    Attributes:
+        step: the run's step: the model call to make next (``phase`` ``model``), or the step
+            whose tool calls were being run (``phase`` ``tools``; the history ends with the
+            step's assistant turn).
+        phase: ``model`` or ``tools``.
+        started: the step's ``tool_use`` ids marked started before any of them ran ([CK1.3-a]).
+        results: the ``tool_result`` blocks of the step's calls that finished, in finishing order.
+    """
+
+    step: int
+    phase: Literal["model", "tools"] = "model"
+    started: list[str] = msgspec.field(default_factory=list)
+    results: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
 class RunState(msgspec.Struct, kw_only=True):
     """The run in progress (kept across a pause so the resumed response continues it).
 
@@ -179,6 +198,8 @@ class RunState(msgspec.Struct, kw_only=True):
     memory_context: str | None = None
     #: Times ``Stop`` hooks kept this run going ([R12.7-d]): stored, so a pause does not reset the bound.
     stop_continuations: int = 0
+    #: The last checkpoint of a run in checkpoint mode ([CK1.2-a]); ``None``: none saved.
+    checkpoint: Checkpoint | None = None
 
 
 #: What recovering a run that died with its process does (spec ``spec/agent-ref.md`` §10.2-b):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import background as background_tasks
-from . import loop_guard, run_extras, subagent_run
+from . import checkpoints, loop_guard, run_extras, subagent_run
 from .background import TERMINAL
 from .call_model import model_call
 from .finish import STOP_MAX_STEPS
@@ -66,6 +66,7 @@ async def run_step_tools(
     ctx.answered = {}
     ctx.interrupt = None
     ctx.loop_stop = None
+    await checkpoints.starting(ctx, calls)  # [CK1.3-a]: every call marked started before any runs
     routed = await _route(ctx, calls, bad_inputs)
     await ctx.report_hook_failures()
     if ctx.interrupt is not None or ctx.loop_stop is not None:
@@ -78,7 +79,10 @@ async def run_step_tools(
 
     def answered(call: ToolCallRequest, done: ToolOutcome) -> None:
         ctx.answered[call.id] = done.block
+        checkpoints.finished(ctx, done.block)  # [CK1.3-a]: its result saved as it ends
 
+    for done in routed.outcomes.values():
+        checkpoints.finished(ctx, done.block)  # answered without running (denied, blocked, cut)
     options = ctx.options
     ran, spawned = await asyncio.gather(
         run_tools(
@@ -103,6 +107,7 @@ async def run_step_tools(
             continue
         routed.outcomes[call.id] = ended
         await ctx.fire_post_tool(call, ended)
+    await checkpoints.settled(ctx)
     await ctx.report_hook_failures()
     if routed.frontend or paused:
         run_extras.trace_frontend(ctx, routed.frontend)  # spec §20.2-a

@@ -99,6 +99,9 @@ class Tool:
             and absent from the schema (spec §2.6-a); ``None`` when there is none.
         writes: the parameters naming the paths the tool writes; what it changed there is
             recorded per step for undo (spec RU1-f).
+        idempotent: a second call with the same input does no more than the first: a call
+            a dead process had started may be run again when its run is continued from a
+            checkpoint (spec [CK1.3-a]); ``False`` (the default): never run twice.
     """
 
     name: str
@@ -110,6 +113,7 @@ class Tool:
     timeout: float | None = None
     context_param: str | None = None
     writes: tuple[str, ...] = ()
+    idempotent: bool = False
 
     def definition(self) -> dict[str, Any]:
         """The tool as the Messages API takes it in ``tools``."""
@@ -126,6 +130,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     writes: tuple[str, ...] = (),
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -136,6 +141,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     writes: tuple[str, ...] = (),
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a function with type hints and a Google-style docstring.
 
@@ -152,6 +158,7 @@ def tool(
         timeout: seconds a call may run (spec §2.5-a); the agent's ``tool_timeout`` when ``None``.
         writes: parameters whose value is a path the tool writes (a file or a directory);
             what the call changed below them is recorded for undo (spec RU1-f).
+        idempotent: the tool may be run again after a process died during its call (spec [CK1.3-a]).
 
     Returns:
         The ``Tool`` (or a decorator that makes it).
@@ -165,6 +172,8 @@ def tool(
         made = _build(f, name=name, executor=executor, description=description)
         if writes:
             made = dataclasses.replace(made, writes=_writes(made, writes))
+        if idempotent:
+            made = dataclasses.replace(made, idempotent=True)
         return made if timeout is None else dataclasses.replace(made, timeout=timeout)
 
     return build(fn) if fn is not None else build
