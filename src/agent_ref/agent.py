@@ -144,7 +144,7 @@ class Agent:
         self._manual_compaction: Compactor | None = None
         self._context_tokens: int | None = None
         #: Messages ``send`` queued for the run's next step boundary (spec §S2).
-        self._inbox = sessions.Inbox()
+        self._inbox = sessions.Inbox(self.store)
 
     @property
     def agent_uuid(self) -> str:
@@ -565,12 +565,12 @@ class Agent:
         # agent may serve runs from several loops (asyncio.run per request); a stale one made
         # the next run end as "aborted".
         self._abort = asyncio.Event()
-        self._inbox.open()
+        await self._inbox.open(self.state)  # spec [IN1-a]: in the store's inbox when it keeps one
         try:
             with run_extras.run_span(ctx) as ctx.span:  # spec §20.2-a, §20.3-a
                 return await loop.drive(ctx, self._abort, step, opening)
         finally:
-            self._inbox.close()  # spec §S2.3: what is still queued waits for the next response
+            await self._inbox.close(self.state)  # spec §S2.3: what is still queued waits for the next response
             self._context_tokens = ctx.context_tokens
             self._manual_compaction = ctx.manual_compaction  # still asked for when no call used it
 
