@@ -640,6 +640,14 @@ def _answer_own(
             )
             continue
         if isinstance(got, PermissionDeny):
+            ctx.tracing.refused_call(
+                name=call.name,
+                call_id=call.id,
+                reason="approval_denied",
+                message=got.message,
+                arguments=call.input,
+                parent_traceparent=ctx.run.traceparent,
+            )  # spec [IN3-a]: in the trace of the response that asked
             done = error_outcome(ctx.emitter, call, got.message)
             if got.interrupt:
                 ctx.interrupt = got.message
