@@ -53,6 +53,7 @@ from .prepare import meta_init
 from .record import append_user
 from .response import DONE_LINE, Sink, _NestedResponse
 from .run_context import ParentLink, Resuming, RunContext
+from .snapshots import RestoreReport, restore_files
 from .state import AgentState, PendingCall, Recovery, RunState, lost_run_record, roll_back_dead_run
 from .store import LogBatch, MemoryStore, Store
 from .subagent_run import abandon_children, load_paused_children, new_child
@@ -478,12 +479,14 @@ class Agent:
 
         ``step=N``: the context keeps its first ``N`` assistant turns (and the tool results
         of the ``N``-th). ``run=ID``: the context is what it was before run ``ID``. Lifetime
-        usage, run records and logs are kept ([SE1.2-d]); files are not reverted here: the
-        returned ``Rewind`` names the point for the file snapshots ([SE1.2-e]). A paused
-        agent is rewound only to before its paused run, which is abandoned first ([SE1.3-a]).
+        usage, run records and logs are kept ([SE1.2-d]). Files that file-changing tools changed
+        after the point are put back first, all or nothing (``snapshots.restore_files``, spec
+        [IN4-a]; ``Rewind.files`` says what). A paused agent is rewound only to before its
+        paused run, which is abandoned first ([SE1.3-a]).
 
         Raises:
             StateError: bad arguments, a running agent, or a paused one rewound into its paused run.
+            UndoConflict: a recorded file changed since; nothing was written and the history is untouched.
         """
         state = self.state
         if state.status == "running":
@@ -500,10 +503,13 @@ class Agent:
                     f"agent {state.agent_uuid} is paused in run {paused.run_id}; rewind to before that run "
                     "(which abandons it) or answer the pause first"
                 )
-            abandoned = paused.run_id
+        files = await _rewind_files(self.store, state, kept)  # spec [IN4-a]: all or nothing, before any change
+        if state.status == "awaiting_frontend_tools" and state.run is not None:
+            abandoned = state.run.run_id
             await self.abandon(reason="rewound to before this run")
         done = sessions.apply_cut(state, kept, tail)
         done.abandoned_run = abandoned
+        done.files = files
         await self.store.save(state)
         return done
 
@@ -763,3 +769,19 @@ def _result_content(content: object) -> tuple[str, list[ImageRef], str | None]:
         else:
             return "", [], "content blocks must be text or image"
     return "\n".join(texts), images, None
+
+
+async def _rewind_files(store: object, state: AgentState, kept: int) -> RestoreReport | None:
+    """Put the files back to the rewind's point (spec [IN4-a]); ``None`` when nothing recorded came after it.
+
+    Raises:
+        UndoConflict: a recorded path changed since; nothing was written (and the rewind stops).
+    """
+    points_of = getattr(store, "snapshot_points", None)
+    if points_of is None:
+        return None  # a user's store that keeps no snapshots: history only
+    points: list[tuple[int, str, int]] = await points_of(state.agent_uuid)
+    to_step = sessions.files_step(state, kept, points)
+    if not points or points[-1][0] <= to_step:
+        return None
+    return await restore_files(store, state.agent_uuid, to_step=to_step)

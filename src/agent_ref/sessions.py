@@ -25,6 +25,7 @@ from .state import AgentState, RunMark, Usage, decode_state, encode_state
 
 if TYPE_CHECKING:
     from .run_context import RunContext
+    from .snapshots import RestoreReport
 
 __all__ = [
     "Inbox",
@@ -33,6 +34,7 @@ __all__ = [
     "Rewind",
     "apply_cut",
     "deliver",
+    "files_step",
     "fork_state",
     "mark_run",
     "position",
@@ -94,12 +96,15 @@ class Rewind:
         step: the assistant turns left in the context (the step rewound to).
         dropped_runs: the runs whose start was cut off (their records and logs stay, [SE1.2-d]).
         abandoned_run: the paused run the rewind abandoned first, if any ([SE1.3-a]).
+        files: what ``snapshots.restore_files`` put back ([IN4-a]), or ``None``.
     """
 
     kept_messages: int
     step: int
     dropped_runs: list[str] = field(default_factory=list)
     abandoned_run: str | None = None
+    #: The files put back (spec [IN4-a]); ``None`` when no recorded change came after the point.
+    files: RestoreReport | None = None
 
 
 def rewind_cut(state: AgentState, *, step: int | None = None, run: str | None = None) -> tuple[int, int]:
@@ -170,6 +175,32 @@ def apply_cut(state: AgentState, kept: int, tail: int) -> Rewind:
     state.current_step = 0
     step = sum(1 for m in messages if m.get("role") == "assistant")
     return Rewind(kept_messages=len(messages), step=step, dropped_runs=dropped)
+
+
+def files_step(state: AgentState, kept: int, points: list[tuple[int, str, int]]) -> int:
+    """The snapshot step (spec RU1-b) the files go back to when the context is cut to ``kept`` messages ([IN4-a]).
+
+    ``points`` are the agent's snapshot records as ``(agent step, run id, step of the run)``
+    in the order recorded. A record is *kept* when its call's assistant turn is kept: the
+    turns of a run are the assistant turns from its mark ([SE1.2-b]) up to the next run's
+    mark, the ``k``-th of them its step ``k``. A record of a run with no mark in the
+    context (a run from before the marks, or compacted away) counts as kept. The answer is
+    the step before the first record that is not kept (records are in time order, so
+    every later one is after the cut too), or the last step when all are kept.
+    """
+    messages = state.messages
+    marks = sorted(state.run_marks, key=lambda m: position(m.messages, m.tail))
+    kept_steps: dict[str, int] = {}
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].messages if i + 1 < len(marks) else len(messages)
+        turns = [j for j in range(mark.messages, min(end, len(messages))) if messages[j].get("role") == "assistant"]
+        kept_steps[mark.run_id] = sum(1 for j in turns if j < kept)
+    last = 0
+    for step, run_id, run_step in points:
+        if run_id in kept_steps and run_step > kept_steps[run_id]:
+            return min(last, step - 1)
+        last = step
+    return last
 
 
 def position(messages: int, tail: int) -> tuple[int, int]:

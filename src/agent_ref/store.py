@@ -270,6 +270,10 @@ class MemoryStore:
                 entry[1] = False
             return True
 
+    async def snapshot_points(self, agent_uuid: str) -> list[tuple[int, str, int]]:
+        """The agent's snapshot records as ``(step, run id, step of the run)``, in the order recorded ([IN4-a])."""
+        return [(step, run, run_step) for step, run, run_step, _ in self._snapshots.get(agent_uuid, [])]
+
 
 def _next_step(last: tuple[int, str, int] | None, run_id: str, run_step: int) -> int:
     """The agent's step of a new record (spec RU1-b): the last one's if the same (run, step), else the next."""
@@ -702,6 +706,22 @@ class SQLiteStore:
             raise StateError(f"cannot close the inbox of agent {agent_uuid} in {self.path}: {exc}") from None
         finally:
             conn.close()
+
+    async def snapshot_points(self, agent_uuid: str) -> list[tuple[int, str, int]]:
+        """The agent's snapshot records as ``(step, run id, step of the run)``, in the order recorded ([IN4-a])."""
+        return await asyncio.to_thread(self._snapshot_points, agent_uuid)
+
+    def _snapshot_points(self, agent_uuid: str) -> list[tuple[int, str, int]]:
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT step, run_id, run_step FROM file_snapshots WHERE agent_uuid = ? ORDER BY seq", (agent_uuid,)
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot read the snapshots of agent {agent_uuid} in {self.path}: {exc}") from None
+        finally:
+            conn.close()
+        return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]
 
     def _inbox_write(self, doing: str, statements: list[tuple[str, tuple[object, ...]]]) -> None:
         conn = self._connect()

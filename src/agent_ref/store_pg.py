@@ -406,6 +406,15 @@ class PostgresStore:
                 "DELETE FROM file_snapshots WHERE agent_uuid = %s AND step > %s", (agent_uuid, after_step)
             )
 
+    async def snapshot_points(self, agent_uuid: str) -> list[tuple[int, str, int]]:
+        """The agent's snapshot records as ``(step, run id, step of the run)``, in the order recorded ([IN4-a])."""
+        rows = await self._rows(
+            f"the snapshots of agent {agent_uuid}",
+            "SELECT step, run_id, run_step FROM file_snapshots WHERE agent_uuid = %s ORDER BY seq",
+            (agent_uuid,),
+        )
+        return [(int(str(r[0])), str(r[1]), int(str(r[2]))) for r in rows]
+
 
 class PostgresJournal(_postgres.PostgresJournal):
     """``envelope.delivery.postgres.PostgresJournal`` on the agent's database: its first connection migrates it.
