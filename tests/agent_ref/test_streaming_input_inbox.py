@@ -168,3 +168,13 @@ def test_a_fork_has_its_own_inbox() -> None:
     agent = Agent(ScriptedModel(), tools=default_tools(), retry=fast_retry())
     agent.state.inbox_seq = 5
     assert fork_state(agent.state).inbox_seq == 0
+
+
+def test_concurrent_senders_on_postgresql_are_delivered_once_in_order(pg_schema_url: str) -> None:
+    """The same with PostgreSQL: each client's ``inbox_put`` on a connection of its own [IN1-c] [IN1-a]."""
+    from agent_ref.store_pg import PostgresStore
+
+    agent = Agent(ScriptedModel(), tools=default_tools(), store=PostgresStore(pg_schema_url), retry=fast_retry())
+    lines, accepted, refused = _concurrent_run(agent, PostgresStore(pg_schema_url), 3, 3)
+    assert accepted, "no message was accepted: the run was too fast for the test"
+    _check_exactly_once_in_order(agent, lines, accepted, refused)
