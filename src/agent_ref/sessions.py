@@ -12,6 +12,7 @@ or files (a rewind's files are the ``undo`` work's snapshots; the seam is
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -40,6 +41,9 @@ __all__ = [
     "position",
     "rewind_cut",
 ]
+
+
+log = logging.getLogger("agent_ref")
 
 
 def _digest(messages: list[dict[str, Any]]) -> str:
@@ -276,7 +280,10 @@ class Inbox:
         with self._lock:
             self._run_id = run_id
         if self._store is not None:
-            await self._store.inbox_open(state.agent_uuid, run_id, state.inbox_seq)
+            try:
+                await self._store.inbox_open(state.agent_uuid, run_id, state.inbox_seq)
+            except StateError as exc:  # [IN1-f]: the run goes on; messages are refused until an inbox opens
+                log.warning("could not open the inbox of agent %s: %s", state.agent_uuid, exc)
             return
         with self._lock:
             self._open = True
@@ -302,7 +309,11 @@ class Inbox:
     async def take(self, state: AgentState) -> list[str]:
         """The queued messages, removed from the queue (``state.inbox_seq`` advanced past them)."""
         if self._store is not None:
-            rows = await self._store.inbox_take(state.agent_uuid, state.inbox_seq)
+            try:
+                rows = await self._store.inbox_take(state.agent_uuid, state.inbox_seq)
+            except StateError as exc:  # [IN1-f]: they stay in the store for a later boundary
+                log.warning("could not read the inbox of agent %s: %s", state.agent_uuid, exc)
+                return []
             if rows:
                 state.inbox_seq = rows[-1][0]
             return [text for _, text in rows]
@@ -313,7 +324,13 @@ class Inbox:
     async def close_if_empty(self, state: AgentState) -> bool:
         """Stop accepting if nothing is queued (the run's last step is over); ``False`` if something is."""
         if self._store is not None:
-            return await self._store.inbox_close(state.agent_uuid, self._run_id or "", state.inbox_seq, if_empty=True)
+            try:
+                return await self._store.inbox_close(
+                    state.agent_uuid, self._run_id or "", state.inbox_seq, if_empty=True
+                )
+            except StateError as exc:  # [IN1-f]: the run ends; what waits goes to the next response
+                log.warning("could not close the inbox of agent %s: %s", state.agent_uuid, exc)
+                return True
         with self._lock:
             if self._items:
                 return False
@@ -326,7 +343,11 @@ class Inbox:
             run_id, self._run_id = self._run_id, None
             self._open = False
         if self._store is not None and run_id is not None:
-            await self._store.inbox_close(state.agent_uuid, run_id, state.inbox_seq, if_empty=False)
+            try:
+                await self._store.inbox_close(state.agent_uuid, run_id, state.inbox_seq, if_empty=False)
+            except StateError as exc:  # [IN1-f]: a store failing now must not replace how the response ended
+                # Left open, the inbox still refuses: a message needs its agent stored running ([IN1-b]).
+                log.warning("could not close the inbox of agent %s: %s", state.agent_uuid, exc)
 
     @property
     def pending(self) -> int:

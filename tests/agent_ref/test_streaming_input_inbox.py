@@ -54,7 +54,8 @@ def _concurrent_run(
         time.sleep(0.004)  # a slow reader: the run works long enough for the clients
 
     def client(c: int) -> None:
-        started.wait(30)
+        if not started.wait(30):
+            return  # the run never started: the test's own assertions say so
         for i in range(each):
             text = f"note {c}-{i}"
             try:
@@ -178,3 +179,29 @@ def test_concurrent_senders_on_postgresql_are_delivered_once_in_order(pg_schema_
     lines, accepted, refused = _concurrent_run(agent, PostgresStore(pg_schema_url), 3, 3)
     assert accepted, "no message was accepted: the run was too fast for the test"
     _check_exactly_once_in_order(agent, lines, accepted, refused)
+
+
+class _FailingInbox(MemoryStore):
+    """A memory store whose inbox fails as a database in an outage would."""
+
+    async def inbox_open(self, agent_uuid: str, run_id: str, delivered: int) -> None:
+        raise StateError(f"the database is down ({agent_uuid}, {run_id}, {delivered})")
+
+    async def inbox_take(self, agent_uuid: str, after: int) -> list[tuple[int, str]]:
+        raise StateError(f"the database is down ({agent_uuid}, {after})")
+
+    async def inbox_close(self, agent_uuid: str, run_id: str, after: int, *, if_empty: bool) -> bool:
+        raise StateError(f"the database is down ({agent_uuid}, {run_id}, {after}, {if_empty})")
+
+
+def test_a_failing_inbox_never_ends_the_run(caplog: pytest.LogCaptureFixture) -> None:
+    """Open, read and close all fail: the run ends as it would have, the failures logged [IN1-f]."""
+    agent = Agent(ScriptedModel(), tools=default_tools(), store=_FailingInbox(), retry=fast_retry())
+    lines: list[bytes] = []
+    result = asyncio.run(agent.run("What is 5 + (10 * 2)?", lines.append))
+    assert_valid_responses(lines)
+    assert result.stop_reason == "end_turn"
+    assert "25" in result.final_text
+    assert "could not open the inbox" in caplog.text
+    assert "could not read the inbox" in caplog.text
+    assert "could not close the inbox" in caplog.text
