@@ -53,6 +53,7 @@ from .prepare import meta_init
 from .record import append_user
 from .response import DONE_LINE, Sink, _NestedResponse
 from .run_context import ParentLink, Resuming, RunContext
+from .snapshots import RestoreReport, restore_files
 from .state import AgentState, PendingCall, Recovery, RunState, lost_run_record, roll_back_dead_run
 from .store import LogBatch, MemoryStore, Store
 from .subagent_run import abandon_children, load_paused_children, new_child
@@ -144,7 +145,7 @@ class Agent:
         self._manual_compaction: Compactor | None = None
         self._context_tokens: int | None = None
         #: Messages ``send`` queued for the run's next step boundary (spec §S2).
-        self._inbox = sessions.Inbox()
+        self._inbox = sessions.Inbox(self.store)
 
     @property
     def agent_uuid(self) -> str:
@@ -493,12 +494,14 @@ class Agent:
 
         ``step=N``: the context keeps its first ``N`` assistant turns (and the tool results
         of the ``N``-th). ``run=ID``: the context is what it was before run ``ID``. Lifetime
-        usage, run records and logs are kept ([SE1.2-d]); files are not reverted here: the
-        returned ``Rewind`` names the point for the file snapshots ([SE1.2-e]). A paused
-        agent is rewound only to before its paused run, which is abandoned first ([SE1.3-a]).
+        usage, run records and logs are kept ([SE1.2-d]). Files that file-changing tools changed
+        after the point are put back first, all or nothing (``snapshots.restore_files``, spec
+        [IN4-a]; ``Rewind.files`` says what). A paused agent is rewound only to before its
+        paused run, which is abandoned first ([SE1.3-a]).
 
         Raises:
             StateError: bad arguments, a running agent, or a paused one rewound into its paused run.
+            UndoConflict: a recorded file changed since; nothing was written and the history is untouched.
         """
         state = self.state
         if state.status == "running":
@@ -515,10 +518,13 @@ class Agent:
                     f"agent {state.agent_uuid} is paused in run {paused.run_id}; rewind to before that run "
                     "(which abandons it) or answer the pause first"
                 )
-            abandoned = paused.run_id
+        files = await _rewind_files(self.store, state, kept)  # spec [IN4-a]: all or nothing, before any change
+        if state.status == "awaiting_frontend_tools" and state.run is not None:
+            abandoned = state.run.run_id
             await self.abandon(reason="rewound to before this run")
         done = sessions.apply_cut(state, kept, tail)
         done.abandoned_run = abandoned
+        done.files = files
         await self.store.save(state)
         return done
 
@@ -580,12 +586,12 @@ class Agent:
         # agent may serve runs from several loops (asyncio.run per request); a stale one made
         # the next run end as "aborted".
         self._abort = asyncio.Event()
-        self._inbox.open()
+        await self._inbox.open(self.state)  # spec [IN1-a]: in the store's inbox when it keeps one
         try:
             with run_extras.run_span(ctx) as ctx.span:  # spec §20.2-a, §20.3-a
                 return await loop.drive(ctx, self._abort, step, opening)
         finally:
-            self._inbox.close()  # spec §S2.3: what is still queued waits for the next response
+            await self._inbox.close(self.state)  # spec §S2.3: what is still queued waits for the next response
             self._context_tokens = ctx.context_tokens
             self._manual_compaction = ctx.manual_compaction  # still asked for when no call used it
 
@@ -655,6 +661,14 @@ def _answer_own(
             )
             continue
         if isinstance(got, PermissionDeny):
+            ctx.tracing.refused_call(
+                name=call.name,
+                call_id=call.id,
+                reason="approval_denied",
+                message=got.message,
+                arguments=call.input,
+                parent_traceparent=ctx.run.traceparent,
+            )  # spec [IN3-a]: in the trace of the response that asked
             done = error_outcome(ctx.emitter, call, got.message)
             if got.interrupt:
                 ctx.interrupt = got.message
@@ -774,3 +788,19 @@ def _result_content(content: object) -> tuple[str, list[ImageRef], str | None]:
         else:
             return "", [], "content blocks must be text or image"
     return "\n".join(texts), images, None
+
+
+async def _rewind_files(store: object, state: AgentState, kept: int) -> RestoreReport | None:
+    """Put the files back to the rewind's point (spec [IN4-a]); ``None`` when nothing recorded came after it.
+
+    Raises:
+        UndoConflict: a recorded path changed since; nothing was written (and the rewind stops).
+    """
+    points_of = getattr(store, "snapshot_points", None)
+    if points_of is None:
+        return None  # a user's store that keeps no snapshots: history only
+    points: list[tuple[int, str, int]] = await points_of(state.agent_uuid)
+    to_step = sessions.files_step(state, kept, points)
+    if not points or points[-1][0] <= to_step:
+        return None
+    return await restore_files(store, state.agent_uuid, to_step=to_step)

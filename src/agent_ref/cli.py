@@ -427,9 +427,16 @@ async def _rewind(args: argparse.Namespace) -> int:
     done = await agent.rewind(step=args.to_step, run=args.to_run)
     abandoned = f"; abandoned the paused run {done.abandoned_run}" if done.abandoned_run else ""
     dropped = ", ".join(done.dropped_runs) or "none"
+    report = done.files  # spec [IN4-a]: the files put back with the history
+    files = (
+        f"; files as of step {report.to_step} (file steps undone: {', '.join(map(str, report.undone_steps))}; "
+        f"{len(report.restored)} restored, {len(report.removed)} removed)"
+        if report is not None
+        else "; no recorded file change to revert"
+    )
     sys.stderr.write(
         f"agent-ref: rewound agent {agent.agent_uuid} to step {done.step} ({done.kept_messages} messages kept; "
-        f"runs dropped from the context: {dropped}{abandoned})\n"
+        f"runs dropped from the context: {dropped}{abandoned}{files})\n"
     )
     return 0
 

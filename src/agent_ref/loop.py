@@ -57,7 +57,7 @@ async def steps(ctx: RunContext, step: int) -> str:
         ctx.step = step
         ctx.enter_step(step)  # spec §20.2-a: a step span from its model call to its tools' end
         background.deliver(ctx.state)  # spec §14.4: ended tasks are notified before the next call
-        sessions.deliver(ctx)  # spec §S2.1: messages sent meanwhile join the user turn
+        await sessions.deliver(ctx)  # spec §S2.1: messages sent meanwhile join the user turn
         await checkpoints.at_step(ctx, step)  # [CK1.2-a]: saved before the model call (checkpoint mode)
         if step > options.max_steps:
             return await last_call(ctx, step)  # spec §5.2: one last call with tool_choice none
@@ -70,8 +70,8 @@ async def steps(ctx: RunContext, step: int) -> str:
             continue
         calls = tool_uses(outcome.content)
         if not calls or outcome.stop_reason not in ("tool_use", "max_tokens"):
-            if ctx.inbox is not None and not ctx.inbox.close_if_empty():
-                sessions.deliver(ctx, after_end=True)  # spec §S2.2-a: the user spoke; one more step
+            if ctx.inbox is not None and not await ctx.inbox.close_if_empty(ctx.state):
+                await sessions.deliver(ctx, after_end=True)  # spec §S2.2-a: the user spoke; one more step
                 step += 1
                 continue
             if await background.wait_unseen(ctx):

@@ -4,14 +4,17 @@ Owns: the route that queues a user message for a working run (``Agent.send``, sp
 ``spec/agent-ref.md`` §S2). Does not own: the queue and its delivery at a step boundary
 (``sessions.Inbox``, ``loop.steps``).
 
-Reach: one process. The message reaches the run when this process runs it (the run
-manager's ``agents``); a run working in another process of a fleet is answered ``409
-not_here`` naming that, so the client sends it again to the process that answers its
-stream (spec server [SVSE2-c]).
+Reach: the fleet. With a store that keeps the inbox (``sessions.InboxStore``: the
+memory, SQLite and PostgreSQL stores) the message is written to the store's inbox in a
+transaction that checks the run works and takes input, so any process of a fleet on one
+database accepts it and the run takes it at its next step boundary wherever it works
+(spec server [IN2-a]). With a user's store that keeps none, only the process running the
+run accepts it (the run manager's ``agents``), as before.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from starlette.responses import JSONResponse, Response
@@ -20,6 +23,7 @@ from starlette.routing import Route
 from .errors import StateError
 from .server_http import _read_json, _Refused, _string, _unknown_keys
 from .server_streams import RUN_ID_PATTERN
+from .sessions import InboxStore
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -48,6 +52,15 @@ def messages_route(
         assert text is not None
         if not RUN_ID_PATTERN.fullmatch(run_id):
             raise _Refused(404, "unknown_run", "no such run")
+        store = manager.store
+        if isinstance(store, InboxStore):  # spec [IN1-a]: whichever process answers, through the store
+            try:
+                receipt = await asyncio.to_thread(store.inbox_put, run_id, text)
+            except StateError as exc:  # spec server [SVSE2-b]: ended, paused, past its last step
+                raise _Refused(409, "not_accepting", f"run {run_id}: {exc}", run_id=run_id) from None
+            return JSONResponse(
+                {"run_id": run_id, "agent_uuid": receipt.agent_uuid, "queued": receipt.waiting}, status_code=202
+            )
         agent = manager.agents.get(run_id)
         if agent is None:
             raise _Refused(

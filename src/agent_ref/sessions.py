@@ -12,10 +12,11 @@ or files (a rewind's files are the ``undo`` work's snapshots; the seam is
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
@@ -25,8 +26,24 @@ from .state import AgentState, RunMark, Usage, decode_state, encode_state
 
 if TYPE_CHECKING:
     from .run_context import RunContext
+    from .snapshots import RestoreReport
 
-__all__ = ["Inbox", "Rewind", "apply_cut", "deliver", "fork_state", "mark_run", "position", "rewind_cut"]
+__all__ = [
+    "Inbox",
+    "InboxReceipt",
+    "InboxStore",
+    "Rewind",
+    "apply_cut",
+    "deliver",
+    "files_step",
+    "fork_state",
+    "mark_run",
+    "position",
+    "rewind_cut",
+]
+
+
+log = logging.getLogger("agent_ref")
 
 
 def _digest(messages: list[dict[str, Any]]) -> str:
@@ -65,6 +82,7 @@ def fork_state(state: AgentState) -> AgentState:
     copy.container_id = None
     copy.tasks = []
     copy.forked_from = state.agent_uuid
+    copy.inbox_seq = 0  # [IN1-c]: the fork's inbox is its own, numbered from 1
     if copy.run is not None:  # a paused run: the fork's own run from now on (spec [SE1.1-c])
         copy.run.run_id = str(uuid.uuid4())
         copy.run.responses = 0
@@ -82,12 +100,15 @@ class Rewind:
         step: the assistant turns left in the context (the step rewound to).
         dropped_runs: the runs whose start was cut off (their records and logs stay, [SE1.2-d]).
         abandoned_run: the paused run the rewind abandoned first, if any ([SE1.3-a]).
+        files: what ``snapshots.restore_files`` put back ([IN4-a]), or ``None``.
     """
 
     kept_messages: int
     step: int
     dropped_runs: list[str] = field(default_factory=list)
     abandoned_run: str | None = None
+    #: The files put back (spec [IN4-a]); ``None`` when no recorded change came after the point.
+    files: RestoreReport | None = None
 
 
 def rewind_cut(state: AgentState, *, step: int | None = None, run: str | None = None) -> tuple[int, int]:
@@ -160,67 +181,182 @@ def apply_cut(state: AgentState, kept: int, tail: int) -> Rewind:
     return Rewind(kept_messages=len(messages), step=step, dropped_runs=dropped)
 
 
+def files_step(state: AgentState, kept: int, points: list[tuple[int, str, int]]) -> int:
+    """The snapshot step (spec RU1-b) the files go back to when the context is cut to ``kept`` messages ([IN4-a]).
+
+    ``points`` are the agent's snapshot records as ``(agent step, run id, step of the run)``
+    in the order recorded. A record is *kept* when its call's assistant turn is kept: the
+    turns of a run are the assistant turns from its mark ([SE1.2-b]) up to the next run's
+    mark, the ``k``-th of them its step ``k``. A record of a run with no mark in the
+    context (a run from before the marks, or compacted away) counts as kept. The answer is
+    the step before the first record that is not kept (records are in time order, so
+    every later one is after the cut too), or the last step when all are kept.
+    """
+    messages = state.messages
+    marks = sorted(state.run_marks, key=lambda m: position(m.messages, m.tail))
+    kept_steps: dict[str, int] = {}
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].messages if i + 1 < len(marks) else len(messages)
+        turns = [j for j in range(mark.messages, min(end, len(messages))) if messages[j].get("role") == "assistant"]
+        kept_steps[mark.run_id] = sum(1 for j in turns if j < kept)
+    last = 0
+    for step, run_id, run_step in points:
+        if run_id in kept_steps and run_step > kept_steps[run_id]:
+            return min(last, step - 1)
+        last = step
+    return last
+
+
 def position(messages: int, tail: int) -> tuple[int, int]:
     """A cut point as (index of its last message, blocks of it kept), comparable in context order."""
     return messages - 1, tail if tail >= 0 else 1 << 62
 
 
+@dataclass(frozen=True)
+class InboxReceipt:
+    """A message a store's inbox accepted (spec [IN1-a]).
+
+    Attributes:
+        agent_uuid: the agent whose run it is for.
+        seq: its number in the agent's inbox (accepted order, from 1, never reused).
+        waiting: how many of the agent's messages are accepted and not yet taken by the run.
+    """
+
+    agent_uuid: str
+    seq: int
+    waiting: int
+
+
+@runtime_checkable
+class InboxStore(Protocol):
+    """A store that keeps the streaming-input inbox (spec §S2, [IN1-a]..[IN1-e]).
+
+    ``inbox_put`` is synchronous (``Agent.send`` is, and a server calls it in a thread);
+    the run's side is asynchronous like the rest of ``Store``.
+    """
+
+    def inbox_put(self, run_id: str, text: str) -> InboxReceipt:
+        """Accept ``text`` for run ``run_id`` if it works and its inbox is open, in one transaction.
+
+        Raises:
+            StateError: no working run ``run_id`` with an open inbox ([SE2.3-a]).
+        """
+        ...
+
+    async def inbox_open(self, agent_uuid: str, run_id: str, delivered: int) -> None:
+        """Open the agent's inbox for ``run_id``; forget messages at or before ``delivered`` (already saved)."""
+        ...
+
+    async def inbox_take(self, agent_uuid: str, after: int) -> list[tuple[int, str]]:
+        """The agent's messages after ``delivered`` seq ``after``, in accepted order, as ``(seq, text)``."""
+        ...
+
+    async def inbox_close(self, agent_uuid: str, run_id: str, after: int, *, if_empty: bool) -> bool:
+        """Close the inbox of ``run_id``; with ``if_empty``, only if no message after ``after`` waits."""
+        ...
+
+
 class Inbox:
     """Messages sent to a working run, given to the model at the next step boundary (spec §S2).
 
+    With a store that keeps an inbox (``InboxStore``: the memory, SQLite and PostgreSQL
+    stores), every operation goes through the store, so a message accepted by any process
+    reaches the run wherever it works and outlives the process (spec [IN1-a]). Without
+    one (a user's store), the queue is in this object, as before ([SE2.3-b]).
     Thread-safe: a server may call ``put`` from another thread than the run's.
     """
 
-    def __init__(self) -> None:
-        """An empty, closed inbox (it opens when a response starts)."""
+    def __init__(self, store: object = None) -> None:
+        """An empty, closed inbox (it opens when a response starts), kept in ``store`` if it can."""
+        self._store: InboxStore | None = store if isinstance(store, InboxStore) else None
         self._lock = threading.Lock()
         self._items: list[str] = []
         self._open = False
+        self._run_id: str | None = None
 
-    def open(self) -> None:
+    async def open(self, state: AgentState) -> None:
         """A response of the agent has started: messages are accepted."""
+        run_id = state.run.run_id if state.run is not None else ""
+        with self._lock:
+            self._run_id = run_id
+        if self._store is not None:
+            try:
+                await self._store.inbox_open(state.agent_uuid, run_id, state.inbox_seq)
+            except StateError as exc:  # [IN1-f]: the run goes on; messages are refused until an inbox opens
+                log.warning("could not open the inbox of agent %s: %s", state.agent_uuid, exc)
+            return
         with self._lock:
             self._open = True
 
     def put(self, text: str) -> int:
-        """Queue ``text``; its position in the queue.
+        """Queue ``text``; how many wait now.
 
         Raises:
             StateError: no run is working, or the run is past its last step ([SE2.3-a]).
         """
+        if self._store is not None:
+            with self._lock:
+                run_id = self._run_id
+            if run_id is None:
+                raise StateError("no run is working to take the message (it has ended or not started)")
+            return self._store.inbox_put(run_id, text).waiting
         with self._lock:
             if not self._open:
                 raise StateError("no run is working to take the message (it has ended or not started)")
             self._items.append(text)
             return len(self._items)
 
-    def take(self) -> list[str]:
-        """The queued messages, removed from the queue."""
+    async def take(self, state: AgentState) -> list[str]:
+        """The queued messages, removed from the queue (``state.inbox_seq`` advanced past them)."""
+        if self._store is not None:
+            try:
+                rows = await self._store.inbox_take(state.agent_uuid, state.inbox_seq)
+            except StateError as exc:  # [IN1-f]: they stay in the store for a later boundary
+                log.warning("could not read the inbox of agent %s: %s", state.agent_uuid, exc)
+                return []
+            if rows:
+                state.inbox_seq = rows[-1][0]
+            return [text for _, text in rows]
         with self._lock:
             items, self._items = self._items, []
             return items
 
-    def close_if_empty(self) -> bool:
+    async def close_if_empty(self, state: AgentState) -> bool:
         """Stop accepting if nothing is queued (the run's last step is over); ``False`` if something is."""
+        if self._store is not None:
+            try:
+                return await self._store.inbox_close(
+                    state.agent_uuid, self._run_id or "", state.inbox_seq, if_empty=True
+                )
+            except StateError as exc:  # [IN1-f]: the run ends; what waits goes to the next response
+                log.warning("could not close the inbox of agent %s: %s", state.agent_uuid, exc)
+                return True
         with self._lock:
             if self._items:
                 return False
             self._open = False
             return True
 
-    def close(self) -> None:
+    async def close(self, state: AgentState) -> None:
         """Stop accepting (the response ended); what is queued stays for the next response ([SE2.3-b])."""
         with self._lock:
+            run_id, self._run_id = self._run_id, None
             self._open = False
+        if self._store is not None and run_id is not None:
+            try:
+                await self._store.inbox_close(state.agent_uuid, run_id, state.inbox_seq, if_empty=False)
+            except StateError as exc:  # [IN1-f]: a store failing now must not replace how the response ended
+                # Left open, the inbox still refuses: a message needs its agent stored running ([IN1-b]).
+                log.warning("could not close the inbox of agent %s: %s", state.agent_uuid, exc)
 
     @property
     def pending(self) -> int:
-        """How many messages wait."""
+        """How many messages wait in this object (a store's inbox is counted by ``InboxReceipt.waiting``)."""
         with self._lock:
             return len(self._items)
 
 
-def deliver(ctx: RunContext, *, after_end: bool = False) -> int:
+async def deliver(ctx: RunContext, *, after_end: bool = False) -> int:
     """Give the queued messages to the model as a user turn (spec [SE2.1-a], [SE2.2-a]); how many.
 
     At a step boundary the context ends with a user turn (the prompt or tool results), and
@@ -234,7 +370,7 @@ def deliver(ctx: RunContext, *, after_end: bool = False) -> int:
     messages = ctx.state.messages
     if not after_end and (not messages or messages[-1].get("role") != "user"):
         return 0
-    items = inbox.take()
+    items = await inbox.take(ctx.state)
     if items:
         append_user(ctx.state, [{"type": "text", "text": text} for text in items])
     return len(items)

@@ -298,6 +298,9 @@ class AgentState(msgspec.Struct, kw_only=True):
     rewound_runs: list[str] = msgspec.field(default_factory=list)
     #: The agent this one was forked from (spec §S1.1-a), else ``None``.
     forked_from: str | None = None
+    #: The last streaming-input message (its per-agent ``seq`` in the store's inbox) given to
+    #: the model; saved with the context that holds it, so each is delivered once (spec [IN1-c]).
+    inbox_seq: int = 0
     schema: int = 1
     version: int = 0
 

@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import msgspec
 
 from .errors import ConflictError, StateError
+from .sessions import InboxReceipt
 from .state import AgentState, RunRecord, decode_state, encode_state
 
 if TYPE_CHECKING:
@@ -217,6 +219,61 @@ class MemoryStore:
         """See ``snapshots.SnapshotStore.drop_snapshots``."""
         self._snapshots[agent_uuid] = [r for r in self._snapshots.get(agent_uuid, []) if r[0] <= after_step]
 
+    # ------------------------------------------------------------- streaming input (spec [IN1-a])
+
+    def _inbox_state(self) -> tuple[threading.Lock, dict[str, list[Any]], dict[str, list[tuple[int, str]]]]:
+        """The inbox's lock, its runs (agent -> [run id, open, last seq, taken]) and messages, made on first use."""
+        if not hasattr(self, "_inbox_lock"):
+            self._inbox_lock = threading.Lock()
+            self._inbox_runs: dict[str, list[Any]] = {}
+            self._inbox_items: dict[str, list[tuple[int, str]]] = {}
+        return self._inbox_lock, self._inbox_runs, self._inbox_items
+
+    def inbox_put(self, run_id: str, text: str) -> InboxReceipt:
+        """See ``sessions.InboxStore.inbox_put``."""
+        lock, runs, items = self._inbox_state()
+        with lock:
+            for agent_uuid, entry in runs.items():
+                if entry[0] == run_id and entry[1]:
+                    data = self._states.get(agent_uuid)
+                    if data is not None and decode_state(data).status == "running":
+                        entry[2] += 1
+                        items.setdefault(agent_uuid, []).append((entry[2], text))
+                        return InboxReceipt(agent_uuid, entry[2], entry[2] - entry[3])
+        raise StateError(_not_accepting(run_id))
+
+    async def inbox_open(self, agent_uuid: str, run_id: str, delivered: int) -> None:
+        """See ``sessions.InboxStore.inbox_open``."""
+        lock, runs, items = self._inbox_state()
+        with lock:
+            entry = runs.setdefault(agent_uuid, [run_id, True, delivered, delivered])
+            entry[0], entry[1], entry[2], entry[3] = run_id, True, max(entry[2], delivered), delivered
+            items[agent_uuid] = [m for m in items.get(agent_uuid, []) if m[0] > delivered]
+
+    async def inbox_take(self, agent_uuid: str, after: int) -> list[tuple[int, str]]:
+        """See ``sessions.InboxStore.inbox_take``."""
+        lock, runs, items = self._inbox_state()
+        with lock:
+            found = [m for m in items.get(agent_uuid, []) if m[0] > after]
+            if found and agent_uuid in runs:
+                runs[agent_uuid][3] = max(runs[agent_uuid][3], found[-1][0])
+            return found
+
+    async def inbox_close(self, agent_uuid: str, run_id: str, after: int, *, if_empty: bool) -> bool:
+        """See ``sessions.InboxStore.inbox_close``."""
+        lock, runs, items = self._inbox_state()
+        with lock:
+            if if_empty and any(m[0] > after for m in items.get(agent_uuid, [])):
+                return False
+            entry = runs.get(agent_uuid)
+            if entry is not None and entry[0] == run_id:
+                entry[1] = False
+            return True
+
+    async def snapshot_points(self, agent_uuid: str) -> list[tuple[int, str, int]]:
+        """The agent's snapshot records as ``(step, run id, step of the run)``, in the order recorded ([IN4-a])."""
+        return [(step, run, run_step) for step, run, run_step, _ in self._snapshots.get(agent_uuid, [])]
+
 
 def _next_step(last: tuple[int, str, int] | None, run_id: str, run_step: int) -> int:
     """The agent's step of a new record (spec RU1-b): the last one's if the same (run, step), else the next."""
@@ -279,6 +336,22 @@ CREATE TABLE IF NOT EXISTS file_snapshots (
     run_id TEXT NOT NULL,
     run_step INTEGER NOT NULL,
     changes BLOB NOT NULL,
+    PRIMARY KEY (agent_uuid, seq)
+);
+CREATE TABLE IF NOT EXISTS inbox_runs (
+    agent_uuid TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    open INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    taken INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS inbox_runs_by_run ON inbox_runs (run_id);
+CREATE TABLE IF NOT EXISTS inbox (
+    agent_uuid TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    accepted_at REAL NOT NULL,
     PRIMARY KEY (agent_uuid, seq)
 );
 """
@@ -543,3 +616,129 @@ class SQLiteStore:
             raise StateError(f"cannot drop the snapshots of agent {agent_uuid} in {self.path}: {exc}") from None
         finally:
             conn.close()
+
+    # ------------------------------------------------------------- streaming input (spec [IN1-a])
+
+    def inbox_put(self, run_id: str, text: str) -> InboxReceipt:
+        """See ``sessions.InboxStore.inbox_put``: one ``BEGIN IMMEDIATE`` checks the run and inserts."""
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT r.agent_uuid, r.last_seq, r.taken, a.status FROM inbox_runs r"
+                    " LEFT JOIN agents a ON a.agent_uuid = r.agent_uuid WHERE r.run_id = ? AND r.open = 1",
+                    (run_id,),
+                ).fetchone()
+                if row is None or row[3] != "running":
+                    raise StateError(_not_accepting(run_id))
+                agent_uuid, seq = str(row[0]), int(row[1]) + 1
+                conn.execute("UPDATE inbox_runs SET last_seq = ? WHERE agent_uuid = ?", (seq, agent_uuid))
+                conn.execute(
+                    "INSERT INTO inbox (agent_uuid, seq, run_id, text, accepted_at) VALUES (?, ?, ?, ?, ?)",
+                    (agent_uuid, seq, run_id, text, time.time()),
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return InboxReceipt(agent_uuid, seq, seq - int(row[2]))
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot queue a message for run {run_id} in {self.path}: {exc}") from None
+        finally:
+            conn.close()
+
+    async def inbox_open(self, agent_uuid: str, run_id: str, delivered: int) -> None:
+        """See ``sessions.InboxStore.inbox_open``."""
+        await asyncio.to_thread(
+            self._inbox_write,
+            f"open the inbox of agent {agent_uuid}",
+            [
+                (
+                    "INSERT INTO inbox_runs (agent_uuid, run_id, open, last_seq, taken) VALUES (?, ?, 1, ?, ?)"
+                    " ON CONFLICT (agent_uuid) DO UPDATE SET run_id = excluded.run_id, open = 1,"
+                    " last_seq = max(last_seq, excluded.last_seq), taken = excluded.taken",
+                    (agent_uuid, run_id, delivered, delivered),
+                ),
+                ("DELETE FROM inbox WHERE agent_uuid = ? AND seq <= ?", (agent_uuid, delivered)),
+            ],
+        )
+
+    async def inbox_take(self, agent_uuid: str, after: int) -> list[tuple[int, str]]:
+        """See ``sessions.InboxStore.inbox_take``."""
+        return await asyncio.to_thread(self._inbox_take, agent_uuid, after)
+
+    def _inbox_take(self, agent_uuid: str, after: int) -> list[tuple[int, str]]:
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT seq, text FROM inbox WHERE agent_uuid = ? AND seq > ? ORDER BY seq", (agent_uuid, after)
+            ).fetchall()
+            if rows:
+                conn.execute(
+                    "UPDATE inbox_runs SET taken = max(taken, ?) WHERE agent_uuid = ?", (int(rows[-1][0]), agent_uuid)
+                )
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot read the inbox of agent {agent_uuid} in {self.path}: {exc}") from None
+        finally:
+            conn.close()
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    async def inbox_close(self, agent_uuid: str, run_id: str, after: int, *, if_empty: bool) -> bool:
+        """See ``sessions.InboxStore.inbox_close``: the check and the close in one ``BEGIN IMMEDIATE``."""
+        return await asyncio.to_thread(self._inbox_close, agent_uuid, run_id, after, if_empty)
+
+    def _inbox_close(self, agent_uuid: str, run_id: str, after: int, if_empty: bool) -> bool:
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            waiting = (
+                if_empty
+                and conn.execute(
+                    "SELECT 1 FROM inbox WHERE agent_uuid = ? AND seq > ? LIMIT 1", (agent_uuid, after)
+                ).fetchone()
+            )
+            if not waiting:
+                conn.execute("UPDATE inbox_runs SET open = 0 WHERE agent_uuid = ? AND run_id = ?", (agent_uuid, run_id))
+            conn.execute("COMMIT")
+            return not waiting
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot close the inbox of agent {agent_uuid} in {self.path}: {exc}") from None
+        finally:
+            conn.close()
+
+    async def snapshot_points(self, agent_uuid: str) -> list[tuple[int, str, int]]:
+        """The agent's snapshot records as ``(step, run id, step of the run)``, in the order recorded ([IN4-a])."""
+        return await asyncio.to_thread(self._snapshot_points, agent_uuid)
+
+    def _snapshot_points(self, agent_uuid: str) -> list[tuple[int, str, int]]:
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT step, run_id, run_step FROM file_snapshots WHERE agent_uuid = ? ORDER BY seq", (agent_uuid,)
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot read the snapshots of agent {agent_uuid} in {self.path}: {exc}") from None
+        finally:
+            conn.close()
+        return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]
+
+    def _inbox_write(self, doing: str, statements: list[tuple[str, tuple[object, ...]]]) -> None:
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for sql, params in statements:
+                conn.execute(sql, params)
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot {doing} in {self.path}: {exc}") from None
+        finally:
+            conn.close()
+
+
+def _not_accepting(run_id: str) -> str:
+    """Why a store's inbox refused a message (spec [SE2.3-a], [IN1-b])."""
+    return (
+        f"no run is working to take the message: run {run_id} has ended, is paused, is past its last step, "
+        "or is not known"
+    )

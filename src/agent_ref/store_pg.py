@@ -40,8 +40,9 @@ from envelope.delivery.postgres import describe_database as _where
 
 from .errors import ConflictError, StateError, StoreError, UnavailableError
 from .migrations import migrations
+from .sessions import InboxReceipt
 from .state import AgentState, RunRecord, decode_state, encode_state
-from .store import AgentSummary, LogBatch, _conflict, _group, _next_step, _summary
+from .store import AgentSummary, LogBatch, _conflict, _group, _next_step, _not_accepting, _summary
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -405,6 +406,85 @@ class PostgresStore:
             await conn.execute(
                 "DELETE FROM file_snapshots WHERE agent_uuid = %s AND step > %s", (agent_uuid, after_step)
             )
+
+    # ------------------------------------------------------------- streaming input (spec [IN1-a])
+
+    def inbox_put(self, run_id: str, text: str) -> InboxReceipt:
+        """See ``sessions.InboxStore.inbox_put``: the run's ``inbox_runs`` row ``FOR UPDATE``, then the insert.
+
+        Synchronous (``Agent.send`` is; the server calls it in a thread): a connection of its own.
+        """
+        doing = f"queue a message for run {run_id}"
+        try:
+            if not self._migrated:
+                self._migrate()
+                self._migrated = True
+            with psycopg.connect(self.url, connect_timeout=max(2, int(self.connect_timeout))) as conn:
+                row = conn.execute(
+                    "SELECT r.agent_uuid, r.last_seq, r.taken, a.status FROM inbox_runs r"
+                    " LEFT JOIN agents a ON a.agent_uuid = r.agent_uuid WHERE r.run_id = %s AND r.open"
+                    " FOR UPDATE OF r",
+                    (run_id,),
+                ).fetchone()
+                if row is None or row[3] != "running":
+                    raise StateError(_not_accepting(run_id))
+                agent_uuid, seq = str(row[0]), int(str(row[1])) + 1
+                conn.execute("UPDATE inbox_runs SET last_seq = %s WHERE agent_uuid = %s", (seq, agent_uuid))
+                conn.execute(
+                    "INSERT INTO inbox (agent_uuid, seq, run_id, text, accepted_at) VALUES (%s, %s, %s, %s, %s)",
+                    (agent_uuid, seq, run_id, text, time.time()),
+                )
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot {doing} in {_where(self.url)}: {type(exc).__name__}: {exc}") from None
+        return InboxReceipt(agent_uuid, seq, seq - int(str(row[2])))
+
+    async def inbox_open(self, agent_uuid: str, run_id: str, delivered: int) -> None:
+        """See ``sessions.InboxStore.inbox_open``."""
+        async with self._connection(f"open the inbox of agent {agent_uuid}") as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO inbox_runs (agent_uuid, run_id, open, last_seq, taken) VALUES (%s, %s, true, %s, %s)"
+                " ON CONFLICT (agent_uuid) DO UPDATE SET run_id = EXCLUDED.run_id, open = true,"
+                " last_seq = GREATEST(inbox_runs.last_seq, EXCLUDED.last_seq), taken = EXCLUDED.taken",
+                (agent_uuid, run_id, delivered, delivered),
+            )
+            await conn.execute("DELETE FROM inbox WHERE agent_uuid = %s AND seq <= %s", (agent_uuid, delivered))
+
+    async def inbox_take(self, agent_uuid: str, after: int) -> list[tuple[int, str]]:
+        """See ``sessions.InboxStore.inbox_take``."""
+        async with self._connection(f"read the inbox of agent {agent_uuid}") as conn:
+            cur = await conn.execute(
+                "SELECT seq, text FROM inbox WHERE agent_uuid = %s AND seq > %s ORDER BY seq", (agent_uuid, after)
+            )
+            rows = [(int(str(r[0])), str(r[1])) for r in await cur.fetchall()]
+            if rows:
+                await conn.execute(
+                    "UPDATE inbox_runs SET taken = GREATEST(taken, %s) WHERE agent_uuid = %s", (rows[-1][0], agent_uuid)
+                )
+        return rows
+
+    async def inbox_close(self, agent_uuid: str, run_id: str, after: int, *, if_empty: bool) -> bool:
+        """See ``sessions.InboxStore.inbox_close``: row ``FOR UPDATE``, then the check and the close."""
+        async with self._connection(f"close the inbox of agent {agent_uuid}") as conn, conn.transaction():
+            await conn.execute("SELECT 1 FROM inbox_runs WHERE agent_uuid = %s FOR UPDATE", (agent_uuid,))
+            if if_empty:
+                cur = await conn.execute(
+                    "SELECT 1 FROM inbox WHERE agent_uuid = %s AND seq > %s LIMIT 1", (agent_uuid, after)
+                )
+                if await cur.fetchone() is not None:
+                    return False
+            await conn.execute(
+                "UPDATE inbox_runs SET open = false WHERE agent_uuid = %s AND run_id = %s", (agent_uuid, run_id)
+            )
+        return True
+
+    async def snapshot_points(self, agent_uuid: str) -> list[tuple[int, str, int]]:
+        """The agent's snapshot records as ``(step, run id, step of the run)``, in the order recorded ([IN4-a])."""
+        rows = await self._rows(
+            f"the snapshots of agent {agent_uuid}",
+            "SELECT step, run_id, run_step FROM file_snapshots WHERE agent_uuid = %s ORDER BY seq",
+            (agent_uuid,),
+        )
+        return [(int(str(r[0])), str(r[1]), int(str(r[2]))) for r in rows]
 
 
 class PostgresJournal(_postgres.PostgresJournal):

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from .run_context import RunContext
+    from .tracing import RefusalReason
 
 log = logging.getLogger("agent_ref")
 
@@ -127,12 +128,17 @@ async def _route(ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapp
             continue
         if ctx.interrupt is not None or ctx.loop_stop is not None:
             # [R12.7-c]: after an abort, the step's later calls are answered, never asked about.
+            ctx.tracing.refused_call(name=call.name, call_id=call.id, reason="interrupted", arguments=call.input)
             routed.outcomes[call.id] = await ctx.answer_error(call, "not run: the run was interrupted")
             continue
         permitted = await permit(ctx, call)
         if isinstance(permitted, str):
             # spec §12.2-b, §12.4-a: a blocked or denied call is an is_error result the model sees.
-            routed.outcomes[call.id] = await ctx.answer_error(call, permitted)
+            reason: RefusalReason = permitted.reason if isinstance(permitted, Refused) else "permission_denied"
+            ctx.tracing.refused_call(
+                name=call.name, call_id=call.id, reason=reason, message=str(permitted), arguments=call.input
+            )  # spec [IN3-a]
+            routed.outcomes[call.id] = await ctx.answer_error(call, str(permitted))  # a plain str to encode
             continue
         if isinstance(permitted, Approval):
             # spec §12.6: a durable ask pauses the run on the call, as a frontend call does.
@@ -187,6 +193,20 @@ async def _cap_spawns(
     return kept
 
 
+class Refused(str):
+    """Why ``permit`` refused a call (the text the model gets), with the reason for its span (spec [IN3-a])."""
+
+    __slots__ = ("reason",)
+
+    def __new__(cls, text: str, reason: RefusalReason) -> Refused:
+        """``text`` as a string that also carries ``reason``."""
+        made = super().__new__(cls, text)
+        made.reason = reason
+        return made
+
+    reason: RefusalReason
+
+
 @dataclass(frozen=True, slots=True)
 class Approval:
     """A call the permissions ask a person about, with no callback to answer: the run pauses (spec §12.6)."""
@@ -208,7 +228,7 @@ async def permit(ctx: RunContext, call: ToolCallRequest) -> ToolCallRequest | Ap
     repeat = loop_guard.check(options, run, call)
     if repeat is not None and options.can_use_tool is None:
         ctx.loop_stop = repeat
-        return loop_guard.refusal(repeat)
+        return Refused(loop_guard.refusal(repeat), "loop_detected")
     tool_input: Mapping[str, Any] = call.input
     hooks = options.hooks.get("PreToolUse", [])
     if hooks:
@@ -222,11 +242,11 @@ async def permit(ctx: RunContext, call: ToolCallRequest) -> ToolCallRequest | Ap
         )
         decision, tool_input = await run_hooks(hooks, data, ctx.hook_failures, timeout=options.hook_timeout)
         if decision.action == "block":
-            return decision.message or "blocked by a PreToolUse hook"
+            return Refused(decision.message or "blocked by a PreToolUse hook", "hook_blocked")
         if decision.action == "abort_all":
             # [R12.7-c]: the whole step is not run and the run ends interrupted (as a deny with interrupt).
             ctx.interrupt = decision.message or "aborted by a PreToolUse hook"
-            return ctx.interrupt
+            return Refused(ctx.interrupt, "interrupted")
     context = ToolPermissionContext(agent_uuid=ctx.agent_uuid, run_id=run.run_id, tool_use_id=call.id, reason=repeat)
     out = await resolve(
         ctx.state.permissions,
@@ -244,7 +264,7 @@ async def permit(ctx: RunContext, call: ToolCallRequest) -> ToolCallRequest | Ap
     if isinstance(answer, PermissionDeny):
         if answer.interrupt:
             ctx.interrupt = answer.message
-        return answer.message
+        return Refused(answer.message, "permission_denied")
     if isinstance(answer, PermissionAsk):
         if options.background:  # [AP3-a]: nobody can approve in a background task; it cannot pause
             return background_denial(call.name, answer.reason)

@@ -53,6 +53,7 @@ __all__ = [
     "OFF",
     "SEMCONV_VERSION",
     "ModelCallSpan",
+    "RefusalReason",
     "RunSpan",
     "StepSpan",
     "ToolSpan",
@@ -516,6 +517,40 @@ class Tracing:
         kind = _otel_trace.SpanKind.INTERNAL
         return ToolSpan(self._tracer, f"execute_tool {name}", kind, attributes, self.capture_content)
 
+    def refused_call(
+        self,
+        *,
+        name: str,
+        call_id: str,
+        reason: RefusalReason,
+        message: str | None = None,
+        arguments: object = None,
+        parent_traceparent: str | None = None,
+    ) -> None:
+        """An ``execute_tool`` span, started and ended at once, for a call refused before it ran (spec [IN3-a]).
+
+        Status ERROR with ``error.type`` set to ``reason`` and ``agent_ref.tool.refused`` to
+        ``reason`` too; ``message`` (the text the model was given) and ``arguments`` only
+        with ``capture_content``. ``parent_traceparent``: the span is that span's child (an
+        approval denied on a resume belongs to the response that asked for it); otherwise the
+        span current now (the step's) is its parent.
+        """
+        if self._tracer is None:
+            return
+        span = self.tool_call(name=name, call_id=call_id, arguments=arguments)
+        if parent_traceparent is not None and isinstance(span, _Span):
+            paused = _parse_traceparent(parent_traceparent)
+            if paused is not None:
+                span._parent = _otel_trace.set_span_in_context(_otel_trace.NonRecordingSpan(paused))
+        with span:
+            span.set("agent_ref.tool.refused", reason)
+            span.error(reason)
+            if self.capture_content and message is not None:
+                span.set("agent_ref.tool.refusal_message", message)
+
+
+#: Why a call was refused before it ran (spec [IN3-a]): its span's ``error.type``.
+RefusalReason = Literal["permission_denied", "hook_blocked", "loop_detected", "approval_denied", "interrupted"]
 
 #: Tracing turned off: every helper returns ``NOOP`` (for code that takes a ``Tracing`` and has none).
 OFF: Final = Tracing(enabled=False)

@@ -211,6 +211,7 @@ class Turn {
     this.responses = [];
     this.open = new Map(); // thinking blocks the user opened, by key
     this.answered = new Map(); // tool_use_id -> what the user answered
+    this.sent = []; // messages sent while the run worked: { text, at } (at: the main agent's blocks then)
     this.el = h("section", { class: "turn" }, h("div", { class: "user", text: prompt }), h("div", { class: "agents" }));
     this.pending = false;
     $("#transcript").append(this.el);
@@ -315,11 +316,15 @@ class Turn {
     for (const b of blocks) if ((b.type === "tool_result" || b.type === "server_tool_result") && b.id) results.set(b.id, b);
     const calls = new Set(blocks.filter((b) => b.type === "tool_call" || b.type === "server_tool_call").map((b) => b.id));
     const body = h("div", { class: "blocks" });
+    const child = Boolean(node.parent_agent) && !node.orphan; // its task is on the spawning call's head
+    const sent = child ? [] : this.sent.filter((m) => m.agent === undefined || m.agent === agent);
+    const said = (m) => h("div", { class: "user sent", "data-sent": "true", text: m.text });
     blocks.forEach((block, i) => {
+      for (const m of sent) if (m.at === i) body.append(said(m)); // where it was sent
       const view = this.blockView(agent, block, i, { ...context, results, calls });
       if (view) body.append(view);
     });
-    const child = Boolean(node.parent_agent) && !node.orphan; // its task is on the spawning call's head
+    for (const m of sent) if (m.at >= blocks.length) body.append(said(m));
     return h(
       "section",
       { class: `agent${child ? " child" : ""}`, "data-agent": agent, "data-state": badge[0] },
@@ -519,13 +524,69 @@ function offerStop(turn, run) {
   };
 }
 
+/** The send box while a run streams (spec server [IN5-a]): a message for the working run, given to the
+ * model at its next step boundary; shown in the conversation where it was sent. A 409 (the run is past
+ * its last step) is a note, and the text stays in the box; when the run ends it moves to the prompt box. */
+function offerInbox(turn, run) {
+  const form = $("#inbox");
+  const input = $("#inbox-text");
+  const button = $("#inbox-send");
+  form.hidden = false;
+  button.disabled = true;
+  run.started.then(() => (button.disabled = !run.runId), () => {});
+  form.onsubmit = async (e) => {
+    e.preventDefault();
+    const text = input.value.trim();
+    if (!text || !run.runId) return;
+    button.disabled = true;
+    const main = state.agentUuid && turn.merged().has(state.agentUuid) ? state.agentUuid : turn.merged().keys().next().value;
+    const at = main ? turn.merged().get(main).blocks.length : 0;
+    try {
+      const response = await api(`/agent/runs/${encodeURIComponent(run.runId)}/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ text }),
+      });
+      if (response.status === 202) {
+        input.value = "";
+        turn.sent.push({ text, at, agent: main });
+        turn.schedule();
+      } else if (response.status === 409) {
+        turn.note("The run has finished; send it as a new prompt.", "block note inbox-refused");
+      } else {
+        let why = `the server answered ${response.status}`;
+        try {
+          why = (await response.json()).error.message || why;
+        } catch (_) { /* the status says it */ }
+        turn.note(`Not sent: ${why}`, "block note inbox-refused");
+      }
+    } catch (err) {
+      turn.note(`Not sent: ${err.message || err}`, "block note inbox-refused");
+    } finally {
+      button.disabled = !run.runId || form.hidden;
+    }
+  };
+  return () => {
+    const left = input.value.trim();
+    if (left && !$("#prompt").value.trim()) {
+      $("#prompt").value = left; // not delivered: it goes where the next prompt is typed
+      input.value = "";
+    }
+    form.hidden = true;
+    button.disabled = true;
+    form.onsubmit = null;
+  };
+}
+
 /** Follow the run to its end: each response into its own Stream; answer frontend tools (spec server §6.3-a). */
 async function drive(turn, run, afterFirst = () => {}) {
   const hideStop = offerStop(turn, run);
+  const hideInbox = offerInbox(turn, run);
   try {
     await follow(turn, run, afterFirst);
   } finally {
     hideStop();
+    hideInbox();
   }
 }
 
