@@ -172,6 +172,12 @@ class _Span:
         self._token: object = None
         self._errored = False
 
+    def parent_on(self, traceparent: str) -> None:
+        """Start (when entered) as a child of the span ``traceparent`` names; a malformed one changes nothing."""
+        paused = _parse_traceparent(traceparent)
+        if paused is not None:
+            self._parent = _otel_trace.set_span_in_context(_otel_trace.NonRecordingSpan(paused))
+
     def __enter__(self) -> Any:
         span = self._tracer.start_span(
             self._name, context=self._parent, kind=self._kind, attributes=self._start_attrs, links=self._links
@@ -539,9 +545,7 @@ class Tracing:
             return
         span = self.tool_call(name=name, call_id=call_id, arguments=arguments)
         if parent_traceparent is not None and isinstance(span, _Span):
-            paused = _parse_traceparent(parent_traceparent)
-            if paused is not None:
-                span._parent = _otel_trace.set_span_in_context(_otel_trace.NonRecordingSpan(paused))
+            span.parent_on(parent_traceparent)
         with span:
             span.set("agent_ref.tool.refused", reason)
             span.error(reason)
