@@ -15,13 +15,11 @@ Does not own: the stages or inputs (``benchmarks.engine``, ``benchmarks.inputs``
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import importlib.util
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +31,7 @@ from envelope._types import Text, ToolResult
 
 from .engine import MB, TOOL_ID, TOOL_NAME, spread
 from .inputs import AGENTS, deltas, escape_payload
+from .steps import alternate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -57,19 +56,6 @@ def load_before(rev: str) -> ModuleType:
         exec(compile(source, f"{rev}:src/envelope/{name}.py", "exec"), module.__dict__)
         modules[name] = module
     return modules["_encoder"]
-
-
-def _alternate(candidates: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    order = list(candidates.items())
-    for r in range(rounds):
-        shift = r % len(order)
-        for name, run in order[shift:] + order[:shift]:
-            gc.collect()
-            start = time.process_time()
-            run()
-            times[name].append(time.process_time() - start)
-    return times
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         if candidates["before"]() != candidates["after"]():
             print(f"{key}: before and after give different lines", file=sys.stderr)
             return 1
-        times = _alternate(candidates, args.rounds)
+        times = alternate(candidates, args.rounds)
         print(key)
         for name in ("before", "after"):
             ratios = [a / b for a, b in zip(times[name], times["bare msgspec"], strict=True) if b > 0]

@@ -25,9 +25,6 @@ Does not own: the stages or inputs (``benchmarks.engine``, ``benchmarks.inputs``
 from __future__ import annotations
 
 import argparse
-import gc
-import statistics
-import time
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -39,6 +36,7 @@ from envelope._types import ToolResult
 
 from .engine import MB, TOOL_ID, TOOL_NAME
 from .inputs import AGENTS, escape_payload
+from .steps import alternate, print_ratios
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -84,21 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         "copy, hot source": lambda: [hot[:n] for n in sizes],
         "escape in slices": lambda: [enc(payload[i : i + 65536]) for i in range(0, len(payload), 65536)],
     }
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    order = list(candidates.items())
-    for r in range(args.rounds):
-        shift = r % len(order)
-        for name, run in order[shift:] + order[:shift]:
-            gc.collect()
-            start = time.process_time()
-            run()
-            times[name].append(time.process_time() - start)
-    bare = times["bare msgspec"]
-    print(f"build: {loaded()}; {len(lines)} lines, {len(quoted)} escaped bytes; CPU time / bare msgspec")
-    for name, values in times.items():
-        ratios = [v / b for v, b in zip(values, bare, strict=True)]
-        q1, median, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
-        print(f"  {name:<18} {median:5.2f}x  (q {q1:.2f}-{q3:.2f}; median {statistics.median(values) * 1000:.1f} ms)")
+    print_ratios(
+        f"build: {loaded()}; {len(lines)} lines, {len(quoted)} escaped bytes; CPU time / bare msgspec",
+        alternate(candidates, args.rounds),
+        "bare msgspec",
+    )
     return 0
 
 

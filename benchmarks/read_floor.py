@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import statistics
-import time
 from typing import TYPE_CHECKING, Any
 
 from envelope import Reconstructor, StreamReader
@@ -30,6 +28,7 @@ from envelope._speedups import loaded
 
 from .engine import MB, _pieces, _split_events, read_msgspec, read_ours
 from .inputs import iter_sse
+from .steps import alternate, print_ratios
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -77,21 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         "reconstruct only": rebuild,
         "reconstruct, collector off": rebuild_no_gc,
     }
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    order = list(candidates.items())
-    for r in range(args.rounds):
-        shift = r % len(order)
-        for name, run in order[shift:] + order[:shift]:
-            gc.collect()
-            start = time.process_time()
-            run()
-            times[name].append(time.process_time() - start)
-    bare = times["bare msgspec"]
-    print(f"build: {loaded()}; {sum(map(len, batches))} lines, {len(data)} bytes of SSE; CPU time / bare msgspec")
-    for name, values in times.items():
-        ratios = [v / b for v, b in zip(values, bare, strict=True)]
-        q1, median, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
-        print(f"  {name:<27} {median:5.2f}x  (q {q1:.2f}-{q3:.2f}; median {statistics.median(values) * 1000:.1f} ms)")
+    print_ratios(
+        f"build: {loaded()}; {sum(map(len, batches))} lines, {len(data)} bytes of SSE; CPU time / bare msgspec",
+        alternate(candidates, args.rounds),
+        "bare msgspec",
+    )
     return 0
 
 

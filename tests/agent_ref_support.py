@@ -123,3 +123,14 @@ def assert_valid_responses(lines: list[bytes], *, max_bytes: int = 2048) -> list
         assert response[-1] == b"[DONE]", "a response does not end with [DONE]"
         assert_valid(response, max_bytes=max_bytes)
     return responses
+
+
+def user_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The text blocks of the user turns of ``messages`` (API form), in order."""
+    return [
+        b["text"]
+        for m in messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "text"
+    ]

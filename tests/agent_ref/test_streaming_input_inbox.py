@@ -11,7 +11,7 @@ import asyncio
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,20 +19,10 @@ from hypothesis import strategies as st
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore, StateError, default_tools
 from agent_ref.sessions import InboxReceipt, InboxStore, fork_state
-from agent_ref_support import assert_valid_responses, fast_retry
+from agent_ref_support import assert_valid_responses, fast_retry, user_texts
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
-    return [
-        b["text"]
-        for m in messages
-        if m["role"] == "user" and isinstance(m["content"], list)
-        for b in m["content"]
-        if b.get("type") == "text"
-    ]
 
 
 def _concurrent_run(
@@ -86,7 +76,7 @@ def _check_exactly_once_in_order(
     agent: Agent, lines: list[bytes], accepted: list[InboxReceipt], refused: list[str]
 ) -> None:
     assert_valid_responses(lines)
-    delivered = [t for t in _user_texts(agent.state.messages) if t.startswith("note ")]
+    delivered = [t for t in user_texts(agent.state.messages) if t.startswith("note ")]
     in_order = [_TEXTS[(r.agent_uuid, r.seq)] for r in sorted(accepted, key=lambda r: r.seq)]
     assert delivered == in_order  # each accepted message once, in accepted order [IN1-c]
     assert not set(refused) & set(delivered)  # a refused message is never delivered [SE2.3-a]
@@ -103,8 +93,8 @@ def test_concurrent_senders_on_sqlite_are_delivered_once_in_order(tmp_path: Path
     assert accepted, "no message was accepted: the run was too fast for the test"
     _check_exactly_once_in_order(agent, lines, accepted, refused)
     records = asyncio.run(SQLiteStore(db).runs(agent.agent_uuid))
-    stored = [t for t in _user_texts(records[-1].messages) if t.startswith("note ")]
-    assert stored == [t for t in _user_texts(agent.state.messages) if t.startswith("note ")]
+    stored = [t for t in user_texts(records[-1].messages) if t.startswith("note ")]
+    assert stored == [t for t in user_texts(agent.state.messages) if t.startswith("note ")]
 
 
 def test_concurrent_senders_on_memory_are_delivered_once_in_order() -> None:
@@ -156,7 +146,7 @@ def test_message_left_by_a_dead_run_is_delivered_by_the_next_run(tmp_path: Path)
     lines: list[bytes] = []
     result = asyncio.run(later.run("What is 1 + 1?", lines.append))
     assert_valid_responses(lines)
-    assert _user_texts(result.conversation_history)[:2] == ["What is 1 + 1?", "Also, what is 8 + 1?"]
+    assert user_texts(result.conversation_history)[:2] == ["What is 1 + 1?", "Also, what is 8 + 1?"]
     saved = asyncio.run(SQLiteStore(db).load(first.agent_uuid))
     assert saved is not None
     assert saved.inbox_seq == 1  # saved with the context that holds it

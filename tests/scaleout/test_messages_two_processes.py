@@ -11,11 +11,12 @@ import asyncio
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx2
 
 from agent_ref.store_pg import PostgresStore
+from agent_ref_support import user_texts
 from server_support import post, read_events
 from validating import assert_valid
 
@@ -39,16 +40,6 @@ def _records(url: str, agent_uuid: str) -> list[RunRecord]:
             await store.aclose()
 
     return asyncio.run(body())
-
-
-def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
-    return [
-        b["text"]
-        for m in messages
-        if m["role"] == "user" and isinstance(m["content"], list)
-        for b in m["content"]
-        if b.get("type") == "text"
-    ]
 
 
 def _read_until_tool(base: str, body: bytearray, at_tool: threading.Event, stop: threading.Event) -> None:
@@ -94,7 +85,7 @@ def test_message_sent_to_b_reaches_the_run_on_a(
     assert late.status_code == 409
     assert_valid(bytes(body))
     (record,) = _records(pg_schema_url, agent_uuid)
-    assert _user_texts(record.messages).count(NOTE) == 1
+    assert user_texts(record.messages).count(NOTE) == 1
     at = next(i for i, m in enumerate(record.messages) if m["role"] == "user" and NOTE in json.dumps(m))
     assert [blk["type"] for blk in record.messages[at - 1]["content"]] == ["tool_result"]
     assert "9" in record.final_text
@@ -125,5 +116,5 @@ def test_message_accepted_before_a_dies_reaches_the_next_run(
     assert again.status_code == 200, again.text
     assert_valid(again.content)
     records = _records(pg_schema_url, agent_uuid)
-    assert _user_texts(records[-1].messages) == ["What is 1 + 1?", NOTE]
-    assert sum(_user_texts(r.messages).count(NOTE) for r in records) == 1
+    assert user_texts(records[-1].messages) == ["What is 1 + 1?", NOTE]
+    assert sum(user_texts(r.messages).count(NOTE) for r in records) == 1

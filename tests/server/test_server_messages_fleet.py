@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 
 from agent_ref import SQLiteStore
+from agent_ref_support import user_texts
 from server_support import data_lines, post, read_events
 from validating import assert_valid
 
@@ -71,16 +72,6 @@ def _stream(base: str, body: dict[str, Any], at_tool: threading.Event, into: byt
             yield
 
 
-def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
-    return [
-        b["text"]
-        for m in messages
-        if m["role"] == "user" and isinstance(m["content"], list)
-        for b in m["content"]
-        if b.get("type") == "text"
-    ]
-
-
 def test_message_sent_to_another_process_reaches_the_run(tmp_path: Path) -> None:
     """B accepts a message for a run working on A; A's next step has it, after the tool results [IN2-a] [IN1-a]."""
     db = tmp_path / "agents.db"
@@ -114,7 +105,7 @@ def test_message_sent_to_another_process_reaches_the_run(tmp_path: Path) -> None
     records = asyncio.run(SQLiteStore(db).runs(agent_uuid))
     assert len(records) == 1
     messages = records[0].messages
-    assert _user_texts(messages).count(NOTE) == 1  # delivered once
+    assert user_texts(messages).count(NOTE) == 1  # delivered once
     at = next(i for i, m in enumerate(messages) if m["role"] == "user" and NOTE in json.dumps(m))
     # at the step boundary: after the first step's tool results, before the next model turn
     assert [b["type"] for b in messages[at - 1]["content"]] == ["tool_result"]
@@ -158,6 +149,6 @@ def test_message_accepted_before_the_run_dies_reaches_the_next_run(tmp_path: Pat
     records = asyncio.run(SQLiteStore(db).runs(agent_uuid))
     last = records[-1]
     assert last.stop_reason == "end_turn"
-    assert _user_texts(last.messages) == ["What is 1 + 1?", NOTE]  # joined the next run's first user turn
-    every = [t for r in records for t in _user_texts(r.messages)]
+    assert user_texts(last.messages) == ["What is 1 + 1?", NOTE]  # joined the next run's first user turn
+    every = [t for r in records for t in user_texts(r.messages)]
     assert every.count(NOTE) == 1
