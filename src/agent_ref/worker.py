@@ -540,17 +540,26 @@ def load_handlers(specs: list[str] | None) -> dict[str, Handler]:
     """
     handlers: dict[str, Handler] = dict(BUILTIN_HANDLERS)
     for spec in specs or []:
-        module_name, _, attr = spec.partition(":")
-        if not module_name or not attr:
-            raise ValueError(f"--handlers {spec!r}: expected MODULE:NAME")
-        try:
-            found = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"--handlers {spec!r}: {exc}") from None
+        found = _imported("--handlers", spec)
         if not isinstance(found, Mapping) or not all(isinstance(k, str) and callable(v) for k, v in found.items()):
             raise ValueError(f"--handlers {spec!r}: not a mapping of kind names to handlers")
         handlers.update(found)
     return handlers
+
+
+def _imported(flag: str, spec: str) -> Any:
+    """The object ``MODULE:NAME`` names, for ``flag``'s value.
+
+    Raises:
+        ValueError: not of that form, or nothing to import there (the text names the flag and value).
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"{flag} {spec!r}: expected MODULE:NAME")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"{flag} {spec!r}: {exc}") from None
 
 
 def agent_runner(spec: str, url: str) -> RunChild:
@@ -559,13 +568,7 @@ def agent_runner(spec: str, url: str) -> RunChild:
     Raises:
         ValueError: a spec that cannot be imported or is not callable (the text says which).
     """
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"--agent {spec!r}: expected MODULE:NAME")
-    try:
-        found = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"--agent {spec!r}: {exc}") from None
+    found = _imported("--agent", spec)
     if not callable(found):
         raise ValueError(f"--agent {spec!r}: not a callable giving an Agent")
     from .store_pg import PostgresStore
