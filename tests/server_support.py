@@ -8,10 +8,15 @@ real ones), and stops it at the end of the ``with`` block, bounded in time.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -102,3 +107,35 @@ def get(base: str, path: str, **kwargs: Any) -> httpx2.Response:
     """GET and read the whole answer."""
     with httpx2.Client(timeout=30) as client:
         return client.get(base + path, **kwargs)
+
+
+#: The server process the fault and fleet tests start (``tests/server/serve_for_test.py``).
+SERVE_FOR_TEST = Path(__file__).resolve().parent / "server" / "serve_for_test.py"
+
+
+def start_server_process(db: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """Start ``serve_for_test.py`` on ``db`` in a process of its own; the process and its base URL."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(SERVE_FOR_TEST.parent.parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVE_FOR_TEST), str(db), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.stderr else url
+    return proc, url.rstrip("/")
+
+
+def stop_server_process(proc: subprocess.Popen[str]) -> None:
+    """Stop a server process a test started (SIGTERM, then SIGKILL after 20 s) and close its pipes."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate(timeout=10)

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx2
@@ -25,14 +23,14 @@ import pytest
 
 from agent_ref import MemoryStore, ScriptedModel
 from agent_ref.server import create_app
-from server_support import data_lines, get, post, read_events, running
+from server_support import data_lines, get, post, read_events, running, start_server_process, stop_server_process
 from validating import assert_valid
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 
-HERE = Path(__file__).resolve().parent
 RUNS = 200
 
 
@@ -60,33 +58,6 @@ def test_spec_server_4_1_b_200_concurrent_runs_all_valid_nothing_lost() -> None:
         assert data_lines(body) == logged  # nothing lost, doubled or reordered
 
 
-def _start(db: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "serve_for_test.py"), str(db), *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.stderr else url
-    return proc, url.rstrip("/")
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    """Stop our child (SIGTERM, then SIGKILL after 20 s) and close its pipes."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate(timeout=10)
-
-
 def _stream_until_tool_call(base: str) -> Iterator[bytes]:
     with (
         httpx2.Client(timeout=30) as client,
@@ -103,24 +74,24 @@ def _stream_until_tool_call(base: str) -> Iterator[bytes]:
 def test_spec_server_3_3_c_killed_server_restarts_and_the_run_log_replays(tmp_path: Path) -> None:
     """[S3.3-b]: SIGKILL mid-run, start again on the same database: the client reconnects and gets a valid, closed stream."""
     db = tmp_path / "agents.db"
-    proc, base = _start(db, "--gate", str(tmp_path / "never"))
+    proc, base = start_server_process(db, "--gate", str(tmp_path / "never"))
     try:
         received = b"".join(_stream_until_tool_call(base))
         proc.send_signal(signal.SIGKILL)  # our own child, by its pid
         proc.wait(20)
     finally:
-        _stop(proc)
+        stop_server_process(proc)
     seen = read_events(received)
     run_id = seen[0].id.split(":")[0]
     agent = json.loads(seen[0].data)["agent"]
-    proc, base = _start(db)
+    proc, base = start_server_process(db)
     try:
         rest = get(base, f"/agent/runs/{run_id}/stream", headers={"Last-Event-ID": seen[-1].id})
         assert rest.status_code == 200
         whole = get(base, f"/agent/runs/{run_id}/stream")
         again = post(base, "/agent/run", {"prompt": "What is 1 + 1?", "agent_uuid": agent})
     finally:
-        _stop(proc)
+        stop_server_process(proc)
     lines = [e.data.encode() for e in seen] + data_lines(rest.content)
     assert lines == data_lines(whole.content)  # exactly once across the restart
     assert_valid(whole.content)
@@ -213,7 +184,7 @@ def test_serve_main_stops_on_ctrl_c_without_a_traceback(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         err = proc.communicate(timeout=30)[1]
     finally:
-        _stop(proc)
+        stop_server_process(proc)
     assert proc.returncode == 130
     assert err == "agent-ref: stopped\n"
 

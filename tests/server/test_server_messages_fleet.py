@@ -9,54 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx2
 
 from agent_ref import SQLiteStore
 from agent_ref_support import user_texts
-from server_support import data_lines, post, read_events
+from server_support import data_lines, post, read_events, start_server_process, stop_server_process
 from validating import assert_valid
 
 if TYPE_CHECKING:
     from collections.abc import Generator
+    from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
 ARITHMETIC = "What is 5 + (10 * 2)?"
 NOTE = "Also, what is 8 + 1?"
-
-
-def _start(db: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "serve_for_test.py"), str(db), *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.stderr else url
-    return proc, url.rstrip("/")
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    """Stop our own child (SIGTERM, then SIGKILL after 20 s) and close its pipes."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate(timeout=10)
 
 
 def _stream(base: str, body: dict[str, Any], at_tool: threading.Event, into: bytearray) -> Generator[None]:
@@ -76,8 +45,8 @@ def test_message_sent_to_another_process_reaches_the_run(tmp_path: Path) -> None
     """B accepts a message for a run working on A; A's next step has it, after the tool results [IN2-a] [IN1-a]."""
     db = tmp_path / "agents.db"
     gate = tmp_path / "gate"
-    proc_b, base_b = _start(db)
-    proc_a, base_a = _start(db, "--gate", str(gate))
+    proc_b, base_b = start_server_process(db)
+    proc_a, base_a = start_server_process(db, "--gate", str(gate))
     body = bytearray()
     at_tool = threading.Event()
     try:
@@ -92,8 +61,8 @@ def test_message_sent_to_another_process_reaches_the_run(tmp_path: Path) -> None
         late = post(base_b, f"/agent/runs/{run_id}/messages", {"text": "too late"})
     finally:
         gate.touch()
-        _stop(proc_a)
-        _stop(proc_b)
+        stop_server_process(proc_a)
+        stop_server_process(proc_b)
     assert queued.status_code == 202, queued.text
     assert queued.json()["queued"] == 1
     assert late.status_code == 409  # [SE2.3-a] across processes too
@@ -116,8 +85,8 @@ def test_message_sent_to_another_process_reaches_the_run(tmp_path: Path) -> None
 def test_message_accepted_before_the_run_dies_reaches_the_next_run(tmp_path: Path) -> None:
     """Accepted by B, then A is killed mid-step: the agent's next run (on a new process C) gets it [IN1-d]."""
     db = tmp_path / "agents.db"
-    proc_b, base_b = _start(db)
-    proc_a, base_a = _start(db, "--gate", str(tmp_path / "never"))
+    proc_b, base_b = start_server_process(db)
+    proc_a, base_a = start_server_process(db, "--gate", str(tmp_path / "never"))
     body = bytearray()
     at_tool = threading.Event()
     try:
@@ -131,17 +100,17 @@ def test_message_accepted_before_the_run_dies_reaches_the_next_run(tmp_path: Pat
         proc_a.send_signal(signal.SIGKILL)  # our own child, by its pid
         proc_a.wait(20)
         stream.close()
-        _stop(proc_b)
+        stop_server_process(proc_b)
         # a process started on the database recovers the dead run (spec server §3.3) and runs the next one
-        proc_c, base_c = _start(db)
+        proc_c, base_c = start_server_process(db)
         try:
             refused = post(base_c, f"/agent/runs/{run_id}/messages", {"text": "to the dead run"})
             again = post(base_c, "/agent/run", {"prompt": "What is 1 + 1?", "agent_uuid": agent_uuid})
         finally:
-            _stop(proc_c)
+            stop_server_process(proc_c)
     finally:
-        _stop(proc_a)
-        _stop(proc_b)
+        stop_server_process(proc_a)
+        stop_server_process(proc_b)
     assert queued.status_code == 202, queued.text
     assert again.status_code == 200, again.text
     assert_valid(again.content)
