@@ -13,8 +13,11 @@ What it does:
   compiles a one-line C file that includes ``Python.h`` with ``$CC`` (or Python's own
   compiler), so ``CC=false pip wheel .`` builds the pure wheel.
   ``ENVELOPE_REQUIRE_COMPILED=1`` (CI) turns a failed probe or compile into an error.
+* ``C_EXTENSIONS`` (below) are hand-written C extensions (``src/envelope/<name>.c``),
+  built with the mypyc group and loaded with it, all or none; they have no ``.py`` of their
+  own, the pure path calls the Python code they stand in for.
 * Next to the compiled modules it writes ``_speedups.json``: the SHA-256 of each ``.py``
-  source it compiled. ``envelope._speedups`` compares it with the ``.py`` files at import.
+  and ``.c`` source it compiled. ``envelope._speedups`` compares it with the ``.py`` files at import.
 
 Stale builds. An editable install (``pip install -e .``, what ``scripts/test`` runs)
 puts the ``.so`` files *in the source tree*, beside the ``.py`` files (setuptools runs
@@ -40,7 +43,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
@@ -57,6 +60,9 @@ HOT = (
     "_chunker",
     "_encoder",
 )
+#: Hand-written C extensions built beside the mypyc group, all or none with it: each is
+#: ``src/envelope/<name>.c``. ``_cescape`` escapes a payload straight into its lines (issue 31).
+C_EXTENSIONS = ("_cescape",)
 MANIFEST = "_speedups.json"
 
 
@@ -104,8 +110,9 @@ def _ext_modules() -> list[Any]:
         _say(f"{reason}: pure-Python build")
         return []
     paths = [f"src/envelope/{name}.py" for name in HOT]
+    hand_written = [Extension(f"envelope.{name}", [f"src/envelope/{name}.c"]) for name in C_EXTENSIONS]
     try:
-        return list(mypycify(paths, opt_level="3", group_name="envelope_speedups"))
+        return [*mypycify(paths, opt_level="3", group_name="envelope_speedups"), *hand_written]
     except (Exception, SystemExit) as exc:  # mypyc reports type errors by SystemExit
         if _required():
             raise
@@ -122,6 +129,7 @@ class BuildExt(build_ext):
             return
         source = ROOT / "src" / "envelope"
         hashes = {name: hashlib.sha256((source / f"{name}.py").read_bytes()).hexdigest() for name in HOT}
+        hashes.update({name: hashlib.sha256((source / f"{name}.c").read_bytes()).hexdigest() for name in C_EXTENSIONS})
         out = Path(self.get_ext_fullpath("envelope._sse")).parent  # in place or in build/lib
         (out / MANIFEST).write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n", encoding="ascii")
 

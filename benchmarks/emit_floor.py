@@ -6,6 +6,12 @@ time, each result freed inside its timing as the bench does:
 
 * ``bare msgspec``: one ``ToolResult`` encoded whole (the bench's reference);
 * ``ours``: ``Emitter.buffered`` (the bench's candidate);
+* ``escape + cut (before)``: ``cut_lines(escape(payload), ...)``, the emitter's path before
+  the C escaper and the pure build's path still: msgspec escapes the whole payload, then
+  each piece is copied out into its line;
+* ``fused (after)``: ``fused_lines``, what ``Emitter.buffered`` runs: in the compiled
+  build, ``_cescape.escape_lines`` escapes each piece straight into its line (one pass);
+  in the pure build the same as the row above;
 * ``escape only``: msgspec's encode of the payload alone, the first step of ours;
 * ``cut + frame only``: ``cut_lines`` on that escaped payload, the second step;
 * ``copy from escaped``: one ``bytes`` per line of ours' piece sizes, copied out of the
@@ -29,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from envelope._chunker import cut_lines, escape
+from envelope._chunker import cut_lines, escape, fused_lines
 from envelope._encoder import Emitter, _Template
 from envelope._speedups import loaded
 from envelope._types import ToolResult
@@ -74,6 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     candidates: dict[str, Callable[[], Any]] = {
         "bare msgspec": lambda: enc(ToolResult(agent=agent, final=True, id=TOOL_ID, name=TOOL_NAME, delta=payload)),
         "ours": lambda: emitter.buffered("tool_result", payload, id=TOOL_ID, name=TOOL_NAME),
+        "escape + cut (before)": lambda: cut_lines(
+            escape(payload), budget, last_budget, template.open_false, template.open_true, template.close
+        ),
+        "fused (after)": lambda: fused_lines(
+            payload, budget, last_budget, template.open_false, template.open_true, template.close
+        ),
         "escape only": lambda: escape(payload),
         "cut + frame only": lambda: cut_lines(
             quoted, budget, last_budget, template.open_false, template.open_true, template.close

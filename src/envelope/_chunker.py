@@ -4,7 +4,8 @@ Owns: the escape step (``escape``) and the cut rule (``split_escaped``): where a
 string body may be cut so that every piece is itself a valid JSON string body and the
 pieces, decoded and joined, give back the payload exactly; and ``cut_lines``, the
 cut and the framing of each piece into its line in one loop (the emitter's hot path for
-a payload that needs several lines).
+a payload that needs several lines); ``fused_lines``, the two at once, which the compiled
+build runs in C (``_cescape``).
 Does not own: envelopes, templates or the bound on a whole line (``_encoder`` turns a
 line bound into the budgets given here).
 
@@ -28,14 +29,18 @@ A cut at byte ``p`` of the escaped body is legal when (spec §6.2):
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from ._errors import EncodeError
 from ._limits import MAX_CODE_POINT_BYTES
+from ._speedups import loaded
 
-__all__ = ["cut_lines", "escape", "legal_cuts", "split_escaped"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["cut_lines", "escape", "fused_lines", "legal_cuts", "split_escaped"]
 
 _BACKSLASH: Final = 0x5C
 _LETTER_U: Final = 0x75
@@ -194,3 +199,54 @@ def cut_lines(
         start = cut
     lines.append(join((last_opening, view[start:end], close)))
     return lines
+
+
+def _load_fused() -> Callable[[str, int, int, bytes, bytes, bytes], list[bytes] | None] | None:
+    """``_cescape.escape_lines`` in the compiled build; ``None`` in the pure one (all or none)."""
+    if loaded() != "compiled":
+        return None
+    from ._cescape import escape_lines  # only the compiled build has it
+
+    return escape_lines
+
+
+_escape_lines: Final = _load_fused()
+
+
+def fused_lines(
+    text: str,
+    budget: int,
+    last_budget: int,
+    opening: bytes,
+    last_opening: bytes,
+    close: bytes,
+    *,
+    field: str = "$.delta",
+) -> list[bytes]:
+    """``cut_lines(escape(text, field=field), budget, last_budget, opening, last_opening, close)``.
+
+    The compiled build does both in one pass in C (``_cescape.escape_lines``): each piece
+    is escaped straight into its line, never copied out of a whole escaped payload
+    (issue 31). The pure build, and a ``text`` with a lone surrogate in either build,
+    take the two Python steps above, which are the reference.
+
+    Args:
+        text: the payload.
+        budget: room for a non-last piece; at least 6 (``MAX_CODE_POINT_BYTES``).
+        last_budget: room for the last piece; at least ``budget``.
+        opening: the bytes before a non-last piece.
+        last_opening: the bytes before the last piece.
+        close: the bytes after every piece.
+        field: the field path an error names.
+
+    Returns:
+        The lines, in order; one line when the escaped body fits ``last_budget``.
+
+    Raises:
+        EncodeError: ``text`` holds a lone surrogate (spec §6.4).
+    """
+    if _escape_lines is not None:
+        lines = _escape_lines(text, budget, last_budget, opening, last_opening, close)
+        if lines is not None:
+            return lines
+    return cut_lines(escape(text, field=field), budget, last_budget, opening, last_opening, close)

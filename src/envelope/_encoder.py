@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final, Literal, overload
 
 import msgspec
 
-from ._chunker import cut_lines, escape
+from ._chunker import cut_lines, escape, fused_lines
 from ._depth import too_deep
 from ._emit_structs import CitationData, ImageRef, OversizeLine
 from ._errors import EncodeError, OversizeError
@@ -177,6 +177,31 @@ def _lines(
     last_budget = max_bytes - len(head_last) - len(tail) - 2
     opening = template.open_false
     return cut_lines(quoted, budget, last_budget, opening, template.open_true if final else opening, template.close)
+
+
+def _text_lines(
+    template: _Template,
+    text: str,
+    final: bool,
+    max_bytes: int,
+    on_oversize: Callable[[OversizeLine], None] | None,
+    strict: bool,
+) -> list[bytes]:
+    """``_lines(template, escape(text), ...)``, escaping and cutting in one step where it can.
+
+    When the fixed part leaves room for a code point, the lines are ``fused_lines``'s: in
+    the compiled build, ``text`` is escaped straight into each line (issue 31). One line
+    when the escaped text fits is the same there: ``cut_lines`` gives one line
+    (``last_opening + body + close``) exactly when ``_lines``'s whole-line test passes.
+    """
+    tail = template.tail
+    budget = max_bytes - len(template.head_false) - len(tail) - 2
+    if budget < MAX_CODE_POINT_BYTES:
+        return _lines(template, escape(text), final, max_bytes, on_oversize, strict)
+    head_last = template.head_true if final else template.head_false
+    last_budget = max_bytes - len(head_last) - len(tail) - 2
+    opening = template.open_false
+    return fused_lines(text, budget, last_budget, opening, template.open_true if final else opening, template.close)
 
 
 def _report(record: OversizeLine, on_oversize: Callable[[OversizeLine], None] | None, strict: bool) -> None:
@@ -530,7 +555,7 @@ class Emitter:
                 head = template.head_true if final else template.head_false
                 quoted = line[len(head) : len(line) - len(template.tail)]
                 return _lines(template, quoted, final, self.max_bytes, self.oversize.append, self.strict)
-        return _lines(_Template(envelope), escape(payload), final, self.max_bytes, self.oversize.append, self.strict)
+        return _text_lines(_Template(envelope), payload, final, self.max_bytes, self.oversize.append, self.strict)
 
     def tool_result(
         self,

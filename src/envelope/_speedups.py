@@ -10,8 +10,9 @@ The pure path is taken, for every hot module at once, when:
 
 * ``ENVELOPE_PURE=1`` is in the environment (CI runs the codec tests so as well);
 * no compiled module is installed (no compiler at build time, or a pure wheel);
-* the compiled modules are stale: a ``.py`` source differs from the one they were built
-  from (``_speedups.json``, the SHA-256 of each source, written by ``setup.py``). An
+* the compiled modules are stale: a ``.py`` source (or the ``.c`` source of a C extension,
+  ``C_EXTENSIONS``) differs from the one they were built from (``_speedups.json``, the
+  SHA-256 of each source, written by ``setup.py``), or a C extension is missing. An
   editable install keeps the ``.so`` beside the ``.py`` and Python's importer would load
   the old ``.so``; this check turns that into a warning (``EnvelopeSpeedupsWarning``)
   and the edited source runs. Rebuild with ``pip install -e .`` (``scripts/test`` does).
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
-__all__ = ["HOT", "EnvelopeSpeedupsWarning", "loaded"]
+__all__ = ["C_EXTENSIONS", "HOT", "EnvelopeSpeedupsWarning", "loaded"]
 
 #: The modules ``setup.py`` compiles (its ``HOT``; a test compares the two).
 HOT: Final = (
@@ -54,6 +55,10 @@ HOT: Final = (
     "_chunker",
     "_encoder",
 )
+#: Hand-written C extensions (``setup.py``'s ``C_EXTENSIONS``), loaded with the hot modules,
+#: all or none: ``_cescape`` (``<name>.c`` beside them; no ``.py``: in the pure build the
+#: Python code they stand in for runs instead, see ``_chunker.fused_lines``).
+C_EXTENSIONS: Final = ("_cescape",)
 _HERE: Final = Path(__file__).resolve().parent
 _MANIFEST: Final = _HERE / "_speedups.json"
 
@@ -86,13 +91,30 @@ def _compiled_present() -> bool:
     return all(any((_HERE / f"{name}{suffix}").exists() for suffix in suffixes) for name in HOT)
 
 
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 def _stale() -> list[str]:
-    """The hot modules whose source is not the one the compiled modules were built from."""
+    """The hot modules and C extensions whose source is not the one they were built from.
+
+    A C extension whose compiled module is missing counts as stale too: the build is all
+    or none.
+    """
     try:
         built = json.loads(_MANIFEST.read_text(encoding="ascii"))
     except (OSError, ValueError):
-        return list(HOT)
-    return [name for name in HOT if built.get(name) != hashlib.sha256((_HERE / f"{name}.py").read_bytes()).hexdigest()]
+        return [*HOT, *C_EXTENSIONS]
+    stale = [name for name in HOT if built.get(name) != _digest(_HERE / f"{name}.py")]
+    suffixes = importlib.machinery.EXTENSION_SUFFIXES
+    for name in C_EXTENSIONS:
+        present = any((_HERE / f"{name}{suffix}").exists() for suffix in suffixes)
+        if not present or built.get(name) != _digest(_HERE / f"{name}.c"):
+            stale.append(name)
+    return stale
 
 
 def _choose() -> Mode:
