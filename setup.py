@@ -16,6 +16,8 @@ What it does:
 * ``C_EXTENSIONS`` (below) are hand-written C extensions (``src/envelope/<name>.c``),
   built with the mypyc group and loaded with it, all or none; they have no ``.py`` of their
   own, the pure path calls the Python code they stand in for.
+* The probe passes but a module fails to compile: the build goes on, pure Python (or
+  fails, with ``ENVELOPE_REQUIRE_COMPILED=1``).
 * Next to the compiled modules it writes ``_speedups.json``: the SHA-256 of each ``.py``
   and ``.c`` source it compiled. ``envelope._speedups`` compares it with the ``.py`` files at import.
 
@@ -45,6 +47,7 @@ from typing import Any
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 ROOT = Path(__file__).resolve().parent
 #: The modules compiled together (one mypyc group): the read path and the migrator.
@@ -112,7 +115,9 @@ def _ext_modules() -> list[Any]:
     paths = [f"src/envelope/{name}.py" for name in HOT]
     hand_written = [Extension(f"envelope.{name}", [f"src/envelope/{name}.c"]) for name in C_EXTENSIONS]
     try:
-        return [*mypycify(paths, opt_level="3", group_name="envelope_speedups"), *hand_written]
+        # The C extensions first: one that does not compile fails the build before mypyc's
+        # (BuildExt.run), so a pure build leaves no half of a compiled one behind.
+        return [*hand_written, *mypycify(paths, opt_level="3", group_name="envelope_speedups")]
     except (Exception, SystemExit) as exc:  # mypyc reports type errors by SystemExit
         if _required():
             raise
@@ -124,7 +129,16 @@ class BuildExt(build_ext):
     """``build_ext`` that records, beside the compiled modules, the hash of each source."""
 
     def run(self) -> None:
-        super().run()
+        try:
+            super().run()
+        except (CCompilerError, ExecError, PlatformError) as exc:
+            if _required():
+                raise
+            # The probe passed but a module did not compile: pure, as when the probe fails.
+            # No manifest is written: a compiled module already there from an earlier
+            # build is then stale, and `import envelope` says so and runs the sources.
+            _say(f"compiling failed ({exc}): pure-Python build")
+            return
         if not self.extensions:
             return
         source = ROOT / "src" / "envelope"

@@ -131,3 +131,40 @@ def test_the_sdist_carries_the_c_source_and_its_stub(tmp_path: Path) -> None:
         assert f"src/envelope/{ext}.c" in members, sorted(members)
         assert f"src/envelope/{ext}.pyi" in members
     assert "setup.py" in members
+
+
+def test_a_c_extension_that_does_not_compile_gives_a_pure_build_or_an_error_when_required(tmp_path: Path) -> None:
+    """The probe passes but ``_cescape.c`` fails: pure (no module built), or, required, a failed build.
+
+    The C extensions are built first, so mypyc's modules are never compiled here (seconds).
+    """
+    source = tmp_path / "src-tree"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(
+        ROOT / "src",
+        source / "src",
+        ignore=shutil.ignore_patterns("*.so", "_speedups.json", "__pycache__", "*.egg-info"),
+    )
+    broken = source / "src" / "envelope" / "_cescape.c"
+    broken.write_text("#error deliberately broken\n" + broken.read_text())
+    runs = {}
+    for required in ("0", "1"):
+        env = {**os.environ, "ENVELOPE_REQUIRE_COMPILED": required}
+        env.pop("ENVELOPE_PURE", None)
+        out = tmp_path / f"out{required}"
+        runs[required] = subprocess.run(
+            [sys.executable, "setup.py", "-q", "build_ext", "-b", str(out), "-t", str(tmp_path / f"tmp{required}")],
+            cwd=source,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        assert not (out.exists() and list(out.rglob("*.so")))
+    assert runs["0"].returncode == 0, runs["0"].stderr
+    assert "envelope setup.py: compiling failed" in runs["0"].stderr
+    assert "pure-Python build" in runs["0"].stderr
+    assert runs["1"].returncode != 0
+    assert "deliberately broken" in runs["1"].stderr
