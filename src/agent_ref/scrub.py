@@ -13,7 +13,10 @@ the process holds, and works with both the plain ``public_message(text)`` and th
 ``Redactor`` API (``public_message(text, redactor)``).
 
 Held secrets are process-wide on purpose: a secret one agent holds is a secret of the
-process, and a log record does not say which agent it came from.
+process, and a log record does not say which agent it came from (spec [HY1-a]). A
+process that builds short-lived agents with secrets of their own (a test suite, a
+host of many tenants) scopes them with ``held_scope()``: the values held inside it
+are released when it exits, the ones held before stay.
 """
 
 from __future__ import annotations
@@ -24,18 +27,20 @@ import os
 import re
 import threading
 from collections.abc import Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from . import redact
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
 __all__ = [
     "MARK",
     "EventScrubber",
     "event_scrubber",
     "held",
+    "held_scope",
     "held_text",
     "hold",
     "install_log_filter",
@@ -62,6 +67,26 @@ def hold(secrets: Iterable[str | None]) -> None:
     """
     with _LOCK:
         _HELD.update(s for s in secrets if isinstance(s, str) and len(s.strip()) >= MIN_HELD_CHARS)
+
+
+@contextmanager
+def held_scope() -> Iterator[None]:
+    """Hold values for a while: on exit the held set is what it was on entry (spec [HY1-a]).
+
+    ``with held_scope(): agent = Agent(..., secrets=[token])`` holds ``token`` inside the
+    block only. Values held before the block stay held; the environment's secret
+    variables are read at each scrub and are not affected. Scopes nest. Only the values
+    held *inside* are released, so an agent built outside keeps its secrets held.
+    Exiting while another thread holds values releases those too (the set is restored
+    as a whole): scope what one thread, or one test, does.
+    """
+    with _LOCK:
+        before = set(_HELD)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _HELD.intersection_update(before)
 
 
 def held() -> list[str]:
