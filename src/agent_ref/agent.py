@@ -677,6 +677,8 @@ def _answer_own(
             continue
         text, images, is_error = got
         text = scrub.held_text(text)  # spec [SC1-d]: a frontend result is stored; held secrets stay out
+        text, kept = scrub.held_images(text, images)  # spec [HY2-a]: nor in an image's source
+        images = list(kept)
         result_lines = ctx.emitter.tool_result(pending.tool_use_id, pending.name, text, images)
         lines += result_lines
         by_id[pending.tool_use_id] = result_block(pending.tool_use_id, text, images, is_error=is_error)
