@@ -797,6 +797,7 @@ async def _rewind_files(store: object, state: AgentState, kept: int) -> RestoreR
 
     Raises:
         UndoConflict: a recorded path changed since; nothing was written (and the rewind stops).
+        StateError: the cut falls inside a compacted context that files were changed in ([HY3-a]).
     """
     points_of = getattr(store, "snapshot_points", None)
     if points_of is None:
