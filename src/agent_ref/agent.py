@@ -500,7 +500,8 @@ class Agent:
         paused run, which is abandoned first ([SE1.3-a]).
 
         Raises:
-            StateError: bad arguments, a running agent, or a paused one rewound into its paused run.
+            StateError: bad arguments, a running agent, a paused one rewound into its paused run, or a
+                cut inside a compacted context whose files cannot be placed ([HY3-a]); nothing changed.
             UndoConflict: a recorded file changed since; nothing was written and the history is untouched.
         """
         state = self.state

@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore, StateError, ToolResultTrimmer
+from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore, StateError, ToolResultTrimmer, sessions
 from agent_ref.memory import memory_tool
-from agent_ref.state import encode_state
+from agent_ref.sessions import position
+from agent_ref.state import AgentState, RunMark, encode_state
 from agent_ref_support import assert_valid_responses, fast_retry
 
 if TYPE_CHECKING:
@@ -156,3 +159,51 @@ def test_hy3_a_a_trimmer_moves_nothing_and_adds_no_mark(tmp_path: Path) -> None:
     assert done.files is not None
     assert done.files.to_step == 0
     assert _notes(root) == ""
+
+
+def _files_step_before(state: AgentState, kept: int, points: list[tuple[int, str, int]]) -> int:
+    """``sessions.files_step`` as it was before [HY3-a] (the reference when no compaction moved the context)."""
+    messages = state.messages
+    marks = sorted(state.run_marks, key=lambda m: position(m.messages, m.tail))
+    kept_steps: dict[str, int] = {}
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].messages if i + 1 < len(marks) else len(messages)
+        turns = [j for j in range(mark.messages, min(end, len(messages))) if messages[j].get("role") == "assistant"]
+        kept_steps[mark.run_id] = sum(1 for j in turns if j < kept)
+    last = 0
+    for step, run_id, run_step in points:
+        if run_id in kept_steps and run_step > kept_steps[run_id]:
+            return min(last, step - 1)
+        last = step
+    return last
+
+
+@st.composite
+def _histories(draw: st.DrawFn) -> tuple[AgentState, int, list[tuple[int, str, int]]]:
+    """Runs of 1-4 steps each (a prompt, then assistant and user turns), records of any of their steps, a cut."""
+    state = AgentState(agent_uuid="a", model="m")
+    runs = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    for r, steps in enumerate(runs):
+        run_id = f"run-{r}"
+        sessions.mark_run(state, run_id)
+        state.messages.append({"role": "user", "content": [{"type": "text", "text": f"prompt {r}"}]})
+        for s in range(steps):
+            state.messages.append({"role": "assistant", "content": [{"type": "text", "text": f"{r}.{s}"}]})
+            if s < steps - 1:
+                state.messages.append({"role": "user", "content": [{"type": "text", "text": "go on"}]})
+    if draw(st.booleans()):
+        state.run_marks.insert(0, RunMark(run_id="legacy", messages=0))
+    candidates = [(f"run-{r}", s) for r, steps in enumerate(runs) for s in range(1, steps + 2)]  # +1: a lost step
+    chosen = draw(st.lists(st.sampled_from([*candidates, ("unmarked", 1)]), max_size=6))
+    points = [(i + 1, run_id, s) for i, (run_id, s) in enumerate(chosen)]
+    kept = draw(st.integers(0, len(state.messages)))
+    return state, kept, points
+
+
+@given(_histories())
+def test_hy3_a_without_a_compaction_placement_is_unchanged(
+    case: tuple[AgentState, int, list[tuple[int, str, int]]],
+) -> None:
+    """No compaction mark: ``files_step`` answers what it answered before [HY3-a] (any runs, records, cut)."""
+    state, kept, points = case
+    assert sessions.files_step(state, kept, points) == _files_step_before(state, kept, points)
