@@ -207,3 +207,31 @@ def test_hy3_a_without_a_compaction_placement_is_unchanged(
     """No compaction mark: ``files_step`` answers what it answered before [HY3-a] (any runs, records, cut)."""
     state, kept, points = case
     assert sessions.files_step(state, kept, points) == _files_step_before(state, kept, points)
+
+
+@given(st.integers(1, 3), st.integers(0, 3), st.integers(1, 4), st.data())
+def test_hy3_a_after_a_summary_every_step_cut_keeps_the_summarised_records(
+    before: int, done: int, after: int, data: st.DataObject
+) -> None:
+    """A summary replaces ``before`` steps of records (and ``done`` steps of the current run): any ``step=N`` keeps them [HY3-a].
+
+    After it, ``after`` more steps of the run each record a change; a cut at step ``N`` keeps
+    exactly the first ``N`` of those, never raises, and keeps every record made before the summary.
+    """
+    state = AgentState(agent_uuid="a", model="m")
+    sessions.mark_run(state, "old")
+    state.messages = [{"role": "user", "content": [{"type": "text", "text": "old"}]}]
+    points = [(i + 1, "old", i + 1) for i in range(before)]
+    sessions.mark_run(state, "now")
+    state.messages.append({"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
+    replaced = list(state.messages)
+    state.messages = [{"role": "user", "content": [{"type": "text", "text": "summary"}]}]
+    points += [(before + i + 1, "now", i + 1) for i in range(done)]
+    sessions.mark_compaction(state, "now", done + 1, replaced)
+    for k in range(after):
+        state.messages.append({"role": "assistant", "content": [{"type": "text", "text": f"step {done + 1 + k}"}]})
+        state.messages.append({"role": "user", "content": [{"type": "text", "text": "go on"}]})
+        points.append((len(points) + 1, "now", done + 1 + k))
+    n = data.draw(st.integers(0, after))
+    kept, _ = sessions.rewind_cut(state, step=n)
+    assert sessions.files_step(state, kept, points) == before + done + n
