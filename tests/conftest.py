@@ -65,6 +65,19 @@ def validated_sink() -> Iterator[Callable[..., ValidatedSink]]:
         sink.check()
 
 
+@pytest.fixture(autouse=True)
+def _held_secrets_restored() -> Iterator[None]:
+    """Every test starts and ends with the secrets held before it (spec [HY1-a]).
+
+    Held secrets are process-wide (``agent_ref.scrub``): an ``Agent(..., secrets=[...])``
+    of one test would otherwise stay held for every later test in the process.
+    """
+    from agent_ref import scrub
+
+    with scrub.held_scope():
+        yield
+
+
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     """One PostgreSQL server for the whole session, shared by the store and scale-out suites (see ``pg_support``)."""

@@ -5,15 +5,24 @@ temporary directory for the whole session and stops it at the end. When no serve
 had: outside CI the PostgreSQL tests are skipped with a loud reason; with ``CI=true``
 they fail (spec scaleout §4-a: CI must run them).
 Each test gets a schema of its own (``fresh_schema``), dropped afterwards.
+
+Throwaway data directories are ``agent-ref-pg-*`` and ``agent-ref-pgfault-*`` in the
+temporary directory, each with an ``owner.pid`` file naming the test process that made
+it. A test process killed before its cleanup leaves its directory behind; before making
+a new one the launcher removes the stale ones (``sweep_stale``, spec [HY4-a]).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shlex
+import shutil
+import stat
 import subprocess
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +38,123 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "pg-test-server"
 URL_ENV = "AGENT_REF_TEST_PG_URL"
+#: The names of our throwaway data directories (in ``tempfile.gettempdir()``).
+PREFIXES = ("agent-ref-pg-", "agent-ref-pgfault-")
+#: The file in each that names the test process that made it.
+OWNER_FILE = "owner.pid"
+#: A directory without ``OWNER_FILE`` (made before it existed, or cut between ``mkdtemp``
+#: and writing it) is stale only when nothing in it changed for this long.
+UNMARKED_STALE_SECONDS = 3600
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user counts; a bad pid does not)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _pid_in(path: Path) -> int | None:
+    """The pid on the first line of ``path``; ``None`` when it is missing or holds no pid."""
+    try:
+        first = path.read_text().split("\n", 1)[0].strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(first) if first.isdigit() else None
+
+
+def _our_uids() -> set[int]:
+    """Owners a directory of ours may have: us, and ``postgres`` when we are root (the script chowns to it)."""
+    uids = {os.geteuid()}
+    if os.geteuid() == 0:
+        import pwd
+
+        with contextlib.suppress(KeyError):
+            uids.add(pwd.getpwnam("postgres").pw_uid)
+    return uids
+
+
+def _newest_change(directory: Path) -> float:
+    """The latest modification time of the directory, its data directory and its server log."""
+    times = []
+    for path in (directory, directory / "data", directory / "server.log", directory / "data" / "postmaster.pid"):
+        with contextlib.suppress(OSError):
+            times.append(path.stat().st_mtime)
+    return max(times, default=time.time())  # gone meanwhile: as if changed now (kept)
+
+
+def is_stale(directory: Path, *, now: float | None = None) -> bool:
+    """Whether ``directory`` is a throwaway data directory of ours whose server and owner are gone.
+
+    Ours: a real directory (not a link) named with one of ``PREFIXES``, owned by us (or by
+    ``postgres`` when we are root). Gone: no live postmaster (``data/postmaster.pid``
+    missing, or its process dead), and the test process named in ``owner.pid`` dead; a
+    directory without ``owner.pid`` counts as gone only when nothing in it changed for
+    ``UNMARKED_STALE_SECONDS``. Every doubt keeps the directory (a reused pid reads as alive).
+    """
+    if not directory.name.startswith(PREFIXES):
+        return False
+    try:
+        info = directory.lstat()
+    except OSError:
+        return False
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid not in _our_uids():
+        return False
+    postmaster = _pid_in(directory / "data" / "postmaster.pid")
+    if postmaster is not None and _alive(postmaster):
+        return False
+    owner = _pid_in(directory / OWNER_FILE)
+    if owner is not None:
+        return not _alive(owner)
+    if (directory / OWNER_FILE).exists():
+        return False  # there but unreadable: not ours to judge
+    return (time.time() if now is None else now) - _newest_change(directory) >= UNMARKED_STALE_SECONDS
+
+
+def sweep_stale(root: Path | None = None) -> list[Path]:
+    """Remove the stale throwaway data directories in ``root`` (the temporary directory); return them.
+
+    Only ``is_stale`` ones; a directory another process removes meanwhile, or one that
+    cannot be removed, is left (and not returned).
+    """
+    base = Path(tempfile.gettempdir()) if root is None else root
+    removed: list[Path] = []
+    try:
+        entries = sorted(base.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        if not is_stale(entry):
+            continue
+        try:
+            shutil.rmtree(entry)
+        except OSError:
+            continue
+        removed.append(entry)
+    return removed
+
+
+def make_directory(prefix: str) -> Path:
+    """A new throwaway data directory (stale ones swept first) with ``owner.pid`` naming this process."""
+    sweep_stale()
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    (directory / OWNER_FILE).write_text(f"{os.getpid()}\n")
+    return directory
+
+
+def _remove(directory: Path) -> None:
+    """Stop the server in ``directory`` if any and remove it; the directory is gone even when the script is."""
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run([str(SCRIPT), "stop", str(directory)], capture_output=True, timeout=60, check=False)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _unavailable(reason: str) -> None:
@@ -44,22 +170,21 @@ def server() -> Iterator[str]:
     if given:
         yield given
         return
-    directory = tempfile.mkdtemp(prefix="agent-ref-pg-")
+    directory = make_directory(PREFIXES[0])
     try:
-        started = subprocess.run(
-            [str(SCRIPT), "start", directory], capture_output=True, text=True, timeout=120, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        _unavailable(f"scripts/pg-test-server could not run: {exc}")
-        return
-    if started.returncode != 0:
-        subprocess.run([str(SCRIPT), "stop", directory], capture_output=True, timeout=60, check=False)
-        _unavailable(f"scripts/pg-test-server failed ({started.returncode}): {started.stderr.strip()[-400:]}")
-        return
-    try:
+        try:
+            started = subprocess.run(
+                [str(SCRIPT), "start", str(directory)], capture_output=True, text=True, timeout=120, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            _unavailable(f"scripts/pg-test-server could not run: {exc}")
+            return
+        if started.returncode != 0:
+            _unavailable(f"scripts/pg-test-server failed ({started.returncode}): {started.stderr.strip()[-400:]}")
+            return
         yield started.stdout.strip()
     finally:
-        subprocess.run([str(SCRIPT), "stop", directory], capture_output=True, timeout=60, check=False)
+        _remove(directory)
 
 
 def with_schema(url: str, schema: str) -> str:
@@ -157,18 +282,18 @@ def cluster() -> Iterator[Cluster]:
     Unlike ``server()`` it never uses ``AGENT_REF_TEST_PG_URL``: a test that stops the
     server must own it. No server can be had: skipped loudly, or failed with ``CI=true``.
     """
-    directory = Path(tempfile.mkdtemp(prefix="agent-ref-pgfault-"))
+    directory = make_directory(PREFIXES[1])
     try:
-        started = subprocess.run(
-            [str(SCRIPT), "start", str(directory)], capture_output=True, text=True, timeout=120, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        _unavailable(f"scripts/pg-test-server could not run: {exc}")
-        return
-    try:
+        try:
+            started = subprocess.run(
+                [str(SCRIPT), "start", str(directory)], capture_output=True, text=True, timeout=120, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            _unavailable(f"scripts/pg-test-server could not run: {exc}")
+            return
         if started.returncode != 0:
             _unavailable(f"scripts/pg-test-server failed ({started.returncode}): {started.stderr.strip()[-400:]}")
             return
         yield Cluster(started.stdout.strip(), directory)
     finally:
-        subprocess.run([str(SCRIPT), "stop", str(directory)], capture_output=True, timeout=60, check=False)
+        _remove(directory)

@@ -500,7 +500,8 @@ class Agent:
         paused run, which is abandoned first ([SE1.3-a]).
 
         Raises:
-            StateError: bad arguments, a running agent, or a paused one rewound into its paused run.
+            StateError: bad arguments, a running agent, a paused one rewound into its paused run, or a
+                cut inside a compacted context whose files cannot be placed ([HY3-a]); nothing changed.
             UndoConflict: a recorded file changed since; nothing was written and the history is untouched.
         """
         state = self.state
@@ -677,6 +678,8 @@ def _answer_own(
             continue
         text, images, is_error = got
         text = scrub.held_text(text)  # spec [SC1-d]: a frontend result is stored; held secrets stay out
+        text, kept = scrub.held_images(text, images)  # spec [HY2-a]: nor in an image's source
+        images = list(kept)
         result_lines = ctx.emitter.tool_result(pending.tool_use_id, pending.name, text, images)
         lines += result_lines
         by_id[pending.tool_use_id] = result_block(pending.tool_use_id, text, images, is_error=is_error)
@@ -795,6 +798,7 @@ async def _rewind_files(store: object, state: AgentState, kept: int) -> RestoreR
 
     Raises:
         UndoConflict: a recorded path changed since; nothing was written (and the rewind stops).
+        StateError: the cut falls inside a compacted context that files were changed in ([HY3-a]).
     """
     points_of = getattr(store, "snapshot_points", None)
     if points_of is None:

@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
 
-from . import scrub
+from . import scrub, sessions
 from .hooks import HookInput, run_hooks
 from .prepare import params as request_params
 from .record import field_of
@@ -358,8 +358,10 @@ async def _blocked(ctx: RunContext, trigger: Trigger, tokens: int) -> bool:
 async def _replace_context(ctx: RunContext, new: Messages, trigger: Trigger, tokens: int, strategy: str) -> None:
     """Put the compacted context in place, keep the boundary, and send it (spec §15.2)."""
     run = ctx.run
-    before = len(ctx.state.messages)
+    old = ctx.state.messages
+    before = len(old)
     ctx.state.messages = new
+    sessions.mark_compaction(ctx.state, run.run_id, ctx.step, old)  # [HY3-a]: where a rewind places steps from
     ctx.context_tokens = None  # the next call measures the new context
     if run.base_messages >= 0:
         # [R15.5-a]: the compacted context is the base a lost run is rolled back to (§10.2-b).

@@ -5,37 +5,50 @@ and auth token and the ``secrets=`` it was given: a server's bearer token, say),
 public form of an error text (``public``: for a stream or a store), the redacted form of
 a whole text (``redact_text``: for a log, tracebacks kept), the filter that applies
 it to every record of the ``agent_ref`` logger, and the held values out of a run's data
-(spec §SC): ``held_text`` for a tool's or a client's result, ``EventScrubber`` for the
-model's stream events before the translator (text, thinking, tool inputs).
+(spec §SC): ``held_text`` for a tool's or a client's result, ``held_images`` for its
+images (spec [HY2-a]), ``EventScrubber`` for the model's stream events before the
+translator (text, thinking, tool inputs).
 Does not own: the redaction rules themselves (``redact.py``: ``Redactor`` and its table
 of common credential forms, ``public_message``). This module only feeds them the values
 the process holds, and works with both the plain ``public_message(text)`` and the
 ``Redactor`` API (``public_message(text, redactor)``).
 
 Held secrets are process-wide on purpose: a secret one agent holds is a secret of the
-process, and a log record does not say which agent it came from.
+process, and a log record does not say which agent it came from (spec [HY1-a]). A
+process that builds short-lived agents with secrets of their own (a test suite, a
+host of many tenants) scopes them with ``held_scope()``: the values held inside it
+are released when it exits, the ones held before stay.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import os
 import re
 import threading
 from collections.abc import Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import unquote, unquote_plus
 
 from . import redact
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+
+    from envelope import ImageRef
 
 __all__ = [
+    "IMAGE_REMOVED",
     "MARK",
     "EventScrubber",
     "event_scrubber",
     "held",
+    "held_images",
+    "held_scope",
     "held_text",
     "hold",
     "install_log_filter",
@@ -62,6 +75,26 @@ def hold(secrets: Iterable[str | None]) -> None:
     """
     with _LOCK:
         _HELD.update(s for s in secrets if isinstance(s, str) and len(s.strip()) >= MIN_HELD_CHARS)
+
+
+@contextmanager
+def held_scope() -> Iterator[None]:
+    """Hold values for a while: on exit the held set is what it was on entry (spec [HY1-a]).
+
+    ``with held_scope(): agent = Agent(..., secrets=[token])`` holds ``token`` inside the
+    block only. Values held before the block stay held; the environment's secret
+    variables are read at each scrub and are not affected. Scopes nest. Only the values
+    held *inside* are released, so an agent built outside keeps its secrets held.
+    Exiting while another thread holds values releases those too (the set is restored
+    as a whole): scope what one thread, or one test, does.
+    """
+    with _LOCK:
+        before = set(_HELD)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _HELD.intersection_update(before)
 
 
 def held() -> list[str]:
@@ -129,6 +162,69 @@ def held_text(text: str) -> str:
     if not secrets or not any(s in text for s in secrets):
         return text
     return _held_redactor(secrets).scrub_held(text)
+
+
+#: What an image whose source holds a held value becomes: a line of its result's text (spec [HY2-a]).
+IMAGE_REMOVED: Final = "[image {n} of this result removed: its {where} held a value this process keeps secret]"
+
+log = logging.getLogger("agent_ref")
+
+
+def held_images(text: str, images: Sequence[ImageRef]) -> tuple[str, tuple[ImageRef, ...]]:
+    """A result's text and images with every image whose source holds a held value removed, and said (spec [HY2-a]).
+
+    Scanned, for each held value: a URL source as given and percent-decoded; a data URI
+    as text (header and base64) and its decoded bytes (metadata such as a PNG text
+    chunk holds text as it is); the media type. An image found holding one is removed
+    (never rewritten: a URL with a marker fetches something else, an image with a byte
+    changed is broken) and a line ``IMAGE_REMOVED`` (its position from 1, and where)
+    is added to the text, so the stream, the history and the model all say it; a
+    warning is logged. Text drawn into the pixels cannot be seen and is not scanned.
+
+    Args:
+        text: the result's text, already through ``held_text``.
+        images: the result's images.
+
+    Returns:
+        The text (with one line per removed image) and the images kept, in order.
+    """
+    if not images:
+        return text, ()
+    secrets = held()
+    if not secrets:
+        return text, tuple(images)
+    kept: list[ImageRef] = []
+    notes: list[str] = []
+    for n, image in enumerate(images, 1):
+        where = _image_holds(image, secrets)
+        if where is None:
+            kept.append(image)
+            continue
+        notes.append(IMAGE_REMOVED.format(n=n, where=where))
+        log.warning("removed image %d of a tool result: its %s held a secret value of this process", n, where)
+    if not notes:
+        return text, tuple(images)
+    return held_text("\n".join(part for part in (text, *notes) if part)), tuple(kept)
+
+
+def _image_holds(image: ImageRef, secrets: Sequence[str]) -> str | None:
+    """Where ``image`` holds a held value (``"URL"``, ``"data"``, ``"media type"``), or ``None``."""
+    if any(s in image.media_type for s in secrets):
+        return "media type"
+    src = image.src
+    if not src.startswith("data:"):
+        forms = (src, unquote(src), unquote_plus(src))
+        return "URL" if any(s in form for s in secrets for form in forms) else None
+    if any(s in src for s in secrets):
+        return "data"
+    payload = src.partition(",")[2]
+    try:
+        raw = base64.b64decode(payload, validate=False)
+    except (binascii.Error, ValueError):
+        return None  # not base64: the text was scanned, there are no bytes to scan
+    if any(s.encode() in raw for s in secrets):
+        return "data"
+    return None
 
 
 def _held_redactor(secrets: Iterable[str]) -> redact.Redactor:

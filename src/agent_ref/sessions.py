@@ -37,6 +37,7 @@ __all__ = [
     "deliver",
     "files_step",
     "fork_state",
+    "mark_compaction",
     "mark_run",
     "position",
     "rewind_cut",
@@ -51,13 +52,41 @@ def _digest(messages: list[dict[str, Any]]) -> str:
     return hashlib.sha256(msgspec.json.encode(messages)).hexdigest()
 
 
-def mark_run(state: AgentState, run_id: str) -> None:
-    """Remember where ``run_id`` starts in the context, before its prompt is added (spec [SE1.2-b])."""
+def mark_run(state: AgentState, run_id: str, *, compaction_step: int = 0) -> None:
+    """Remember where ``run_id`` starts in the context, before its prompt is added (spec [SE1.2-b]).
+
+    With ``compaction_step=s``: where the context a compaction wrote before the run's step
+    ``s`` ends (spec [HY3-a]); the assistant turns after it are the run's steps ``s``, ``s + 1``, ….
+    """
     messages = state.messages
     tail = -1
     if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
         tail = len(messages[-1]["content"])
-    state.run_marks.append(RunMark(run_id=run_id, messages=len(messages), tail=tail, digest=_digest(messages)))
+    state.run_marks.append(
+        RunMark(
+            run_id=run_id,
+            messages=len(messages),
+            tail=tail,
+            digest=_digest(messages),
+            compaction_step=compaction_step,
+        )
+    )
+
+
+def mark_compaction(state: AgentState, run_id: str, step: int, before: list[dict[str, Any]]) -> None:
+    """After a compaction before step ``step`` of run ``run_id`` replaced ``before``: mark its end (spec [HY3-a]).
+
+    No mark when every message stays where it was and every assistant turn is unchanged
+    (``ToolResultTrimmer``): the marks made before still place every step.
+    """
+    after = state.messages
+    in_place = len(after) == len(before) and all(
+        a.get("role") == b.get("role") and (a.get("role") != "assistant" or a == b)
+        for a, b in zip(after, before, strict=True)
+    )
+    if in_place:
+        return
+    mark_run(state, run_id, compaction_step=step)
 
 
 def fork_state(state: AgentState) -> AgentState:
@@ -127,7 +156,7 @@ def rewind_cut(state: AgentState, *, step: int | None = None, run: str | None = 
     messages = state.messages
     if run is not None:
         for mark in state.run_marks:
-            if mark.run_id == run:
+            if mark.run_id == run and not mark.compaction_step:
                 prefix = [dict(m) for m in messages[: mark.messages]]
                 if mark.tail >= 0 and prefix and isinstance(prefix[-1].get("content"), list):
                     prefix[-1]["content"] = prefix[-1]["content"][: mark.tail]
@@ -167,7 +196,7 @@ def apply_cut(state: AgentState, kept: int, tail: int) -> Rewind:
     for mark in state.run_marks:
         if position(mark.messages, mark.tail) < cut:
             keep.append(mark)
-        else:
+        elif not mark.compaction_step:  # a compaction's end cut off is no run of its own
             dropped.append(mark.run_id)
     del messages[kept:]
     if tail >= 0 and messages and isinstance(messages[-1].get("content"), list):
@@ -185,23 +214,61 @@ def files_step(state: AgentState, kept: int, points: list[tuple[int, str, int]])
     """The snapshot step (spec RU1-b) the files go back to when the context is cut to ``kept`` messages ([IN4-a]).
 
     ``points`` are the agent's snapshot records as ``(agent step, run id, step of the run)``
-    in the order recorded. A record is *kept* when its call's assistant turn is kept: the
-    turns of a run are the assistant turns from its mark ([SE1.2-b]) up to the next run's
-    mark, the ``k``-th of them its step ``k``. A record of a run with no mark in the
-    context (a run from before the marks, or compacted away) counts as kept. The answer is
-    the step before the first record that is not kept (records are in time order, so
-    every later one is after the cut too), or the last step when all are kept.
+    in the order recorded. A record is *placed* when the context still holds its step's
+    assistant turn, and *kept* when that turn is kept: the turns of a run are the
+    assistant turns from its mark ([SE1.2-b]) up to the next mark, the ``k``-th of them its
+    step ``k`` (after a compaction's mark, step ``s + k - 1``). The answer is the step
+    before the first record that is not kept (records are in time order, so every later
+    one is after the cut too), or the last step when all are kept.
+
+    After a compaction that moved the context (spec [HY3-a]) only the marks from its end
+    on place steps; a record made before it (its turn is in the compacted context) is
+    kept when the cut keeps every assistant turn of the compacted context, is not kept
+    when the cut keeps nothing, and otherwise the rewind is refused. With no compaction, a record of a run
+    with no mark (a run from before the marks) counts as kept.
+
+    Raises:
+        StateError: the cut falls inside the context a compaction wrote and a record made
+            before that compaction would decide where the files go; nothing is changed.
     """
     messages = state.messages
-    marks = sorted(state.run_marks, key=lambda m: position(m.messages, m.tail))
-    kept_steps: dict[str, int] = {}
-    for i, mark in enumerate(marks):
-        end = marks[i + 1].messages if i + 1 < len(marks) else len(messages)
+    marks = state.run_marks
+    ends = [i for i, m in enumerate(marks) if m.compaction_step]
+    boundary = marks[ends[-1]] if ends else None
+    placing = sorted(marks[ends[-1] :] if ends else marks, key=lambda m: position(m.messages, m.tail))
+    first_placed: dict[str, int] = {}
+    turn_of: dict[tuple[str, int], int] = {}
+    for i, mark in enumerate(placing):
+        end = placing[i + 1].messages if i + 1 < len(placing) else len(messages)
+        first = mark.compaction_step or 1
+        first_placed[mark.run_id] = min(first_placed.get(mark.run_id, first), first)
         turns = [j for j in range(mark.messages, min(end, len(messages))) if messages[j].get("role") == "assistant"]
-        kept_steps[mark.run_id] = sum(1 for j in turns if j < kept)
+        for k, j in enumerate(turns):
+            turn_of.setdefault((mark.run_id, first + k), j)
+
+    def compacted_kept(compaction: RunMark) -> bool:
+        if kept == 0:
+            return False  # nothing kept: the compacted context goes too
+        inside = sum(1 for m in messages[: compaction.messages] if m.get("role") == "assistant")
+        if sum(1 for m in messages[:kept] if m.get("role") == "assistant") >= inside:
+            return True
+        raise StateError(
+            f"this rewind cuts into the context a compaction wrote (in run {compaction.run_id}, before its "
+            f"step {compaction.compaction_step}), and files were changed before that compaction, where no "
+            f"step can be placed any more; rewind to step {inside} or later, or undo the files with "
+            "`agent-ref undo`; nothing was changed"
+        )
+
     last = 0
     for step, run_id, run_step in points:
-        if run_id in kept_steps and run_step > kept_steps[run_id]:
+        if run_id in first_placed and run_step >= first_placed[run_id]:
+            at = turn_of.get((run_id, run_step))
+            keep = at is not None and at < kept
+        elif boundary is not None:
+            keep = compacted_kept(boundary)
+        else:
+            keep = True
+        if not keep:
             return min(last, step - 1)
         last = step
     return last

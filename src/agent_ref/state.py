@@ -244,12 +244,16 @@ class RunMark(msgspec.Struct, kw_only=True):
         messages: ``len(messages)`` before its prompt was added.
         tail: the content length of the trailing user turn its prompt joined (-1: none).
         digest: sha256 of that prefix (a compaction since then makes the mark stale).
+        compaction_step: ``0`` for a run's start; ``s`` for where a compaction before the
+            run's step ``s`` ended the context it wrote (the mark then ends that context,
+            spec [HY3-a]).
     """
 
     run_id: str
     messages: int
     tail: int = -1
     digest: str = ""
+    compaction_step: int = 0
 
 
 class AgentState(msgspec.Struct, kw_only=True):

@@ -335,6 +335,7 @@ def outcome(emitter: Emitter, call: ToolCallRequest, value: object, *, is_error:
             text = f"tool {call.name} returned a {type(value).__name__}, which is not JSON-able"
             is_error = True
     text = scrub.held_text(text)  # spec [SC1-a]: no held secret in a result, its stream or history
+    text, images = scrub.held_images(text, images)  # spec [HY2-a]: nor in an image's source
     lines = emitter.tool_result(call.id, call.name, text, images)
     return ToolOutcome(
         block=result_block(call.id, text, images, is_error=is_error), lines=lines, text=text, is_error=is_error
