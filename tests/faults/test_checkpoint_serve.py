@@ -1,0 +1,210 @@
+"""kill -9 of a server in checkpoint mode: another server continues the dead run by itself, live (spec server §CN).
+
+[CN1-a] [CN1-b] [CN2-a]
+
+Each server is ``checkpoint_serve_process.py`` (``create_app`` with checkpoints on, the
+store and journal ``agent-ref serve`` uses, a ``note`` tool counting its calls in a file).
+A runs a two-call tool run and is killed with SIGKILL between steps, or inside a tool; B,
+on the same SQLite file (started after the kill) or on the same PostgreSQL schema (up
+before, following A's run), continues the run without any request: a client following
+the run on B reads the continuation live (B's model waits for a gate the test opens only
+once the client is reading it) to its ``meta_final``. Checked: every tool call happened
+once (or, for the call the kill cut, its result is unknown: agent-ref [CK1.3-b]); the
+dead response ends with the ``lost`` error naming the next response and no
+``meta_final``; the whole (dead response, then continuation) passes the strict validator;
+the journal and the store's log agree; the run ends ``end_turn``. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from agent_ref import SQLiteStore
+from agent_ref.checkpoints import UNKNOWN_RESULT
+from fault_support import Reader
+from server_support import data_lines, get
+from validating import assert_valid
+
+HERE = Path(__file__).resolve().parent
+SCRIPT = HERE / "checkpoint_serve_process.py"
+#: Bound on each wait (seconds).
+WAIT = 40.0
+PROMPT = 'call note with {"text": "first"} and call note with {"text": "hold"}'
+BETWEEN = 'call note with {"text": "first"} and call note with {"text": "second"}'
+
+
+class _Serve:
+    """One ``checkpoint_serve_process.py`` process; ``kill()`` is SIGKILL to our own child, by its pid."""
+
+    def __init__(self, db: str, *args: str) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
+        self.log = ""
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SCRIPT), db, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline() if self.proc.stdout else ""))
+        reader.start()
+        reader.join(WAIT)
+        if not line or not line[0].startswith("http://127.0.0.1:"):
+            self.stop()
+            raise AssertionError(f"the server did not start: {self.log[-2000:]}")
+        self.base = line[0].strip().rstrip("/")
+        deadline = time.monotonic() + WAIT  # it answers once its lifespan (the recovery) has run
+        while True:
+            try:
+                httpx2.get(self.base + "/", timeout=5)
+                break
+            except httpx2.TransportError:
+                assert self.proc.poll() is None, "the server died before it answered"
+                assert time.monotonic() < deadline, "the server never answered"
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(WAIT)
+        self.stop()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, self.log = self.proc.communicate(timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, self.log = self.proc.communicate(timeout=10)
+
+
+def _wait_for(path: Path, process: _Serve) -> None:
+    deadline = time.monotonic() + WAIT
+    while not path.exists():
+        assert process.proc.poll() is None, "the server died before its hold"
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.02)
+
+
+def _payloads(lines: list[bytes], kind: str) -> list[Any]:
+    out = []
+    for line in lines:
+        if line != b"[DONE]" and json.loads(line)["type"] == kind:
+            out.append(json.loads(json.loads(line)["delta"]))
+    return out
+
+
+def _text(lines: list[bytes]) -> str:
+    return "".join(json.loads(line)["delta"] for line in lines if line.startswith(b'{"type":"text"'))
+
+
+def _start_and_kill(db: str, tmp_path: Path, prompt: str, hold: str) -> tuple[str, str, Path, bytes]:
+    """A starts the run, holds, is killed: (run id, agent, calls file, what A's client read)."""
+    calls, entered = tmp_path / "calls.txt", tmp_path / "entered"
+    a = _Serve(db, "--calls", str(calls), "--entered", str(entered), "--hold", hold)
+    try:
+        writer = Reader("POST", a.base + "/agent/run", json={"prompt": prompt})
+        writer.wait_open()
+        assert writer.status == 200
+        _wait_for(entered, a)
+        time.sleep(0.3)  # the hold's own checkpoint save is done before it touched the file
+    finally:
+        a.kill()
+    writer.join(WAIT)
+    return writer.headers["x-run-id"], writer.headers["x-agent-uuid"], calls, bytes(writer.body)
+
+
+def _follow_live(base: str, run_id: str, gate: Path) -> list[bytes]:
+    """Follow the run's latest response (no index): the continuation, live; open the gate only while reading it."""
+    follower = Reader("GET", f"{base}/agent/runs/{run_id}/stream")
+    follower.wait_open()
+    assert follower.status == 200, bytes(follower.body)
+    assert follower.headers["x-response-index"] == "1"
+    follower.wait_for(b'\\"continued\\": true', timeout=WAIT)
+    assert b"meta_final" not in follower.body  # the model waits for the gate: the response is live
+    gate.touch()
+    body = follower.finish(timeout=WAIT)
+    assert follower.error is None, follower.error
+    return data_lines(body)
+
+
+def _check(dead: list[bytes], continuation: list[bytes]) -> None:
+    """The dead response closed as continued (no meta_final), the continuation to its end; strictly valid."""
+    assert dead[-1] == b"[DONE]"
+    errors = _payloads(dead, "error")
+    assert [e["type"] for e in errors] == ["lost"]
+    assert "in the next response" in errors[0]["message"]
+    assert _payloads(dead, "meta_final") == []
+    assert continuation[-1] == b"[DONE]"
+    resume = _payloads(continuation, "meta_init")[0]["resume"]
+    assert resume["continued"] is True
+    assert resume["response"] == 1
+    assert [m["stop_reason"] for m in _payloads(continuation, "meta_final")] == ["end_turn"]
+    assert_valid(dead)
+    assert_valid(continuation)
+    assert_valid([*dead, *continuation])  # what a follower reads across the death
+
+
+def _check_calls(calls: Path, prompt: str, text: str) -> None:
+    if prompt == BETWEEN:
+        assert sorted(calls.read_text().split()) == ["first", "second"]  # each exactly once
+        assert "note gave: noted second" in text
+    else:
+        assert sorted(calls.read_text().split()) == ["first", "hold"]  # the cut call not run again
+        assert "note failed: " + UNKNOWN_RESULT in text
+    assert "note gave: noted first" in text
+
+
+async def _stored(store: Any, agent: str) -> list[list[bytes]]:
+    deadline = time.monotonic() + WAIT
+    while True:
+        state = await store.load(agent)
+        if state is not None and state.status == "idle":
+            break
+        assert time.monotonic() < deadline, "the agent never went idle"
+        await asyncio.sleep(0.1)
+    records = await store.runs(agent)
+    assert [r.stop_reason for r in records] == ["end_turn"]
+    responses: list[list[bytes]] = await store.run_responses(records[0].run_id)
+    return responses
+
+
+def _sqlite_case(tmp_path: Path, prompt: str, hold: str) -> None:
+    db, gate = tmp_path / "agents.db", tmp_path / "gate"
+    run_id, agent, calls, seen = _start_and_kill(str(db), tmp_path, prompt, hold)
+    b = _Serve(str(db), "--calls", str(calls), "--gate", str(gate))
+    try:
+        continuation = _follow_live(b.base, run_id, gate)  # nobody asked B: its start continued the run
+        dead = data_lines(get(b.base, f"/agent/runs/{run_id}/stream?response=0").content)
+        again = data_lines(get(b.base, f"/agent/runs/{run_id}/stream?response=1").content)
+    finally:
+        b.stop()
+    assert data_lines(seen) == dead[: len(data_lines(seen))]  # A's client read the start of the same response
+    _check(dead, continuation)
+    assert again == continuation  # a reconnect replays it
+    _check_calls(calls, prompt, _text(continuation))
+    assert asyncio.run(_stored(SQLiteStore(db), agent)) == [dead, continuation]  # the store's log agrees
+    assert "continued here from its checkpoint" in b.log
+
+
+def test_spec_cn1_a_sqlite_kill_9_between_steps_the_next_server_continues_live(tmp_path: Path) -> None:
+    """A killed in step 2's model call; B, started on the same file, continues from step 2 by itself."""
+    _sqlite_case(tmp_path, BETWEEN, "model")
+
+
+def test_spec_cn1_a_sqlite_kill_9_during_a_tool_the_next_server_continues_live(tmp_path: Path) -> None:
+    """A killed inside a tool call; B continues: the call is not run again, its result is unknown."""
+    _sqlite_case(tmp_path, PROMPT, "tool")
