@@ -208,3 +208,60 @@ def test_spec_cn1_a_sqlite_kill_9_between_steps_the_next_server_continues_live(t
 def test_spec_cn1_a_sqlite_kill_9_during_a_tool_the_next_server_continues_live(tmp_path: Path) -> None:
     """A killed inside a tool call; B continues: the call is not run again, its result is unknown."""
     _sqlite_case(tmp_path, PROMPT, "tool")
+
+
+async def _stored_pg(url: str, agent: str) -> list[list[bytes]]:
+    from agent_ref.store_pg import PostgresStore
+
+    store = PostgresStore(url)
+    try:
+        return await _stored(store, agent)
+    finally:
+        await store.aclose()
+
+
+def _pg_case(url: str, tmp_path: Path, prompt: str, hold: str) -> None:
+    calls, entered, gate = tmp_path / "calls.txt", tmp_path / "entered", tmp_path / "gate"
+    b = _Serve(url, "--calls", str(calls), "--gate", str(gate))
+    a = _Serve(url, "--calls", str(calls), "--entered", str(entered), "--hold", hold)
+    try:
+        writer = Reader("POST", a.base + "/agent/run", json={"prompt": prompt})
+        writer.wait_open()
+        assert writer.status == 200
+        _wait_for(entered, a)
+        time.sleep(0.3)  # the hold's own checkpoint save is done before it touched the file
+        run_id, agent = writer.headers["x-run-id"], writer.headers["x-agent-uuid"]
+        follower = Reader("GET", f"{b.base}/agent/runs/{run_id}/stream?response=0")  # A's run, through B
+        follower.wait_open()
+        assert follower.status == 200
+        follower.wait_for(b'"name":"note"')  # B replayed what A journaled and follows the rest
+        a.kill()
+        body = follower.finish(timeout=WAIT)  # A's lease (2 s) runs out; B closes the response, continues
+        assert follower.error is None, follower.error
+        dead = data_lines(body)
+        continuation = _follow_live(b.base, run_id, gate)
+    finally:
+        a.stop()
+        b.stop()
+    seen = data_lines(bytes(writer.body))
+    assert dead[: len(seen)] == seen  # the follower read what A's own client read, then the closing lines
+    _check(dead, continuation)
+    _check_calls(calls, prompt, _text(continuation))
+    assert asyncio.run(_stored_pg(url, agent)) == [dead, continuation]
+    assert "continued here from its checkpoint" in b.log
+
+
+def test_spec_cn1_a_pg_follower_on_the_survivor_sees_the_dead_run_continued_live(
+    pg_schema_url: str, tmp_path: Path
+) -> None:
+    """A and B up on one database; a client follows A's run through B; A killed between steps:
+    B notices (lock free, lease expired), closes the response and continues the run itself."""
+    _pg_case(pg_schema_url, tmp_path, BETWEEN, "model")
+
+
+def test_spec_cn2_a_pg_kill_9_during_a_tool_the_follower_reads_on_into_the_next_response(
+    pg_schema_url: str, tmp_path: Path
+) -> None:
+    """As above, A killed inside a tool call: the follower's response ends ``lost`` (no ``meta_final``),
+    and the run's latest response is the continuation, where the cut call's result is unknown."""
+    _pg_case(pg_schema_url, tmp_path, PROMPT, "tool")
