@@ -44,7 +44,7 @@ PROMPT = 'call note with {"text": "first"} and call note with {"text": "hold"}'
 BETWEEN = 'call note with {"text": "first"} and call note with {"text": "second"}'
 
 
-class _Serve:
+class Serve:
     """One ``checkpoint_serve_process.py`` process; ``kill()`` is SIGKILL to our own child, by its pid."""
 
     def __init__(self, db: str, *args: str) -> None:
@@ -91,7 +91,7 @@ class _Serve:
             _, self.log = self.proc.communicate(timeout=10)
 
 
-def _wait_for(path: Path, process: _Serve) -> None:
+def _wait_for(path: Path, process: Serve) -> None:
     deadline = time.monotonic() + WAIT
     while not path.exists():
         assert process.proc.poll() is None, "the server died before its hold"
@@ -111,10 +111,10 @@ def _text(lines: list[bytes]) -> str:
     return "".join(json.loads(line)["delta"] for line in lines if line.startswith(b'{"type":"text"'))
 
 
-def _start_and_kill(db: str, tmp_path: Path, prompt: str, hold: str) -> tuple[str, str, Path, bytes]:
+def start_and_kill(db: str, tmp_path: Path, prompt: str, hold: str) -> tuple[str, str, Path, bytes]:
     """A starts the run, holds, is killed: (run id, agent, calls file, what A's client read)."""
     calls, entered = tmp_path / "calls.txt", tmp_path / "entered"
-    a = _Serve(db, "--calls", str(calls), "--entered", str(entered), "--hold", hold)
+    a = Serve(db, "--calls", str(calls), "--entered", str(entered), "--hold", hold)
     try:
         writer = Reader("POST", a.base + "/agent/run", json={"prompt": prompt})
         writer.wait_open()
@@ -184,8 +184,8 @@ async def _stored(store: Any, agent: str) -> list[list[bytes]]:
 
 def _sqlite_case(tmp_path: Path, prompt: str, hold: str) -> None:
     db, gate = tmp_path / "agents.db", tmp_path / "gate"
-    run_id, agent, calls, seen = _start_and_kill(str(db), tmp_path, prompt, hold)
-    b = _Serve(str(db), "--calls", str(calls), "--gate", str(gate))
+    run_id, agent, calls, seen = start_and_kill(str(db), tmp_path, prompt, hold)
+    b = Serve(str(db), "--calls", str(calls), "--gate", str(gate))
     try:
         continuation = _follow_live(b.base, run_id, gate)  # nobody asked B: its start continued the run
         dead = data_lines(get(b.base, f"/agent/runs/{run_id}/stream?response=0").content)
@@ -222,8 +222,8 @@ async def _stored_pg(url: str, agent: str) -> list[list[bytes]]:
 
 def _pg_case(url: str, tmp_path: Path, prompt: str, hold: str) -> None:
     calls, entered, gate = tmp_path / "calls.txt", tmp_path / "entered", tmp_path / "gate"
-    b = _Serve(url, "--calls", str(calls), "--gate", str(gate))
-    a = _Serve(url, "--calls", str(calls), "--entered", str(entered), "--hold", hold)
+    b = Serve(url, "--calls", str(calls), "--gate", str(gate))
+    a = Serve(url, "--calls", str(calls), "--entered", str(entered), "--hold", hold)
     try:
         writer = Reader("POST", a.base + "/agent/run", json={"prompt": prompt})
         writer.wait_open()
