@@ -535,6 +535,8 @@ class RunManager:
         state, run = agent.state, agent.state.run
         if run is None or run.run_id != run_id or run.responses != response + 1 or not checkpoints.can_continue(state):
             return None
+        if state.lease_expires_at > time.time() and _owner_alive(state.lease_owner or ""):
+            return self._continued_elsewhere(run_id)  # another live process claimed it since it was found dead
         assert run.checkpoint is not None
         try:
             tail = _continued_closing(
@@ -554,15 +556,23 @@ class RunManager:
                 agent, lambda sink: agent.recover_dead(run_id, owner, sink, dead_log=dead_log), opened=opened
             )
         except ConflictError:
-            if getattr(self.journal, "claim", None) is not None:
-                return None  # this process holds the response's writer lock: it closes it as before
-            log.warning("run %s: another process continued it first", run_id)
-            return True  # that server closes the dead response in the journal it shares with us
+            return self._continued_elsewhere(run_id)
         except Exception:
             log.exception("could not continue interrupted run %s; left as it is", run_id)
             return False
         log.warning("run %s: its process died; continued here from its checkpoint", run_id)
         return True
+
+    def _continued_elsewhere(self, run_id: str) -> bool | None:
+        """Another process claimed the dead run first (spec server [CN1-a]): who closes the dead response.
+
+        With a shared journal that has writer locks (``claim``), this process holds the dead
+        response's lock, so the other one keeps no journal (``agent-ref recover``): ``None``,
+        the caller closes it as before. Otherwise the other one is a server on the same
+        journal, which closes it: ``True``, nothing to write here.
+        """
+        log.warning("run %s: another process continued it first", run_id)
+        return None if getattr(self.journal, "claim", None) is not None else True
 
     async def _dead_claim(self, agent_uuid: str | None, run_id: str, response: int) -> AgentState | None:
         """The stored state, if it is still the claim of the dead ``response`` of ``run_id``, else ``None``."""

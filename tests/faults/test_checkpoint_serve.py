@@ -210,6 +210,38 @@ def test_spec_cn1_a_sqlite_kill_9_during_a_tool_the_next_server_continues_live(t
     _sqlite_case(tmp_path, PROMPT, "tool")
 
 
+def test_spec_cn1_a_two_servers_starting_at_once_on_the_file_one_continues(tmp_path: Path) -> None:
+    """A killed between steps; B and C start together on the same file: exactly one continues the run,
+    the other leaves it (the claim decides); each tool ran once, one closing and one continuation."""
+    db, gate = tmp_path / "agents.db", tmp_path / "gate"
+    run_id, agent, calls, _ = start_and_kill(str(db), tmp_path, BETWEEN, "model")
+    servers: list[Serve] = []
+
+    def start() -> None:
+        servers.append(Serve(str(db), "--calls", str(calls), "--gate", str(gate)))
+
+    starting = [threading.Thread(target=start) for _ in range(2)]
+    for thread in starting:
+        thread.start()
+    for thread in starting:
+        thread.join(2 * WAIT)
+    try:
+        assert len(servers) == 2, "a server did not start"
+        gate.touch()
+        responses = asyncio.run(_stored(SQLiteStore(db), agent))
+    finally:
+        for server in servers:
+            server.stop()
+    assert sum("continued here from its checkpoint" in server.log for server in servers) == 1
+    dead, continuation = responses
+    _check(dead, continuation)
+    streams = tmp_path / "agents.db.streams"
+    assert (streams / f"{run_id}.0.log").read_bytes().split(b"\n")[:-1] == dead  # closed once, by the winner
+    assert (streams / f"{run_id}.1.log").read_bytes().split(b"\n")[:-1] == continuation
+    assert not (streams / f"{run_id}.2.log").exists()
+    _check_calls(calls, BETWEEN, _text(continuation))
+
+
 async def _stored_pg(url: str, agent: str) -> list[list[bytes]]:
     from agent_ref.store_pg import PostgresStore
 
