@@ -91,7 +91,8 @@ class Serve:
             _, self.log = self.proc.communicate(timeout=10)
 
 
-def _wait_for(path: Path, process: Serve) -> None:
+def wait_for_file(path: Path, process: Serve) -> None:
+    """Wait (bounded) until ``path`` exists, failing if ``process`` dies first."""
     deadline = time.monotonic() + WAIT
     while not path.exists():
         assert process.proc.poll() is None, "the server died before its hold"
@@ -119,7 +120,7 @@ def start_and_kill(db: str, tmp_path: Path, prompt: str, hold: str) -> tuple[str
         writer = Reader("POST", a.base + "/agent/run", json={"prompt": prompt})
         writer.wait_open()
         assert writer.status == 200
-        _wait_for(entered, a)
+        wait_for_file(entered, a)
         time.sleep(0.3)  # the hold's own checkpoint save is done before it touched the file
     finally:
         a.kill()
@@ -260,7 +261,7 @@ def _pg_case(url: str, tmp_path: Path, prompt: str, hold: str) -> None:
         writer = Reader("POST", a.base + "/agent/run", json={"prompt": prompt})
         writer.wait_open()
         assert writer.status == 200
-        _wait_for(entered, a)
+        wait_for_file(entered, a)
         time.sleep(0.3)  # the hold's own checkpoint save is done before it touched the file
         run_id, agent = writer.headers["x-run-id"], writer.headers["x-agent-uuid"]
         follower = Reader("GET", f"{b.base}/agent/runs/{run_id}/stream?response=0")  # A's run, through B
