@@ -15,8 +15,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from page_support import page_transcripts, stored_responses
-
+from browser.page_support import page_transcripts, stored_responses
 from envelope import reconstruct
 from fault_support import Reader
 from faults.test_checkpoint_serve import BETWEEN, Serve, wait_for_file
