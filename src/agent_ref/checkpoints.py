@@ -112,7 +112,15 @@ def finished(ctx: RunContext, block: dict[str, Any]) -> None:
             await asyncio.gather(before, return_exceptions=True)
         await _save(ctx)
 
-    _CHAINS[id(ctx)] = (ctx, asyncio.ensure_future(chained()))
+    future = asyncio.ensure_future(chained())
+    future.add_done_callback(_retrieved)  # a run that failed before ``settled`` never reads it
+    _CHAINS[id(ctx)] = (ctx, future)
+
+
+def _retrieved(future: asyncio.Future[None]) -> None:
+    """Mark a save's outcome as read (asyncio logs a failure nobody read; ``settled`` raises it when awaited)."""
+    if not future.cancelled():
+        future.exception()
 
 
 async def settled(ctx: RunContext) -> None:
