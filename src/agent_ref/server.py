@@ -6,7 +6,8 @@ endpoints (``spec/server.md``): ``POST /agent/run``, ``POST /agent/tool_results`
 live run), the page at ``/`` with its module and the JavaScript decoder under
 ``/static/``; request checks, the ``Host`` check, the optional bearer token, keep-alive
 comments, the client-gone policy, recovery of what a dead process left (through the
-agent's own recovery), and ``serve`` (uvicorn on a bound socket); the command line is
+agent's own recovery; in checkpoint mode, the dead run continued here, live: spec server
+§CN), and ``serve`` (uvicorn on a bound socket); the command line is
 ``serve_cli.py``.
 Does not own: the agent loop and its store (``agent.py``, ``store.py``: every run goes
 through ``Agent.run`` / ``Agent.continue_with_tool_results``), the encoding of
