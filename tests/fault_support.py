@@ -9,9 +9,17 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
+
+from agent_ref import MemoryStore
+from agent_ref.errors import UnavailableError
+from agent_ref.server_streams import MemoryJournal
+
+if TYPE_CHECKING:
+    from agent_ref.state import AgentState, RunRecord
+    from agent_ref.store import LogBatch
 
 
 class Reader(threading.Thread):
@@ -74,3 +82,49 @@ class Reader(threading.Thread):
         self.join(timeout)
         assert not self.is_alive(), f"the stream did not end within {timeout} s; read: {bytes(self.body)[-600:]!r}"
         return bytes(self.body)
+
+
+#: What the failing store and journal name in their errors (a client must never read it).
+SECRET = "PostgreSQL db.internal:6543/agents: server closed the connection unexpectedly"
+
+
+class FlakyStore(MemoryStore):
+    """A ``MemoryStore`` that fails like an unreachable database while ``down``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    def _check(self) -> None:
+        if self.down:
+            raise UnavailableError(f"cannot reach {SECRET}", retry_after=3)
+
+    async def load(self, agent_uuid: str) -> AgentState | None:
+        self._check()
+        return await super().load(agent_uuid)
+
+    async def save(self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None) -> None:
+        self._check()
+        await super().save(state, log=log, run=run)
+
+    async def renew_lease(self, agent_uuid: str, owner: str, expires_at: float) -> bool:
+        self._check()
+        return await super().renew_lease(agent_uuid, owner, expires_at)
+
+
+class FlakyJournal(MemoryJournal):
+    """A ``MemoryJournal`` whose appends and reads fail like an unreachable database while ``down``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    def append(self, run_id: str, response: int, line: bytes) -> None:
+        if self.down:
+            raise UnavailableError(f"cannot journal a line in {SECRET}")
+        super().append(run_id, response, line)
+
+    def read(self, run_id: str, response: int) -> list[bytes] | None:
+        if self.down:
+            raise UnavailableError(f"cannot read the journal in {SECRET}")
+        return super().read(run_id, response)

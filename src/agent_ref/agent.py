@@ -289,23 +289,36 @@ class Agent:
         log.warning("agent %s: run %s was lost with its process; closed", state.agent_uuid, run.run_id)
         return await finish(ctx, STOP_LOST, error_payload=payload)
 
-    async def _continue(self, sink: Sink) -> AgentResult:
-        """Continue a dead run from its checkpoint here: claim it, close the dead response, go on ([CK1.4-a])."""
+    async def _continue(self, sink: Sink, dead_log: Sequence[bytes] | None = None) -> AgentResult:
+        """Continue a dead run from its checkpoint here: claim it, close the dead response, go on ([CK1.4-a]).
+
+        ``dead_log``: the dead response's log, closed by the caller (a server's journal, spec server [CN1-b]).
+        """
         run = self.state.run
         assert run is not None
         closing = _Response(_nowhere, self.agent_uuid, run.run_id, run.responses - 1, *self._bounds())
         closing.gone = True  # nobody reads it: it only closes the dead response's log
         self._claim()
-        await checkpoints.close_dead(self._context(closing))
+        await checkpoints.close_dead(self._context(closing), dead_log)
         ctx = self._context(self._open_response(sink))
         step, opening = checkpoints.continuation(ctx)
         return await self._drive(ctx, step, opening)
 
-    async def recover_dead(self, run_id: str, owner: str) -> AgentResult | None:
-        """``recover`` a run this process knows is dead, without waiting for its lease (a server's own failed run).
+    async def recover_dead(
+        self, run_id: str, owner: str, sink: Sink | None = None, *, dead_log: Sequence[bytes] | None = None
+    ) -> AgentResult | None:
+        """``recover`` a run the caller knows is dead, without waiting for its lease.
 
         Only when the state still shows ``run_id`` running under ``owner``'s lease: the
-        lease is the caller's and the run is dead (spec server §3.3-d). Otherwise nothing.
+        lease is the caller's own (a server's failed run, spec server §3.3-d) or its owner
+        is known gone (spec server [CN1-a]). Otherwise nothing.
+
+        Args:
+            run_id: the dead run.
+            owner: the lease owner the caller knows is dead.
+            sink: receives a continuation's lines ([CK1.4-a]); nothing is sent when ``None``.
+            dead_log: for a run that continues, the dead response's log already closed by
+                the caller (spec server [CN1-b]); stored as that response's log.
 
         Returns:
             As ``recover``.
@@ -316,7 +329,9 @@ class Agent:
         if state.lease_owner != owner:
             return None  # another process took it over meanwhile
         state.lease_expires_at = 0.0
-        return await self.recover()
+        if dead_log is not None and checkpoints.can_continue(state):
+            return await self._continue(sink or _nowhere, dead_log)
+        return await self.recover(sink)
 
     async def abandon(self, sink: Sink | None = None, *, reason: str = "abandoned by the user") -> AgentResult:
         """Close a run paused for frontend tools without their results (spec §10.3).

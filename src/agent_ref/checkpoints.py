@@ -31,6 +31,8 @@ from .subagents import SUBAGENT_TOOL
 from .tools import ToolCallRequest, error_outcome
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .run_context import RunContext
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "close_dead",
     "continuation",
     "finished",
+    "lost_error",
     "settled",
     "starting",
 ]
@@ -109,7 +112,15 @@ def finished(ctx: RunContext, block: dict[str, Any]) -> None:
             await asyncio.gather(before, return_exceptions=True)
         await _save(ctx)
 
-    _CHAINS[id(ctx)] = (ctx, asyncio.ensure_future(chained()))
+    future = asyncio.ensure_future(chained())
+    future.add_done_callback(_retrieved)  # a run that failed before ``settled`` never reads it
+    _CHAINS[id(ctx)] = (ctx, future)
+
+
+def _retrieved(future: asyncio.Future[None]) -> None:
+    """Mark a save's outcome as read (asyncio logs a failure nobody read; ``settled`` raises it when awaited)."""
+    if not future.cancelled():
+        future.exception()
 
 
 async def settled(ctx: RunContext) -> None:
@@ -125,12 +136,23 @@ def can_continue(state: AgentState) -> bool:
     return state.status == "running" and run is not None and run.checkpoint is not None and not state.pending_frontend
 
 
-async def close_dead(ctx: RunContext) -> None:
+def lost_error(step: int) -> dict[str, str]:
+    """The ``error`` payload closing a dead response whose run continues from ``step`` ([CK1.4-b])."""
+    why = (
+        "the process running this run stopped before the run ended; "
+        f"another process continues it from step {step} in the next response"
+    )
+    return {"type": "lost", "message": why}
+
+
+async def close_dead(ctx: RunContext, dead_log: Sequence[bytes] | None = None) -> None:
     """Close the dead response's log and save the claim of this process, in one save ([CK1.4-b]).
 
     ``ctx.response`` is the dead response's index, read by nobody; the caller has claimed
     the agent in memory. The closing lines are ``meta_init``, an ``error`` of type ``lost``
-    saying the run continues, and ``[DONE]``.
+    saying the run continues, and ``[DONE]``; or ``dead_log``, the dead response's whole
+    log as a server's journal holds it, closed by the server with that same ``error``
+    (spec server [CN1-b]), so the store's log and the journal agree.
 
     Raises:
         ConflictError: another process continued (or changed) the agent first.
@@ -141,13 +163,12 @@ async def close_dead(ctx: RunContext) -> None:
     checkpoint = run.checkpoint
     assert checkpoint is not None
     closing = ctx.response
-    closing.stage(ctx.emitter.buffered("meta_init", meta_init(ctx, run)))
-    why = (
-        "the process running this run stopped before the run ended; "
-        f"another process continues it from step {checkpoint.step} in the next response"
-    )
-    closing.stage(ctx.error_envelope({"type": "lost", "message": why}))
-    closing.stage([DONE_LINE])
+    if dead_log is not None:
+        closing.stage(list(dead_log))
+    else:
+        closing.stage(ctx.emitter.buffered("meta_init", meta_init(ctx, run)))
+        closing.stage(ctx.error_envelope(lost_error(checkpoint.step)))
+        closing.stage([DONE_LINE])
     await ctx.store.save(ctx.state, log=closing.batch())
     log.warning(
         "agent %s: run %s continues from its checkpoint at step %d", ctx.agent_uuid, run.run_id, checkpoint.step

@@ -6,7 +6,8 @@ endpoints (``spec/server.md``): ``POST /agent/run``, ``POST /agent/tool_results`
 live run), the page at ``/`` with its module and the JavaScript decoder under
 ``/static/``; request checks, the ``Host`` check, the optional bearer token, keep-alive
 comments, the client-gone policy, recovery of what a dead process left (through the
-agent's own recovery), and ``serve`` (uvicorn on a bound socket); the command line is
+agent's own recovery; in checkpoint mode, the dead run continued here, live: spec server
+§CN), and ``serve`` (uvicorn on a bound socket); the command line is
 ``serve_cli.py``.
 Does not own: the agent loop and its store (``agent.py``, ``store.py``: every run goes
 through ``Agent.run`` / ``Agent.continue_with_tool_results``), the encoding of
@@ -52,9 +53,10 @@ from starlette.routing import Route
 from envelope import Emitter, EnvelopeError, MetaFinal, decode
 from envelope.delivery import JournalError, JournalUnavailableError, replay_events
 
+from . import checkpoints
 from .agent import Agent, save_released
 from .demo_tools import default_tools
-from .errors import StoreError, UnavailableError
+from .errors import ConflictError, StoreError, UnavailableError
 from .server_http import (
     LOOPBACK_HOSTS,
     MAX_NUMBER_CHARS,
@@ -190,9 +192,21 @@ class RunManager:
     #: Responses ended without the journal or the store, to settle once they answer (spec server §3.3-d).
     owed: dict[tuple[str, int], _Debt] = field(default_factory=dict)
     repair: asyncio.Task[None] | None = None
+    #: Checkpoint mode (``AgentOptions.checkpoints``): a dead run that can continue from its
+    #: checkpoint is continued here, as a live response of this process (spec server [CN1-a]).
+    continues: bool = False
 
-    async def start(self, agent: Agent, call: Callable[[Sink], Awaitable[AgentResult]]) -> LiveStream:
+    async def start(
+        self,
+        agent: Agent,
+        call: Callable[[Sink], Awaitable[AgentResult | None]],
+        *,
+        opened: Callable[[], None] | None = None,
+    ) -> LiveStream:
         """Run ``call(sink)`` as a task of its own; return its stream once the first line is out.
+
+        ``opened`` is called once, just before the first line is journaled (the run's claim
+        is stored by then): a continuation closes the dead response there (spec server [CN1-b]).
 
         Raises:
             Whatever the run raised before it sent a line (``StateError``,
@@ -209,6 +223,8 @@ class RunManager:
                 current = agent.current_response
                 assert current is not None  # the agent sets its run before its first line
                 start.owner = agent.lease_owner  # the claim is stored before the first line
+                if opened is not None:
+                    opened()
                 stream = LiveStream(current[0], current[1], agent.agent_uuid, self.journal, max_bytes=self.max_bytes)
                 stream.append(line)  # JournalFailedError: nothing was sent; the start fails (503)
                 start.stream = stream
@@ -225,7 +241,7 @@ class RunManager:
         task.add_done_callback(self.tasks.discard)
         return await asyncio.shield(start.first)
 
-    async def _drive(self, start: _Start, call: Callable[[Sink], Awaitable[AgentResult]], sink: Sink) -> None:
+    async def _drive(self, start: _Start, call: Callable[[Sink], Awaitable[AgentResult | None]], sink: Sink) -> None:
         """Run the call; whatever happens, end its response and never raise (spec server §3.3)."""
         try:
             await call(sink)
@@ -327,7 +343,21 @@ class RunManager:
         if self.reload is None or debt.owner is None:
             return
         agent = await self.reload(debt.agent_uuid)
-        await agent.recover_dead(debt.run_id, debt.owner)
+        owner = debt.owner
+        if self.continues and checkpoints.can_continue(agent.state) and agent.lease_owner == owner:
+            # spec server [CN1-c]: the continuation is a live response of this process, journaled
+            lines = self.journal.read(debt.run_id, debt.response) or []
+            dead_log = lines if lines and lines[-1] == DONE_LINE else None
+            key = (debt.run_id, debt.response)
+            self.owed.pop(key, None)  # ``start`` settles the agent's debts first: not this one again
+            try:
+                await self.start(agent, lambda sink: agent.recover_dead(debt.run_id, owner, sink, dead_log=dead_log))
+            except JournalUnavailableError:
+                self.owed[key] = debt  # tried again once the database answers
+                raise
+            log.warning("agent %s: run %s, lost with the database, continues", debt.agent_uuid, debt.run_id)
+            return
+        await agent.recover_dead(debt.run_id, owner)
         log.warning("agent %s: run %s, lost with the database, was recovered", debt.agent_uuid, debt.run_id)
 
     def claim(self, run_id: str, response: int) -> bool:
@@ -353,7 +383,9 @@ class RunManager:
         state = await self.store.load(agent_uuid) if agent_uuid is not None else None
         if state is None or state.status != "running" or state.run is None or state.run.run_id != run_id:
             return True
-        return state.run.responses > response or state.lease_expires_at <= time.time()
+        # A checkpoint is saved with the response's index counted ([CN1-d]); a claim before it.
+        current = response + 1 if state.run.checkpoint is not None else response
+        return state.run.responses > current or state.lease_expires_at <= time.time()
 
     def end_in_journal(self, run_id: str, response: int, error: dict[str, str]) -> list[bytes] | None:
         """Write the closing lines of a response this process ended without the journal (spec server §3.3-d).
@@ -438,11 +470,18 @@ class RunManager:
         response whole (the process died after its final save, before sending), the
         journal gets the stored rest. Otherwise it gets the closing lines of §3.3-a.
 
+        In checkpoint mode (``continues``) a run that can continue from its checkpoint is
+        continued instead (``_continue_dead``, spec server [CN1-a]).
+
         Returns:
             ``False`` if the journal of that response could not be read (left as it is).
         """
         lines = self.journal.read(run_id, response) or []
         agent_uuid = stream_agent(lines)
+        if self.continues:
+            continued = await self._continue_dead(agent_uuid, run_id, response, lines)
+            if continued is not None:
+                return continued
         state = await self._dead_claim(agent_uuid, run_id, response)
         error = {
             "type": "server_restarted",
@@ -468,6 +507,73 @@ class RunManager:
         if state is not None:
             await self._release(state, run_id, response, [*lines, *tail])
         return True
+
+    async def _continue_dead(
+        self, agent_uuid: str | None, run_id: str, response: int, lines: list[bytes]
+    ) -> bool | None:
+        """Continue a dead checkpointed run here, live: its next response is this process's (spec server [CN1-a]).
+
+        When the store still shows the dead process's checkpoint of this very response and
+        the run can continue (``checkpoints.can_continue``), the agent is loaded and its
+        recovery (``Agent.recover_dead``) runs as a run of this process (``start``): it
+        claims the agent and stores the dead response's log closed with the ``lost`` error
+        of [CK1.4-b] in one save; only then (``opened``) does the journal get the same
+        closing lines, and the continuation, response ``response + 1``, is journaled and
+        followed like any run (spec server [CN1-b]).
+
+        Returns:
+            ``None``: not a run to continue here (the caller closes it as before); ``True``:
+            continued, or continued by another process first; ``False``: it failed (logged,
+            left as it is, for a follower or the next start).
+        """
+        if agent_uuid is None or self.reload is None or not lines:
+            return None
+        try:
+            agent = await self.reload(agent_uuid)
+        except Exception:
+            log.exception("could not load agent %s of interrupted run %s", agent_uuid, run_id)
+            return None
+        state, run = agent.state, agent.state.run
+        if run is None or run.run_id != run_id or run.responses != response + 1 or not checkpoints.can_continue(state):
+            return None
+        if state.lease_expires_at > time.time() and _owner_alive(state.lease_owner or ""):
+            return self._continued_elsewhere(run_id)  # another live process claimed it since it was found dead
+        assert run.checkpoint is not None
+        try:
+            tail = _continued_closing(
+                lines, run_id, checkpoints.lost_error(run.checkpoint.step), agent_uuid, self.max_bytes
+            )
+        except Exception:
+            log.exception("journal of run %s response %d is unreadable; left as it is", run_id, response)
+            return False
+        owner, dead_log = state.lease_owner or "", [*lines, *tail]
+
+        def opened() -> None:  # the claim and the dead response's log are stored: close it in the journal
+            for line in tail:
+                self.journal.append(run_id, response, line)
+
+        try:
+            await self.start(
+                agent, lambda sink: agent.recover_dead(run_id, owner, sink, dead_log=dead_log), opened=opened
+            )
+        except ConflictError:
+            return self._continued_elsewhere(run_id)
+        except Exception:
+            log.exception("could not continue interrupted run %s; left as it is", run_id)
+            return False
+        log.warning("run %s: its process died; continued here from its checkpoint", run_id)
+        return True
+
+    def _continued_elsewhere(self, run_id: str) -> bool | None:
+        """Another process claimed the dead run first (spec server [CN1-a]): who closes the dead response.
+
+        With a shared journal that has writer locks (``claim``), this process holds the dead
+        response's lock, so the other one keeps no journal (``agent-ref recover``): ``None``,
+        the caller closes it as before. Otherwise the other one is a server on the same
+        journal, which closes it: ``True``, nothing to write here.
+        """
+        log.warning("run %s: another process continued it first", run_id)
+        return None if getattr(self.journal, "claim", None) is not None else True
 
     async def _dead_claim(self, agent_uuid: str | None, run_id: str, response: int) -> AgentState | None:
         """The stored state, if it is still the claim of the dead ``response`` of ``run_id``, else ``None``."""
@@ -601,6 +707,27 @@ def _paused_closing(
     return out
 
 
+def _continued_closing(
+    lines: Sequence[bytes], run_id: str, error: dict[str, str], agent_uuid: str, max_bytes: int
+) -> list[bytes]:
+    """The closing lines of a dead response whose run continues in the next one (spec server [CN1-b]).
+
+    As ``closing_lines`` (open blocks closed, an ``error`` per agent, a subagent's
+    ``meta_final``), without the root agent's ``meta_final``: the run did not end
+    (agent-ref [CK1.4-b]).
+    """
+    out: list[bytes] = []
+    for line in closing_lines(lines, run_id, error, max_bytes=max_bytes):
+        try:
+            envelope = decode(line) if line != DONE_LINE else None
+        except EnvelopeError:
+            envelope = None
+        if envelope is not None and isinstance(envelope, MetaFinal) and envelope.agent == agent_uuid:
+            continue
+        out.append(line)
+    return out
+
+
 # ---------------------------------------------------------------------- request checks
 
 
@@ -649,11 +776,13 @@ def create_app(
     async def reload(agent_uuid: str) -> Agent:
         return await Agent.load(agent_uuid, store, model_factory(), tools=toolset, **settings)
 
+    options = settings.get("options")
     manager = RunManager(
         store,
         journal if journal is not None else MemoryJournal(),
         int(settings.get("max_bytes", 2048)),
         reload=reload,
+        continues=bool(settings.get("checkpoints") or getattr(options, "checkpoints", False)),
     )
     app = _App(store, manager, cfg, model_factory, toolset, settings)
 

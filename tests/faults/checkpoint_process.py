@@ -36,7 +36,7 @@ HOLD_FOR = 60.0
 LEASE = 1.0
 
 
-def _tools(calls: Path, entered: Path | None, hold: str | None) -> list[Tool]:
+def note_tools(calls: Path, entered: Path | None, hold: str | None) -> list[Tool]:
     async def note(text: str) -> str:
         """Write a note.
 
@@ -55,7 +55,7 @@ def _tools(calls: Path, entered: Path | None, hold: str | None) -> list[Tool]:
     return [tool(note)]
 
 
-class _Holding(ScriptedModel):
+class Holding(ScriptedModel):
     """The scripted model, holding the call made after tool results (the next step) when asked."""
 
     def __init__(self, entered: Path | None, hold: str | None) -> None:
@@ -90,11 +90,11 @@ async def _main(args: argparse.Namespace) -> int:
     store = _store(args.store)
     hold = getattr(args, "hold", None)
     entered = getattr(args, "entered", None)
-    tools = _tools(args.calls, entered, hold)
+    tools = note_tools(args.calls, entered, hold)
     try:
         if args.command == "run":
             agent = Agent(
-                _Holding(entered, hold),
+                Holding(entered, hold),
                 tools=tools,
                 store=store,
                 agent_uuid=args.agent,

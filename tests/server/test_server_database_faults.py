@@ -11,67 +11,19 @@ PostgreSQL stopped and started are in ``tests/faults/test_pg_outage.py``.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx2
 
-from agent_ref import MemoryStore, ScriptedModel
-from agent_ref.errors import UnavailableError
+from agent_ref import ScriptedModel
 from agent_ref.server import create_app
-from agent_ref.server_streams import DONE_LINE, MemoryJournal
+from agent_ref.server_streams import DONE_LINE
 from agent_ref_support import meta
-from fault_support import Reader
+from fault_support import FlakyJournal, FlakyStore, Reader
 from server_support import Gate, data_lines, post, running
 from validating import assert_valid, violations
 
-if TYPE_CHECKING:
-    from agent_ref.state import AgentState, RunRecord
-    from agent_ref.store import LogBatch
-
-SECRET = "PostgreSQL db.internal:6543/agents: server closed the connection unexpectedly"
 ARITHMETIC = "What is 5 + (10 * 2)?"
-
-
-class FlakyStore(MemoryStore):
-    """A ``MemoryStore`` that fails like an unreachable database while ``down``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.down = False
-
-    def _check(self) -> None:
-        if self.down:
-            raise UnavailableError(f"cannot reach {SECRET}", retry_after=3)
-
-    async def load(self, agent_uuid: str) -> AgentState | None:
-        self._check()
-        return await super().load(agent_uuid)
-
-    async def save(self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None) -> None:
-        self._check()
-        await super().save(state, log=log, run=run)
-
-    async def renew_lease(self, agent_uuid: str, owner: str, expires_at: float) -> bool:
-        self._check()
-        return await super().renew_lease(agent_uuid, owner, expires_at)
-
-
-class FlakyJournal(MemoryJournal):
-    """A ``MemoryJournal`` whose appends and reads fail like an unreachable database while ``down``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.down = False
-
-    def append(self, run_id: str, response: int, line: bytes) -> None:
-        if self.down:
-            raise UnavailableError(f"cannot journal a line in {SECRET}")
-        super().append(run_id, response, line)
-
-    def read(self, run_id: str, response: int) -> list[bytes] | None:
-        if self.down:
-            raise UnavailableError(f"cannot read the journal in {SECRET}")
-        return super().read(run_id, response)
 
 
 def _assert_unavailable(answer: httpx2.Response) -> None:

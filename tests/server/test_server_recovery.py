@@ -168,6 +168,36 @@ def test_spec_server_8_1_b_a_dead_resume_is_put_back_to_its_pause_and_the_answer
         assert_valid(response)
 
 
+def test_spec_cn1_a_a_checkpoint_server_puts_a_dead_resume_back_to_its_pause(tmp_path: Path) -> None:
+    """[CN1-a]: in checkpoint mode too, a resume that died before its first checkpoint is not continued:
+    its response ends as the same pause (spec server §8.1-b) and the same answer is accepted."""
+    db = SQLiteStore(tmp_path / "a.db")
+    journal = FileJournal(tmp_path / "streams")
+    with running(create_app(store=db, model_factory=ScriptedModel, journal=journal)) as base:
+        first = post(base, "/agent/run", {"prompt": CONFIRM})
+    agent_uuid, run_id = first.headers["x-agent-uuid"], first.headers["x-run-id"]
+    (pending,) = _envelopes(data_lines(first.content), "awaiting_frontend_tools")[0]
+    answer = [{"tool_use_id": pending["tool_use_id"], "content": "yes"}]
+    _die_after(db, journal, agent_uuid, lambda agent, sink: agent.continue_with_tool_results(answer, sink), 3)
+    journal.close()
+
+    journal = FileJournal(tmp_path / "streams")
+    app = create_app(store=db, model_factory=ScriptedModel, journal=journal, agent_config={"checkpoints": True})
+    with running(app) as base:
+        assert app.state.manager.continues
+        whole = get(base, f"/agent/runs/{run_id}/stream", params={"response": "1"})
+        again = post(base, "/agent/tool_results", {"agent_uuid": agent_uuid, "tool_results": answer})
+    assert_valid(whole.content)
+    closing = data_lines(whole.content)
+    assert [e["type"] for e in _envelopes(closing, "error")] == ["server_restarted"]
+    assert _envelopes(closing, "awaiting_frontend_tools") == [[pending]]
+    assert journal.read(run_id, 2) is not None  # the answer's response, not a continuation's
+    assert again.status_code == 200, again.text
+    assert again.headers["x-response-index"] == "2"
+    assert_valid(again.content)
+    assert _envelopes(data_lines(again.content), "meta_final")[0]["stop_reason"] == "end_turn"
+
+
 def test_spec_server_8_1_a_a_dead_first_run_is_lost_and_its_prompt_taken_back(tmp_path: Path) -> None:
     """[S8.1-a]: a first run killed mid-tool is closed as ``lost``; its prompt is not merged into the next one."""
     db = SQLiteStore(tmp_path / "a.db")

@@ -83,8 +83,22 @@ function pendingOf(transcript) {
 }
 
 /**
+ * Whether the response just read was closed dead and its run continues in the next one
+ * (spec server [CN2-a]): the run's main agent ends with an `error` of type `lost` and no
+ * `meta_final` after it (a server in checkpoint mode continued the run, agent-ref [CK1.4-b]).
+ */
+function continuedOf(transcript) {
+  const root = Object.keys(transcript.agents)[0];
+  if (root === undefined) return false;
+  const blocks = transcript.agents[root].blocks;
+  const last = blocks[blocks.length - 1];
+  return Boolean(last && last.type === "error" && last.data && last.data.type === "lost");
+}
+
+/**
  * One run of an agent, over as many HTTP responses as it takes (spec server §2): the
- * first (a POST or GET of `url`), the continuations after each answer(), and the
+ * first (a POST or GET of `url`), the continuations after each answer() or after a
+ * response closed dead whose run went on (spec server [CN2-b]), and the
  * resumptions of any of them that broke. Made by connect(); reading starts at once.
  */
 export class Run {
@@ -286,6 +300,10 @@ export class Run {
           finish.reject(err);
           throw err;
         }
+        if (this.pending === null && continuedOf(this.transcript())) {
+          response = await this._continuation(); // spec server [CN2-b]: read on into the next response
+          continue;
+        }
         if (this.pending === null) {
           this.done = true;
           this._notify();
@@ -303,6 +321,23 @@ export class Run {
       this._started.reject(err);
       this._notify();
       throw err;
+    }
+  }
+
+  /**
+   * The response a dead one continues in (spec server [CN2-a]): `GET runs/{id}/stream?response=N+1`,
+   * asked again with the backoff while it answers 404 (the continuing process may not have
+   * journaled its first line yet); any other refusal is an HTTPError.
+   */
+  async _continuation() {
+    const url = new URL(`runs/${encodeURIComponent(this.runId)}/stream`, this.api);
+    url.searchParams.set("response", String((this.response ?? 0) + 1));
+    for (let failures = 0; ; failures++) {
+      const response = await this._fetch(url);
+      if (response.ok) return response;
+      const error = new HTTPError(response.status, await readError(response), url.href);
+      if (response.status !== 404 || failures >= this._options.retries) throw error;
+      await sleep(Math.min(this._options.maxMs, this._options.initialMs * this._options.factor ** failures), this.signal);
     }
   }
 
