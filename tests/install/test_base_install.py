@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import venv
@@ -28,6 +27,7 @@ import pytest
 
 from envelope import DONE, Emitter, Reconstructor, StreamReader, frame
 from envelope._extras import EXTRAS
+from source_tree import copy_source_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
@@ -69,15 +69,7 @@ class BaseVenv:
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> BaseVenv:
     tmp = tmp_path_factory.mktemp("base-install")
-    source = tmp / "src-tree"
-    source.mkdir()
-    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, source / name)
-    shutil.copytree(
-        ROOT / "src",
-        source / "src",
-        ignore=shutil.ignore_patterns("*.so", "_speedups.json", "__pycache__", "*.egg-info"),
-    )
+    source = copy_source_tree(tmp / "src-tree")
     dist = tmp / "dist"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     env = {**os.environ, "ENVELOPE_PURE": "1", "PIP_NO_INDEX": "1"}

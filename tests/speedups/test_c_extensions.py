@@ -20,6 +20,7 @@ from pathlib import Path
 import msgspec
 
 from envelope import _speedups
+from source_tree import copy_source_tree
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SRC = ROOT / "src" / "envelope"
@@ -104,15 +105,7 @@ def test_an_edited_c_source_makes_the_build_stale_and_pure(tmp_path: Path) -> No
 
 def test_the_sdist_carries_the_c_source_and_its_stub(tmp_path: Path) -> None:
     """Built offline from a copy of the sources with setuptools' own backend (no compile)."""
-    source = tmp_path / "src-tree"
-    source.mkdir()
-    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, source / name)
-    shutil.copytree(
-        ROOT / "src",
-        source / "src",
-        ignore=shutil.ignore_patterns("*.so", "_speedups.json", "__pycache__", "*.egg-info"),
-    )
+    source = copy_source_tree(tmp_path / "src-tree")
     code = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
     env = {**os.environ, "ENVELOPE_PURE": "1"}
     done = subprocess.run(
@@ -138,15 +131,7 @@ def test_a_c_extension_that_does_not_compile_gives_a_pure_build_or_an_error_when
 
     The C extensions are built first, so mypyc's modules are never compiled here (seconds).
     """
-    source = tmp_path / "src-tree"
-    source.mkdir()
-    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, source / name)
-    shutil.copytree(
-        ROOT / "src",
-        source / "src",
-        ignore=shutil.ignore_patterns("*.so", "_speedups.json", "__pycache__", "*.egg-info"),
-    )
+    source = copy_source_tree(tmp_path / "src-tree")
     broken = source / "src" / "envelope" / "_cescape.c"
     broken.write_text("#error deliberately broken\n" + broken.read_text())
     runs = {}
