@@ -776,16 +776,15 @@ def create_app(
     async def reload(agent_uuid: str) -> Agent:
         return await Agent.load(agent_uuid, store, model_factory(), tools=toolset, **settings)
 
-    options = settings.get("options")
+    continues = bool(settings.get("checkpoints") or getattr(settings.get("options"), "checkpoints", False))
     manager = RunManager(
         store,
         journal if journal is not None else MemoryJournal(),
         int(settings.get("max_bytes", 2048)),
         reload=reload,
-        continues=bool(settings.get("checkpoints") or getattr(options, "checkpoints", False)),
+        continues=continues,
     )
     app = _App(store, manager, cfg, model_factory, toolset, settings)
-
     starlette = Starlette(
         routes=_routes(app),
         lifespan=lambda _: _lifespan(app),

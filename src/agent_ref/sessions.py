@@ -236,15 +236,7 @@ def files_step(state: AgentState, kept: int, points: list[tuple[int, str, int]])
     ends = [i for i, m in enumerate(marks) if m.compaction_step]
     boundary = marks[ends[-1]] if ends else None
     placing = sorted(marks[ends[-1] :] if ends else marks, key=lambda m: position(m.messages, m.tail))
-    first_placed: dict[str, int] = {}
-    turn_of: dict[tuple[str, int], int] = {}
-    for i, mark in enumerate(placing):
-        end = placing[i + 1].messages if i + 1 < len(placing) else len(messages)
-        first = mark.compaction_step or 1
-        first_placed[mark.run_id] = min(first_placed.get(mark.run_id, first), first)
-        turns = [j for j in range(mark.messages, min(end, len(messages))) if messages[j].get("role") == "assistant"]
-        for k, j in enumerate(turns):
-            turn_of.setdefault((mark.run_id, first + k), j)
+    first_placed, turn_of = _placed_turns(placing, messages)
 
     def compacted_kept(compaction: RunMark) -> bool:
         if kept == 0:
@@ -272,6 +264,26 @@ def files_step(state: AgentState, kept: int, points: list[tuple[int, str, int]])
             return min(last, step - 1)
         last = step
     return last
+
+
+def _placed_turns(
+    placing: list[RunMark], messages: list[dict[str, Any]]
+) -> tuple[dict[str, int], dict[tuple[str, int], int]]:
+    """For ``files_step``: each placed run's first step, and the message index of each ``(run, step)`` turn.
+
+    ``placing`` are the marks that place steps, in context order; a run's turns are the
+    assistant turns from its mark up to the next one, the ``k``-th its step ``first + k``.
+    """
+    first_placed: dict[str, int] = {}
+    turn_of: dict[tuple[str, int], int] = {}
+    for i, mark in enumerate(placing):
+        end = placing[i + 1].messages if i + 1 < len(placing) else len(messages)
+        first = mark.compaction_step or 1
+        first_placed[mark.run_id] = min(first_placed.get(mark.run_id, first), first)
+        turns = [j for j in range(mark.messages, min(end, len(messages))) if messages[j].get("role") == "assistant"]
+        for k, j in enumerate(turns):
+            turn_of.setdefault((mark.run_id, first + k), j)
+    return first_placed, turn_of
 
 
 def position(messages: int, tail: int) -> tuple[int, int]:

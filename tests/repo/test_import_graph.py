@@ -34,6 +34,9 @@ def _modules() -> dict[str, Path]:
     for package in PACKAGES:
         for path in sorted((SRC / package).rglob("*.py")):
             found[_module_name(path)] = path
+        # An extension module written in C is known by its stub (``_cescape.pyi``).
+        for path in sorted((SRC / package).rglob("*.pyi")):
+            found.setdefault(_module_name(path), path)
     return found
 
 
