@@ -172,19 +172,27 @@ def server() -> Iterator[str]:
         return
     directory = make_directory(PREFIXES[0])
     try:
-        try:
-            started = subprocess.run(
-                [str(SCRIPT), "start", str(directory)], capture_output=True, text=True, timeout=120, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            _unavailable(f"scripts/pg-test-server could not run: {exc}")
+        url = _start(directory)
+        if url is None:
             return
-        if started.returncode != 0:
-            _unavailable(f"scripts/pg-test-server failed ({started.returncode}): {started.stderr.strip()[-400:]}")
-            return
-        yield started.stdout.strip()
+        yield url
     finally:
         _remove(directory)
+
+
+def _start(directory: Path) -> str | None:
+    """Start a throwaway server in ``directory`` and return its URL; ``None`` after ``_unavailable`` said why."""
+    try:
+        started = subprocess.run(
+            [str(SCRIPT), "start", str(directory)], capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _unavailable(f"scripts/pg-test-server could not run: {exc}")
+        return None
+    if started.returncode != 0:
+        _unavailable(f"scripts/pg-test-server failed ({started.returncode}): {started.stderr.strip()[-400:]}")
+        return None
+    return started.stdout.strip()
 
 
 def with_schema(url: str, schema: str) -> str:
@@ -284,16 +292,9 @@ def cluster() -> Iterator[Cluster]:
     """
     directory = make_directory(PREFIXES[1])
     try:
-        try:
-            started = subprocess.run(
-                [str(SCRIPT), "start", str(directory)], capture_output=True, text=True, timeout=120, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            _unavailable(f"scripts/pg-test-server could not run: {exc}")
+        url = _start(directory)
+        if url is None:
             return
-        if started.returncode != 0:
-            _unavailable(f"scripts/pg-test-server failed ({started.returncode}): {started.stderr.strip()[-400:]}")
-            return
-        yield Cluster(started.stdout.strip(), directory)
+        yield Cluster(url, directory)
     finally:
         _remove(directory)
