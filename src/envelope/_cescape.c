@@ -167,6 +167,19 @@ make_line(const unsigned char *s, Py_ssize_t n, Py_ssize_t *at, Py_ssize_t room,
     return line;
 }
 
+/* Append a new line to lines, taking its reference; -1 (an exception set) if it is NULL or the append fails. */
+static int
+append_line(PyObject *lines, PyObject *line)
+{
+    int failed;
+    if (line == NULL) {
+        return -1;
+    }
+    failed = PyList_Append(lines, line);
+    Py_DECREF(line);
+    return failed;
+}
+
 static PyObject *
 escape_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -228,14 +241,9 @@ escape_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         if (rest >= 0 && rest <= last_budget) {
             line = make_line(s, n, &at, rest, 1, last_opening, last_opening_len, close, close_len, &got);
-            if (line == NULL) {
+            if (append_line(lines, line) < 0) {
                 goto error;
             }
-            if (PyList_Append(lines, line) < 0) {
-                Py_DECREF(line);
-                goto error;
-            }
-            Py_DECREF(line);
             if (at != n || got != rest) {
                 PyErr_SetString(PyExc_SystemError, "escape_lines: the last piece did not take the rest");
                 goto error;
@@ -243,14 +251,9 @@ escape_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             return lines;
         }
         line = make_line(s, n, &at, budget, 0, opening, opening_len, close, close_len, &got);
-        if (line == NULL) {
+        if (append_line(lines, line) < 0) {
             goto error;
         }
-        if (PyList_Append(lines, line) < 0) {
-            Py_DECREF(line);
-            goto error;
-        }
-        Py_DECREF(line);
         if (rest >= 0) {
             rest -= got;
         }
