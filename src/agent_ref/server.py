@@ -690,21 +690,9 @@ def _paused_closing(
     ``meta_final``: the run did not end, and a client reading this response asks for the
     same tool results again.
     """
-    tail = closing_lines(lines, run_id, error, max_bytes=max_bytes)
     pending = json.dumps([p.element() for p in state.pending_frontend], ensure_ascii=False)
     awaiting = Emitter(state.agent_uuid, max_bytes).buffered("awaiting_frontend_tools", pending)
-    out: list[bytes] = []
-    for line in tail:
-        try:
-            envelope = decode(line) if line != DONE_LINE else None
-        except EnvelopeError:
-            envelope = None
-        if envelope is not None and isinstance(envelope, MetaFinal) and envelope.agent == state.agent_uuid:
-            out += awaiting
-            awaiting = []  # a meta_final split over several lines is replaced once
-            continue
-        out.append(line)
-    return out
+    return _closing_instead_of_final(lines, run_id, error, state.agent_uuid, max_bytes, awaiting)
 
 
 def _continued_closing(
@@ -716,6 +704,13 @@ def _continued_closing(
     ``meta_final``), without the root agent's ``meta_final``: the run did not end
     (agent-ref [CK1.4-b]).
     """
+    return _closing_instead_of_final(lines, run_id, error, agent_uuid, max_bytes, [])
+
+
+def _closing_instead_of_final(
+    lines: Sequence[bytes], run_id: str, error: dict[str, str], agent_uuid: str, max_bytes: int, instead: list[bytes]
+) -> list[bytes]:
+    """``closing_lines`` with the root agent's ``meta_final`` (however many lines) replaced by ``instead``, once."""
     out: list[bytes] = []
     for line in closing_lines(lines, run_id, error, max_bytes=max_bytes):
         try:
@@ -723,6 +718,8 @@ def _continued_closing(
         except EnvelopeError:
             envelope = None
         if envelope is not None and isinstance(envelope, MetaFinal) and envelope.agent == agent_uuid:
+            out += instead
+            instead = []  # a meta_final split over several lines is replaced once
             continue
         out.append(line)
     return out
