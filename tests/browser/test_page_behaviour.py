@@ -80,6 +80,12 @@ def _last_answer(page: Any, turn: int) -> Any:
     return page.locator(".turn").nth(turn).locator(".agents > .agent > .blocks > .text").last
 
 
+def _answer_drawn(page: Any, turn: int, text: str) -> None:
+    """Wait until the turn's last answer shows ``text``: the page draws on the next animation
+    frame, and ``data-done`` is set when the run ends, which can come first."""
+    page.locator(".turn").nth(turn).locator(".agents > .agent > .blocks > .text", has_text=text).wait_for()
+
+
 def test_spec_server_6_5_a_new_content_keeps_the_last_answer_in_view_unless_the_user_scrolled_up(
     page: Any, tmp_path: Path
 ) -> None:
@@ -104,6 +110,7 @@ def test_spec_server_6_5_a_new_content_keeps_the_last_answer_in_view_unless_the_
         gate.wait_entered()
         gate.go.release()
         page.wait_for_selector("body[data-done='2']")
+        _answer_drawn(page, 1, "25")
         assert "25" in _last_answer(page, 1).inner_text()
         assert _distance_to_end(page) <= 2
         assert _visible_above_composer(page, _last_answer(page, 1))
@@ -119,6 +126,7 @@ def test_spec_server_6_5_a_new_content_keeps_the_last_answer_in_view_unless_the_
         held = page.evaluate("() => scrollY")
         gate.go.release()
         page.wait_for_selector("body[data-done='3']")
+        _answer_drawn(page, 2, "42")
         assert "42" in _last_answer(page, 2).inner_text()
         page.wait_for_timeout(300)  # two frames and more: a late render would have scrolled by now
         assert abs(page.evaluate("() => scrollY") - held) <= 1
