@@ -23,6 +23,7 @@ from ._structs import RawLine
 from ._structs import _LineBatch as _LineBatch  # re-exported: the validator reads it from here
 from ._structs import _Wire as _Wire  # re-exported: _reconstruct reads it from here
 from ._types import Envelope
+from ._utf8 import utf8_fault
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -135,13 +136,29 @@ def _lone_surrogate(data: bytes) -> tuple[int, str] | None:
     return None
 
 
-def _bad_utf8(data: bytes) -> DecodeError:
-    """The error for a line msgspec found not UTF-8; the offset comes from a full check."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return DecodeError(f"invalid UTF-8 ({exc.reason})", position=Position(offset=exc.start), section="3.1")
-    return DecodeError("invalid UTF-8", section="3.1")  # pragma: no cover  # msgspec and Python agree
+def _bad_utf8(data: bytes | str | None) -> DecodeError | None:
+    """The error for a line given as bytes that are not UTF-8, or ``None`` when they are.
+
+    Asked on every error path of the decoders, before what msgspec said is read: a line
+    that is not UTF-8 is refused as such whatever else is wrong with it, and the offset
+    and words are ours (``_utf8``), not the parser's, whose type and text changed between
+    msgspec versions (spec/limits.md L5-a).
+    """
+    if not isinstance(data, bytes):
+        return None
+    fault = utf8_fault(data)
+    if fault is None:
+        return None
+    at, reason = fault
+    return DecodeError(f"invalid UTF-8 ({reason})", position=Position(offset=at), section="3.1")
+
+
+def _from_parser(exc: msgspec.MsgspecError | UnicodeDecodeError, line: bytes | str) -> EnvelopeError:
+    """Our error for what msgspec raised on a line that is UTF-8 (``_bad_utf8`` found nothing)."""
+    if isinstance(exc, msgspec.MsgspecError):
+        return _translate(exc, line)
+    # A UnicodeDecodeError from the parser on bytes our check passed: the two disagree.
+    return DecodeError("invalid UTF-8", section="3.1")  # pragma: no cover
 
 
 def _too_deep(line: bytes | str) -> DecodeError:
@@ -204,10 +221,10 @@ def decode(line: bytes | str, *, position: Position | None = None) -> Envelope:
         data = _as_bytes(line)
         envelope: Envelope = _strict.decode(data)
         return envelope
-    except msgspec.MsgspecError as exc:
-        error = _translate(exc, data)
-    except UnicodeDecodeError:
-        error = _bad_utf8(data)
+    except (msgspec.MsgspecError, UnicodeDecodeError) as exc:
+        # Our UTF-8 check first (spec/limits.md L5-a): msgspec 0.22 raised UnicodeDecodeError,
+        # 0.23 its own DecodeError, and it may meet another fault in the line first.
+        error = _bad_utf8(data) or _from_parser(exc, data)
     except EnvelopeError as exc:
         error = exc
     except RecursionError:
@@ -221,15 +238,21 @@ def decode_lenient(line: bytes | str, position: Position | None = None) -> _Wire
         # msgspec reads a str as its UTF-8 encoding itself, raising the same
         # UnicodeEncodeError (same index) as str.encode for a lone surrogate; handing it
         # the str saves a copy of every line on the read path.
-        return _lenient.decode(line)
-    except msgspec.MsgspecError as exc:
-        error = _translate(exc, line)
+        wire: _Wire = _lenient.decode(line)
+    except (msgspec.MsgspecError, UnicodeDecodeError) as exc:
+        error = _bad_utf8(line) or _from_parser(exc, line)  # only bytes can hold invalid UTF-8
     except UnicodeEncodeError as exc:
         error = DecodeError("line holds a lone surrogate", position=Position(offset=exc.start), section="6.4")
-    except UnicodeDecodeError:
-        error = _bad_utf8(_as_bytes(line))  # only bytes can hold invalid UTF-8
     except RecursionError:
         error = _too_deep(line)
+    else:
+        # msgspec skips an unknown member without checking its UTF-8 (0.23): bytes that
+        # are not all ASCII are checked here, so no invalid UTF-8 is read silently
+        # (spec/limits.md L5-b). ASCII, the common line, costs one scan.
+        bad = _bad_utf8(line) if type(line) is bytes and not line.isascii() else None
+        if bad is None:
+            return wire
+        error = bad
     raise error.at(position) if position is not None else error
 
 
@@ -452,9 +475,11 @@ class StreamReader:
             )
         try:
             text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
+        except UnicodeDecodeError:
+            at, reason = utf8_fault(raw) or (0, "")
             raise DecodeError(
-                f"invalid UTF-8 ({exc.reason})",
-                position=Position(line=self._line_no, offset=offset + exc.start),
+                f"invalid UTF-8 ({reason})",
+                position=Position(line=self._line_no, offset=offset + at),
+                section="2.3",
             ) from None
         out.append(RawLine(text, self._line_no, offset))

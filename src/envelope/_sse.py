@@ -29,6 +29,7 @@ from typing import Final
 from ._errors import DecodeError, EncodeError, Position
 from ._limits import DEFAULT_MAX_LINE_BYTES
 from ._structs import SSEEvent
+from ._utf8 import utf8_fault
 
 __all__ = ["DONE", "SSEEvent", "SSEReader", "frame"]
 
@@ -387,10 +388,12 @@ class SSEReader:
             return
         try:
             line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
+        except UnicodeDecodeError:
+            # The offset and the words are ours (_utf8), as on every path (spec/limits.md L5-a).
+            at, reason = utf8_fault(raw) or (0, "")
             raise DecodeError(
-                f"invalid UTF-8 ({exc.reason})",
-                position=Position(line=self._line_no, offset=offset + exc.start),
+                f"invalid UTF-8 ({reason})",
+                position=Position(line=self._line_no, offset=offset + at),
                 section="2.3",
             ) from None
         if not self._start_line:

@@ -25,6 +25,7 @@ from ._depth import too_deep
 from ._errors import DecodeError
 from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES, MAX_NESTING_DEPTH
 from ._types import STREAMED_TYPES
+from ._utf8 import utf8_fault
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -262,9 +263,10 @@ class Validator(_BlockRules):
         self._last = (lno, off)
         try:
             text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            message = f"invalid UTF-8 at column {exc.start + 1} ({exc.reason})"
-            _e100_not_utf8(message, lno, off, out, exc.start + 1)
+        except UnicodeDecodeError:
+            # Where and why in our words (_utf8, spec/limits.md L5-a), not the decoder's.
+            at, reason = utf8_fault(data) or (0, "")
+            _e100_not_utf8(f"invalid UTF-8 at column {at + 1} ({reason})", lno, off, out, at + 1)
             return
         self._line(text, len(data), lno, off, out)
 

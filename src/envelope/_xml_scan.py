@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final, Literal
 from ._errors import MigrationError, Position
 from ._limits import MAX_LEGACY_NAME_CHARS
 from ._structs import MigrationWarning
+from ._utf8 import utf8_reason
 from ._xml_tokens import _BODY, _EMPTY, _FAST_TAG, _NAME_RUN, _NON_WS, _STREAM, _TOP, _WHOLE_TAG, _Tokenizer
 
 if TYPE_CHECKING:
@@ -63,6 +64,9 @@ class _Scanner(_Tokenizer):
         self._started = False  # raw-sse: the leading "data: " was consumed
         self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
         self._held_bytes = 0  # bytes inside the UTF-8 decoder, not yet text
+        #: ``(line, offset)`` of the first held byte: a character cut across raw records has
+        #: framing bytes inside it, so its start is not ``offset - _held_bytes``.
+        self._held_at = (1, 0)
 
     # ------------------------------------------------------------------ layer 1+2: front, unframer
 
@@ -326,12 +330,26 @@ class _Scanner(_Tokenizer):
         try:
             text = self._utf8.decode(data)
         except UnicodeDecodeError as exc:
+            # The decoder's object is the bytes it held (a character begun in an earlier
+            # piece) and then ``data``; its start counts from the first held byte, so a
+            # fault in a held character lies before ``offset``. The words are ours (_utf8,
+            # spec/limits.md L5-a).
+            held = len(exc.object) - len(data)
+            if exc.start < held:  # the fault is in the character the decoder held
+                fault_line, fault_at = self._held_at
+            else:
+                at = exc.start - held
+                fault_line, fault_at = line + data.count(b"\n", 0, at), offset + at
             raise MigrationError(
-                f"invalid UTF-8 ({exc.reason})",
-                position=Position(line=line + data.count(b"\n", 0, exc.start), offset=offset + exc.start),
+                f"invalid UTF-8 ({utf8_reason(exc.object, exc.start)})",
+                position=Position(line=fault_line, offset=fault_at),
                 section="M1.4",
             ) from None
         start = offset - self._held_bytes
+        held_before = self._held_bytes
         self._held_bytes = self._utf8.getstate()[0].__len__()
+        if self._held_bytes and (text or not held_before):
+            # A character begins in this piece and is not complete yet: it is its last bytes.
+            self._held_at = (line + data.count(b"\n"), offset + len(data) - self._held_bytes)
         if text:
             self._text(text, start, line)
