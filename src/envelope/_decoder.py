@@ -18,6 +18,7 @@ import msgspec
 from ._depth import too_deep
 from ._errors import DecodeError, EnvelopeError, Position, ValidationError
 from ._limits import DEFAULT_MAX_LINE_BYTES, MAX_NESTING_DEPTH
+from ._shape import expected_kind, shape_error
 from ._sse import SSEReader
 from ._structs import RawLine
 from ._structs import _LineBatch as _LineBatch  # re-exported: the validator reads it from here
@@ -58,33 +59,40 @@ CITATION_FIELDS: Final = (
 )
 
 
-def _translate(exc: msgspec.MsgspecError, line: bytes | str | None = None) -> EnvelopeError:
+def _translate(exc: msgspec.MsgspecError, line: bytes | str | None = None, *, lenient: bool = False) -> EnvelopeError:
     """Turn a msgspec error into ours: the message without msgspec's suffix, the path as ``field``.
 
     Args:
         exc: what msgspec raised.
         line: the line it was decoding, to name an escaped lone surrogate, which msgspec
-            reports as truncation or as a bad pair (spec §6.4).
+            reports as truncation or as a bad pair (spec §6.4), and to find a shape fault
+            in our words (``_shape``, spec/limits.md L5-c).
+        lenient: the line was read as the reconstructor reads it (``_Wire``).
     """
     text = str(exc)
     if isinstance(exc, msgspec.ValidationError):
+        shaped = shape_error(line, lenient=lenient) if line is not None else None
+        if shaped is not None:
+            return shaped
+        # Not found by our check (a line nested too deep to read as members): msgspec's
+        # path and the field names it gives are kept, the words are ours.
         field = None
+        ours = None
         match = _PATH.search(text)
         if match:
             field = match.group(1)
-            text = text[: match.start()]
         missing = _MISSING.search(text)
         if missing:
             field = (field or "$") + "." + missing.group(1)
+            ours = f"missing required field `{missing.group(1)}`"
         unknown = _UNKNOWN.search(text)
         if unknown:
             field = (field or "$") + "." + unknown.group(1)
-            text = f"field `{unknown.group(1)}` is not allowed on this type"
-        if field == "$.type" and text.startswith("Invalid value"):
-            text = "unknown envelope type " + text.removeprefix("Invalid value ")
-        if text.startswith("Object missing required field"):
-            text = "missing required field " + text.removeprefix("Object missing required field ")
-        return ValidationError(text[:1].lower() + text[1:], field=field, section="3.1")
+            ours = f"field `{unknown.group(1)}` is not allowed on this type"
+        if ours is None:
+            kind = expected_kind(field) if field is not None else None
+            ours = f"expected {kind}" if kind else "the line does not have the shape of an envelope"
+        return ValidationError(ours, field=field, section="3.1")
     if line is not None and (text == "Input data was truncated" or "surrogate" in text):
         lone = _lone_surrogate(line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass"))
         if lone is not None:
@@ -153,10 +161,12 @@ def _bad_utf8(data: bytes | str | None) -> DecodeError | None:
     return DecodeError(f"invalid UTF-8 ({reason})", position=Position(offset=at), section="3.1")
 
 
-def _from_parser(exc: msgspec.MsgspecError | UnicodeDecodeError, line: bytes | str) -> EnvelopeError:
+def _from_parser(
+    exc: msgspec.MsgspecError | UnicodeDecodeError, line: bytes | str, *, lenient: bool = False
+) -> EnvelopeError:
     """Our error for what msgspec raised on a line that is UTF-8 (``_bad_utf8`` found nothing)."""
     if isinstance(exc, msgspec.MsgspecError):
-        return _translate(exc, line)
+        return _translate(exc, line, lenient=lenient)
     # A UnicodeDecodeError from the parser on bytes our check passed: the two disagree.
     return DecodeError("invalid UTF-8", section="3.1")  # pragma: no cover
 
@@ -240,7 +250,7 @@ def decode_lenient(line: bytes | str, position: Position | None = None) -> _Wire
         # the str saves a copy of every line on the read path.
         wire: _Wire = _lenient.decode(line)
     except (msgspec.MsgspecError, UnicodeDecodeError) as exc:
-        error = _bad_utf8(line) or _from_parser(exc, line)  # only bytes can hold invalid UTF-8
+        error = _bad_utf8(line) or _from_parser(exc, line, lenient=True)  # only bytes can hold invalid UTF-8
     except UnicodeEncodeError as exc:
         error = DecodeError("line holds a lone surrogate", position=Position(offset=exc.start), section="6.4")
     except RecursionError:

@@ -67,7 +67,7 @@ def test_strict_decode_refuses_nesting_after_the_tag_at_once() -> None:
     """After the ``type`` tag, the strict reading refuses an unknown member, or a nested known one, at its first byte."""
     with pytest.raises(ValidationError, match="not allowed"):
         decode(DEEP)
-    with pytest.raises(ValidationError, match="expected `str`"):
+    with pytest.raises(ValidationError, match="expected a string"):
         decode(b'{"type":"text","agent":"a","final":false,"delta":' + b"[" * 5000 + b"]" * 5000 + b"}")
 
 

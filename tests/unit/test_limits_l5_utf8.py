@@ -1,9 +1,9 @@
 """spec/limits.md L5: invalid UTF-8 names its byte offset, in our words, on every read path.
 
-Issue 37: msgspec 0.23 raises its own ``DecodeError`` ("Invalid UTF-8 encoded string",
-no offset) where 0.22 let ``UnicodeDecodeError`` through, and ``decode()`` lost the
-offset. These tests hold every path to the same offset and the same words, whatever
-the installed msgspec does; none matches a dependency's wording.
+Issue 37: msgspec 0.23 raises its own ``DecodeError``, with no offset, where 0.22 let
+``UnicodeDecodeError`` through, and ``decode()`` lost the offset. These tests hold every
+path to the same offset and the same words, whatever the installed msgspec does; none
+matches a dependency's wording.
 """
 
 from __future__ import annotations

@@ -181,7 +181,7 @@ def test_lenient_about_extras_strict_about_base_fields() -> None:
     """The reconstructor ignores unknown extras but refuses broken base fields, with positions."""
     t = reconstruct(['{"type":"text","agent":"a","final":true,"delta":"x","future_field":1}'])
     assert t.agents["a"][0].content == "x"
-    with pytest.raises(ValidationError, match="expected `bool`, got `str`") as info:
+    with pytest.raises(ValidationError, match="expected a boolean, got a string") as info:
         reconstruct(['{"type":"text","agent":"a","final":"yes","delta":""}'])
     assert info.value.field == "$.final"
     with pytest.raises(ValidationError, match="missing required field") as info:

@@ -81,7 +81,7 @@ def test_cli_reports_errors_with_positions(tmp_path: Path, capsys: pytest.Captur
     assert main(["reconstruct", str(bad)]) == 2
     err = capsys.readouterr().err
     # spec/cli.md C8-a: line from 1, byte offset and envelope index from 0, each named
-    assert err.startswith(f"{bad}: error: line 2, byte offset {len(LINE) + 1}, envelope index 1: expected `bool`")
+    assert err.startswith(f"{bad}: error: line 2, byte offset {len(LINE) + 1}, envelope index 1: expected a boolean")
     assert "Traceback" not in err
     assert main(["reconstruct", str(tmp_path / "missing.sse")]) == 2
     assert "No such file or directory" in capsys.readouterr().err
