@@ -454,6 +454,7 @@ async def run_tools(
     timeout: float | None = None,
     context: ToolContextBase | None = None,
     tracing: Tracing = OFF,
+    shown: Mapping[str, Any] | None = None,
 ) -> list[ToolOutcome]:
     """Run backend calls concurrently (at most ``max_concurrency`` at once) and send their results.
 
@@ -473,6 +474,10 @@ async def run_tools(
         context: what a tool's ``ToolContext`` holds of the run (spec §2.6-a, progress
             §2.6-b); ``None``: empty ids, no store, progress going nowhere.
         tracing: each call in an ``execute_tool`` span (spec §20.2-a); off by default.
+        shown: by call id, the input the stream's ``tool_call`` showed (the model's); a call
+            that runs with another input (a hook, a permission callback or a person's
+            approval changed it) has its edit, a second ``tool_call`` with the input that
+            ran, sent right before its result (envelope-v1 §4.6-a). ``None``: no edits.
 
     Returns:
         One outcome per call, in call order.
@@ -497,7 +502,12 @@ async def run_tools(
             outcomes.append(done)
             if on_result is not None:
                 on_result(call, done)
-            await progress.send(done.lines)
+            lines = done.lines
+            if shown is not None and call.id in shown and shown[call.id] != call.input:
+                # envelope-v1 §4.6-a: the record shows the input that ran, right before its result
+                edit = msgspec.json.encode(dict(call.input)).decode()
+                lines = [*emitter.buffered("tool_call", edit, id=call.id, name=call.name), *lines]
+            await progress.send(lines)
     finally:
         for task in tasks:
             task.cancel()
