@@ -58,7 +58,7 @@ def _calls_and_results(lines: list[bytes], call_id: str) -> list[tuple[str, str]
 
 
 def test_spec_4_6_a_an_approved_edit_is_sent_right_before_its_result(tmp_path: Path) -> None:
-    """The resumed response shows the input that ran, then the result; the recording is valid [4.6-a]."""
+    """The resumed response shows the input that ran, then the result; the recording is valid [4.6-a] [V4.6-a]."""
     agent, call_id, first, second = _approved(
         tmp_path, {"decision": "approve", "updated_input": {"expression": "6 * 8"}}
     )

@@ -45,7 +45,7 @@ def _phone(page: Any) -> None:
 
 
 def test_page_at_390px_keeps_the_pill_and_the_placeholders_whole(page: Any, tmp_path: Path) -> None:
-    """While a paced run streams at 390 px: a one-line pill, both placeholders within their boxes."""
+    """While a paced run streams at 390 px: a one-line pill, both placeholders within their boxes [PG-c]."""
     _phone(page)
     with agent_serve(tmp_path / "agents.db", "--pace", "0.5") as base:
         ask(page, base, "What is 5 + (10 * 2)?")
@@ -64,7 +64,7 @@ def test_page_at_390px_keeps_the_pill_and_the_placeholders_whole(page: Any, tmp_
 
 
 def test_page_shows_the_edited_input_that_ran_and_a_denial_as_denied(page: Any, tmp_path: Path) -> None:
-    """At 390 px: the deny field spans the dialog; an edited approval's card shows what ran; a denial is marked."""
+    """At 390 px the deny field spans the dialog; an edited approval's card shows what ran; a denial is marked [PG-a] [PG-b] [PG-c]."""
     _phone(page)
     with agent_serve(tmp_path / "agents.db", "--permission-mode", "auto", "--allow", "spawn_subagent") as base:
         ask(page, base, "What is 6 * 7?")
@@ -103,7 +103,7 @@ def test_page_shows_the_edited_input_that_ran_and_a_denial_as_denied(page: Any, 
 def test_page_offline_with_no_run_hides_the_box_for_the_working_run(
     page: Any, tmp_path: Path, allowed_errors: list[str]
 ) -> None:
-    """The server gone and a prompt sent: the banner shows; the "add something while the agent works" box does not."""
+    """The server gone and a prompt sent: the banner shows; the "add something while the agent works" box does not [PG-c]."""
     allowed_errors.append("ERR_CONNECTION_REFUSED")
     _phone(page)
     with agent_serve(tmp_path / "agents.db") as base:
