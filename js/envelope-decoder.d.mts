@@ -69,6 +69,8 @@ export interface CallBlock {
   id: string | null;
   name: string | null;
   input: Payload;
+  /** A tool_call repeating an earlier one's id: the input the call ran with (spec §4.6-a). Absent otherwise. */
+  edit?: true;
 }
 
 export interface ToolResultBlock {

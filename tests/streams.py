@@ -117,6 +117,20 @@ def expected(spec: Spec) -> dict[str, Any]:
     return out
 
 
+def expected_agent(specs: list[Spec]) -> list[dict[str, Any]]:
+    """One agent's blocks as the transcript shows them: each ``expected``, a repeated tool_call id marked an edit (§4.6-a)."""
+    seen: set[str | None] = set()
+    out = []
+    for spec in specs:
+        block = expected(spec)
+        if spec.type == "tool_call":
+            if spec.id in seen:
+                block["edit"] = True
+            seen.add(spec.id)
+        out.append(block)
+    return out
+
+
 def _citation_extras(c: CitationData) -> dict[str, Any]:
     import msgspec
 

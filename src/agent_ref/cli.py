@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import signal
 import sqlite3
 import sys
@@ -260,8 +261,27 @@ async def _with_abort(agent: Agent, coro: Any) -> AgentResult:
     return result
 
 
+def _program(argv0: str | None = None) -> list[str]:
+    """How the user's shell starts this ``agent-ref`` again, for a printed command (spec RC11-d).
+
+    ``agent-ref`` when that name finds this very program on ``PATH`` (an activated venv, an
+    installed tool); else the running entry point by its absolute path (``.venv/bin/agent-ref``
+    as ``./scripts/demo`` starts it, from a shell that did not activate the venv); for
+    ``python -m agent_ref``, this interpreter with ``-m agent_ref``.
+    """
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    if os.path.basename(argv0) == "__main__.py":
+        return [sys.executable, "-m", "agent_ref"]
+    if not argv0 or not os.path.isfile(argv0):
+        return ["agent-ref"]
+    found = shutil.which("agent-ref")
+    if found is not None and os.path.samefile(found, argv0):
+        return ["agent-ref"]
+    return [os.path.abspath(argv0)]
+
+
 def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
-    parts = ["agent-ref", "resume", agent_uuid, "--db", str(args.db)]
+    parts = [*_program(), "resume", agent_uuid, "--db", str(args.db)]
     if args.model:
         parts += ["--model", args.model]
     if args.replay:

@@ -321,8 +321,22 @@ async def run_approved(ctx: RunContext, approved: list[ToolCallRequest], by_id: 
         max_concurrency=options.max_tool_concurrency,
         on_result=answered,
         timeout=options.tool_timeout,
+        shown=_model_inputs(ctx.state.messages),  # envelope-v1 §4.6-a: an edited approval shows what ran
     )
     for call, done in zip(approved, ran, strict=True):
         by_id[call.id] = done.block
         await ctx.fire_post_tool(call, done)
     await ctx.report_hook_failures()
+
+
+def _model_inputs(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The inputs of the last assistant turn's ``tool_use`` blocks, by id: what its ``tool_call`` lines showed."""
+    for message in reversed(messages):
+        content = message.get("content")
+        if message.get("role") == "assistant" and isinstance(content, list):
+            return {
+                b["id"]: b.get("input")
+                for b in content
+                if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str)
+            }
+    return {}

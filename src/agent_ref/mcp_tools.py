@@ -17,12 +17,15 @@ module (and ``load_mcp_config``) loads without the ``mcp`` extra.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +77,14 @@ _API_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _NOT_ALLOWED: Final = re.compile(r"[^a-zA-Z0-9_-]")
 _MAX_NAME: Final = 64
 _HASH_CHARS: Final = 8
+#: Lines of a stdio server's stderr kept for the reason it did not start (spec R19.4-d).
+STDERR_TAIL_LINES: Final = 5
+#: Characters of that tail at most: the reason stays one bounded message.
+STDERR_TAIL_CHARS: Final = 600
+#: Seconds a failed server's stderr may take to reach its end once its process is gone.
+_STDERR_DRAIN: Final = 2.0
+#: Commands that mean the interpreter running the agent (spec R19.6-c).
+PYTHON_COMMANDS: Final = frozenset({"python", "python3"})
 #: Longest text of a result the model reads from one content block that is not text (a resource's blob, audio).
 _BINARY_NOTE: Final = "[{kind} {mime}, {size} bytes, not shown]"
 
@@ -91,7 +102,8 @@ class StdioServer:
     """A server started as a process and spoken to over its stdin and stdout.
 
     Attributes:
-        command: the program (looked up on ``PATH``).
+        command: the program (looked up on ``PATH``); ``python`` and ``python3`` mean the
+            interpreter running the agent (``sys.executable``, spec R19.6-c).
         args: its arguments.
         env: variables set for it, over the few the SDK passes on (``PATH``, ``HOME``, ...);
             the rest of this process's environment is not passed (no secret leaks by default).
@@ -334,6 +346,49 @@ class _AnyArgument(Mapping[str, Any]):
         return len(self._names)
 
 
+class _StderrTail:
+    """A stdio server's stderr: passed on to ``forward`` as it comes, its last lines kept (spec R19.4-d).
+
+    The SDK hands the process a file with a descriptor, so the server writes to a pipe; a
+    thread reads it, writes each piece to ``forward`` and keeps the last
+    ``STDERR_TAIL_CHARS`` characters. ``tail()`` closes this side's copy of the pipe's
+    write end and waits (bounded) for the rest, so a server that died has said all it will.
+    """
+
+    def __init__(self, forward: TextIO) -> None:
+        read, write = os.pipe()
+        self.writer: TextIO = os.fdopen(write, "w", encoding="utf-8", errors="replace")
+        self._forward = forward
+        self._kept = ""
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._pump, args=(read,), name="mcp-stderr", daemon=True)
+        self._thread.start()
+
+    def _pump(self, fd: int) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        with os.fdopen(fd, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(4096):
+                text = decoder.decode(chunk)
+                with contextlib.suppress(Exception):  # a closed or odd stream must not stop the reading
+                    self._forward.write(text)
+                    self._forward.flush()
+                with self._lock:
+                    self._kept = (self._kept + text)[-STDERR_TAIL_CHARS * 2 :]
+
+    def close_writer(self) -> None:
+        with contextlib.suppress(OSError):
+            self.writer.close()
+
+    def tail(self) -> str:
+        """The last lines the server wrote, joined by `` | `` (empty when it wrote nothing)."""
+        self.close_writer()
+        self._thread.join(_STDERR_DRAIN)
+        with self._lock:
+            kept = self._kept
+        lines = [line.strip() for line in kept.splitlines() if line.strip()]
+        return " | ".join(lines[-STDERR_TAIL_LINES:])[-STDERR_TAIL_CHARS:]
+
+
 class _Server:
     """One connected server: its client lives in a task of its own (spec R19.5-a).
 
@@ -362,8 +417,10 @@ class _Server:
     async def _own(self) -> None:
         from mcp import Client
 
+        stderr = _StderrTail(self.errlog or sys.stderr) if isinstance(self.config, StdioServer) else None
         try:
-            async with Client(_transport(self.config, self.errlog), raise_exceptions=False) as client:
+            errlog = stderr.writer if stderr is not None else self.errlog
+            async with Client(_transport(self.config, errlog), raise_exceptions=False) as client:
                 self.client = client
                 cursor: str | None = None
                 for _ in range(MAX_LIST_PAGES):
@@ -376,6 +433,10 @@ class _Server:
                 await self._closing.wait()
         except BaseException as exc:
             reason = _reason(exc)
+            failed = stderr is not None and isinstance(exc, Exception) and not self._closing.is_set()
+            said = await asyncio.to_thread(stderr.tail) if failed and stderr is not None else ""
+            if said:
+                reason = f"{reason}; its stderr ended: {said}"  # spec R19.4-d: why, in the server's words
             if not self._ready.done():
                 self._ready.set_exception(McpToolError(reason))
                 self._ready.exception()  # read here: a start that timed out has nobody waiting any more
@@ -385,6 +446,8 @@ class _Server:
             if not isinstance(exc, Exception):
                 raise
         finally:
+            if stderr is not None:
+                stderr.close_writer()
             if self.down is None:
                 self.down = f"MCP server {self.name!r} is closed"
             self.client = None
@@ -451,7 +514,8 @@ def _transport(config: McpServerConfig, errlog: TextIO | None) -> Any:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         params = StdioServerParameters(
-            command=config.command,
+            # spec R19.6-c: `python` is the interpreter running the agent, the one with its packages
+            command=sys.executable if config.command in PYTHON_COMMANDS and sys.executable else config.command,
             args=list(config.args),
             env=dict(config.env) if config.env is not None else None,
             cwd=config.cwd,

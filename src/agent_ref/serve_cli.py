@@ -1,11 +1,11 @@
 """``agent-ref serve``: the agent server's command line (spec ``spec/cli-agent-ref.md`` RC9).
 
 Owns: the ``serve`` subcommand's arguments (the listening address, the token, the
-allowed ``Host`` names, keep-alives; the agent's options are ``run``'s, from
+allowed ``Host`` names, keep-alives, ``--pace``; the agent's options are ``run``'s, from
 ``cli_options.py``), checking them before anything listens, and running the app
 (``server.create_app`` under ``server.serve``); ``python -m agent_ref.serve_cli`` is the
-same command. Does not own: the server (``server.py``), the agent options
-(``cli_options.py``).
+same command; ``PacedModel``, the model ``--pace`` makes. Does not own: the server
+(``server.py``), the agent options (``cli_options.py``).
 
 The parser is built with ``agent-ref``'s for ``--help``: this module imports neither
 Starlette nor uvicorn nor the SDK until ``serve_main`` runs.
@@ -13,7 +13,9 @@ Starlette nor uvicorn nor the SDK until ``serve_main`` runs.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import os
 import sys
 from typing import TYPE_CHECKING, Any, Final
@@ -33,12 +35,13 @@ from .errors import AgentRefError
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
+    from .models import Model
     from .server_streams import Journal
     from .store import Store
 
-__all__ = ["add_serve_command", "main", "resolve_token", "serve_main"]
+__all__ = ["PacedModel", "add_serve_command", "main", "resolve_token", "serve_main"]
 #: The largest TCP port.
 _MAX_PORT: Final = 65535
 
@@ -109,6 +112,15 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds of silence before a keep-alive comment (default: 15)",
     )
     server.add_argument(
+        "--pace",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long before each event the model streams (about one line each), so that a person can "
+        "watch a run of the offline model and press Stop; meant for the offline model and --replay "
+        "(default: 0, no wait; spec server PC-a)",
+    )
+    server.add_argument(
         "--otlp",
         default=None,
         metavar="URL",
@@ -135,6 +147,8 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError("--port", f"{args.port} is not a port", f"pass 0 to {_MAX_PORT} (0 picks a free one)")
     if args.keepalive <= 0:
         raise CliError("--keepalive", f"{args.keepalive:g} is not a number of seconds", "pass a number above 0")
+    if not (math.isfinite(args.pace) and args.pace >= 0):
+        raise CliError("--pace", f"{args.pace:g} is not a number of seconds", "pass 0 (no wait) or more")
     check_db(args.db, must_exist=False)
 
 
@@ -150,7 +164,7 @@ def serve_main(args: argparse.Namespace) -> int:
     try:
         _check(args)
         config = agent_config(args)
-        factory = model_factory(args)
+        factory = paced(model_factory(args), args.pace)
         _try_agent(factory, config)
         provider = _tracing(args.otlp)
     except CliError as exc:
@@ -166,6 +180,46 @@ def serve_main(args: argparse.Namespace) -> int:
     finally:
         if provider is not None:
             provider.shutdown()  # spec RC12-b: the spans still batched are sent
+
+
+class PacedModel:
+    """A model whose stream waits ``seconds`` before each event (``agent-ref serve --pace``, spec server PC-a).
+
+    The offline model answers in a few milliseconds; paced, its answer arrives as a
+    model's does, so that a person can watch the stream and press Stop. Everything but
+    the stream is the wrapped model's (its name, its check of request options).
+
+    Args:
+        model: the model to pace.
+        seconds: the wait before each event, above 0.
+        sleep: how to wait (``asyncio.sleep``; a test passes its own).
+    """
+
+    def __init__(
+        self, model: Model, seconds: float, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    ) -> None:
+        """See the class docstring."""
+        self.model = model
+        self.name = model.name
+        self.seconds = seconds
+        self._sleep = sleep
+
+    def __getattr__(self, name: str) -> Any:
+        # check_request_options and the like stay the wrapped model's
+        return getattr(self.model, name)
+
+    async def stream(self, params: dict[str, Any]) -> AsyncIterator[Any]:
+        """See ``Model.stream``: the wrapped model's events, each after a wait of ``seconds``."""
+        async for event in self.model.stream(params):
+            await self._sleep(self.seconds)
+            yield event
+
+
+def paced(factory: Callable[[], Model], seconds: float) -> Callable[[], Model]:
+    """``factory``'s models paced at ``seconds`` per event; ``factory`` itself for 0."""
+    if seconds <= 0:
+        return factory
+    return lambda: PacedModel(factory(), seconds)
 
 
 def _tracing(url: str | None) -> Any:

@@ -95,6 +95,7 @@ async def run_step_tools(
             on_result=answered,
             timeout=options.tool_timeout,
             tracing=ctx.tracing,
+            shown={call.id: call.input for call in calls},  # envelope-v1 §4.6-a: the model's inputs
             context=ToolContextBase(
                 agent_uuid=ctx.agent_uuid, run_id=ctx.run.run_id, store=ctx.store, step=ctx.step
             ),  # R2.6, RU1-b

@@ -443,6 +443,7 @@ async def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> o
     return await future
 
 
+# long: its docstring documents eleven parameters; the body is under thirty lines.
 async def run_tools(
     calls: Sequence[ToolCallRequest],
     tools: Mapping[str, Tool],
@@ -454,6 +455,7 @@ async def run_tools(
     timeout: float | None = None,
     context: ToolContextBase | None = None,
     tracing: Tracing = OFF,
+    shown: Mapping[str, Any] | None = None,
 ) -> list[ToolOutcome]:
     """Run backend calls concurrently (at most ``max_concurrency`` at once) and send their results.
 
@@ -473,6 +475,8 @@ async def run_tools(
         context: what a tool's ``ToolContext`` holds of the run (spec §2.6-a, progress
             §2.6-b); ``None``: empty ids, no store, progress going nowhere.
         tracing: each call in an ``execute_tool`` span (spec §20.2-a); off by default.
+        shown: by call id, the input its ``tool_call`` showed; a call run with another gets
+            its edit right before its result (``_with_edit``). ``None``: no edits.
 
     Returns:
         One outcome per call, in call order.
@@ -497,12 +501,26 @@ async def run_tools(
             outcomes.append(done)
             if on_result is not None:
                 on_result(call, done)
-            await progress.send(done.lines)
+            await progress.send(_with_edit(emitter, call, done.lines, shown))
     finally:
         for task in tasks:
             task.cancel()
         await progress.close()
     return outcomes
+
+
+def _with_edit(
+    emitter: Emitter, call: ToolCallRequest, lines: list[bytes], shown: Mapping[str, Any] | None
+) -> list[bytes]:
+    """A result's lines, after the call's edit when it ran with another input than shown (envelope-v1 §4.6-a).
+
+    The input changes when a PreToolUse hook, a permission callback or a person's approval
+    changed it; the edit is a second ``tool_call`` of the id with the input that ran.
+    """
+    if shown is None or call.id not in shown or shown[call.id] == call.input:
+        return lines
+    edit = msgspec.json.encode(dict(call.input)).decode()
+    return [*emitter.buffered("tool_call", edit, id=call.id, name=call.name), *lines]
 
 
 _ERROR_PREFIXES: Final = (

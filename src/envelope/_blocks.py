@@ -95,6 +95,24 @@ class Block:
         return out
 
 
+def blocks_dicts(blocks: tuple[Block, ...]) -> list[dict[str, Any]]:
+    """One agent's blocks as ``to_dict`` gives them, each edit marked ``"edit": true`` (spec §4.6-a, §7.6).
+
+    An edit is a ``tool_call`` whose ``id`` an earlier ``tool_call`` of the agent has: the
+    input the call ran with. The mark is absent on every other block.
+    """
+    seen: set[str | None] = set()
+    out = []
+    for block in blocks:
+        item = block.to_dict()
+        if block.type == "tool_call":
+            if block.id in seen:
+                item["edit"] = True
+            seen.add(block.id)
+        out.append(item)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Transcript:
     """The rebuilt stream at one moment.
@@ -111,8 +129,24 @@ class Transcript:
         """``{"done": bool, "agents": {agent: {"blocks": [...]}}}`` (spec §7.6)."""
         return {
             "done": self.done,
-            "agents": {agent: {"blocks": [b.to_dict() for b in blocks]} for agent, blocks in self.agents.items()},
+            "agents": {agent: {"blocks": blocks_dicts(blocks)} for agent, blocks in self.agents.items()},
         }
+
+    def call(self, agent: str, id: str) -> Block | None:
+        """The agent's ``tool_call`` of ``id`` as it ran: its edit if it has one, else the call (spec §4.6-a).
+
+        Args:
+            agent: the agent.
+            id: the tool use id.
+
+        Returns:
+            The last ``tool_call`` block of that id, or ``None`` when the agent has none.
+        """
+        found = None
+        for block in self.agents.get(agent, ()):
+            if block.type == "tool_call" and block.id == id:
+                found = block
+        return found
 
     def compactions(self, agent: str) -> list[tuple[int, Block]]:
         """The agent's ``meta_compaction`` blocks in order, each with its place (spec §4.15).

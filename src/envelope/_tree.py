@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._blocks import blocks_dicts
 from ._depth import too_deep
 from ._errors import ValidationError
 from ._limits import MAX_NESTING_DEPTH
@@ -53,8 +54,8 @@ class AgentNode:
         for child in self.children:
             by_call.setdefault(child.parent_tool_use_id or "", []).append(child.to_dict())
         blocks = []
-        for block in self.blocks:
-            out = block.to_dict()
+        for block, out in zip(self.blocks, blocks_dicts(self.blocks), strict=True):
+            # children hang under the call's first block, the model's; its edit follows (spec §4.6-a)
             if block.type == "tool_call" and block.id in by_call:
                 out["agents"] = by_call.pop(block.id)
             blocks.append(out)

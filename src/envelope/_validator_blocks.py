@@ -36,6 +36,7 @@ from ._validator_rules import (
     _e141_payload_shape,
     _e162_meta_init_order,
     _e164_after_final,
+    _e168_call_repeated,
     _remember,
     _w108_unavoidable,
     _w128_split_citations,
@@ -200,10 +201,12 @@ class _BlockRules:
         elif not isinstance(wid, str):
             return
         elif kind == "tool_call":
-            _remember(st.calls, wid)
+            _e168_call_repeated(st, wid, agent, lno, off, out)
         elif kind == "server_tool_call":
             _remember(st.server_calls, wid)
         elif st.carried:  # [V2.1-e] its call may be before the continuation: answered, not judged
+            if kind == "tool_result":
+                _remember(st.answered, wid)
             (st.calls if kind == "tool_result" else st.server_calls).pop(wid, None)
         elif kind == "tool_result":
             _w165_unannounced_result(st, wid, agent, lno, off, out)

@@ -361,6 +361,7 @@ class Validator(_BlockRules):
                     or (st.seen is not None and kind not in st.seen)  # [V2.1-e] may have begun before
                     or "meta_compaction" in st.open  # E130
                     or (kind == "tool_result" and wid not in st.calls)  # W165
+                    or (kind == "tool_call" and (wid in st.calls or wid in st.answered))  # an edit, or E168
                     or (not final and kind in whole_types)  # W129
                     or (not final and kind in json_types and len(delta) > max_payload)  # W149
                 ):
@@ -374,6 +375,7 @@ class Validator(_BlockRules):
                         _remember(st.server_calls, wid)
                     else:
                         del st.calls[wid]
+                        _remember(st.answered, wid)
                 lno, off = where(k)
                 if final:
                     self._closed_block(st, agent, kind, delta, lno, off, out)

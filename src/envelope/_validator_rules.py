@@ -339,9 +339,11 @@ class _Agent:
 
     __slots__ = (
         "after_final_reported",
+        "answered",
         "calls",
         "carried",
         "citations_closed",
+        "edited",
         "final_done",
         "has_text",
         "meta_init",
@@ -359,6 +361,9 @@ class _Agent:
         self.citations_closed = False  # the last completed text's citation block has closed
         self.calls: dict[str, None] = {}  # tool_call ids awaiting a tool_result (ordered set)
         self.server_calls: dict[str, None] = {}
+        # spec envelope-v1 §4.6-a: ids whose result has opened, and calls already edited (E168)
+        self.answered: dict[str, None] = {}
+        self.edited: dict[str, None] = {}
         # [V2.1-e] In a continuation, an agent whose first line is not meta_init started
         # before it (``carried``); ``seen`` holds the types of its lines so far: the first
         # block of each other type may have opened before the continuation's first line.
@@ -465,10 +470,28 @@ def _e162_meta_init_order(st: _Agent, first: bool, agent: str, lno: int, off: in
 
 @_rule("W165")
 def _w165_unannounced_result(st: _Agent, wid: str, agent: str, lno: int, off: int, out: list[Violation]) -> None:
+    _remember(st.answered, wid)
     if st.calls.pop(wid, 0) is not None:
         # [V8.1-d] SHOULD: a result answers an earlier call (a resumed stream may lack it)
         message = f"tool_result id {wid!r}: no earlier tool_call of this agent announced it"
         out.append(_violation("W165", message, lno, off, agent, "tool_result"))
+
+
+@_rule("E168")
+def _e168_call_repeated(st: _Agent, wid: str, agent: str, lno: int, off: int, out: list[Violation]) -> None:
+    """A ``tool_call`` opens: a new call, the one edit of an unanswered call, or E168 (spec §4.6-a)."""
+    if wid in st.answered or wid in st.edited:
+        # [V4.6-a] a call is edited at most once, before its result
+        why = "its tool_result has opened" if wid in st.answered else "it was edited already"
+        message = (
+            f"tool_call id {wid!r} repeats a call of this agent, and {why}; "
+            "a repeated tool_call is the one edit of an unanswered call, right before its result"
+        )
+        out.append(_violation("E168", message, lno, off, agent, "tool_call"))
+    elif wid in st.calls:
+        _remember(st.edited, wid)  # the edit: the input the call ran with
+    else:
+        _remember(st.calls, wid)
 
 
 @_rule("W166")

@@ -44,9 +44,10 @@ def _setup(tmp_path: Path) -> list[str]:
 
 
 def _printed(err: str, flag: str) -> list[str]:
-    """The resume command the pause printed (the line with ``flag``), without the program name."""
-    (line,) = [x for x in err.splitlines() if x.strip().startswith("agent-ref resume") and flag in x]
-    return shlex.split(line)[1:]
+    """The resume command the pause printed (the line with ``flag``), without the program (RC11-d: a path or a name)."""
+    (line,) = [x for x in err.splitlines() if " resume " in x and flag in x]
+    argv = shlex.split(line)
+    return argv[argv.index("resume") :]
 
 
 def _paused(tmp_path: Path) -> tuple[str, str]:

@@ -212,7 +212,7 @@ def test_spec_3_2_pause_in_one_process_resume_in_another(tmp_path: Path) -> None
     assert lines[-1] == b"[DONE]"
     pending = meta(lines, "awaiting_frontend_tools")
     agent_uuid = meta(lines, "meta_init")["agent_uuid"]
-    assert f"agent-ref resume {agent_uuid}" in first.stderr
+    assert f"-m agent_ref resume {agent_uuid}" in first.stderr  # RC11-d: run as python -m agent_ref
     assert "Traceback" not in first.stderr
     results = json.dumps([{"tool_use_id": pending[0]["tool_use_id"], "content": "no"}])  # type: ignore[index]
     second = _cli("resume", agent_uuid, "--db", str(db), "--results", "-", stdin=results, cwd=tmp_path)

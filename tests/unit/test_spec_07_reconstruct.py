@@ -16,7 +16,7 @@ from envelope import (
     ValidationError,
     reconstruct,
 )
-from streams import Spec, emit, expected, fixed_part, ident, specs
+from streams import Spec, emit, expected_agent, fixed_part, ident, specs
 
 
 @st.composite
@@ -60,7 +60,7 @@ def test_spec_07_1_any_interleaving_rebuilds_every_agent(
     assert all(r.type in ("citation", "tool_result_image") for em in emitters.values() for r in em.oversize)
     got = reconstruct([*merged, b"[DONE]"]).to_dict()
     assert got["done"] is True
-    want = {agent: [expected(s) for s in blocks] for agent, blocks in plan.items() if blocks}
+    want = {agent: expected_agent(blocks) for agent, blocks in plan.items() if blocks}
     assert {a: v["blocks"] for a, v in got["agents"].items()} == want
 
 

@@ -115,6 +115,16 @@ CASES: dict[str, tuple[bytes, int]] = {
     "W165": (jsonl(meta_init(), env("tool_result", True, "4", id="t", name="f")), 2),
     "W166": (jsonl(meta_init(), env("server_tool_result", True, "[]", id="s", name="web_search_tool_result")), 2),
     "E167": (b"", 1),
+    # spec §4.6-a: a call repeated after its result opened
+    "E168": (
+        jsonl(
+            meta_init(),
+            env("tool_call", True, "{}", id="t", name="f"),
+            env("tool_result", True, "r", id="t", name="f"),
+            env("tool_call", True, "{}", id="t", name="f"),
+        ),
+        4,
+    ),
 }
 
 

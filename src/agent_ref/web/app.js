@@ -211,6 +211,7 @@ class Turn {
     this.responses = [];
     this.open = new Map(); // thinking blocks the user opened, by key
     this.answered = new Map(); // tool_use_id -> what the user answered
+    this.denied = new Map(); // tool_use_id -> the message of an approval the user denied
     this.sent = []; // messages sent while the run worked: { text, at } (at: the main agent's blocks then)
     this.el = h("section", { class: "turn" }, h("div", { class: "user", text: prompt }), h("div", { class: "agents" }));
     this.pending = false;
@@ -315,13 +316,22 @@ class Turn {
     const results = new Map();
     for (const b of blocks) if ((b.type === "tool_result" || b.type === "server_tool_result") && b.id) results.set(b.id, b);
     const calls = new Set(blocks.filter((b) => b.type === "tool_call" || b.type === "server_tool_call").map((b) => b.id));
+    // envelope-v1 §4.6-a: a tool_call repeating an earlier one's id is the input the call ran with;
+    // it is drawn in the first call's card (the responses of a turn are merged, so count here)
+    const edits = new Map();
+    const seenCalls = new Set();
+    for (const b of blocks) {
+      if (b.type !== "tool_call") continue;
+      if (seenCalls.has(b.id)) edits.set(b.id, b);
+      else seenCalls.add(b.id);
+    }
     const body = h("div", { class: "blocks" });
     const child = Boolean(node.parent_agent) && !node.orphan; // its task is on the spawning call's head
     const sent = child ? [] : this.sent.filter((m) => m.agent === undefined || m.agent === agent);
     const said = (m) => h("div", { class: "user sent", "data-sent": "true", text: m.text });
     blocks.forEach((block, i) => {
       for (const m of sent) if (m.at === i) body.append(said(m)); // where it was sent
-      const view = this.blockView(agent, block, i, { ...context, results, calls });
+      const view = this.blockView(agent, block, i, { ...context, results, calls, edits });
       if (view) body.append(view);
     });
     for (const m of sent) if (m.at >= blocks.length) body.append(said(m));
@@ -341,7 +351,7 @@ class Turn {
     );
   }
 
-  blockView(agent, block, i, { results, calls, pending, waitingAgents }) {
+  blockView(agent, block, i, { results, calls, pending, waitingAgents, edits = new Map() }) {
     const key = `${agent}:${i}`;
     const cls = (name) => `block ${name}${block.complete ? "" : " incomplete"}`;
     switch (block.type) {
@@ -361,7 +371,10 @@ class Turn {
       }
       case "tool_call":
       case "server_tool_call": {
-        const input = typeof block.input === "string" ? block.input : JSON.stringify(block.input);
+        const edit = block.type === "tool_call" ? edits.get(block.id) : undefined;
+        if (edit === block) return null; // drawn in the card of the call it edits
+        const shown = (value) => (typeof value === "string" ? value : JSON.stringify(value));
+        const input = shown(edit ? edit.input : block.input);
         const spawn = block.name === SPAWN_TOOL && block.input && typeof block.input === "object";
         const head = spawn
           ? h("div", { class: "tool-head" }, h("span", { class: "kind", text: "subagent" }),
@@ -372,10 +385,18 @@ class Turn {
         const states = { pending, waitingAgents };
         for (const child of block.agents || []) children.append(this.agentView(child, states));
         const card = h("div", { class: cls(spawn ? "tool spawn" : "tool"), "data-tool-use-id": block.id }, head, children);
+        if (edit) {
+          card.dataset.edited = "true";
+          card.insertBefore(h("div", { class: "tool-edit", text: `edited before it ran · the model asked: ${shown(block.input)}` }), children);
+        }
         const result = results.get(block.id);
+        const denied = this.denied.get(block.id);
         if (result && spawn && block.agents) {
           // the child's answer is drawn above, in the child; what went back to the parent stays one click away
           card.append(h("details", { class: "spawn-result" }, h("summary", { text: "answer returned to the agent" }), resultView(result)));
+        } else if (result && denied !== undefined) {
+          card.dataset.denied = "true"; // the person said no: not a result the tool gave
+          card.append(h("div", { class: "tool-result denied", text: `denied: ${result.content}` }));
         } else if (result) card.append(resultView(result));
         else if (pending.has(block.id)) {
           const answer = this.answered.get(block.id);
@@ -610,7 +631,10 @@ async function follow(turn, run, afterFirst) {
     if (!run.pending) continue; // the iteration ends with the run
     setState("waiting", "waiting for you");
     const results = await frontendAnswers(run.pending, main);
-    for (const r of results) turn.answered.set(r.tool_use_id, r.content);
+    for (const r of results) {
+      if (r.decision === "deny") turn.denied.set(r.tool_use_id, r.message || "not approved");
+      else turn.answered.set(r.tool_use_id, r.decision === "approve" ? "approved" : r.content);
+    }
     turn.schedule();
     scroller.resume();
     await run.answer(results);

@@ -505,10 +505,26 @@ export class Reconstructor {
     return [...this._open.keys()].map((k) => k.split("\u0000"));
   }
 
-  /** {done, agents: {agent: {blocks: [...]}}}: the same JSON as Python's Transcript.to_dict(). */
+  /**
+   * {done, agents: {agent: {blocks: [...]}}}: the same JSON as Python's Transcript.to_dict().
+   * A tool_call whose id an earlier tool_call of its agent has is that call's edit, the input
+   * it ran with (spec §4.6-a), marked `edit: true`.
+   */
   transcript() {
     const agents = {};
-    for (const [agent, blocks] of this._agents) agents[agent] = { blocks: blocks.map(snapshot) };
+    for (const [agent, blocks] of this._agents) {
+      const seen = new Set();
+      agents[agent] = {
+        blocks: blocks.map((block) => {
+          const out = snapshot(block);
+          if (block.type === "tool_call") {
+            if (seen.has(block.id)) out.edit = true;
+            seen.add(block.id);
+          }
+          return out;
+        }),
+      };
+    }
     return { done: this.done, agents };
   }
 }
