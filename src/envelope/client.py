@@ -59,7 +59,7 @@ class HTTPError(ClientError):
 
 
 class ResumeError(ClientError):
-    """Resuming failed: retries used up, or the events resumed at the wrong place [CL2-b] [CL2-c]."""
+    """Resuming failed: retries used up, or the events resumed at the wrong place (spec CL2-b, CL2-c)."""
 
 
 @dataclass(frozen=True)
