@@ -33,6 +33,8 @@ EXTRAS: Final[dict[str, tuple[str, ...]]] = {
     "otel": ("opentelemetry",),
     # envelope check: an HTTP client.
     "check": ("httpx2",),
+    # The OpenAI SDK that envelope.openai's translators read (spec/openai-adapter.md), and its HTTP client.
+    "openai": ("openai", "httpx2"),
     # Progress bars of the command lines on a terminal (spec/cli.md C6).
     "progress": ("rich",),
     # envelope bench: the peers, the chart and the bench's status line.

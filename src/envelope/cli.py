@@ -617,7 +617,58 @@ def _parser() -> argparse.ArgumentParser:
     from .interop._cli import add_interop_commands  # convert; validate --from agui|vercel (spec/interop.md §6)
 
     add_interop_commands(commands, val)
+    _add_openai_sources(commands)  # convert --from openai-chat|openai-responses (spec/openai-adapter.md O10)
     return parser
+
+
+def _add_openai_sources(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the two OpenAI captures to ``envelope convert --from`` [O10-a]: to envelopes only."""
+    from ._openai_convert import OPENAI_SOURCES
+
+    conv = commands.choices["convert"]
+    for action in conv._actions:
+        if action.dest == "source" and action.choices is not None:
+            action.choices = (*action.choices, *OPENAI_SOURCES)
+            action.help = (action.help or "") + "; openai-chat, openai-responses: OpenAI captures (--to envelope)"
+    plain = conv.get_default("handler")
+
+    def handler(args: argparse.Namespace) -> int:
+        return _convert_openai(args) if args.source in OPENAI_SOURCES else int(plain(args))
+
+    conv.set_defaults(handler=handler)
+
+
+def _convert_openai(args: argparse.Namespace) -> int:
+    """``envelope convert --from openai-*``: a capture's SSE or JSON lines to an envelope stream [O10-a]."""
+    from ._openai_convert import convert_records
+    from .interop._cli import _Failed, _records, _writer
+
+    shown = "<stdin>" if args.file == "-" else args.file
+    if args.target != "envelope":
+        what = f"--from {args.source} converts to envelopes only (--to envelope)"
+        print(f"envelope convert: error: {what}", file=sys.stderr)
+        return 2
+    try:
+        out: BinaryIO = sys.stdout.buffer if args.output is None else open(args.output, "wb")  # noqa: SIM115
+    except OSError as exc:
+        print(f"{args.output}: error: cannot write ({exc.strerror or exc})", file=sys.stderr)
+        return 2
+    write = _writer(out, args.output_format)
+    try:
+        for env, _line in convert_records(_records(args.file, "openai"), args.source):
+            write(env)
+        write(b"[DONE]")
+    except _Failed as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except EnvelopeError as exc:
+        print(f"{shown}: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        out.flush()
+        if out is not sys.stdout.buffer:
+            out.close()
+    return 0
 
 
 def _add_reconstruct(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

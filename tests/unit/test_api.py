@@ -36,7 +36,7 @@ FORBIDDEN = {
     "threading",
 }
 #: The edge modules that may print and open files.
-EDGES = {"cli.py", "__main__.py", "check.py"}
+EDGES = {"cli.py", "__main__.py", "check.py", "client.py"}
 
 
 def _listed_api_names() -> set[str]:

@@ -1,0 +1,414 @@
+"""A Python client for envelope streams: ``async with connect(url) as run`` and a sync twin.
+
+Owns: reading one run of an envelope server over HTTP (``httpx2``, the ``check``
+extra's client): the first request (``POST`` with a JSON body, or ``GET``), every
+response the run takes read as one recording (a frontend-tool continuation is the next
+response), resumption of a body cut short with ``GET {api}runs/{run}/stream`` and
+``Last-Event-ID`` with backoff, the check that event ids follow one another, the
+frontend-tool round trip (``answer()``) and ``stop()``. The decisions are in
+``spec/client.md`` (``[CL…]``), after the JavaScript client's (spec/server.md §7).
+
+Does not own: decoding and rebuilding (``SSEReader``, ``decode``, ``Reconstructor``),
+or the server. Not part of the sans-I/O codec: an edge module, like ``check``.
+``connect_sync`` runs the same code on a private event loop, so there is one client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from ._decoder import decode
+from ._errors import EnvelopeError
+from ._reconstruct import Reconstructor
+from ._sse import SSEReader
+from ._types import AwaitingFrontendTools, MetaInit
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+
+    import httpx2
+
+    from ._reconstruct import Transcript
+    from ._types import Envelope
+
+__all__ = ["Backoff", "ClientError", "HTTPError", "ResumeError", "Run", "SyncRun", "connect", "connect_sync"]
+
+_DONE: Final = "[DONE]"
+
+
+class ClientError(EnvelopeError):
+    """A run that could not be read to its end."""
+
+
+class HTTPError(ClientError):
+    """A non-2xx answer [CL1-b].
+
+    Attributes:
+        status: the HTTP status.
+        type: the server's error ``type`` (``{"error": {"type": ...}}``), else ``None``.
+    """
+
+    def __init__(self, status: int, type: str | None, message: str) -> None:
+        super().__init__(f"HTTP {status}" + (f" {type}" if type else "") + (f": {message}" if message else ""))
+        self.status = status
+        self.type = type
+
+
+class ResumeError(ClientError):
+    """Resuming failed: retries used up, or the events resumed at the wrong place (spec CL2-b, CL2-c)."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Waits between resumptions: ``initial * factor**k`` seconds, at most ``maximum`` [CL2-b].
+
+    ``k`` counts the attempts since the last one that brought a new event; after
+    ``retries`` of them in a row the run gives up with ``ResumeError``.
+    """
+
+    initial: float = 0.25
+    factor: float = 2.0
+    maximum: float = 4.0
+    retries: int = 5
+
+    def delay(self, attempt: int) -> float:
+        return float(min(self.initial * self.factor**attempt, self.maximum))
+
+
+class _Cut(Exception):
+    """A body that ended or broke before ``[DONE]``."""
+
+
+class Run:
+    """One run being read; made by ``connect``. Iterate it for envelopes (``[DONE]`` left out).
+
+    Attributes:
+        run_id: from ``X-Run-Id`` or ``meta_init``'s ``run_id`` [CL1-c].
+        agent_uuid: from ``X-Agent-Uuid`` or the root ``meta_init``.
+        pending: the frontend tools the run waits for (``awaiting_frontend_tools``), else ``None``.
+        done: the run is over (its last response ended with ``[DONE]`` and no pause).
+    """
+
+    def __init__(
+        self,
+        client: httpx2.AsyncClient,
+        url: str,
+        body: object,
+        headers: Mapping[str, str] | Callable[[], Mapping[str, str]] | None,
+        api: str,
+        backoff: Backoff,
+        keep_transcript: bool,
+    ) -> None:
+        self._client = client
+        self._url = url
+        self._body = body
+        self._headers = headers
+        self._api = api
+        self._backoff = backoff
+        self._reconstructor: Reconstructor | None = Reconstructor() if keep_transcript else None
+        self._continuation: asyncio.Future[httpx2.Response] | None = None
+        self._response_index: int | None = None
+        self._last_seq: int | None = None
+        #: The response being read ended in awaiting_frontend_tools (answered or not).
+        self._paused = False
+        self.run_id: str | None = None
+        self.agent_uuid: str | None = None
+        self.pending: list[dict[str, Any]] | None = None
+        self.done = False
+
+    @property
+    def transcript(self) -> Transcript:
+        """The transcript of everything read so far (all responses, one recording) [CL1-a]."""
+        if self._reconstructor is None:
+            raise ClientError("connect(..., keep_transcript=False) keeps no transcript")
+        return self._reconstructor.transcript()
+
+    def _request_headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        base = self._headers() if callable(self._headers) else (self._headers or {})
+        return {**base, **(extra or {})}
+
+    async def __aiter__(self) -> AsyncIterator[Envelope]:
+        """Each envelope of every response of the run, in order, each once [CL2-a]."""
+        response = await self._open_first()
+        while True:
+            self._paused = False
+            async for env in self._read_response(response):
+                yield env
+            if not self._paused:  # answer() may have cleared `pending` already
+                self.done = True
+                return
+            # [CL3-a]: paused; answer() posts the results and hands over the continuation.
+            response = await self._handover()
+            self._continuation = None
+
+    def _handover(self) -> asyncio.Future[httpx2.Response]:
+        """The continuation's response, set by ``answer()`` (whichever of the two comes first makes it)."""
+        if self._continuation is None:
+            self._continuation = asyncio.get_running_loop().create_future()
+        return self._continuation
+
+    async def _open_first(self) -> httpx2.Response:
+        method = "GET" if self._body is None else "POST"
+        request = self._client.build_request(
+            method, self._url, json=self._body, headers=self._request_headers({"accept": "text/event-stream"})
+        )
+        response = await self._client.send(request, stream=True)
+        await _check(response)  # [CL2-b]: the first request of a response is never retried
+        return response
+
+    async def _read_response(self, response: httpx2.Response) -> AsyncIterator[Envelope]:
+        """One response, resumed across cuts until its ``[DONE]``."""
+        self._last_seq = None
+        self._response_index = None
+        self._learn_headers(response)
+        failures = 0
+        while True:
+            progressed = False
+            try:
+                try:
+                    reader = SSEReader()
+                    async for chunk in response.aiter_bytes():
+                        for event in reader.feed(chunk):
+                            env = self._apply(event.id, event.data)
+                            progressed = True
+                            if env is None:
+                                return
+                            yield env
+                    for event in reader.close():
+                        env = self._apply(event.id, event.data)
+                        progressed = True
+                        if env is None:
+                            return
+                        yield env
+                    raise _Cut("the body ended before [DONE]")
+                finally:
+                    await response.aclose()
+            except (_Cut, _transport_errors()) as exc:
+                failures = 0 if progressed else failures + 1
+                if failures >= self._backoff.retries or self.run_id is None:
+                    raise ResumeError(f"the stream was cut and could not be resumed: {exc}") from None
+                await asyncio.sleep(self._backoff.delay(failures))  # [CL2-b]
+                response = await self._resume(failures)
+                if response.status_code == 204:  # [CL2-a]: the last event we applied was [DONE]
+                    return
+
+    async def _resume(self, failures: int) -> httpx2.Response:
+        """``GET {api}runs/{run}/stream`` after the last event applied [CL2-a]."""
+        url = f"{self._api}runs/{self.run_id}/stream"
+        extra: dict[str, str] = {"accept": "text/event-stream"}
+        params: dict[str, str] = {}
+        if self._last_seq is not None:
+            extra["last-event-id"] = f"{self.run_id}:{self._response_index}:{self._last_seq}"
+        elif self._response_index is not None:
+            params["response"] = str(self._response_index)
+        request = self._client.build_request("GET", url, headers=self._request_headers(extra), params=params)
+        try:
+            response = await self._client.send(request, stream=True)
+        except _transport_errors() as exc:
+            raise _Cut(str(exc)) from None
+        if response.status_code >= 500:
+            await response.aclose()
+            raise _Cut(f"HTTP {response.status_code} on resume (attempt {failures})")
+        await _check(response)
+        return response
+
+    def _learn_headers(self, response: httpx2.Response) -> None:
+        self.run_id = response.headers.get("x-run-id", self.run_id)
+        self.agent_uuid = response.headers.get("x-agent-uuid", self.agent_uuid)
+        index = response.headers.get("x-response-index")
+        if index is not None and index.isdigit():
+            self._response_index = int(index)
+
+    def _apply(self, event_id: str | None, data: str) -> Envelope | None:
+        """Check the event's id follows the last one [CL2-c]; apply it. ``None`` for ``[DONE]``."""
+        if event_id:
+            parts = event_id.split(":")
+            if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+                raise ResumeError(f"event id {event_id!r} is not run:response:seq")
+            run, index, seq = parts[0], int(parts[1]), int(parts[2])
+            expected = 0 if self._last_seq is None else self._last_seq + 1
+            if (self.run_id is not None and run != self.run_id) or (
+                self._response_index is not None and index != self._response_index
+            ):
+                raise ResumeError(f"event id {event_id!r} is of another run or response")
+            if seq != expected:
+                raise ResumeError(f"event id {event_id!r}: expected sequence {expected}")
+            self.run_id, self._response_index, self._last_seq = run, index, seq
+        if self._reconstructor is not None:
+            self._reconstructor.feed(data)
+        if data == _DONE:
+            return None
+        env = decode(data)
+        if isinstance(env, MetaInit) and env.final and self.run_id is None:
+            payload = _json(env.delta)
+            if isinstance(payload, dict) and isinstance(payload.get("run_id"), str):
+                self.run_id = payload["run_id"]
+        if isinstance(env, AwaitingFrontendTools) and env.final and (self.agent_uuid in (None, env.agent)):
+            pending = self._pending_of(env.agent) if self._reconstructor is not None else _json(env.delta)
+            self.pending = pending if isinstance(pending, list) else None
+            self._paused = self.pending is not None
+        return env
+
+    def _pending_of(self, agent: str) -> Any:
+        assert self._reconstructor is not None
+        blocks = self._reconstructor.transcript().to_dict()["agents"].get(agent, {"blocks": []})["blocks"]
+        return blocks[-1].get("data") if blocks and blocks[-1]["type"] == "awaiting_frontend_tools" else None
+
+    async def answer(self, tool_results: list[dict[str, Any]]) -> None:
+        """Answer the paused run's frontend tools; the iteration goes on with the continuation [CL3-a].
+
+        Args:
+            tool_results: ``[{"tool_use_id", "content", "is_error"?}]``.
+
+        Raises:
+            ClientError: the run is not paused.
+            HTTPError: the server refused (422, 409): the run stays paused.
+        """
+        if self.pending is None:
+            raise ClientError("the run is not waiting for frontend tools")
+        body = {"agent_uuid": self.agent_uuid, "tool_results": tool_results}
+        headers = self._request_headers({"accept": "text/event-stream"})
+        request = self._client.build_request("POST", f"{self._api}tool_results", json=body, headers=headers)
+        response = await self._client.send(request, stream=True)
+        await _check(response)
+        self.pending = None
+        self._handover().set_result(response)  # the iteration takes it after the pause's [DONE]
+
+    async def stop(self) -> dict[str, Any]:
+        """``POST {api}runs/{run}/stop``: the server's JSON answer [CL3-b]."""
+        if self.run_id is None:
+            raise ClientError("the run id is not known yet")
+        url = f"{self._api}runs/{self.run_id}/stop"
+        request = self._client.build_request("POST", url, headers=self._request_headers(), json={})
+        response = await self._client.send(request)
+        await _check(response)
+        data = response.json()
+        return data if isinstance(data, dict) else {"answer": data}
+
+
+async def _check(response: httpx2.Response) -> None:
+    if 200 <= response.status_code < 300:
+        return
+    raw = await response.aread()
+    await response.aclose()
+    kind: str | None = None
+    message = raw[:200].decode("utf-8", "replace")
+    with contextlib.suppress(ValueError):
+        error = json.loads(raw).get("error", {})
+        kind = error.get("type") if isinstance(error.get("type"), str) else None
+        message = error.get("message", message) if isinstance(error.get("message"), str) else message
+    raise HTTPError(response.status_code, kind, message)
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _transport_errors() -> type[Exception]:
+    import httpx2
+
+    return httpx2.TransportError
+
+
+def _api_of(url: str) -> str:
+    """``…/agent/`` of a run's URL [CL1-a]."""
+    marker = "/agent/"
+    cut = url.find(marker)
+    if cut < 0:
+        raise ClientError(f"cannot tell the API root of {url!r}: pass api=")
+    return url[: cut + len(marker)]
+
+
+@contextlib.asynccontextmanager
+async def connect(
+    url: str,
+    *,
+    body: object = None,
+    headers: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
+    timeout: float | None = 30.0,
+    backoff: Backoff | None = None,
+    api: str | None = None,
+    keep_transcript: bool = True,
+    transport: httpx2.AsyncBaseTransport | None = None,
+) -> AsyncIterator[Run]:
+    """Open a run: ``POST url`` with ``body`` as JSON, or ``GET url`` without [CL1-a].
+
+    Args:
+        url: ``…/agent/run`` (with ``body={"prompt": ...}``) or ``…/agent/runs/ID/stream``.
+        body: the JSON body of a ``POST``; ``None`` for a ``GET``.
+        headers: sent on every request (auth); a callable is asked before each one.
+        timeout: seconds for connecting and between two reads (``None``: no limit) [CL1-b].
+        backoff: the waits and retries of resumption.
+        api: the API root (``…/agent/``); by default taken from ``url``.
+        keep_transcript: keep the growing transcript (``run.transcript``); without it,
+            memory does not grow with the stream [CL1-d].
+        transport: an ``httpx2`` transport (tests, proxies).
+
+    Yields:
+        The ``Run``; iterate it for envelopes. The HTTP client closes on exit.
+    """
+    import httpx2
+
+    from ._extras import MissingExtraError, missing, needs
+
+    if missing("check"):
+        raise MissingExtraError(needs("envelope.client", "check"))
+    client = httpx2.AsyncClient(timeout=timeout, transport=transport)
+    try:
+        yield Run(client, url, body, headers, api or _api_of(url), backoff or Backoff(), keep_transcript)
+    finally:
+        await client.aclose()
+
+
+class SyncRun:
+    """The sync twin of ``Run``: the same client, run on a private event loop [CL1-e]."""
+
+    def __init__(self, runner: asyncio.Runner, run: Run) -> None:
+        self._runner = runner
+        self._run = run
+        self._iterator = run.__aiter__()
+
+    def __iter__(self) -> Iterator[Envelope]:
+        async def step() -> Envelope:
+            return await self._iterator.__anext__()
+
+        while True:
+            try:
+                yield self._runner.run(step())
+            except StopAsyncIteration:
+                return
+
+    def answer(self, tool_results: list[dict[str, Any]]) -> None:
+        """As ``Run.answer``."""
+        self._runner.run(self._run.answer(tool_results))
+
+    def stop(self) -> dict[str, Any]:
+        """As ``Run.stop``."""
+        return self._runner.run(self._run.stop())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._run, name)
+
+
+@contextlib.contextmanager
+def connect_sync(url: str, **options: Any) -> Iterator[SyncRun]:
+    """``connect`` for code without an event loop: ``with connect_sync(url, body=...) as run``.
+
+    Args:
+        url: as ``connect``.
+        **options: as ``connect``.
+    """
+    with asyncio.Runner() as runner:
+        manager = connect(url, **options)
+        run = runner.run(manager.__aenter__())
+        try:
+            yield SyncRun(runner, run)
+        finally:
+            runner.run(manager.__aexit__(None, None, None))
