@@ -24,6 +24,7 @@ event data (at most ``max_line_bytes`` each, the reader's cap, spec §2.3), the 
 from __future__ import annotations
 
 import html
+import math
 import re
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -46,6 +47,7 @@ __all__ = [
     "CheckSummary",
     "PendingTools",
     "ResponseCheck",
+    "seconds_over",
 ]
 
 #: Every transport code: ``code -> (severity, spec section, one-line meaning)``. The
@@ -209,6 +211,20 @@ def _body_excerpt(body: bytes, content_type: str | None) -> str:
     if not text.strip():
         return ""
     return excerpt(text)
+
+
+def seconds_over(value: float, threshold: float) -> str:
+    """``value`` (seconds, over ``threshold``) with the fewest decimals, 1 to 3, that show it over ``threshold``.
+
+    spec check §2.5-a: a silence of 1.001 s over a threshold of 1 s reads ``1.001``, not
+    ``1.0``. Past milliseconds the value is rounded up to the next one, so what is shown
+    is never at or under the threshold ``{threshold:g}`` prints.
+    """
+    for decimals in (1, 2, 3):
+        shown = f"{value:.{decimals}f}"
+        if float(shown) > threshold:
+            return shown
+    return f"{math.ceil(value * 1000) / 1000:.3f}"
 
 
 def _media_type(value: str) -> str:
@@ -465,7 +481,8 @@ class ResponseCheck:
             out.append(
                 _diag(
                     "W208",
-                    f"{gap:.1f} s without an event or keep-alive comment {what} (threshold {self._gap:g} s)",
+                    f"{seconds_over(gap, self._gap)} s without an event or keep-alive comment {what} "
+                    f"(threshold {self._gap:g} s)",
                     line or self._line_no,
                     self._line_start,
                 )
