@@ -202,13 +202,19 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """The child processes' entry point (``python -m benchmarks.command``)."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.command")
-    parser.add_argument("--rss-child", metavar="KEY:SIZE")
-    parser.add_argument("--stage-child", metavar="KEY")
-    parser.add_argument("--size-mb", type=float, default=100.0)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--no-memory", action="store_true")
-    parser.add_argument("--legacy-capture")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.command",
+        description="The child processes of `envelope bench` (run by it, not by hand): one stage, "
+        "or the read stage's memory measurement; each prints its rows as JSON.",
+    )
+    parser.add_argument(
+        "--rss-child", metavar="KEY:SIZE", help="measure the peak RSS of reader KEY over a SIZE-byte stream"
+    )
+    parser.add_argument("--stage-child", metavar="KEY", help="run the stage KEY and print its rows")
+    parser.add_argument("--size-mb", type=float, default=100.0, help="the stage's input size in MiB (default 100)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the stage (default 5)")
+    parser.add_argument("--no-memory", action="store_true", help="leave out the peak-memory measurements")
+    parser.add_argument("--legacy-capture", metavar="FILE", help="the legacy XML capture of the migrate stages")
     args = parser.parse_args(argv)
     if args.rss_child:
         key, _, size = args.rss_child.partition(":")

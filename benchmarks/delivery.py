@@ -1,4 +1,4 @@
-"""What resumable delivery costs (issue 26 §5): ``python -m benchmarks.delivery``.
+"""What resumable delivery costs: ``python -m benchmarks.delivery``.
 
 Three measurements, each a ratio to a reference timed in the same run:
 
@@ -474,19 +474,30 @@ def report(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: see the module docstring."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.delivery", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.delivery",
+        description="What resumable delivery costs: Delivery per line against bare sse-starlette (memory, "
+        "file and PostgreSQL journals), a PostgreSQL follower's latency, the JavaScript decoder in node. "
+        "Judged on CPU time; see docs/benchmarks.md.",
+    )
     parser.add_argument("--lines", type=int, default=4000, help="lines per response (default 4000)")
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=15, help="rounds of the Delivery comparison (default 15)")
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs of each candidate per round, the least time kept (default 3)"
     )
-    parser.add_argument("--follower-lines", type=int, default=300)
-    parser.add_argument("--gap-ms", type=float, default=2.0, help="pause between two appends of the follower test")
-    parser.add_argument("--js-lines", type=int, default=50000)
-    parser.add_argument("--js-rounds", type=int, default=15)
+    parser.add_argument(
+        "--follower-lines", type=int, default=300, help="lines the PostgreSQL follower test appends (default 300)"
+    )
+    parser.add_argument(
+        "--gap-ms", type=float, default=2.0, help="pause between two appends of the follower test, ms (default 2)"
+    )
+    parser.add_argument(
+        "--js-lines", type=int, default=50000, help="envelope lines the JavaScript decoder reads (default 50000)"
+    )
+    parser.add_argument("--js-rounds", type=int, default=15, help="rounds of the JavaScript comparison (default 15)")
     parser.add_argument("--pg-url", help="a PostgreSQL server (default: a throwaway one from scripts/pg-test-server)")
-    parser.add_argument("--no-postgres", action="store_true")
-    parser.add_argument("--no-js", action="store_true")
+    parser.add_argument("--no-postgres", action="store_true", help="leave out the PostgreSQL journal and follower")
+    parser.add_argument("--no-js", action="store_true", help="leave out the JavaScript decoder (no node needed)")
     args = parser.parse_args(argv)
     result = run(
         lines=args.lines,

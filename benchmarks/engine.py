@@ -1453,14 +1453,21 @@ def render_markdown(report: Report) -> str:
 def _stage_panel(
     ax: Any, stage: StageInfo, rows: list[Row], colour: dict[str, Any], limits: tuple[float, float]
 ) -> None:
-    """One stage's bars: ``time / ours`` per candidate on a log axis, ours on top."""
+    """One stage's bars: ``CPU time / ours`` per candidate on a log axis, ours on top.
+
+    A bar is the candidate's ``ratio_cpu`` (the median of its per-round CPU ratios, what
+    the targets judge); a thin line across its end spans their quartiles (``spread_cpu``).
+    """
     import textwrap
 
     ys = list(range(len(rows)))[::-1]  # ours on top, bars centred on their ticks
-    values = [r.ratio or 0.0 for r in rows]
+    values = [r.ratio_cpu or 0.0 for r in rows]
     ax.barh(ys, values, height=0.7, color=[colour[r.candidate] for r in rows], left=0)
-    for y, value in zip(ys, values, strict=True):
-        ax.text(value * 1.08, y, f"{value:.2f}" if value >= 0.1 else f"{value:.2g}", va="center", fontsize=8)
+    for y, value, row in zip(ys, values, rows, strict=True):
+        if row.spread_cpu is not None and row.spread_cpu != (value, value):
+            ax.plot(row.spread_cpu, (y, y), color="black", linewidth=1.0)
+        right = max(value, row.spread_cpu[1] if row.spread_cpu else value)
+        ax.text(right * 1.08, y, f"{value:.2f}" if value >= 0.1 else f"{value:.2g}", va="center", fontsize=8)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
     ax.set_xlim(*limits)
@@ -1471,10 +1478,13 @@ def _stage_panel(
 
 
 def render_png(report: Report, path: str) -> None:
-    """The chart: one panel per stage, ``time / ours`` per candidate (log scale), to ``path``.
+    """The chart: one panel per stage, ``CPU time / ours`` per candidate (log scale), to ``path``.
 
-    Each candidate keeps one colour in every panel (the legend, below the panels, names
-    them once); bars are centred in their panel; the panel titles are the stages' titles.
+    The ratios plotted are the CPU ones the targets judge (``Row.ratio_cpu``, with their
+    quartiles), never the wall ones: on a loaded machine other jobs stretch wall time, so
+    a wall ratio of 26.76 once stood beside a judged CPU ratio of 0.61. Each candidate
+    keeps one colour in every panel (the legend, below the panels, names them once); bars
+    are centred in their panel; the panel titles are the stages' titles.
 
     Raises:
         ImportError: matplotlib is not installed (it is in the ``bench`` extra).
@@ -1485,7 +1495,7 @@ def render_png(report: Report, path: str) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    measured = [r for r in report.rows if r.ratio is not None and r.seconds is not None]
+    measured = [r for r in report.rows if r.ratio_cpu is not None and r.seconds is not None]
     stages = [s for s in report.stages if any(r.stage == s.key for r in measured)]
     names: list[str] = []
     for r in measured:
@@ -1496,7 +1506,8 @@ def render_png(report: Report, path: str) -> None:
     cols = min(3, max(1, len(stages)))
     rows_n = max(1, -(-len(stages) // cols))
     fig, axes = plt.subplots(rows_n, cols, figsize=(5.2 * cols, 2.9 * rows_n + 1.4), squeeze=False)
-    ratios = [r.ratio for r in measured if r.ratio]
+    ratios = [r.ratio_cpu for r in measured if r.ratio_cpu]
+    ratios += [q for r in measured if r.spread_cpu for q in r.spread_cpu if q > 0]
     limits = (min([0.5, *ratios]) / 1.6, max([2.0, *ratios]) * 2.2)
     for ax, stage in zip(axes.flat, stages, strict=False):
         _stage_panel(ax, stage, [r for r in measured if r.stage == stage.key], colour, limits)
@@ -1510,7 +1521,8 @@ def render_png(report: Report, path: str) -> None:
         frameon=False,
     )
     fig.suptitle(
-        f"envelope bench: time / ours (log scale; right of the line = slower than ours)\n"
+        f"envelope bench: CPU time / ours, the ratio the targets judge (median of the rounds, "
+        f"line: quartiles; log scale; right of 1 = slower than ours)\n"
         f"--size-mb {report.size_mb:g}, {report.rounds} rounds, {_where_run(report)}, "
         f"{report.machine.get('cpus')} CPUs",
         fontsize=10,

@@ -245,17 +245,26 @@ def follow(args: argparse.Namespace) -> None:
 
 def main() -> None:
     """Parse the arguments and run one benchmark."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.load_scaleout", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
-    p = sub.add_parser("load")
-    p.add_argument("--url", default=None)
-    p.add_argument("--processes", type=int, default=4)
-    p.add_argument("--runs", type=int, default=500)
-    p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--seed", type=int, default=1)
-    f = sub.add_parser("follow")
-    f.add_argument("--url", default=None)
-    f.add_argument("--lines", type=int, default=200)
+    url = "the PostgreSQL server (default: a throwaway one from scripts/pg-test-server)"
+    p = sub.add_parser(
+        "load",
+        help="runs/s and resume latency of several server processes",
+        description="Several server processes on one PostgreSQL: prompts that pause, resumed on a random process.",
+    )
+    p.add_argument("--url", default=None, help=url)
+    p.add_argument("--processes", type=int, default=4, help="server processes (default 4)")
+    p.add_argument("--runs", type=int, default=500, help="prompts, each paused and resumed (default 500)")
+    p.add_argument("--concurrency", type=int, default=32, help="most runs in flight (default 32)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the random choice of processes (default 1)")
+    f = sub.add_parser(
+        "follow",
+        help="how late a follower sees journaled lines",
+        description="How late a follower on its own connection sees journaled lines (LISTEN/NOTIFY or polling).",
+    )
+    f.add_argument("--url", default=None, help=url)
+    f.add_argument("--lines", type=int, default=200, help="lines appended (default 200)")
     args = parser.parse_args()
     (load if args.what == "load" else follow)(args)
 

@@ -222,10 +222,18 @@ def measure(runs: int, concurrency: int, store: str = "cli") -> Load:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print the report. Returns 1 if any stream was invalid, 2 if no server."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--concurrency", type=int, default=50)
-    parser.add_argument("--store", choices=STORES, default="cli")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.load_server", description=(__doc__ or "").splitlines()[0]
+    )
+    parser.add_argument("--runs", type=int, default=200, help="runs of the prompt (default 200)")
+    parser.add_argument("--concurrency", type=int, default=50, help="most runs in flight (default 50)")
+    parser.add_argument(
+        "--store",
+        choices=STORES,
+        default="cli",
+        help="cli: the agent-ref serve command on SQLite (default); sqlite, memory: the app under uvicorn "
+        "with that store",
+    )
     args = parser.parse_args(argv)
     try:
         load = measure(args.runs, args.concurrency, args.store)

@@ -109,9 +109,11 @@ def _peak_rss_kib() -> int:
 
 def main() -> None:
     """Parse the options and print MB/s, the ratio to plain decoding and (with --rss) peak RSS."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.migrate_throughput", description=__doc__.splitlines()[0] if __doc__ else None
+    )
     ap.add_argument("--mb", type=float, default=8.0, help="input size in MB (default 8)")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="alternated rounds, the best kept (default 3)")
     ap.add_argument("--rss", action="store_true", help="also measure peak RSS in a subprocess")
     ap.add_argument("--rss-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()

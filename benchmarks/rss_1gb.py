@@ -19,6 +19,7 @@ Nothing is written to disk. The issue 7 target is a peak under 100 MB for 1 GB o
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
@@ -94,10 +95,19 @@ def _child(mode: str, mb: int) -> None:
     print(f"{mode}\t{fed / 1e6:.0f}\t{seconds:.1f}\t{_peak_mb():.1f}")
 
 
-def main() -> None:
-    mb = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
-    if len(sys.argv) > 2:
-        _child(sys.argv[2], mb)
+def main(argv: list[str] | None = None) -> None:
+    """Run each mode in its own child and print its peak RSS (or, as a child, run one mode)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.rss_1gb",
+        description="Peak RSS of reading, validating and migrating a large generated input, streamed; "
+        "each mode in its own child process.",
+    )
+    parser.add_argument("mb", nargs="?", type=int, default=1024, help="input size in MiB (default 1024)")
+    parser.add_argument("child", nargs="?", choices=MODES, help=argparse.SUPPRESS)  # one mode, in a child
+    args = parser.parse_args(argv)
+    mb = args.mb
+    if args.child:
+        _child(args.child, mb)
         return
     print(f"{'mode':<9} {'MB in':>7} {'seconds':>8} {'MB/s':>7} {'peak RSS MB':>12}")
     for mode in MODES:

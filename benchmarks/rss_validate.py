@@ -9,6 +9,7 @@ of each mode, its growth over the baseline, and that growth per MB of input.
 
 from __future__ import annotations
 
+import argparse
 import resource
 import subprocess
 import sys
@@ -45,11 +46,19 @@ def _child(mode: str, mb: int) -> None:
     print(f"{mode} {fed} {found} {_peak_mb():.1f} {elapsed:.2f}")
 
 
-def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "--child":
-        _child(sys.argv[2], int(sys.argv[3]))
+def main(argv: list[str] | None = None) -> None:
+    """Run each mode in its own child and print its peak RSS (or, as a child, run one mode)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.rss_validate",
+        description="Peak RSS of validating a large generated stream, streamed; each mode in its own process.",
+    )
+    parser.add_argument("mb", nargs="?", type=int, default=200, help="stream size in MiB (default 200)")
+    parser.add_argument("--child", nargs=2, metavar=("MODE", "MB"), help=argparse.SUPPRESS)  # one mode, in a child
+    args = parser.parse_args(argv)
+    if args.child:
+        _child(args.child[0], int(args.child[1]))
         return
-    mb = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    mb = args.mb
     results = {}
     for mode in ("baseline", "stream", "lines"):
         out = subprocess.run(

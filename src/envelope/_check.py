@@ -23,6 +23,9 @@ event data (at most ``max_line_bytes`` each, the reader's cap, spec §2.3), the 
 
 from __future__ import annotations
 
+import html
+import math
+import re
 from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
@@ -30,6 +33,7 @@ import msgspec
 from ._decoder import DONE_DATA
 from ._depth import too_deep
 from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES, MAX_NESTING_DEPTH
+from ._quote import excerpt, quote
 from ._validator import Severity, StreamValidator, Violation
 
 if TYPE_CHECKING:
@@ -38,10 +42,12 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECK_CODES",
     "DEFAULT_GAP_SECONDS",
+    "ERROR_BODY_BYTES",
     "MAX_ID_CHARS",
     "CheckSummary",
     "PendingTools",
     "ResponseCheck",
+    "seconds_over",
 ]
 
 #: Every transport code: ``code -> (severity, spec section, one-line meaning)``. The
@@ -180,6 +186,47 @@ def _diag(code: str, message: str, line: int = 1, offset: int = 0, column: int =
     )
 
 
+#: Bytes of a refused body that ``E200`` reads for its excerpt (spec check §2.1-a).
+ERROR_BODY_BYTES: Final = 4096
+
+_TITLE: Final = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
+_HIDDEN: Final = re.compile(r"<(script|style)\b.*?(</\1\s*>|$)|<!--.*?(-->|$)", re.IGNORECASE | re.DOTALL)
+_TAG: Final = re.compile(r"<[^>]*>?")
+
+
+def _body_excerpt(body: bytes, content_type: str | None) -> str:
+    """What ``E200`` quotes of a refused body: one line of at most ``EXCERPT_CHARS`` characters.
+
+    An HTML page (by its type, or a body that starts with ``<``) is shown by its
+    ``<title>``, else by its text without markup, scripts or styles; any other body as
+    its text. Whitespace runs become one space; ``quote`` escapes and bounds the rest.
+    Empty when nothing is left.
+    """
+    text = body[:ERROR_BODY_BYTES].decode("utf-8", "replace")
+    media = _media_type(content_type or "")
+    if media in ("text/html", "application/xhtml+xml") or text.lstrip().startswith("<"):
+        title = _TITLE.search(text)
+        text = title.group(1) if title else _TAG.sub(" ", _HIDDEN.sub(" ", text))
+        text = html.unescape(text)
+    if not text.strip():
+        return ""
+    return excerpt(text)
+
+
+def seconds_over(value: float, threshold: float) -> str:
+    """``value`` (seconds, over ``threshold``) with the fewest decimals, 1 to 3, that show it over ``threshold``.
+
+    spec check §2.5-a: a silence of 1.001 s over a threshold of 1 s reads ``1.001``, not
+    ``1.0``. Past milliseconds the value is rounded up to the next one, so what is shown
+    is never at or under the threshold ``{threshold:g}`` prints.
+    """
+    for decimals in (1, 2, 3):
+        shown = f"{value:.{decimals}f}"
+        if float(shown) > threshold:
+            return shown
+    return f"{math.ceil(value * 1000) / 1000:.3f}"
+
+
 def _media_type(value: str) -> str:
     return value.split(";", 1)[0].strip().lower()
 
@@ -292,25 +339,25 @@ class ResponseCheck:
             # spec check §2.1-a [C2.1-a]: anything but 2xx is no stream at all.
             self._state = "refused"
             s.unusable = True
-            snippet = body[:200].decode("utf-8", "replace").strip()
-            tail = f": {snippet}" if snippet else ""
+            shown = _body_excerpt(body, s.content_type)
+            tail = f": {shown}" if shown else ""
             return self._count([_diag("E200", f"HTTP {status} {reason}".rstrip() + tail)])
         out: list[Violation] = []
         media = _media_type(s.content_type or "")
         if media != "text/event-stream":
             # spec check §2.2-a [C2.2-a]: EventSource fails the connection on any other type.
-            shown = repr(s.content_type) if s.content_type is not None else "absent"
+            shown = quote(s.content_type) if s.content_type is not None else "absent"
             out.append(_diag("E203", f"Content-Type is {shown}, not text/event-stream"))
         cache = _header(headers, "cache-control")
         tokens = {t.strip().split("=", 1)[0].lower() for t in (cache or "").split(",")}
         if not tokens & {"no-cache", "no-store"}:
             # spec check §2.3-a [C2.3-a]: a cache may hold the response back or serve it again.
-            shown = repr(cache) if cache is not None else "absent"
+            shown = quote(cache) if cache is not None else "absent"
             out.append(_diag("W204", f"Cache-Control is {shown}; a stream should say no-cache"))
         accel = _header(headers, "x-accel-buffering")
         if (accel or "").strip().lower() != "no":
             # spec check §2.3-b [C2.3-b]: a buffering proxy (nginx) holds lines back.
-            shown = repr(accel) if accel is not None else "absent"
+            shown = quote(accel) if accel is not None else "absent"
             out.append(_diag("W205", f"X-Accel-Buffering is {shown}; 'no' stops proxies buffering the stream"))
         return self._count(out)
 
@@ -434,7 +481,8 @@ class ResponseCheck:
             out.append(
                 _diag(
                     "W208",
-                    f"{gap:.1f} s without an event or keep-alive comment {what} (threshold {self._gap:g} s)",
+                    f"{seconds_over(gap, self._gap)} s without an event or keep-alive comment {what} "
+                    f"(threshold {self._gap:g} s)",
                     line or self._line_no,
                     self._line_start,
                 )
@@ -519,7 +567,7 @@ class ResponseCheck:
                 # spec check §2.4-b [C2.4-b]: the last id stays in force (WHATWG), so a
                 # client reconnecting after this event asks again for what it already has.
                 self._missing_id_reported = True
-                out.append(_diag("W207", f"event without an id after id {self._last_id!r}", line, offset))
+                out.append(_diag("W207", f"event without an id after id {quote(self._last_id)}", line, offset))
             return
         self.summary.ids += 1
         self._last_id = event_id

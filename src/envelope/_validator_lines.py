@@ -24,6 +24,7 @@ from ._decoder import DONE_DATA, RawLine, _LineBatch
 from ._depth import too_deep
 from ._errors import DecodeError
 from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES, MAX_NESTING_DEPTH
+from ._quote import quote
 from ._types import STREAMED_TYPES
 from ._utf8 import utf8_fault
 
@@ -581,9 +582,8 @@ class Validator(_BlockRules):
             return
         self._unknown_seen = True
         # [V2.1-a] WHATWG ignores other fields; in a recording they mean a broken capture
-        shown = name[:40].decode("utf-8", "replace")
         message = (
-            f"SSE line with field {shown!r} is ignored (not data, event, id or retry); "
+            f"SSE line with field {quote(name)} is ignored (not data, event, id or retry); "
             "later such lines are not reported"
         )
         out.append(_violation("W112", message, lno, off))
@@ -602,7 +602,7 @@ class Validator(_BlockRules):
             return
         self._id_reported = True
         message = (
-            f"SSE id {text[:40]!r} does not increase on the id before it ({last[:40]!r}); a client "
+            f"SSE id {quote(value)} does not increase on the id before it ({quote(last)}); a client "
             "resuming with Last-Event-ID could miss or repeat events (later ones are not reported)"
         )
         out.append(_violation("W118", message, lno, off))

@@ -21,6 +21,7 @@ import msgspec
 
 from ._depth import too_deep
 from ._limits import MAX_NESTING_DEPTH
+from ._quote import quote, show
 from ._types import ENVELOPE_TYPES
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ def _e103_base_fields(
 @_rule("E104")
 def _e104_unknown_type(kind: str, lno: int, off: int, agent: str | None, out: list[Violation]) -> None:
     # [V4.1-a] the 14 types, nothing else
-    out.append(_violation("E104", f"unknown envelope type {kind!r}", lno, off, agent, None))
+    out.append(_violation("E104", f"unknown envelope type {quote(kind)}", lno, off, agent, None))
 
 
 @_rule("E105")
@@ -143,7 +144,7 @@ def _e105_unknown_fields(
     for name in obj:
         if name in _BASE_NAMES or name in extras:
             continue
-        message = f"field `{name}` is not allowed on a {kind} envelope (§{section})"
+        message = f"field {quote(name)} is not allowed on a {kind} envelope (§{section})"
         out.append(_violation("E105", message, lno, off, agent, kind))
 
 
@@ -257,7 +258,7 @@ def _w114_citation_type(obj: dict[str, Any], kind: str, _final: object, _delta: 
     ctype = _text_of(obj, "citation_type")
     if ctype is not None and ctype not in _CITATION_TYPES:
         # [V4.5-a] SHOULD be one of the seed's three citation types or the API's two more
-        message = f"citation_type {ctype!r} is not one of {', '.join(sorted(_CITATION_TYPES))}"
+        message = f"citation_type {quote(ctype)} is not one of {', '.join(sorted(_CITATION_TYPES))}"
         out.append(_violation("W114", message, *at, kind))
 
 
@@ -267,7 +268,7 @@ def _w115_result_name(obj: dict[str, Any], kind: str, _final: object, _delta: st
     if rname is not None and not rname.endswith("_tool_result"):
         # [V4.10-a] name is the API's result block type, e.g. web_search_tool_result
         message = (
-            f"server_tool_result name {rname!r} is not an API result block type "
+            f"server_tool_result name {quote(rname)} is not an API result block type "
             "(those end in `_tool_result`, e.g. web_search_tool_result)"
         )
         out.append(_violation("W115", message, *at, kind))
@@ -401,9 +402,8 @@ def _e109_line_over_cap(message: str, lno: int, off: int, column: int, out: list
 def _w113_named_event(name: bytes, lno: int, off: int, out: list[Violation]) -> None:
     if name not in (b"", b"message"):
         # [V2.1-a] EventSource.onmessage sees only unnamed and `message` events
-        shown = name.decode("utf-8", "replace")
         message = (
-            f"SSE event named {shown!r}: EventSource delivers it to onmessage only when it is unnamed or `message`"
+            f"SSE event named {quote(name)}: EventSource delivers it to onmessage only when it is unnamed or `message`"
         )
         out.append(_violation("W113", message, lno, off))
 
@@ -415,7 +415,7 @@ def _e127_id_changes(
     if wid != block.id or wname != block.name:
         # [V7.2-a] a buffered block keeps its id and name on every line
         field, was, now = ("id", block.id, wid) if wid != block.id else ("name", block.name, wname)
-        message = f"{field} {now!r} differs from {was!r} of the open {kind} block (opened on line {block.line})"
+        message = f"{field} {show(now)} differs from {show(was)} of the open {kind} block (opened on line {block.line})"
         out.append(_violation("E127", message, lno, off, agent, kind))
 
 
@@ -473,7 +473,7 @@ def _w165_unannounced_result(st: _Agent, wid: str, agent: str, lno: int, off: in
     _remember(st.answered, wid)
     if st.calls.pop(wid, 0) is not None:
         # [V8.1-d] SHOULD: a result answers an earlier call (a resumed stream may lack it)
-        message = f"tool_result id {wid!r}: no earlier tool_call of this agent announced it"
+        message = f"tool_result id {quote(wid)}: no earlier tool_call of this agent announced it"
         out.append(_violation("W165", message, lno, off, agent, "tool_result"))
 
 
@@ -498,7 +498,7 @@ def _e168_call_repeated(st: _Agent, wid: str, agent: str, lno: int, off: int, ou
 def _w166_unannounced_server_result(st: _Agent, wid: str, agent: str, lno: int, off: int, out: list[Violation]) -> None:
     if st.server_calls.pop(wid, 0) is not None:
         # [V8.1-d] ... and a server result an earlier server call
-        message = f"server_tool_result id {wid!r}: no earlier server_tool_call of this agent"
+        message = f"server_tool_result id {quote(wid)}: no earlier server_tool_call of this agent"
         out.append(_violation("W166", message, lno, off, agent, "server_tool_result"))
 
 
@@ -517,7 +517,7 @@ def _e123_image_id(obj: dict[str, Any], block: _Block, agent: str, lno: int, off
         if value is not None and value != expected:
             # [V7.3-b] ... with the same id and name
             message = (
-                f"tool_result_image {field} {value!r} differs from {expected!r} of the open tool_result "
+                f"tool_result_image {field} {quote(value)} differs from {show(expected)} of the open tool_result "
                 f"(line {block.line})"
             )
             out.append(_violation("E123", message, lno, off, agent, "tool_result_image"))
@@ -604,12 +604,12 @@ def _w144_format(value: object, kind: str, _where: str, agent: str, lno: int, of
         # spec §4.2-a: the stream is JSON envelopes; clients pick their parser from `format`
         origin = cast("dict[str, Any]", value).get("migrated_from")
         hint = (
-            f" (the origin {origin!r} belongs in migrated_from, as it is)"
+            f" (the origin {quote(origin)} belongs in migrated_from, as it is)"
             if isinstance(origin, str)
             else '; a migrated stream keeps its origin in "migrated_from"'
         )
         message = (
-            f'meta_init format {fmt!r} contradicts the stream, which is JSON envelopes: say "json"'
+            f'meta_init format {quote(fmt)} contradicts the stream, which is JSON envelopes: say "json"'
             f"{hint}; clients that pick their parser from format show nothing"
         )
         out.append(_violation("W144", message, lno, off, agent, kind))
@@ -622,7 +622,7 @@ def _e142_agent_uuid(
     uuid = _text_of(value, "agent_uuid")
     if uuid is not None and uuid != agent:
         # [V4.2-a] meta_init describes the agent that sends it
-        message = f"meta_init agent_uuid {uuid!r} differs from the envelope's agent {agent!r}"
+        message = f"meta_init agent_uuid {quote(uuid)} differs from the envelope's agent {quote(agent)}"
         out.append(_violation("E142", message, lno, off, agent, kind))
 
 
@@ -729,7 +729,7 @@ def _compaction_shape(value: object, what: str) -> list[str]:
         return problems
     trigger = value.get("trigger")
     if isinstance(trigger, str) and trigger not in _TRIGGERS:
-        problems.append(f'{what} key `trigger` must be "auto" or "manual", got {trigger!r}')
+        problems.append(f'{what} key `trigger` must be "auto" or "manual", got {quote(trigger)}')
     for key in _COUNTS:
         count = value.get(key)
         if type(count) is int and count < 0:

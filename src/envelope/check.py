@@ -29,7 +29,7 @@ from typing import IO, TYPE_CHECKING, Final
 
 import msgspec
 
-from ._check import DEFAULT_GAP_SECONDS, CheckSummary, PendingTools, ResponseCheck
+from ._check import DEFAULT_GAP_SECONDS, ERROR_BODY_BYTES, CheckSummary, PendingTools, ResponseCheck
 from ._cli_shared import add_max_line_bytes, code_advice, discard
 from ._extras import missing, needs
 from ._limits import DEFAULT_MAX_BYTES
@@ -56,9 +56,6 @@ DEFAULT_RESUME_PATH: Final = "/agent/tool_results"
 #: The answer given to a frontend tool with no ``--answer`` entry: a plain "ok", which
 #: the reference agent's scripted model reads as a yes.
 DEFAULT_ANSWER: Final = "ok"
-
-#: Bytes of a non-2xx body quoted in its diagnostic.
-_ERROR_BODY_BYTES: Final = 1024
 
 
 class UsageError(Exception):
@@ -477,18 +474,18 @@ def _reason(exc: Exception) -> str:
 
 
 def _first_bytes(response: httpx2.Response) -> bytes:
-    """Up to ``_ERROR_BODY_BYTES`` of a refusal's body, for its message; nothing on a read error."""
+    """Up to ``ERROR_BODY_BYTES`` of a refusal's body, for its message; nothing on a read error."""
     import httpx2
 
     got = b""
     try:
         for chunk in response.iter_bytes():
             got += chunk
-            if len(got) >= _ERROR_BODY_BYTES:
+            if len(got) >= ERROR_BODY_BYTES:
                 break
     except httpx2.HTTPError:
         pass
-    return got[:_ERROR_BODY_BYTES]
+    return got[:ERROR_BODY_BYTES]
 
 
 def _read_body(

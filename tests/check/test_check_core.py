@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, seed, settings
+from hypothesis import example, given, seed, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT
 from envelope import DONE, Emitter, StreamValidator, frame
-from envelope._check import CHECK_CODES, ResponseCheck
+from envelope._check import CHECK_CODES, ResponseCheck, seconds_over
 from envelope._validator import CODES, Violation
 from validating import assert_valid
 
@@ -339,3 +339,29 @@ def test_lines_and_pause_payloads_nested_too_deep_are_measured_not_parsed() -> N
     assert codes.count("E116") == 2  # the line, and the reassembled pause payload
     assert check.pending is None  # a pause whose calls cannot be read is not answered
     assert check.summary.lines == len(valid_lines()) + len(em.buffered("awaiting_frontend_tools", calls))
+
+
+def test_a_silence_just_over_the_threshold_reads_over_it() -> None:
+    """[C2.5-a] 1.001 s over a threshold of 1 s says 1.001 s, never the "1.0 s" that looks equal."""
+    body = sse(valid_lines())
+    check = ResponseCheck("http://t/", gap_seconds=1.0)
+    found = check.head(200, "OK", OK_HEADERS, 0.0) + check.feed(body, 1.001) + check.close(1.001)
+    assert [v.message for v in found if v.code == "W208"] == [
+        "1.001 s without an event or keep-alive comment before line 1 (threshold 1 s)"
+    ]
+    assert check.summary.longest_gap == 1.001
+
+
+@given(
+    st.integers(1, 100_000).map(lambda ms: ms / 1000),
+    st.floats(min_value=1e-9, max_value=100.0, allow_nan=False),
+)
+@example(1.0, 0.001)
+@example(1.0, 0.0004)
+@example(0.25, 0.004)
+def test_the_shown_silence_is_over_the_shown_threshold(threshold: float, over: float) -> None:
+    """[C2.5-a] Whatever the silence, its figure exceeds the threshold's, and is the silence to a tenth at worst."""
+    gap = threshold + over
+    shown = float(seconds_over(gap, threshold))
+    assert shown > float(f"{threshold:g}")
+    assert abs(shown - gap) <= 0.05 + 1e-9

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from envelope import DONE, frame
+from envelope._quote import EXCERPT_CHARS
 from envelope.check import add_check_command, main, run
 from envelope.cli import main as cli_main
 from validating import assert_valid
@@ -506,10 +507,10 @@ def test_refusal_bodies_long_or_cut() -> None:
     with ScriptServer({"/long": long, "/cut": cut}) as server:
         status, out, _ = check([server.url("/long")])
         assert (status, codes(out)) == (2, ["E200"])
-        assert out[0].endswith(": " + "z" * 200)
+        assert out[0].endswith(": '" + "z" * EXCERPT_CHARS + "'…")
         status, out, _ = check([server.url("/cut")])
     assert (status, codes(out)) == (2, ["E200"])
-    assert out[0].endswith("HTTP 503 Service Unavailable: overloaded")
+    assert out[0].endswith("HTTP 503 Service Unavailable: 'overloaded'")
 
 
 def test_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -146,3 +146,41 @@ def test_the_spec_pages_show_the_spec(site: Path, spec: Path) -> None:
     assert [i for i in ids if f"[{i}]" not in html] == []
     title = text.split("\n", 1)[0].lstrip("# ")
     assert title.split("`")[0].strip() in html
+
+
+#: What makes a browser fetch a URL as it shows a page (not a link the reader follows).
+_FETCHED_BY_HTML = re.compile(
+    r"<(?:link|script|img|iframe|source|video|audio|embed|object|track|input)\b[^>]*?"
+    r"\b(?:href|src|srcset|data|poster)\s*=\s*[\"']?([^\"'\s>]+)",
+    re.IGNORECASE,
+)
+_FETCHED_BY_CSS = re.compile(r"(?:url\(\s*[\"']?|@import\s+[\"'])([^\"')\s]+)", re.IGNORECASE)
+
+
+def test_no_page_fetches_anything_from_another_host(site: Path) -> None:
+    """Every stylesheet, script, font and picture a page loads is the site's own (no web fonts).
+
+    A page that loads from another host fails offline and tells that host who reads it.
+    The theme's script fetches two things of its own accord, both only when asked: the
+    repository's figures from the GitHub API (``repo_url``, not set) and mermaid from a CDN
+    (a ``mermaid`` block, none): both are held off here too.
+    """
+    fetched: dict[str, set[str]] = {}
+    for path in sorted(site.rglob("*")):
+        if path.suffix not in (".html", ".css"):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        found = set(_FETCHED_BY_CSS.findall(text))
+        if path.suffix == ".html":
+            found |= set(_FETCHED_BY_HTML.findall(text))
+        remote = {url for url in found if re.match(r"(?:https?:)?//", url, re.IGNORECASE)}
+        if remote:
+            fetched[str(path.relative_to(site))] = remote
+    pages = sum(1 for _ in site.rglob("*.html"))
+    assert pages > 10  # the pages were there to be read
+    assert fetched == {}
+    every_file = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in site.rglob("*.html"))
+    assert "fonts.googleapis.com" not in every_file
+    assert "fonts.gstatic.com" not in every_file
+    assert 'class="mermaid"' not in every_file
+    assert "repo_url" not in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")

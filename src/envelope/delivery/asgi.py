@@ -19,9 +19,14 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Final
 
-from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from envelope._extras import import_failed
+
+try:
+    from sse_starlette import EventSourceResponse, ServerSentEvent
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
+    raise import_failed(exc, __name__, "asgi") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from ._errors import ResumeError
 from ._ids import DONE_LINE, RUN_ID_PATTERN, caught_up, replay_events, resume_point

@@ -24,8 +24,13 @@ import threading
 import time
 from typing import TYPE_CHECKING, Final, TypeVar
 
-import psycopg
-from psycopg.conninfo import conninfo_to_dict
+from envelope._extras import import_failed
+
+try:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
+    raise import_failed(exc, __name__, "postgres") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from ._errors import JournalError, JournalGapError, JournalTakenOverError, JournalUnavailableError
 
