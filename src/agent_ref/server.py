@@ -966,10 +966,10 @@ def _follow_route(app: _App) -> Route:
 async def _finished(app: _App, run_id: str, response: int, after: int, last: str | None) -> Response:
     """A response no live run of this process writes: from the journal, or the store's log (spec server §2.3)."""
     manager = app.manager
-    lines = manager.journal.read(run_id, response)
+    lines = manager.journal.read(run_id, response) or None  # a journal's empty response holds nothing
     if lines is None:
         stored = await _stored_responses(app.store, run_id)
-        lines = stored[response] if response < len(stored) else None
+        lines = (stored[response] or None) if response < len(stored) else None
     if lines is None:
         raise _Refused(404, "unknown_run", f"no response {response} of run {run_id} here")
     if after >= len(lines):

@@ -23,7 +23,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ._errors import ResumeError
+from ._errors import JournalError, JournalUnavailableError, ResumeError
 from ._ids import DONE_LINE, RUN_ID_PATTERN, caught_up, replay_events, resume_point
 from ._live import LiveStream
 
@@ -151,13 +151,15 @@ class Delivery:
                     raise ResumeError(f"Last-Event-ID {last!r} is past what was sent")
                 return self.response(stream, after=after)
             lines = self.journal.read(run_id, response)
-            if lines is None:
+            if not lines:  # never written, or a file whose first line failed: no response
                 return _refused(404, "unknown_run", f"no response {response} of run {run_id} here")
             if caught_up(lines, after):
                 return Response(status_code=204)
             events = replay_events(run_id, response, lines, after)
         except ResumeError as exc:
             return _refused(400, "invalid_last_event_id", str(exc))
+        except JournalError as exc:  # spec delivery §5.1-b: 503 naming nothing; the details go to the log
+            return _unavailable(exc)
         headers = {"X-Run-Id": run_id, "X-Response-Index": str(response)}
         return self._sse(_from_list(events, lines[-1] == DONE_LINE), headers)
 
@@ -183,6 +185,15 @@ async def _from_list(events: list[bytes], ended: bool) -> AsyncIterator[bytes]:
         yield event
     if not ended:
         log.warning("replayed a response its writer left without [DONE]")
+
+
+def _unavailable(exc: JournalError) -> JSONResponse:
+    """A journal failure as the client sees it: 503 with ``Retry-After`` and the error's public text (§5.1-b)."""
+    log.warning("refused a resume, the journal failed: %s", exc)
+    retry = exc.retry_after if isinstance(exc, JournalUnavailableError) else 5
+    answer = _refused(503, "storage_unavailable", exc.public)
+    answer.headers["Retry-After"] = str(retry)
+    return answer
 
 
 def _refused(status: int, kind: str, message: str) -> JSONResponse:
