@@ -44,14 +44,14 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 import uvicorn
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from envelope import Emitter, EnvelopeError, MetaFinal, decode
-from envelope.delivery import JournalError, JournalUnavailableError, replay_events
+from envelope.delivery import NO_PING, JournalError, JournalUnavailableError, replay_events, with_keepalives
 
 from . import checkpoints
 from .agent import Agent, save_released
@@ -844,11 +844,10 @@ class _App:
     def sse(self, events: AsyncIterator[bytes], extra: Mapping[str, str]) -> EventSourceResponse:
         """An SSE answer with the keep-alive comments (spec server §2)."""
         return EventSourceResponse(
-            events,
+            with_keepalives(events, self.cfg.keepalive_seconds),  # spec delivery §6.1-c: during silences only
             headers={"Cache-Control": "no-cache", **extra},
-            ping=self.cfg.keepalive_seconds,
+            ping=NO_PING,
             sep="\n",
-            ping_message_factory=lambda: ServerSentEvent(comment="keep-alive", sep="\n"),
         )
 
     def route(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:

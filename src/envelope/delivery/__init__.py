@@ -11,7 +11,8 @@ this package (``spec/delivery.md``):
   sees every line once and in order from wherever it joined;
 - a client that reconnects with ``Last-Event-ID`` gets the rest (``resume_point``,
   ``replay_events``, ``caught_up``: pure functions over the journal's lines);
-- a response whose writer failed or died is ended validly by ``closing_lines``.
+- a response whose writer failed or died is ended validly by ``closing_lines``;
+- ``with_keepalives`` adds a ``: keep-alive`` comment after each silence, none while lines flow.
 
 The pure parts do no I/O; only ``FileJournal`` touches files. Only msgspec and the
 standard library are used here; ``import envelope`` does not import this package.
@@ -33,11 +34,14 @@ from ._ids import (
     stream_agent,
 )
 from ._journal import FileJournal, Journal, MemoryJournal
+from ._keepalive import KEEPALIVE, NO_PING, with_keepalives
 from ._live import JOURNAL_LOST, JournalFailedError, LiveStream, closing_lines
 
 __all__ = [
     "DONE_LINE",
     "JOURNAL_LOST",
+    "KEEPALIVE",
+    "NO_PING",
     "RUN_ID_PATTERN",
     "EventId",
     "FileJournal",
@@ -58,4 +62,5 @@ __all__ = [
     "replay_events",
     "resume_point",
     "stream_agent",
+    "with_keepalives",
 ]

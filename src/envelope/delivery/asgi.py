@@ -19,12 +19,13 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Final
 
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ._errors import JournalError, JournalUnavailableError, ResumeError
 from ._ids import DONE_LINE, RUN_ID_PATTERN, caught_up, replay_events, resume_point
+from ._keepalive import NO_PING, with_keepalives
 from ._live import LiveStream
 
 if TYPE_CHECKING:
@@ -117,11 +118,10 @@ class Delivery:
 
     def _sse(self, events: AsyncIterator[bytes], headers: Mapping[str, str]) -> EventSourceResponse:
         return EventSourceResponse(
-            events,
+            with_keepalives(events, self.keepalive_seconds),  # spec delivery §6.1-c: during silences only
             headers={**NO_BUFFERING, **headers},
-            ping=self.keepalive_seconds,
+            ping=NO_PING,
             sep="\n",
-            ping_message_factory=lambda: ServerSentEvent(comment="keep-alive", sep="\n"),
         )
 
     async def resume(self, request: Request) -> Response:
