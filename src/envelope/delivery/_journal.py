@@ -14,7 +14,7 @@ import os
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from ._errors import JournalUnavailableError
 from ._ids import DONE_LINE, RUN_ID_PATTERN
@@ -28,7 +28,13 @@ log = logging.getLogger("envelope.delivery")
 
 
 class Journal(Protocol):
-    """Where every line of every response is written before it is sent (spec delivery §3.1-a)."""
+    """Where every line of every response is written before it is sent (spec delivery §3.1-a).
+
+    The operations are synchronous; an event loop calls them through ``off_loop(journal)``
+    (spec delivery §3.6-a), in a thread of their own, unless the journal's class sets
+    ``blocks_on_io = False`` (it does no I/O, as ``MemoryJournal``). A journal may set
+    ``call_timeout`` (seconds) to bound its calls there.
+    """
 
     def append(self, run_id: str, response: int, line: bytes) -> None:
         """Add ``line`` at the end of response ``response`` of ``run_id``."""
@@ -60,6 +66,9 @@ class MemoryJournal:
         keep_seconds: how long a finished response is kept at most.
         clock: the time source (``time.monotonic``; tests pass their own).
     """
+
+    #: No I/O: called on the event loop directly (spec delivery §3.6-a).
+    blocks_on_io: ClassVar[bool] = False
 
     def __init__(
         self,
