@@ -44,14 +44,22 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 import uvicorn
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from envelope import Emitter, EnvelopeError, MetaFinal, decode
-from envelope.delivery import JournalError, JournalUnavailableError, replay_events
+from envelope.delivery import (
+    NO_PING,
+    JournalError,
+    JournalUnavailableError,
+    OffLoopJournal,
+    off_loop,
+    replay_events,
+    with_keepalives,
+)
 
 from . import checkpoints
 from .agent import Agent, save_released
@@ -201,7 +209,7 @@ class RunManager:
         agent: Agent,
         call: Callable[[Sink], Awaitable[AgentResult | None]],
         *,
-        opened: Callable[[], None] | None = None,
+        opened: Callable[[], Awaitable[None]] | None = None,
     ) -> LiveStream:
         """Run ``call(sink)`` as a task of its own; return its stream once the first line is out.
 
@@ -217,22 +225,23 @@ class RunManager:
         start = _Start(agent, asyncio.get_running_loop().create_future())
         start.first.add_done_callback(_retrieved)  # a client gone before the first line never reads it
 
-        def sink(line: bytes) -> None:
+        async def sink(line: bytes) -> None:
             stream = start.stream
             if stream is None:
                 current = agent.current_response
                 assert current is not None  # the agent sets its run before its first line
                 start.owner = agent.lease_owner  # the claim is stored before the first line
                 if opened is not None:
-                    opened()
+                    await opened()
                 stream = LiveStream(current[0], current[1], agent.agent_uuid, self.journal, max_bytes=self.max_bytes)
-                stream.append(line)  # JournalFailedError: nothing was sent; the start fails (503)
+                # spec delivery §3.6-b: journaled off the loop; the agent goes on once it is kept.
+                await stream.write(line)  # JournalFailedError: nothing was sent; the start fails (503)
                 start.stream = stream
                 self.live[(stream.run_id, stream.response)] = stream
                 self.agents[stream.run_id] = agent
                 start.first.set_result(stream)
             else:
-                stream.append(line)
+                await stream.write(line)
             if stream.done:
                 self._forget(stream)
 
@@ -270,7 +279,7 @@ class RunManager:
         if stream is None:
             return
         stream.end(error)
-        self._forget(stream)
+        stream.add_done_callback(lambda _: self._forget(stream))  # once its closing lines are journaled and sent
 
     def _forget(self, stream: LiveStream) -> None:
         """A finished response is read from the journal from now on (memory stays bounded)."""
@@ -312,7 +321,7 @@ class RunManager:
         """
         try:
             if debt.journal_open:
-                self.end_in_journal(debt.run_id, debt.response, debt.error)
+                await self.end_in_journal(debt.run_id, debt.response, debt.error)
                 debt.journal_open = False
             await self._recover_agent(debt)
         except JournalUnavailableError:
@@ -346,7 +355,7 @@ class RunManager:
         owner = debt.owner
         if self.continues and checkpoints.can_continue(agent.state) and agent.lease_owner == owner:
             # spec server [CN1-c]: the continuation is a live response of this process, journaled
-            lines = self.journal.read(debt.run_id, debt.response) or []
+            lines = await self.io.read(debt.run_id, debt.response) or []
             dead_log = lines if lines and lines[-1] == DONE_LINE else None
             key = (debt.run_id, debt.response)
             self.owed.pop(key, None)  # ``start`` settles the agent's debts first: not this one again
@@ -360,10 +369,15 @@ class RunManager:
         await agent.recover_dead(debt.run_id, owner)
         log.warning("agent %s: run %s, lost with the database, was recovered", debt.agent_uuid, debt.run_id)
 
-    def claim(self, run_id: str, response: int) -> bool:
+    @property
+    def io(self) -> OffLoopJournal:
+        """The journal's calls off the event loop, each bounded in time (spec delivery §3.6-a)."""
+        return off_loop(self.journal)
+
+    async def claim(self, run_id: str, response: int) -> bool:
         """Become the only writer of a response whose writer is gone (``journal.claim``; a journal without it: yes)."""
         claim = getattr(self.journal, "claim", None)
-        return claim is None or bool(claim(run_id, response))
+        return claim is None or bool(await self.io.call(claim, run_id, response))
 
     async def writer_dead(self, run_id: str, response: int) -> bool:
         """Whether a journaled response's writer is gone for sure (spec scaleout §2.2-b).
@@ -376,7 +390,7 @@ class RunManager:
         """
         if (run_id, response) in self.live:
             return False
-        lines = self.journal.read(run_id, response) or []
+        lines = await self.io.read(run_id, response) or []
         if not lines or lines[-1] == DONE_LINE:
             return False
         agent_uuid = stream_agent(lines)
@@ -387,7 +401,7 @@ class RunManager:
         current = response + 1 if state.run.checkpoint is not None else response
         return state.run.responses > current or state.lease_expires_at <= time.time()
 
-    def end_in_journal(self, run_id: str, response: int, error: dict[str, str]) -> list[bytes] | None:
+    async def end_in_journal(self, run_id: str, response: int, error: dict[str, str]) -> list[bytes] | None:
         """Write the closing lines of a response this process ended without the journal (spec server §3.3-d).
 
         They are ``closing_lines`` of what the journal holds with the same ``error``, so
@@ -404,24 +418,22 @@ class RunManager:
         """
         if (run_id, response) in self.live:
             return None
-        claim = getattr(self.journal, "claim", None)
-        if claim is not None and not claim(run_id, response):
+        if not await self.claim(run_id, response):
             return None
-        lines = self.journal.read(run_id, response) or []
+        lines = await self.io.read(run_id, response) or []
         tail = closing_lines(lines, run_id, error, max_bytes=self.max_bytes) if lines else []
         if not tail:
             release = getattr(self.journal, "release", None)
             if release is not None:
-                release(run_id, response)
+                await self.io.call(release, run_id, response)
             return lines or None
-        for line in tail:
-            self.journal.append(run_id, response, line)
+        await self.io.append_many(run_id, response, tail)
         return [*lines, *tail]
 
-    def latest(self, run_id: str) -> int | None:
+    async def latest(self, run_id: str) -> int | None:
         """The index of the run's newest response known here, or ``None``."""
         live = [response for run, response in self.live if run == run_id]
-        stored = self.journal.responses(run_id) - 1
+        stored = await self.io.responses(run_id) - 1
         best = max([*live, stored])
         return best if best >= 0 else None
 
@@ -435,7 +447,7 @@ class RunManager:
             The ``(run_id, response)`` pairs closed.
         """
         closed: list[tuple[str, int]] = []
-        for run_id, response in self.journal.unfinished():
+        for run_id, response in await self.io.unfinished():
             if (run_id, response) in self.live or await self._written_elsewhere(run_id, response):
                 continue  # [CK2.1-a]: another live server on the same store writes it
             if await self.close_dead(run_id, response):
@@ -449,7 +461,7 @@ class RunManager:
         (``host:pid:tag``) is a process alive on this host; on another host the lease alone
         decides.
         """
-        agent_uuid = stream_agent(self.journal.read(run_id, response) or [])
+        agent_uuid = stream_agent(await self.io.read(run_id, response) or [])
         try:
             state = await self.store.load(agent_uuid) if agent_uuid is not None else None
         except Exception:
@@ -476,7 +488,7 @@ class RunManager:
         Returns:
             ``False`` if the journal of that response could not be read (left as it is).
         """
-        lines = self.journal.read(run_id, response) or []
+        lines = await self.io.read(run_id, response) or []
         agent_uuid = stream_agent(lines)
         if self.continues:
             continued = await self._continue_dead(agent_uuid, run_id, response, lines)
@@ -502,8 +514,7 @@ class RunManager:
         except Exception:
             log.exception("journal of run %s response %d is unreadable; left as it is", run_id, response)
             return False
-        for line in tail:
-            self.journal.append(run_id, response, line)
+        await self.io.append_many(run_id, response, tail)
         if state is not None:
             await self._release(state, run_id, response, [*lines, *tail])
         return True
@@ -548,9 +559,8 @@ class RunManager:
             return False
         owner, dead_log = state.lease_owner or "", [*lines, *tail]
 
-        def opened() -> None:  # the claim and the dead response's log are stored: close it in the journal
-            for line in tail:
-                self.journal.append(run_id, response, line)
+        async def opened() -> None:  # the claim and the dead response's log are stored: close it in the journal
+            await self.io.append_many(run_id, response, tail)
 
         try:
             await self.start(
@@ -844,11 +854,10 @@ class _App:
     def sse(self, events: AsyncIterator[bytes], extra: Mapping[str, str]) -> EventSourceResponse:
         """An SSE answer with the keep-alive comments (spec server §2)."""
         return EventSourceResponse(
-            events,
+            with_keepalives(events, self.cfg.keepalive_seconds),  # spec delivery §6.1-c: during silences only
             headers={"Cache-Control": "no-cache", **extra},
-            ping=self.cfg.keepalive_seconds,
+            ping=NO_PING,
             sep="\n",
-            ping_message_factory=lambda: ServerSentEvent(comment="keep-alive", sep="\n"),
         )
 
     def route(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -949,7 +958,7 @@ def _follow_route(app: _App) -> Route:
                 )
             _, response, after = parsed
         else:
-            latest = manager.latest(run_id)
+            latest = await manager.latest(run_id)
             if latest is None:  # a run made without this server's journal: the store's log
                 latest = len(await _stored_responses(store, run_id)) - 1
             response, after = _response_param(request, latest if latest >= 0 else None), -1
@@ -966,10 +975,10 @@ def _follow_route(app: _App) -> Route:
 async def _finished(app: _App, run_id: str, response: int, after: int, last: str | None) -> Response:
     """A response no live run of this process writes: from the journal, or the store's log (spec server §2.3)."""
     manager = app.manager
-    lines = manager.journal.read(run_id, response)
+    lines = await manager.io.read(run_id, response) or None  # a journal's empty response holds nothing
     if lines is None:
         stored = await _stored_responses(app.store, run_id)
-        lines = stored[response] if response < len(stored) else None
+        lines = (stored[response] or None) if response < len(stored) else None
     if lines is None:
         raise _Refused(404, "unknown_run", f"no response {response} of run {run_id} here")
     if after >= len(lines):
@@ -1069,7 +1078,7 @@ async def _followed(
                 if line == DONE_LINE:
                     return
             if await manager.writer_dead(run_id, response):
-                if manager.claim(run_id, response):  # else another process closes it: read its lines
+                if await manager.claim(run_id, response):  # else another process closes it: read its lines
                     await manager.close_dead(run_id, response)
                     log.warning("closed response %s:%d: its writing process is gone", run_id, response)
                 continue  # read the closing lines (ours, or those of the process that claimed it first)

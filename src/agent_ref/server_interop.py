@@ -182,7 +182,7 @@ class _Endpoints:
         if state is None or state.status != "running" or state.run is None:
             return Response(status_code=204)
         run_id = state.run.run_id
-        response = self.manager.latest(run_id)  # the stored claim may predate the response's index
+        response = await self.manager.latest(run_id)  # the stored claim may predate the response's index
         lines = None if response is None else self._written(run_id, response)
         if response is None or lines is None:
             return Response(status_code=204)

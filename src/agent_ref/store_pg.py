@@ -133,14 +133,33 @@ class PostgresStore:
         max_size: connections in the pool.
         timeout: seconds to wait for a free connection of the pool.
         connect_timeout: seconds a new connection may take (at least 2, libpq's floor).
+        statement_timeout: seconds the server lets a statement run (``None``: its own setting).
+        tcp_user_timeout: seconds sent data may go unacknowledged before a connection is
+            ended; TCP keepalives are on besides (spec scaleout §1.4-c).
     """
 
-    def __init__(self, url: str, *, max_size: int = 8, timeout: float = 10.0, connect_timeout: float = 3.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_size: int = 8,
+        timeout: float = 10.0,
+        connect_timeout: float = 3.0,
+        statement_timeout: float | None = _postgres.STATEMENT_TIMEOUT,
+        tcp_user_timeout: float | None = _postgres.TCP_USER_TIMEOUT,
+    ) -> None:
         """See the class docstring; nothing is opened yet."""
         self.url = url
         self.max_size = max_size
         self.timeout = timeout
         self.connect_timeout = connect_timeout
+        # spec scaleout §1.4-c: every wait on the database is bounded (statement, keepalive, user timeouts)
+        self._conninfo = _postgres.settings_for(
+            url,
+            _postgres.connection_settings(
+                connect_timeout=connect_timeout, statement_timeout=statement_timeout, tcp_user_timeout=tcp_user_timeout
+            ),
+        )
         self._pool: AsyncConnectionPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._migrated = False
@@ -151,11 +170,11 @@ class PostgresStore:
 
     def _new_pool(self) -> AsyncConnectionPool:
         return AsyncConnectionPool(
-            self.url,
+            self._conninfo,
             min_size=1,
             max_size=self.max_size,
             timeout=self.timeout,
-            kwargs={"autocommit": True, "connect_timeout": max(2, int(self.connect_timeout))},
+            kwargs={"autocommit": True},
             open=False,
         )
 
@@ -179,9 +198,7 @@ class PostgresStore:
                     await asyncio.to_thread(self._migrate)
                     self._migrated = True
                 else:  # one connection first: a database that refuses it answers at once, not after a pool's wait
-                    probe = await psycopg.AsyncConnection.connect(
-                        self.url, autocommit=True, connect_timeout=max(2, int(self.connect_timeout))
-                    )
+                    probe = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
                     await probe.close()
                 await pool.open(wait=True, timeout=self.connect_timeout + 1)
             except psycopg.Error as exc:  # PoolTimeout is an OperationalError too
@@ -196,7 +213,7 @@ class PostgresStore:
         return pool
 
     def _migrate(self) -> None:
-        with psycopg.connect(self.url, autocommit=True, connect_timeout=max(2, int(self.connect_timeout))) as conn:
+        with psycopg.connect(self._conninfo, autocommit=True) as conn:
             migrate(conn)
 
     def _unavailable(self, doing: str, why: object) -> UnavailableError:
@@ -419,7 +436,7 @@ class PostgresStore:
             if not self._migrated:
                 self._migrate()
                 self._migrated = True
-            with psycopg.connect(self.url, connect_timeout=max(2, int(self.connect_timeout))) as conn:
+            with psycopg.connect(self._conninfo) as conn:
                 row = conn.execute(
                     "SELECT r.agent_uuid, r.last_seq, r.taken, a.status FROM inbox_runs r"
                     " LEFT JOIN agents a ON a.agent_uuid = r.agent_uuid WHERE r.run_id = %s AND r.open"

@@ -11,9 +11,12 @@ this package (``spec/delivery.md``):
   sees every line once and in order from wherever it joined;
 - a client that reconnects with ``Last-Event-ID`` gets the rest (``resume_point``,
   ``replay_events``, ``caught_up``: pure functions over the journal's lines);
-- a response whose writer failed or died is ended validly by ``closing_lines``.
+- a response whose writer failed or died is ended validly by ``closing_lines``;
+- ``with_keepalives`` adds a ``: keep-alive`` comment after each silence, none while lines flow.
 
-The pure parts do no I/O; only ``FileJournal`` touches files. Only msgspec and the
+The pure parts do no I/O; only ``FileJournal`` touches files, and ``off_loop(journal)``
+runs a journal's calls in a thread of its own, each bounded in time, so an event loop
+never waits on storage. Only msgspec and the
 standard library are used here; ``import envelope`` does not import this package.
 """
 
@@ -33,12 +36,18 @@ from ._ids import (
     stream_agent,
 )
 from ._journal import FileJournal, Journal, MemoryJournal
-from ._live import JOURNAL_LOST, JournalFailedError, LiveStream, closing_lines
+from ._keepalive import KEEPALIVE, NO_PING, with_keepalives
+from ._live import JOURNAL_LOST, SERVER_AGENT, JournalFailedError, LiveStream, closing_lines
+from ._offloop import DEFAULT_CALL_TIMEOUT, OffLoopJournal, off_loop
 
 __all__ = [
+    "DEFAULT_CALL_TIMEOUT",
     "DONE_LINE",
     "JOURNAL_LOST",
+    "KEEPALIVE",
+    "NO_PING",
     "RUN_ID_PATTERN",
+    "SERVER_AGENT",
     "EventId",
     "FileJournal",
     "Journal",
@@ -49,13 +58,16 @@ __all__ = [
     "JournalUnavailableError",
     "LiveStream",
     "MemoryJournal",
+    "OffLoopJournal",
     "ResumeError",
     "caught_up",
     "closing_lines",
     "event_id",
     "frame_event",
+    "off_loop",
     "parse_event_id",
     "replay_events",
     "resume_point",
     "stream_agent",
+    "with_keepalives",
 ]

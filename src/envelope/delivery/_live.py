@@ -16,14 +16,16 @@ from typing import TYPE_CHECKING, Final
 
 from envelope import Emitter, Reconstructor
 
+from ._errors import JournalUnavailableError
 from ._ids import DONE_LINE, EventFramer
+from ._offloop import off_loop
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from ._journal import Journal
 
-__all__ = ["JOURNAL_LOST", "JournalFailedError", "LiveStream", "closing_lines"]
+__all__ = ["JOURNAL_LOST", "SERVER_AGENT", "JournalFailedError", "LiveStream", "closing_lines"]
 
 
 class JournalFailedError(Exception):
@@ -54,31 +56,66 @@ class LiveStream:
     waits for more until ``[DONE]``. Lines are never dropped from a live stream, so a
     follower that joins late still gets everything (spec delivery §2.2-a).
 
+    A journal that does I/O (a ``FileJournal``, a ``PostgresJournal``) is written off the
+    event loop (spec delivery §3.6-b): ``append`` queues the line and returns, a task of
+    the stream journals the queued lines in order, and each becomes visible to the
+    followers only once its journal call returned, so the journal still precedes every
+    send. ``await write(line)`` is ``append`` then waiting for it to be journaled (what an
+    async producer calls, so that a journal failure reaches it at that line). A
+    ``MemoryJournal`` is written inline, as before.
+
     When the journal fails, the line is not sent; the stream is ended at once with the
     closing lines of spec delivery §4.1, which are sent without being journaled
-    (``unjournaled``), and ``append`` raises ``JournalFailedError`` (spec delivery §4.2-a).
+    (``unjournaled``), and ``append`` (or ``write``) raises ``JournalFailedError``
+    (spec delivery §4.2-a), then and on every later call.
 
     Attributes:
         run_id: the run.
         response: the response's index in the run (0 first, 1 after the first resume...).
-        lines: the envelope lines so far (unframed), journaled or not.
+        lines: the envelope lines sent so far (unframed), journaled or not.
         events: the same lines framed with their ids.
-        done: ``[DONE]`` was appended.
+        done: ``[DONE]`` was sent (to the followers).
         unjournaled: how many lines at the end of ``lines`` the journal does not have.
+        failure: the ``JournalFailedError`` that ended the stream, if one did.
     """
 
-    def __init__(self, run_id: str, response: int, journal: Journal, *, max_bytes: int = 2048) -> None:
-        """See the class docstring; ``max_bytes`` bounds the closing lines the stream writes itself."""
+    def __init__(
+        self, run_id: str, response: int, journal: Journal, *, max_bytes: int = 2048, max_pending: int = 8192
+    ) -> None:
+        """See the class docstring.
+
+        Args:
+            run_id: the run.
+            response: the response's index.
+            journal: where each line is written before it is sent.
+            max_bytes: bounds the closing lines the stream writes itself.
+            max_pending: the most lines waiting for the journal; one more fails the stream
+                (the journal is far slower than its producer).
+        """
         self.run_id = run_id
         self.response = response
         self.journal = journal
         self.max_bytes = max_bytes
+        self.max_pending = max_pending
         self.lines: list[bytes] = []
         self.events: list[bytes] = []
         self.done = False
         self.unjournaled = 0
+        self.failure: JournalFailedError | None = None
+        self._io = off_loop(journal)
+        self._pending: list[bytes] = []  # appended, not journaled yet (journals with I/O only)
+        self._closed = False  # [DONE] appended (journaled or not)
+        self._writer: asyncio.Task[None] | None = None
         self._frame = EventFramer(run_id, response)
         self._waiters: list[asyncio.Future[None]] = []  # followers waiting for the next line
+        self._on_done: list[Callable[[LiveStream], object]] = []
+
+    def add_done_callback(self, callback: Callable[[LiveStream], object]) -> None:
+        """Call ``callback(stream)`` once ``[DONE]`` is sent (at once if it was)."""
+        if self.done:
+            callback(self)
+        else:
+            self._on_done.append(callback)
 
     def _add(self, line: bytes) -> None:
         self.events.append(self._frame(len(self.lines), line))
@@ -90,33 +127,104 @@ class LiveStream:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+        if self.done:
+            callbacks, self._on_done = self._on_done, []
+            for callback in callbacks:
+                callback(self)
 
     def append(self, line: bytes) -> None:
         """Journal ``line``, frame it, and wake the followers (spec delivery §3.1-a: journal first).
 
+        With a journal that does I/O, the line is queued and journaled by the stream's
+        task (spec delivery §3.6-b); call it from a running event loop.
+
         Raises:
-            JournalFailedError: the journal refused the line; the stream is now ended
-                (its closing lines were sent, unjournaled).
+            JournalFailedError: the journal refused this line or an earlier one, or too
+                many lines wait for it; the stream is now ended (its closing lines were
+                sent, unjournaled).
             RuntimeError: the stream had ended already.
         """
-        if self.done:
+        if self.failure is not None:
+            raise self.failure
+        if self._closed:
             raise RuntimeError(f"response {self.run_id}:{self.response} already ended with [DONE]")
+        if line == DONE_LINE:
+            self._closed = True
+        if self._io.inline:
+            try:
+                self.journal.append(self.run_id, self.response, line)
+            except Exception as exc:
+                raise self._fail(exc) from exc
+            self._add(line)
+            return
+        if len(self._pending) >= self.max_pending:
+            slow = JournalUnavailableError(
+                f"{len(self._pending)} lines of run {self.run_id} wait for the journal",
+                public="the server's storage is too slow",
+            )
+            raise self._fail(slow)
+        self._pending.append(line)
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+
+    async def write(self, line: bytes) -> None:
+        """``append(line)``, then wait until it is journaled and sent.
+
+        Raises:
+            JournalFailedError: as ``append``, or when the journal fails on this line.
+            RuntimeError: the stream had ended already.
+        """
+        self.append(line)
+        await self.flushed()
+
+    async def flushed(self) -> None:
+        """Wait until every appended line is journaled and sent (or the stream failed).
+
+        Raises:
+            JournalFailedError: the journal failed (the stream is ended).
+        """
+        while self._writer is not None:
+            await asyncio.shield(self._writer)
+        if self.failure is not None:
+            raise self.failure
+
+    async def _write(self) -> None:
+        """Journal the queued lines in order, in batches, then send them (spec delivery §3.6-b)."""
         try:
-            self.journal.append(self.run_id, self.response, line)
-        except Exception as exc:
+            while self._pending and self.failure is None:
+                batch = list(self._pending)
+                try:
+                    await self._io.append_many(self.run_id, self.response, batch)
+                except Exception as exc:
+                    self._fail(exc)
+                    return
+                if self.failure is not None:  # ended meanwhile: the journaled lines are not sent
+                    return
+                del self._pending[: len(batch)]
+                for line in batch:
+                    self._add(line)
+        finally:
+            self._writer = None
+
+    def _fail(self, exc: Exception) -> JournalFailedError:
+        """End the stream after a journal failure; the error that ``append`` raises from now on."""
+        if self.failure is None:
+            self.failure = JournalFailedError(f"cannot journal a line of run {self.run_id}: {exc}", exc)
+            self._pending.clear()
+            self._closed = True
             self._cut(JOURNAL_LOST)
-            raise JournalFailedError(f"cannot journal a line of run {self.run_id}: {exc}", exc) from exc
-        self._add(line)
+        return self.failure
 
     def end(self, error: dict[str, str]) -> None:
         """End a response its run left open (spec delivery §4.1): its closing lines, journaled if the journal can.
 
         Never raises: if the journal fails on the way, the remaining lines are sent
-        unjournaled (``unjournaled`` counts them). Nothing happens if the stream had ended.
+        unjournaled (``unjournaled`` counts them). Nothing happens if the stream had ended
+        (or its ``[DONE]`` is queued).
         """
-        if self.done:
+        if self._closed or self.failure is not None:
             return
-        for line in closing_lines(self.lines, self.run_id, error, max_bytes=self.max_bytes):
+        for line in closing_lines([*self.lines, *self._pending], self.run_id, error, max_bytes=self.max_bytes):
             try:
                 self.append(line)
             except JournalFailedError:
@@ -124,6 +232,8 @@ class LiveStream:
 
     def _cut(self, error: dict[str, str]) -> None:
         """End the stream for its followers without the journal (spec delivery §4.2-a)."""
+        if self.done:
+            return
         tail = closing_lines(self.lines, self.run_id, error, max_bytes=self.max_bytes)
         for line in tail:
             self._add(line)
@@ -151,20 +261,30 @@ class LiveStream:
                         self._waiters.remove(waiter)
 
 
-def closing_lines(lines: Sequence[bytes], run_id: str, error: dict[str, str], *, max_bytes: int = 2048) -> list[bytes]:
+#: The agent that reports a failure in a response that has no line yet (spec delivery §4.1-b).
+SERVER_AGENT: Final = "server"
+
+
+def closing_lines(
+    lines: Sequence[bytes], run_id: str, error: dict[str, str], *, max_bytes: int = 2048, agent: str = SERVER_AGENT
+) -> list[bytes]:
     """The lines that end a response its run could not end (spec delivery §4.1).
 
     For every agent of the response: close each block left open (the final marker of a
     streamed block, an empty final chunk of a buffered one, as the agent's own abort
     does), then, for each agent without a ``meta_final``: an ``error`` envelope with
     ``error`` as its payload and a ``meta_final`` with ``stop_reason: "error"``. Then
-    ``[DONE]``. A response that already ended (``[DONE]``) gets nothing.
+    ``[DONE]``. A response that already ended (``[DONE]``) gets nothing. A response with
+    no envelope yet gets one agent, ``agent``, that says so: its ``meta_init``, the
+    ``error`` and its ``meta_final`` (spec delivery §4.1-b: a failure before the first
+    line is an error, never an empty success).
 
     Args:
         lines: the response's lines so far.
         run_id: the run, repeated in ``meta_final``.
         error: the ``error`` payload (``{"type", "message"}``).
         max_bytes: the line bound.
+        agent: the agent of the error of a response that has no envelope yet.
 
     Returns:
         The lines to append, ``[DONE]`` last; empty if the response had ended.
@@ -176,6 +296,13 @@ def closing_lines(lines: Sequence[bytes], run_id: str, error: dict[str, str], *,
         return []
     transcript = rebuilt.transcript()
     out: list[bytes] = []
+    if not transcript.agents:  # spec delivery §4.1-b: nothing was sent yet; the error needs an agent
+        init = {"format": "json", "user_query": "", "agent_uuid": agent, "model": "", "run_id": run_id}
+        out += Emitter(agent, max_bytes).buffered("meta_init", json.dumps(init))
+        rebuilt = Reconstructor()
+        for line in out:
+            rebuilt.feed(line)
+        transcript = rebuilt.transcript()
     for agent, blocks in transcript.agents.items():
         emitter = Emitter(agent, max_bytes)
         for block in blocks:

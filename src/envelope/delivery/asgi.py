@@ -22,15 +22,17 @@ from typing import TYPE_CHECKING, Final
 from envelope._extras import import_failed
 
 try:
-    from sse_starlette import EventSourceResponse, ServerSentEvent
+    from sse_starlette import EventSourceResponse
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
     raise import_failed(exc, __name__, "asgi") from None  # pragma: no cover  # in a subprocess (tests/install)
 
-from ._errors import ResumeError
+from ._errors import JournalError, JournalUnavailableError, ResumeError
 from ._ids import DONE_LINE, RUN_ID_PATTERN, caught_up, replay_events, resume_point
-from ._live import LiveStream
+from ._keepalive import NO_PING, with_keepalives
+from ._live import JOURNAL_LOST, JournalFailedError, LiveStream, closing_lines
+from ._offloop import off_loop
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterable, AsyncIterator, Mapping
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 
     from ._journal import Journal
 
-__all__ = ["NO_BUFFERING", "Delivery"]
+__all__ = ["NO_BUFFERING", "PRODUCER_FAILED", "WRITER_GONE", "Delivery"]
 
 log = logging.getLogger("envelope.delivery.asgi")
 
@@ -48,6 +50,12 @@ NO_BUFFERING: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 #: The ``error`` payload of a response whose producer raised or stopped before ``[DONE]``.
 PRODUCER_FAILED: Final = {"type": "internal_error", "message": "the server failed during this response"}
+
+#: The ``error`` payload of a response closed after its writer was gone (killed, restarted; spec delivery §4.3-a).
+WRITER_GONE: Final = {
+    "type": "server_restarted",
+    "message": "the server stopped while sending this response; it did not finish",
+}
 
 
 class Delivery:
@@ -66,6 +74,11 @@ class Delivery:
         self.max_bytes = max_bytes
         self.live: dict[tuple[str, int], LiveStream] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._io = off_loop(journal)
+        #: The error each response this process ended without the journal was cut with (§4.2-a),
+        #: so that its journal is closed later as its client saw it.
+        self._cut: dict[tuple[str, int], dict[str, str]] = {}
+        self._recovery: asyncio.Task[list[tuple[str, int]]] | None = None
 
     def start(self, run_id: str, lines: AsyncIterable[bytes], *, response: int = 0) -> LiveStream:
         """Produce ``lines`` into a new live response, in a task of its own; return that response.
@@ -91,16 +104,76 @@ class Delivery:
         return stream
 
     async def _produce(self, stream: LiveStream, lines: AsyncIterable[bytes]) -> None:
+        key = (stream.run_id, stream.response)
         try:
+            await self._recovered()
             async for line in lines:
-                stream.append(line)
+                await stream.write(line)  # journaled off the loop, then sent (spec delivery §3.6-b)
                 if stream.done:
                     break
+        except JournalFailedError as exc:
+            log.warning("response %s:%d was cut: %s", stream.run_id, stream.response, exc)
         except Exception:
             log.exception("the producer of response %s:%d failed", stream.run_id, stream.response)
         finally:
             stream.end(PRODUCER_FAILED)  # nothing if it ended with [DONE]
-            self.live.pop((stream.run_id, stream.response), None)
+            with contextlib.suppress(JournalFailedError):
+                await stream.flushed()
+            if stream.failure is not None:
+                self._cut[key] = JOURNAL_LOST  # closed in the journal by the next resume or start (§4.3-a)
+            self.live.pop(key, None)
+
+    async def recover(self) -> list[tuple[str, int]]:
+        """Close every journaled response whose writer is gone, journaling its closing lines (spec delivery §4.3-a).
+
+        A response is gone when the journal lists it unfinished and this process is not
+        writing it (a ``PostgresJournal`` lists only responses no live process writes).
+        Its closing lines are those of §4.1-a with the ``error`` its client was cut with
+        (``JOURNAL_LOST``) if this process cut it, else ``WRITER_GONE``. Runs once by
+        itself before the first stream is produced or resumed; call it from the app's
+        startup to close them at once.
+
+        Returns:
+            The ``(run_id, response)`` pairs closed.
+
+        Raises:
+            JournalError: the journal failed (what was closed before stays closed).
+        """
+        closed: list[tuple[str, int]] = []
+        for run_id, response in await self._io.unfinished():
+            if (run_id, response) in self.live:
+                continue
+            lines = await self._io.read(run_id, response)
+            if lines and await self._close_gone(run_id, response, lines):
+                closed.append((run_id, response))
+        if closed:
+            log.warning("closed %d response(s) whose writer was gone", len(closed))
+        return closed
+
+    async def _recovered(self) -> None:
+        """Run ``recover`` once (again after a failure); its failure is logged, never the caller's."""
+        task = self._recovery
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            task = self._recovery = asyncio.ensure_future(self.recover())
+        try:
+            await asyncio.shield(task)
+        except JournalError as exc:
+            log.warning("could not close the responses whose writer is gone: %s", exc)
+
+    async def _close_gone(self, run_id: str, response: int, lines: list[bytes]) -> list[bytes] | None:
+        """Journal the closing lines of a response whose writer is gone; its lines then, or ``None`` if it is written.
+
+        With a shared journal (``claim``), only once this process holds the response;
+        another live process writing it leaves it as it is.
+        """
+        claim = getattr(self.journal, "claim", None)
+        if claim is not None and not await self._io.call(claim, run_id, response):
+            return None
+        error = self._cut.get((run_id, response), WRITER_GONE)
+        tail = closing_lines(lines, run_id, error, max_bytes=self.max_bytes)
+        await self._io.append_many(run_id, response, tail)
+        self._cut.pop((run_id, response), None)
+        return [*lines, *tail]
 
     def response(
         self, stream: LiveStream, *, after: int = -1, headers: Mapping[str, str] | None = None
@@ -122,11 +195,10 @@ class Delivery:
 
     def _sse(self, events: AsyncIterator[bytes], headers: Mapping[str, str]) -> EventSourceResponse:
         return EventSourceResponse(
-            events,
+            with_keepalives(events, self.keepalive_seconds),  # spec delivery §6.1-c: during silences only
             headers={**NO_BUFFERING, **headers},
-            ping=self.keepalive_seconds,
+            ping=NO_PING,
             sep="\n",
-            ping_message_factory=lambda: ServerSentEvent(comment="keep-alive", sep="\n"),
         )
 
     async def resume(self, request: Request) -> Response:
@@ -143,11 +215,12 @@ class Delivery:
             return _refused(404, "unknown_run", "no such run")
         last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
         try:
+            await self._recovered()
             if last:
                 response, after = resume_point(last, run_id)
             else:
                 live = [r for (run, r) in self.live if run == run_id]
-                response, after = max([*live, self.journal.responses(run_id) - 1]), -1
+                response, after = max([*live, await self._io.responses(run_id) - 1]), -1
                 if response < 0:
                     return _refused(404, "unknown_run", f"no run {run_id} here")
             stream = self.live.get((run_id, response))
@@ -155,14 +228,19 @@ class Delivery:
                 if after >= len(stream.lines):
                     raise ResumeError(f"Last-Event-ID {last!r} is past what was sent")
                 return self.response(stream, after=after)
-            lines = self.journal.read(run_id, response)
-            if lines is None:
+            lines = await self._io.read(run_id, response)
+            if not lines:  # never written, or a file whose first line failed: no response
                 return _refused(404, "unknown_run", f"no response {response} of run {run_id} here")
+            if lines[-1] != DONE_LINE and (run_id, response) not in self.live:
+                # spec delivery §4.3-a: its writer is gone (killed, or cut by the journal): end it now
+                lines = await self._close_gone(run_id, response, lines) or lines
             if caught_up(lines, after):
                 return Response(status_code=204)
             events = replay_events(run_id, response, lines, after)
         except ResumeError as exc:
             return _refused(400, "invalid_last_event_id", str(exc))
+        except JournalError as exc:  # spec delivery §5.1-b: 503 naming nothing; the details go to the log
+            return _unavailable(exc)
         headers = {"X-Run-Id": run_id, "X-Response-Index": str(response)}
         return self._sse(_from_list(events, lines[-1] == DONE_LINE), headers)
 
@@ -188,6 +266,15 @@ async def _from_list(events: list[bytes], ended: bool) -> AsyncIterator[bytes]:
         yield event
     if not ended:
         log.warning("replayed a response its writer left without [DONE]")
+
+
+def _unavailable(exc: JournalError) -> JSONResponse:
+    """A journal failure as the client sees it: 503 with ``Retry-After`` and the error's public text (§5.1-b)."""
+    log.warning("refused a resume, the journal failed: %s", exc)
+    retry = exc.retry_after if isinstance(exc, JournalUnavailableError) else 5
+    answer = _refused(503, "storage_unavailable", exc.public)
+    answer.headers["Retry-After"] = str(retry)
+    return answer
 
 
 def _refused(status: int, kind: str, message: str) -> JSONResponse:

@@ -28,18 +28,30 @@ from envelope._extras import import_failed
 
 try:
     import psycopg
-    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
 except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
     raise import_failed(exc, __name__, "postgres") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from ._errors import JournalError, JournalGapError, JournalTakenOverError, JournalUnavailableError
+from ._offloop import DEFAULT_CALL_TIMEOUT
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
     from psycopg.rows import TupleRow
 
-__all__ = ["CHANNEL", "JOURNAL_TABLE", "STOP_CHANNEL", "PostgresJournal", "create_journal_table", "describe_database"]
+__all__ = [
+    "CHANNEL",
+    "JOURNAL_TABLE",
+    "STATEMENT_TIMEOUT",
+    "STOP_CHANNEL",
+    "TCP_USER_TIMEOUT",
+    "PostgresJournal",
+    "connection_settings",
+    "create_journal_table",
+    "describe_database",
+    "settings_for",
+]
 
 log = logging.getLogger("envelope.delivery.postgres")
 
@@ -60,6 +72,63 @@ JOURNAL_TABLE: Final = (
     " run_id TEXT NOT NULL, response INTEGER NOT NULL, seq INTEGER NOT NULL, line BYTEA NOT NULL,"
     " PRIMARY KEY (run_id, response, seq))"
 )
+
+
+#: Seconds a statement may run on the server before it cancels it (spec delivery §3.6-c).
+STATEMENT_TIMEOUT: Final = 5.0
+#: TCP keepalive probes: first after this many idle seconds, then every ``KEEPALIVE_INTERVAL``,
+#: ``KEEPALIVE_COUNT`` unanswered ones end the connection (spec delivery §3.6-c).
+KEEPALIVE_IDLE: Final = 5
+KEEPALIVE_INTERVAL: Final = 2
+KEEPALIVE_COUNT: Final = 3
+#: Seconds data sent may stay unacknowledged before the kernel ends the connection (``TCP_USER_TIMEOUT``).
+TCP_USER_TIMEOUT: Final = 10.0
+
+
+def connection_settings(
+    *,
+    connect_timeout: float = 3.0,
+    statement_timeout: float | None = STATEMENT_TIMEOUT,
+    keepalive_idle: int = KEEPALIVE_IDLE,
+    keepalive_interval: int = KEEPALIVE_INTERVAL,
+    keepalive_count: int = KEEPALIVE_COUNT,
+    tcp_user_timeout: float | None = TCP_USER_TIMEOUT,
+) -> dict[str, str | int]:
+    """libpq connection parameters that bound every wait on a database (spec delivery §3.6-c).
+
+    ``connect_timeout`` bounds a new connection (libpq's floor is 2 s); ``statement_timeout``
+    has the server cancel a statement running longer; TCP keepalives and
+    ``tcp_user_timeout`` end a connection whose peer vanished or black-holes packets (a
+    failover), which no statement timeout can (the server never answers). ``None`` leaves
+    a bound out. Keyword parameters win over a URL's, so a URL's own ``options`` (a
+    search path) must be joined with this one's: ``settings_for(url, settings)`` does it.
+
+    Returns:
+        Keyword arguments for ``psycopg.connect`` / ``AsyncConnection.connect``.
+    """
+    out: dict[str, str | int] = {
+        "connect_timeout": max(2, int(connect_timeout)),
+        "keepalives": 1,
+        "keepalives_idle": max(1, keepalive_idle),
+        "keepalives_interval": max(1, keepalive_interval),
+        "keepalives_count": max(1, keepalive_count),
+    }
+    if tcp_user_timeout is not None:
+        out["tcp_user_timeout"] = max(1, int(tcp_user_timeout * 1000))
+    if statement_timeout is not None:
+        out["options"] = f"-c statement_timeout={max(1, int(statement_timeout * 1000))}"
+    return out
+
+
+def settings_for(url: str, settings: dict[str, str | int]) -> str:
+    """The conninfo of ``url`` with ``settings`` (``connection_settings``); the URL's own ``options`` kept first."""
+    try:
+        own = conninfo_to_dict(url).get("options")
+    except psycopg.Error:
+        return url  # psycopg.connect reports the unparsable URL
+    if own and "options" in settings:
+        settings = {**settings, "options": f"{own} {settings['options']}"}
+    return make_conninfo(url, **settings)
 
 
 def describe_database(url: str) -> str:
@@ -110,8 +179,11 @@ class PostgresJournal:
     four times as long as it took, so a database that times out connections blocks the
     event loop at most a fifth of the time.
 
-    The protocol is synchronous (``LiveStream.append`` is), so ``append`` blocks the event
-    loop for one loopback round trip; ``follow`` is async and uses its own connection.
+    The protocol is synchronous; an event loop calls it through ``off_loop`` (spec
+    delivery §3.6-a), in a thread of its own and bounded by ``call_timeout``, as
+    ``LiveStream`` and the reference server do; ``follow`` is async and uses its own
+    connection. Every connection has a statement timeout, TCP keepalives and a TCP user
+    timeout (``connection_settings``, spec delivery §3.6-c).
 
     Args:
         url: the database (the same one as the store's, or another).
@@ -119,6 +191,12 @@ class PostgresJournal:
             without a notification (notifications are hints; the table is the truth).
         listen: wake followers by LISTEN/NOTIFY; ``False`` polls every ``poll_seconds``.
         connect_timeout: seconds a new connection may take (at least 2, libpq's floor).
+        statement_timeout: seconds the server lets a statement run (``None``: its own setting).
+        tcp_user_timeout: seconds sent data may go unacknowledged before the connection
+            is ended (``None``: the kernel's default); TCP keepalives are on besides
+            (spec delivery §3.6-c).
+        call_timeout: seconds an event loop waits for one call (``off_loop``, spec
+            delivery §3.6-a) before it answers ``JournalUnavailableError``.
         prepare: what makes the database ready on the first connection (default
             ``create_journal_table``; an application that creates ``stream_journal`` in
             its own migrations passes those).
@@ -136,19 +214,29 @@ class PostgresJournal:
         listen: bool = True,
         connect_timeout: float = 3.0,
         prepare: Callable[[psycopg.Connection[TupleRow]], object] = create_journal_table,
+        statement_timeout: float | None = STATEMENT_TIMEOUT,
+        tcp_user_timeout: float | None = TCP_USER_TIMEOUT,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
     ) -> None:
         """Connect and make the table ready (``prepare``)."""
         self.url = url
         self.poll_seconds = poll_seconds
         self.listen = listen
         self.connect_timeout = max(2, int(connect_timeout))
+        self.call_timeout = call_timeout
+        self._conninfo = settings_for(
+            url,
+            connection_settings(
+                connect_timeout=connect_timeout, statement_timeout=statement_timeout, tcp_user_timeout=tcp_user_timeout
+            ),
+        )
         self._where = describe_database(url)
         self._lock = threading.Lock()
         self._next: dict[tuple[str, int], int] = {}
         self._held: set[tuple[str, int]] = set()
         self._quiet_until = 0.0
         try:
-            conn = psycopg.connect(url, autocommit=True, connect_timeout=self.connect_timeout)
+            conn = psycopg.connect(self._conninfo, autocommit=True)
         except psycopg.Error as exc:
             raise JournalUnavailableError(f"cannot open the journal in {describe_database(url)}: {exc}") from None
         try:
@@ -174,7 +262,7 @@ class PostgresJournal:
         if now < self._quiet_until:
             raise JournalUnavailableError(f"cannot reach {self._where}: its last connection attempt failed just now")
         try:
-            self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=self.connect_timeout)
+            self._conn = psycopg.connect(self._conninfo, autocommit=True)
         except psycopg.Error as exc:
             self._quiet_until = time.monotonic() + 4 * (time.monotonic() - now)
             raise JournalUnavailableError(f"cannot reach {self._where}: {exc}") from None
@@ -349,9 +437,7 @@ class PostgresJournal:
         expected = after + 1
         prefix = f"{run_id}:{response}:"
         try:
-            async with await psycopg.AsyncConnection.connect(
-                self.url, autocommit=True, connect_timeout=self.connect_timeout
-            ) as conn:
+            async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as conn:
                 if self.listen:
                     await conn.execute(f"LISTEN {CHANNEL}")
                 while True:
@@ -419,9 +505,7 @@ class PostgresJournal:
             JournalError: the database failed.
         """
         try:
-            async with await psycopg.AsyncConnection.connect(
-                self.url, autocommit=True, connect_timeout=self.connect_timeout
-            ) as conn:
+            async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as conn:
                 await conn.execute(f"LISTEN {STOP_CHANNEL}")
                 async for note in conn.notifies():
                     yield note.payload
