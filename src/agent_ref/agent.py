@@ -29,8 +29,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import socket
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -64,7 +62,7 @@ from .state import (
     lost_run_record,
     roll_back_dead_run,
 )
-from .store import LogBatch, MemoryStore, Store
+from .store import LogBatch, MemoryStore, Store, lease_owner_id, owner_gone
 from .subagent_run import abandon_children, load_paused_children, new_child
 from .tools import Tool, ToolCallRequest, ToolOutcome, error_outcome, result_block
 
@@ -222,7 +220,9 @@ class Agent:
     def lease_alive(self, now: float | None = None) -> bool:
         """Whether the agent is ``running`` under a lease that has not expired (spec §10.2-a)."""
         state = self.state
-        return state.status == "running" and state.lease_expires_at > (time.time() if now is None else now)
+        now = time.time() if now is None else now
+        # [R10.2-c]: a lease of a process of this machine that no longer runs is void at once
+        return state.status == "running" and state.lease_expires_at > now and not owner_gone(state.lease_owner)
 
     @property
     def lease_owner(self) -> str | None:
@@ -661,7 +661,7 @@ class Agent:
         """Mark the agent ``running`` under a fresh lease of this process (spec §10.2-a)."""
         state = self.state
         state.status = "running"
-        state.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        state.lease_owner = lease_owner_id(uuid.uuid4().hex[:8])  # [R10.2-c]: checkable on this host
         state.lease_expires_at = time.time() + self.options.lease_seconds
 
     async def _claim_paused(self) -> None:

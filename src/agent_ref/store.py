@@ -25,6 +25,9 @@ before it reads the version it compares.
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import socket
 import sqlite3
 import threading
 import time
@@ -41,7 +44,7 @@ from .state import AgentState, RunRecord, decode_state, encode_state
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["AgentSummary", "LogBatch", "MemoryStore", "SQLiteStore", "Store"]
+__all__ = ["AgentSummary", "LogBatch", "MemoryStore", "SQLiteStore", "Store", "lease_owner_id", "owner_gone"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +87,90 @@ class AgentSummary:
     updated_at: float
 
     def lease_alive(self, now: float | None = None) -> bool:
-        """Whether a ``running`` agent's owner still holds it (spec §10.2-a)."""
-        return self.status == "running" and self.lease_expires_at > (time.time() if now is None else now)
+        """Whether a ``running`` agent's owner still holds it (spec §10.2-a; a dead owner here holds none, §10.2-c)."""
+        now = time.time() if now is None else now
+        return self.status == "running" and self.lease_expires_at > now and not owner_gone(self.lease_owner)
+
+
+# ---------------------------------------------------------------- lease owners (spec agent-ref [R10.2-c])
+
+
+def _proc_read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:  # /proc, tiny, read once
+            return f.read()
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), or ``None``."""
+    stat = _proc_read(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    fields = stat.rpartition(")")[2].split()  # the name, in parentheses, may hold spaces
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def _pid_namespace() -> str | None:
+    """This process's PID namespace (the inode of ``/proc/self/ns/pid``), or ``None`` without ``/proc``."""
+    try:
+        link = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return None
+    digits = "".join(c for c in link if c.isdigit())
+    return digits or None
+
+
+def _boot_id() -> str | None:
+    text = _proc_read("/proc/sys/kernel/random/boot_id")
+    return text.strip().replace("-", "")[:12] if text else None
+
+
+#: The tag of an owner id that can be checked on its host: PID namespace, boot, start ticks, a random part.
+_TAG: Final = re.compile(r"p(\d+)b([0-9a-f]+)s(\d+)-[0-9a-f]+")
+
+
+def lease_owner_id(tag: str) -> str:
+    """A lease owner id for this process: ``host:pid:p<pidns>b<boot>s<start>-<tag>`` (spec agent-ref [R10.2-c]).
+
+    Where ``/proc`` is missing (not Linux) it is ``host:pid:<tag>``, which only its lease can
+    declare dead.
+    """
+    pid = os.getpid()
+    ns, boot, start = _pid_namespace(), _boot_id(), _start_ticks(pid)
+    mark = f"p{ns}b{boot}s{start}-{tag}" if ns and boot and start is not None else tag
+    return f"{socket.gethostname()}:{pid}:{mark}"
+
+
+def owner_gone(owner: str | None) -> bool:
+    """Whether a lease owner is a process of this machine that no longer runs (spec agent-ref [R10.2-c]).
+
+    Only an owner id that names this host, this PID namespace and this boot is judged: then
+    it is gone when its pid does not exist, or exists with another start time (the pid was
+    reused). Any other owner (another host, another container, an id without those marks)
+    is never gone here: its lease tells.
+    """
+    if not owner:
+        return False
+    host, _, rest = owner.partition(":")
+    pid_text, _, tag = rest.partition(":")
+    marks = _TAG.fullmatch(tag)
+    if host != socket.gethostname() or not pid_text.isdigit() or marks is None:
+        return False
+    if marks.group(1) != _pid_namespace() or marks.group(2) != _boot_id():
+        return False  # another container on this host, or an earlier boot: pids say nothing here
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False  # this very process (its own runs are its manager's to judge)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass  # it exists, owned by another user
+    start = _start_ticks(pid)
+    return start is not None and str(start) != marks.group(3)
 
 
 def _summary(state: AgentState, updated_at: float) -> AgentSummary:
