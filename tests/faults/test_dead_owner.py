@@ -42,12 +42,29 @@ def _pending_id(body: bytes) -> str:
     return str(pending["tool_use_id"])
 
 
+def _store(where: str) -> Any:
+    if where.startswith("postgresql://"):
+        from agent_ref.store_pg import PostgresStore
+
+        return PostgresStore(where)
+    return SQLiteStore(where)
+
+
 def test_spec_agent_ref_10_2_c_a_resume_killed_before_its_first_line_is_answered_at_once(tmp_path: Path) -> None:
     """[R10.2-c]: kill -9 while the claim is held, restart on the same host: the same answer is 200, the model replies."""
-    db = tmp_path / "agents.db"
+    _killed_then_answered(str(tmp_path / "agents.db"), tmp_path)
+
+
+def test_spec_agent_ref_10_2_c_on_postgresql_too(pg_schema_url: str, tmp_path: Path) -> None:
+    """[R10.2-c]: the same with the PostgreSQL store."""
+    _killed_then_answered(pg_schema_url, tmp_path)
+
+
+def _killed_then_answered(db: str, tmp_path: Path) -> None:
+    journal = tmp_path / "streams"
 
     def app() -> Any:
-        return create_app(store=SQLiteStore(db), model_factory=ScriptedModel, journal=FileJournal(f"{db}.streams"))
+        return create_app(store=_store(db), model_factory=ScriptedModel, journal=FileJournal(journal))
 
     with running(app()) as base:
         first = post(base, "/agent/run", {"prompt": CONFIRM})
@@ -57,7 +74,7 @@ def test_spec_agent_ref_10_2_c_a_resume_killed_before_its_first_line_is_answered
 
     ready = tmp_path / "claimed"
     proc = subprocess.Popen(
-        [sys.executable, str(PROCESS), str(db), agent_uuid, json.dumps(results), str(ready)],
+        [sys.executable, str(PROCESS), db, agent_uuid, json.dumps(results), str(ready)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -73,7 +90,16 @@ def test_spec_agent_ref_10_2_c_a_resume_killed_before_its_first_line_is_answered
         if proc.stderr is not None:
             proc.stderr.close()
 
-    claimed = asyncio.run(SQLiteStore(db).load(agent_uuid))
+    async def load() -> Any:
+        store = _store(db)
+        try:
+            return await store.load(agent_uuid)
+        finally:
+            close = getattr(store, "aclose", None)
+            if close is not None:
+                await close()
+
+    claimed = asyncio.run(load())
     assert claimed is not None
     assert claimed.status == "running"
     assert claimed.lease_expires_at > time.time() + 10  # the dead process's lease has long to run
