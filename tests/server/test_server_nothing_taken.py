@@ -1,6 +1,6 @@
 """Nothing is taken before it is kept (spec server [S3.5-a], issue 38 case 1).
 
-[S3.5-a] [S3.5-b] [R5.5-e]
+[S3.5-a] [S3.5-b] [S3.5-c] [R5.5-e]
 
 A request whose first line the journal refuses is answered ``503`` and leaves the agent
 as it was: a resume's answer is not in the history, the run is still paused, and the
@@ -15,8 +15,11 @@ import asyncio
 import time
 from typing import Any
 
+import httpx2
+
 from agent_ref import ScriptedModel
 from agent_ref.server import create_app
+from agent_ref.server_streams import MemoryJournal
 from agent_ref_support import meta
 from fault_support import SECRET, FlakyJournal, FlakyStore
 from server_support import data_lines, post, running
@@ -30,6 +33,19 @@ def _assert_503(answer: Any) -> None:
     assert int(answer.headers["retry-after"]) >= 1
     assert SECRET not in answer.text
     assert "db.internal" not in answer.text
+
+
+class _WritesFail(MemoryJournal):
+    """A journal whose appends fail while ``down`` (a full disk: it still reads)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    def append(self, run_id: str, response: int, line: bytes) -> None:
+        if self.down:
+            raise OSError(28, "No space left on device")
+        super().append(run_id, response, line)
 
 
 def _pending_id(body: bytes) -> str:
@@ -132,3 +148,30 @@ def test_spec_server_3_5_a_a_run_the_journal_refuses_leaves_no_trace_of_its_prom
         again = post(base, "/agent/run", {"prompt": "hello", "agent_uuid": agent_uuid})
         assert again.status_code == 200
         assert_valid(again.content)
+
+
+def test_spec_server_3_5_c_a_stop_the_journal_refuses_is_kept_and_answered_as_kept() -> None:
+    """[S3.5-c]: a paused run stopped while the journal refuses writes: 200 stopped (it is stored), replayed from the store."""
+    store, journal = FlakyStore(), _WritesFail()
+    app = create_app(store=store, model_factory=ScriptedModel, journal=journal)
+    with running(app) as base:
+        first = post(base, "/agent/run", {"prompt": CONFIRM})
+        run_id, agent_uuid = first.headers["x-run-id"], first.headers["x-agent-uuid"]
+        journal.down = True
+        try:
+            stopped = post(base, f"/agent/runs/{run_id}/stop", None)
+        finally:
+            journal.down = False
+        assert stopped.status_code == 200, stopped.text
+        assert stopped.json()["stop_reason"] == "abandoned"
+        state = asyncio.run(store.load(agent_uuid))
+        assert state is not None
+        assert state.status == "idle"
+        again = post(base, f"/agent/runs/{run_id}/stop", None)  # the same request: the run has ended (S1.4-b)
+        assert again.status_code == 409
+        assert again.json()["error"]["stop_reason"] == "abandoned"
+        with httpx2.Client(timeout=30) as client:
+            replay = client.get(f"{base}/agent/runs/{run_id}/stream", params={"response": "1"})
+        assert replay.status_code == 200, replay.text
+        assert_valid(replay.content)
+        assert meta(data_lines(replay.content), "meta_final")["stop_reason"] == "abandoned"
