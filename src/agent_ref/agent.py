@@ -29,8 +29,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import socket
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -54,8 +52,17 @@ from .record import append_user
 from .response import DONE_LINE, Sink, _NestedResponse
 from .run_context import ParentLink, Resuming, RunContext
 from .snapshots import RestoreReport, restore_files
-from .state import AgentState, PendingCall, Recovery, RunState, lost_run_record, roll_back_dead_run
-from .store import LogBatch, MemoryStore, Store
+from .state import (
+    AgentState,
+    PendingCall,
+    Recovery,
+    RunState,
+    decode_state,
+    encode_state,
+    lost_run_record,
+    roll_back_dead_run,
+)
+from .store import LogBatch, MemoryStore, Store, lease_owner_id, owner_gone
 from .subagent_run import abandon_children, load_paused_children, new_child
 from .tools import Tool, ToolCallRequest, ToolOutcome, error_outcome, result_block
 
@@ -213,7 +220,9 @@ class Agent:
     def lease_alive(self, now: float | None = None) -> bool:
         """Whether the agent is ``running`` under a lease that has not expired (spec §10.2-a)."""
         state = self.state
-        return state.status == "running" and state.lease_expires_at > (time.time() if now is None else now)
+        now = time.time() if now is None else now
+        # [R10.2-c]: a lease of a process of this machine that no longer runs is void at once
+        return state.status == "running" and state.lease_expires_at > now and not owner_gone(state.lease_owner)
 
     @property
     def lease_owner(self) -> str | None:
@@ -411,6 +420,7 @@ class Agent:
         else:
             blocks = [dict(b) for b in prompt]
             query = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+        before = decode_state(encode_state(state))  # [R5.5-e]: what a refused first line puts back
         run = RunState(run_id=str(uuid.uuid4()), user_query=query, started_at=time.time())
         messages = state.messages
         run.base_messages = len(messages)
@@ -429,7 +439,7 @@ class Agent:
         ctx = self._context(self._open_response(sink))
         ctx.prompt = query
         opening = self._emitter.buffered("meta_init", meta_init(ctx, run))
-        return await self._drive(ctx, 1, opening + await run_extras.recall(ctx, query))
+        return await self._drive(ctx, 1, opening + await run_extras.recall(ctx, query), before)
 
     async def continue_with_tool_results(self, results: Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
         """Resume a paused run with the browser's results (spec §3.3).
@@ -461,6 +471,7 @@ class Agent:
         permissions = _approved_permissions(state, parsed)  # spec §12.6-b: checked before anything is stored
         # spec §13.5-c: the paused children are checked before the claim.
         children = await load_paused_children(state, self.options.subagents, self._child)
+        before = decode_state(encode_state(state))  # [R5.5-e]: what a refused first line puts back
         await self._claim_paused()  # exactly one resume wins (spec §4.3)
         state.permissions = permissions
         ctx = self._context(self._open_response(sink))
@@ -476,10 +487,10 @@ class Agent:
             # The user turn is recorded when the children and the approved calls have ended (``loop.resume_children``).
             ctx.resuming = Resuming(children=children, results=list(results), by_id=by_id, approved=approved)
             ctx.answered = dict(by_id)
-            return await self._drive(ctx, step, opening)
+            return await self._drive(ctx, step, opening, before)
         append_user(state, [by_id[i] for i in state.pending_order if i in by_id])
         _clear_pause(state)
-        return await self._drive(ctx, step, opening)
+        return await self._drive(ctx, step, opening, before)
 
     # ----------------------------------------------------------------- sessions (spec §S1, §S2)
 
@@ -596,7 +607,38 @@ class Agent:
         )
         return ctx
 
-    async def _drive(self, ctx: RunContext, step: int, opening: list[bytes]) -> AgentResult:
+    async def _drive(
+        self, ctx: RunContext, step: int, opening: list[bytes], before: AgentState | None = None
+    ) -> AgentResult:
+        """Run the response; with ``before`` (the state before the claim), a refused first line takes it all back.
+
+        spec [R5.5-e]: when the sink refuses the response's first line, nobody saw any of
+        it, so the request's effect (the prompt, the answer) is not taken: ``before`` is
+        saved over the claim and the sink's error raised. If that save fails too, the store
+        keeps the claim under this process's lease; the agent's recovery (§10.2-b, run by the
+        server once its store answers, or by any process when the lease runs out) puts a
+        resume back to its pause and closes a run as ``lost`` without its prompt.
+        """
+        if before is None:
+            return await self._drive_response(ctx, step, opening)
+        ctx.response.refusable = True
+        try:
+            return await self._drive_response(ctx, step, opening)
+        except response._NothingSent as refused:
+            await self._take_back(before)
+            raise refused.error from None
+
+    async def _take_back(self, before: AgentState) -> None:
+        """Save ``before`` over this process's claim ([R5.5-e]); a failure is logged (the lease recovers it)."""
+        before.version = self.state.version  # the claim's save (and only it) came after ``before``
+        try:
+            await self.store.save(before)
+        except Exception as exc:
+            log.warning("agent %s: could not take back a refused response (left to recovery): %s", self.agent_uuid, exc)
+            return
+        self.state = before
+
+    async def _drive_response(self, ctx: RunContext, step: int, opening: list[bytes]) -> AgentResult:
         """Run the response (``loop.drive``); keep what outlives it (the last call's context size)."""
         # A fresh event per response: an Event binds to the loop that first waits on it, and an
         # agent may serve runs from several loops (asyncio.run per request); a stale one made
@@ -619,7 +661,7 @@ class Agent:
         """Mark the agent ``running`` under a fresh lease of this process (spec §10.2-a)."""
         state = self.state
         state.status = "running"
-        state.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        state.lease_owner = lease_owner_id(uuid.uuid4().hex[:8])  # [R10.2-c]: checkable on this host
         state.lease_expires_at = time.time() + self.options.lease_seconds
 
     async def _claim_paused(self) -> None:

@@ -44,6 +44,7 @@ __all__ = [
     "continuation",
     "finished",
     "lost_error",
+    "saved",
     "settled",
     "starting",
 ]
@@ -121,6 +122,20 @@ def _retrieved(future: asyncio.Future[None]) -> None:
     """Mark a save's outcome as read (asyncio logs a failure nobody read; ``settled`` raises it when awaited)."""
     if not future.cancelled():
         future.exception()
+
+
+async def saved(ctx: RunContext) -> None:
+    """Wait for the result saves of the step so far, keeping them pending for ``settled`` ([CK1.3-c]).
+
+    The step's sends wait here first, so a result the client reads is one its checkpoint
+    holds: a process killed between the two leaves them agreeing. A failed save raises
+    (another process took the agent), as ``settled`` would; waiting never cancels the save.
+    """
+    entry = _CHAINS.get(id(ctx))
+    if entry is None:
+        return
+    await asyncio.wait([entry[1]])
+    entry[1].result()
 
 
 async def settled(ctx: RunContext) -> None:

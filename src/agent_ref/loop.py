@@ -35,7 +35,7 @@ from .finish import (
 )
 from .hooks import keep_going
 from .record import add_prompt_context, append_assistant, append_user, take_back_prompt, tool_uses
-from .response import _ClientGone
+from .response import _ClientGone, _NothingSent
 from .structured import structured_end
 from .tool_step import last_call, run_step_tools
 from .tools import ToolCallRequest, ToolOutcome, run_tools
@@ -225,6 +225,8 @@ async def _drive_loop(ctx: RunContext, abort: asyncio.Event, step: int, opening:
             "attempts": exc.attempts,
         }
         return await finish(ctx, STOP_ERROR, error_payload=payload)
+    except _NothingSent:
+        raise  # [R5.5-e]: nothing was sent; the agent takes the response back (``Agent._drive``)
     except _ClientGone as exc:
         # spec §5.5-c: the sink failed (a closed pipe, a dropped connection).
         await close_quietly(ctx, "the client went away")

@@ -36,6 +36,15 @@ class _ClientGone(Exception):
         self.error = error
 
 
+class _NothingSent(_ClientGone):
+    """The sink refused a response's first line: nobody saw anything of it (spec agent-ref [R5.5-e]).
+
+    Raised only for a response marked ``refusable`` (a user's run or resume that can be
+    taken back): the loop ends without closing the run, and the agent puts the state it
+    had before the claim back in the store, then re-raises ``error``.
+    """
+
+
 def _nowhere(line: bytes) -> None:
     """The sink of a response nobody reads (``abandon`` without a sink, a recovery)."""
 
@@ -64,6 +73,10 @@ class _Response:
         self.staged: list[bytes] = []
         #: The client is gone: lines are still checked and logged, no longer sent (spec §5.5-c).
         self.gone = False
+        #: Lines the sink took; while 0, a sink failure is a refusal of the whole response.
+        self.delivered = 0
+        #: A first line the sink refuses is ``_NothingSent``: the caller takes the response back ([R5.5-e]).
+        self.refusable = False
 
     async def _deliver(self, line: bytes) -> None:
         if self.gone:
@@ -74,7 +87,10 @@ class _Response:
                 await result
         except Exception as exc:
             self.gone = True
+            if self.delivered == 0 and self.refusable:
+                raise _NothingSent(exc) from exc
             raise _ClientGone(exc) from exc
+        self.delivered += 1
 
     async def send(self, lines: Sequence[bytes]) -> None:
         for line in lines:

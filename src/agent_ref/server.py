@@ -109,7 +109,7 @@ from .server_streams import (
     stream_agent,
 )
 from .state import roll_back_dead_run
-from .store import LogBatch, Store
+from .store import LogBatch, Store, owner_gone
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -664,7 +664,13 @@ class RunManager:
 
 
 def _owner_alive(owner: str) -> bool:
-    """Whether a lease owner ``host:pid:tag`` may be alive: on this host, its process exists (spec server [CK2.1-a])."""
+    """Whether a lease owner ``host:pid:tag`` may be alive: on this host, its process exists (spec server [CK2.1-a]).
+
+    An owner id that carries its process's start time is judged by ``owner_gone`` (a pid
+    reused by another process is gone too, agent-ref [R10.2-c]); an older one by its pid.
+    """
+    if owner_gone(owner):
+        return False
     host, _, rest = owner.partition(":")
     pid_text = rest.partition(":")[0]
     if host != socket.gethostname() or not pid_text.isdigit():

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .errors import StateError
+from .errors import StateError, StoreError
 from .server_http import _read_json, _Refused, _string, _unknown_keys
 from .server_streams import RUN_ID_PATTERN
 from .sessions import InboxStore
@@ -56,6 +56,8 @@ def messages_route(
         if isinstance(store, InboxStore):  # spec [IN1-a]: whichever process answers, through the store
             try:
                 receipt = await asyncio.to_thread(store.inbox_put, run_id, text)
+            except StoreError:
+                raise  # spec server [S3.4-b]: the storage failed, not the run: 503 (``_guarded``), naming nothing
             except StateError as exc:  # spec server [SVSE2-b]: ended, paused, past its last step
                 raise _Refused(409, "not_accepting", f"run {run_id}: {exc}", run_id=run_id) from None
             return JSONResponse(

@@ -25,23 +25,26 @@ before it reads the version it compares.
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import socket
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol, TypeVar
 
 import msgspec
 
-from .errors import ConflictError, StateError
+from .errors import ConflictError, StateError, StoreError, UnavailableError
 from .sessions import InboxReceipt
 from .state import AgentState, RunRecord, decode_state, encode_state
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
-__all__ = ["AgentSummary", "LogBatch", "MemoryStore", "SQLiteStore", "Store"]
+__all__ = ["AgentSummary", "LogBatch", "MemoryStore", "SQLiteStore", "Store", "lease_owner_id", "owner_gone"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +87,90 @@ class AgentSummary:
     updated_at: float
 
     def lease_alive(self, now: float | None = None) -> bool:
-        """Whether a ``running`` agent's owner still holds it (spec §10.2-a)."""
-        return self.status == "running" and self.lease_expires_at > (time.time() if now is None else now)
+        """Whether a ``running`` agent's owner still holds it (spec §10.2-a; a dead owner here holds none, §10.2-c)."""
+        now = time.time() if now is None else now
+        return self.status == "running" and self.lease_expires_at > now and not owner_gone(self.lease_owner)
+
+
+# ---------------------------------------------------------------- lease owners (spec agent-ref [R10.2-c])
+
+
+def _proc_read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:  # /proc, tiny, read once
+            return f.read()
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), or ``None``."""
+    stat = _proc_read(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    fields = stat.rpartition(")")[2].split()  # the name, in parentheses, may hold spaces
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def _pid_namespace() -> str | None:
+    """This process's PID namespace (the inode of ``/proc/self/ns/pid``), or ``None`` without ``/proc``."""
+    try:
+        link = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return None
+    digits = "".join(c for c in link if c.isdigit())
+    return digits or None
+
+
+def _boot_id() -> str | None:
+    text = _proc_read("/proc/sys/kernel/random/boot_id")
+    return text.strip().replace("-", "")[:12] if text else None
+
+
+#: The tag of an owner id that can be checked on its host: PID namespace, boot, start ticks, a random part.
+_TAG: Final = re.compile(r"p(\d+)b([0-9a-f]+)s(\d+)-[0-9a-f]+")
+
+
+def lease_owner_id(tag: str) -> str:
+    """A lease owner id for this process: ``host:pid:p<pidns>b<boot>s<start>-<tag>`` (spec agent-ref [R10.2-c]).
+
+    Where ``/proc`` is missing (not Linux) it is ``host:pid:<tag>``, which only its lease can
+    declare dead.
+    """
+    pid = os.getpid()
+    ns, boot, start = _pid_namespace(), _boot_id(), _start_ticks(pid)
+    mark = f"p{ns}b{boot}s{start}-{tag}" if ns and boot and start is not None else tag
+    return f"{socket.gethostname()}:{pid}:{mark}"
+
+
+def owner_gone(owner: str | None) -> bool:
+    """Whether a lease owner is a process of this machine that no longer runs (spec agent-ref [R10.2-c]).
+
+    Only an owner id that names this host, this PID namespace and this boot is judged: then
+    it is gone when its pid does not exist, or exists with another start time (the pid was
+    reused). Any other owner (another host, another container, an id without those marks)
+    is never gone here: its lease tells.
+    """
+    if not owner:
+        return False
+    host, _, rest = owner.partition(":")
+    pid_text, _, tag = rest.partition(":")
+    marks = _TAG.fullmatch(tag)
+    if host != socket.gethostname() or not pid_text.isdigit() or marks is None:
+        return False
+    if marks.group(1) != _pid_namespace() or marks.group(2) != _boot_id():
+        return False  # another container on this host, or an earlier boot: pids say nothing here
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False  # this very process (its own runs are its manager's to judge)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass  # it exists, owned by another user
+    start = _start_ticks(pid)
+    return start is not None and str(start) != marks.group(3)
 
 
 def _summary(state: AgentState, updated_at: float) -> AgentSummary:
@@ -375,7 +460,7 @@ class SQLiteStore:
         try:
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
         except sqlite3.Error as exc:
-            raise StateError(f"cannot open the agent database {self.path}: {exc}") from None
+            raise _failure(f"cannot open the agent database {self.path}", exc) from None
         if not self._ready:
             self._prepare(conn)
             self._ready = True
@@ -404,15 +489,17 @@ class SQLiteStore:
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     conn.close()
-                    raise StateError(f"cannot prepare the agent database {self.path}: {exc}") from None
+                    raise _failure(f"cannot prepare the agent database {self.path}", exc) from None
                 if time.monotonic() >= deadline:
                     conn.close()
-                    raise StateError(f"the agent database {self.path} stayed locked for {self.timeout} s") from None
+                    raise UnavailableError(
+                        f"the agent database {self.path} stayed locked for {self.timeout} s", public=_PUBLIC_BUSY
+                    ) from None
                 time.sleep(0.01)
 
     async def load(self, agent_uuid: str) -> AgentState | None:
         """See ``Store.load``."""
-        return await asyncio.to_thread(self._load, agent_uuid)
+        return await _off_loop(self.path, self._load, agent_uuid)
 
     def _load(self, agent_uuid: str) -> AgentState | None:
         conn = self._connect()
@@ -431,7 +518,7 @@ class SQLiteStore:
 
     async def save(self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None) -> None:
         """See ``Store.save``."""
-        await asyncio.to_thread(self._save, state, log, run)
+        await _off_loop(self.path, self._save, state, log, run)
 
     def _save(self, state: AgentState, log: LogBatch | None, run: RunRecord | None) -> None:
         conn = self._connect()
@@ -475,13 +562,13 @@ class SQLiteStore:
             conn.execute("COMMIT")
             state.version = new_version
         except sqlite3.Error as exc:
-            raise StateError(f"cannot save agent {state.agent_uuid} to {self.path}: {exc}") from None
+            raise _failure(f"cannot save agent {state.agent_uuid} to {self.path}", exc) from None
         finally:
             conn.close()
 
     async def run_log(self, run_id: str) -> list[bytes]:
         """See ``Store.run_log``."""
-        return await asyncio.to_thread(self._run_log, run_id)
+        return await _off_loop(self.path, self._run_log, run_id)
 
     def _run_log(self, run_id: str) -> list[bytes]:
         conn = self._connect()
@@ -495,11 +582,11 @@ class SQLiteStore:
 
     async def run_responses(self, run_id: str) -> list[list[bytes]]:
         """See ``Store.run_responses``."""
-        return await asyncio.to_thread(self._run_responses, run_id)
+        return await _off_loop(self.path, self._run_responses, run_id)
 
     async def renew_lease(self, agent_uuid: str, owner: str, expires_at: float) -> bool:
         """See ``Store.renew_lease``."""
-        return await asyncio.to_thread(self._renew_lease, agent_uuid, owner, expires_at)
+        return await _off_loop(self.path, self._renew_lease, agent_uuid, owner, expires_at)
 
     def _renew_lease(self, agent_uuid: str, owner: str, expires_at: float) -> bool:
         conn = self._connect()
@@ -511,13 +598,13 @@ class SQLiteStore:
             )
             return cursor.rowcount == 1
         except sqlite3.Error as exc:
-            raise StateError(f"cannot renew the lease of agent {agent_uuid} in {self.path}: {exc}") from None
+            raise _failure(f"cannot renew the lease of agent {agent_uuid} in {self.path}", exc) from None
         finally:
             conn.close()
 
     async def agents(self) -> list[AgentSummary]:
         """See ``Store.agents``."""
-        return await asyncio.to_thread(self._agents)
+        return await _off_loop(self.path, self._agents)
 
     def _agents(self) -> list[AgentSummary]:
         conn = self._connect()
@@ -546,7 +633,7 @@ class SQLiteStore:
 
     async def runs(self, agent_uuid: str) -> list[RunRecord]:
         """See ``Store.runs``."""
-        return await asyncio.to_thread(self._runs, agent_uuid)
+        return await _off_loop(self.path, self._runs, agent_uuid)
 
     def _runs(self, agent_uuid: str) -> list[RunRecord]:
         conn = self._connect()
@@ -560,7 +647,7 @@ class SQLiteStore:
 
     async def record_snapshot(self, agent_uuid: str, run_id: str, run_step: int, data: bytes) -> int:
         """See ``snapshots.SnapshotStore.record_snapshot``."""
-        return await asyncio.to_thread(self._record_snapshot, agent_uuid, run_id, run_step, data)
+        return await _off_loop(self.path, self._record_snapshot, agent_uuid, run_id, run_step, data)
 
     def _record_snapshot(self, agent_uuid: str, run_id: str, run_step: int, data: bytes) -> int:
         conn = self._connect()
@@ -585,13 +672,13 @@ class SQLiteStore:
             conn.execute("COMMIT")
             return step
         except sqlite3.Error as exc:
-            raise StateError(f"cannot record a snapshot of agent {agent_uuid} in {self.path}: {exc}") from None
+            raise _failure(f"cannot record a snapshot of agent {agent_uuid} in {self.path}", exc) from None
         finally:
             conn.close()
 
     async def snapshots(self, agent_uuid: str, after_step: int) -> list[tuple[int, bytes]]:
         """See ``snapshots.SnapshotStore.snapshots``."""
-        return await asyncio.to_thread(self._snapshots, agent_uuid, after_step)
+        return await _off_loop(self.path, self._snapshots, agent_uuid, after_step)
 
     def _snapshots(self, agent_uuid: str, after_step: int) -> list[tuple[int, bytes]]:
         conn = self._connect()
@@ -606,14 +693,14 @@ class SQLiteStore:
 
     async def drop_snapshots(self, agent_uuid: str, after_step: int) -> None:
         """See ``snapshots.SnapshotStore.drop_snapshots``."""
-        await asyncio.to_thread(self._drop_snapshots, agent_uuid, after_step)
+        await _off_loop(self.path, self._drop_snapshots, agent_uuid, after_step)
 
     def _drop_snapshots(self, agent_uuid: str, after_step: int) -> None:
         conn = self._connect()
         try:
             conn.execute("DELETE FROM file_snapshots WHERE agent_uuid = ? AND step > ?", (agent_uuid, after_step))
         except sqlite3.Error as exc:
-            raise StateError(f"cannot drop the snapshots of agent {agent_uuid} in {self.path}: {exc}") from None
+            raise _failure(f"cannot drop the snapshots of agent {agent_uuid} in {self.path}", exc) from None
         finally:
             conn.close()
 
@@ -644,13 +731,14 @@ class SQLiteStore:
             conn.execute("COMMIT")
             return InboxReceipt(agent_uuid, seq, seq - int(row[2]))
         except sqlite3.Error as exc:
-            raise StateError(f"cannot queue a message for run {run_id} in {self.path}: {exc}") from None
+            raise _failure(f"cannot queue a message for run {run_id} in {self.path}", exc) from None
         finally:
             conn.close()
 
     async def inbox_open(self, agent_uuid: str, run_id: str, delivered: int) -> None:
         """See ``sessions.InboxStore.inbox_open``."""
-        await asyncio.to_thread(
+        await _off_loop(
+            self.path,
             self._inbox_write,
             f"open the inbox of agent {agent_uuid}",
             [
@@ -666,7 +754,7 @@ class SQLiteStore:
 
     async def inbox_take(self, agent_uuid: str, after: int) -> list[tuple[int, str]]:
         """See ``sessions.InboxStore.inbox_take``."""
-        return await asyncio.to_thread(self._inbox_take, agent_uuid, after)
+        return await _off_loop(self.path, self._inbox_take, agent_uuid, after)
 
     def _inbox_take(self, agent_uuid: str, after: int) -> list[tuple[int, str]]:
         conn = self._connect()
@@ -679,14 +767,14 @@ class SQLiteStore:
                     "UPDATE inbox_runs SET taken = max(taken, ?) WHERE agent_uuid = ?", (int(rows[-1][0]), agent_uuid)
                 )
         except sqlite3.Error as exc:
-            raise StateError(f"cannot read the inbox of agent {agent_uuid} in {self.path}: {exc}") from None
+            raise _failure(f"cannot read the inbox of agent {agent_uuid} in {self.path}", exc) from None
         finally:
             conn.close()
         return [(int(r[0]), str(r[1])) for r in rows]
 
     async def inbox_close(self, agent_uuid: str, run_id: str, after: int, *, if_empty: bool) -> bool:
         """See ``sessions.InboxStore.inbox_close``: the check and the close in one ``BEGIN IMMEDIATE``."""
-        return await asyncio.to_thread(self._inbox_close, agent_uuid, run_id, after, if_empty)
+        return await _off_loop(self.path, self._inbox_close, agent_uuid, run_id, after, if_empty)
 
     def _inbox_close(self, agent_uuid: str, run_id: str, after: int, if_empty: bool) -> bool:
         conn = self._connect()
@@ -703,13 +791,13 @@ class SQLiteStore:
             conn.execute("COMMIT")
             return not waiting
         except sqlite3.Error as exc:
-            raise StateError(f"cannot close the inbox of agent {agent_uuid} in {self.path}: {exc}") from None
+            raise _failure(f"cannot close the inbox of agent {agent_uuid} in {self.path}", exc) from None
         finally:
             conn.close()
 
     async def snapshot_points(self, agent_uuid: str) -> list[tuple[int, str, int]]:
         """The agent's snapshot records as ``(step, run id, step of the run)``, in the order recorded ([IN4-a])."""
-        return await asyncio.to_thread(self._snapshot_points, agent_uuid)
+        return await _off_loop(self.path, self._snapshot_points, agent_uuid)
 
     def _snapshot_points(self, agent_uuid: str) -> list[tuple[int, str, int]]:
         conn = self._connect()
@@ -718,7 +806,7 @@ class SQLiteStore:
                 "SELECT step, run_id, run_step FROM file_snapshots WHERE agent_uuid = ? ORDER BY seq", (agent_uuid,)
             ).fetchall()
         except sqlite3.Error as exc:
-            raise StateError(f"cannot read the snapshots of agent {agent_uuid} in {self.path}: {exc}") from None
+            raise _failure(f"cannot read the snapshots of agent {agent_uuid} in {self.path}", exc) from None
         finally:
             conn.close()
         return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]
@@ -731,9 +819,61 @@ class SQLiteStore:
                 conn.execute(sql, params)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise StateError(f"cannot {doing} in {self.path}: {exc}") from None
+            raise _failure(f"cannot {doing} in {self.path}", exc) from None
         finally:
             conn.close()
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+#: What a client reads when the SQLite file cannot be written or read now (spec server [S3.4-b]).
+_PUBLIC_STORAGE: Final = "the server's storage cannot be used now (full, read-only or failing)"
+#: ... when another writer holds the database for longer than the store waits.
+_PUBLIC_BUSY: Final = "the server's database is busy"
+
+#: SQLite's primary result codes of a storage that may come back (disk full, read-only
+#: mount, I/O error, a file that cannot be opened, a lock held too long, out of memory).
+_TRANSIENT: Final = frozenset(
+    {
+        "SQLITE_FULL",
+        "SQLITE_IOERR",
+        "SQLITE_READONLY",
+        "SQLITE_CANTOPEN",
+        "SQLITE_BUSY",
+        "SQLITE_LOCKED",
+        "SQLITE_NOMEM",
+        "SQLITE_PROTOCOL",
+        "SQLITE_NOLFS",
+    }
+)
+
+
+def _failure(message: str, exc: sqlite3.Error) -> StoreError:
+    """The store error of a failed SQLite call (spec server [S3.4-b]): its text for the log, a public one for clients.
+
+    ``str()`` keeps the detail (the file's path, SQLite's words) for the log and the
+    command line; ``public`` names no path. A storage that may come back (full, read-only,
+    I/O, busy) is ``UnavailableError`` (a server's ``503`` with ``Retry-After: 1``); any
+    other SQLite failure (a corrupt file) is a ``StoreError`` (``503`` too, it may be
+    repaired, spec server §3.4-a), never a ``409`` that reads like the agent's state.
+    """
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    primary = "_".join(name.split("_")[:2])  # SQLITE_IOERR_WRITE -> SQLITE_IOERR
+    text = f"{message}: {exc}"
+    words = str(exc).lower()
+    if primary in _TRANSIENT or (not name and any(w in words for w in ("full", "readonly", "disk i/o", "locked"))):
+        public = _PUBLIC_BUSY if primary in ("SQLITE_BUSY", "SQLITE_LOCKED") else _PUBLIC_STORAGE
+        return UnavailableError(text, retry_after=1, public=public)
+    return StoreError(text)
+
+
+async def _off_loop(path: Path, call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    """``call`` in a worker thread; a SQLite error no step caught becomes a store error ([S3.4-b])."""
+    try:
+        return await asyncio.to_thread(call, *args, **kwargs)
+    except sqlite3.Error as exc:
+        raise _failure(f"the agent database {path} failed", exc) from None
 
 
 def _not_accepting(run_id: str) -> str:

@@ -73,7 +73,7 @@ async def run_step_tools(
     if ctx.interrupt is not None or ctx.loop_stop is not None:
         # spec §12.4-c, §16: a stopped step answers the calls not yet answered and ends the run.
         for call in [*routed.backend, *routed.spawns, *routed.frontend]:
-            routed.outcomes[call.id] = await ctx.answer_error(call, "not run: the run was interrupted")
+            routed.outcomes[call.id] = await _refuse(ctx, call, "not run: the run was interrupted")
         append_user(ctx.state, [routed.outcomes[c.id].block for c in calls])
         return []
     spawns = await _cap_spawns(ctx, routed.spawns, routed.outcomes)
@@ -82,15 +82,17 @@ async def run_step_tools(
         ctx.answered[call.id] = done.block
         checkpoints.finished(ctx, done.block)  # [CK1.3-a]: its result saved as it ends
 
-    for done in routed.outcomes.values():
-        checkpoints.finished(ctx, done.block)  # answered without running (denied, blocked, cut)
+    async def send(lines: list[bytes]) -> None:
+        await checkpoints.saved(ctx)  # [CK1.3-c]: a result is checkpointed before it is streamed
+        await ctx.response.send(lines)
+
     options = ctx.options
     ran, spawned = await asyncio.gather(
         run_tools(
             routed.backend,
             ctx.tools,
             ctx.emitter,
-            ctx.response.send,
+            send,
             max_concurrency=options.max_tool_concurrency,
             on_result=answered,
             timeout=options.tool_timeout,
@@ -119,18 +121,28 @@ async def run_step_tools(
     return []
 
 
+async def _refuse(ctx: RunContext, call: ToolCallRequest, text: str) -> ToolOutcome:
+    """Answer a call that is not run with an ``is_error`` result: checkpointed, then sent ([CK1.3-c])."""
+    done = error_outcome(ctx.emitter, call, text)
+    ctx.answered[call.id] = done.block
+    checkpoints.finished(ctx, done.block)
+    await checkpoints.saved(ctx)
+    await ctx.response.send(done.lines)
+    return done
+
+
 async def _route(ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapping[str, str]) -> _Routed:
     """Answer the calls that are not run (cut input, blocked, denied); sort the others by kind."""
     routed = _Routed()
     for call in calls:
         if call.id in bad_inputs:
             # spec §1.3-a: a cut or unparseable call is answered, never run.
-            routed.outcomes[call.id] = await ctx.answer_error(call, bad_inputs[call.id])
+            routed.outcomes[call.id] = await _refuse(ctx, call, bad_inputs[call.id])
             continue
         if ctx.interrupt is not None or ctx.loop_stop is not None:
             # [R12.7-c]: after an abort, the step's later calls are answered, never asked about.
             ctx.tracing.refused_call(name=call.name, call_id=call.id, reason="interrupted", arguments=call.input)
-            routed.outcomes[call.id] = await ctx.answer_error(call, "not run: the run was interrupted")
+            routed.outcomes[call.id] = await _refuse(ctx, call, "not run: the run was interrupted")
             continue
         permitted = await permit(ctx, call)
         if isinstance(permitted, str):
@@ -139,7 +151,7 @@ async def _route(ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapp
             ctx.tracing.refused_call(
                 name=call.name, call_id=call.id, reason=reason, message=str(permitted), arguments=call.input
             )  # spec [IN3-a]
-            routed.outcomes[call.id] = await ctx.answer_error(call, str(permitted))  # a plain str to encode
+            routed.outcomes[call.id] = await _refuse(ctx, call, str(permitted))  # a plain str to encode
             continue
         if isinstance(permitted, Approval):
             # spec §12.6: a durable ask pauses the run on the call, as a frontend call does.
@@ -190,7 +202,7 @@ async def _cap_spawns(
             used += starts
             kept.append(call)
             continue
-        outcomes[call.id] = await ctx.answer_error(call, over_cap(cap, running))
+        outcomes[call.id] = await _refuse(ctx, call, over_cap(cap, running))
     return kept
 
 
