@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx2
@@ -71,7 +72,9 @@ def checkpoint_held(where: str, agent: str, hold: Literal["tool", "model"]) -> b
             return checkpoint.phase == "tools" and len(checkpoint.results) >= 1
         return checkpoint.phase == "model" and checkpoint.step >= 2
 
-    return asyncio.run(look())
+    # in a thread of its own: the caller may be inside an event loop (the browser tests' is)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(look())).result()
 
 
 class Reader(threading.Thread):
