@@ -1,6 +1,6 @@
-"""Shared test setup: Hypothesis profiles, the paths of the in-repository fixtures, and a
+"""Shared test setup: Hypothesis profiles, the paths of the in-repository fixtures, a
 ``SUITES NOT RUN`` section at the end of a run that skipped suites for missing system parts
-(``skip_summary.py``).
+(``skip_summary.py``), and the rule that a parametrisation over nothing is an error.
 
 Profiles (choose with ``HYPOTHESIS_PROFILE``): ``dev`` (default, quick), ``ci`` (more
 examples, no deadline: CI machines are shared and slow), ``thorough`` (for a long run).
@@ -93,3 +93,27 @@ def pg_schema_url(pg_url: str) -> Iterator[str]:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """List the suites skipped for a missing system part, loudly, above pytest's summary line."""
     skip_summary.pytest_terminal_summary(terminalreporter)
+
+
+#: How pytest names a test whose parametrisation got no value (it skips it by default).
+_EMPTY_PARAMETERS = "got empty parameter set"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A parametrisation over no value stops the run at collection, naming the tests.
+
+    Most parametrisations here run over a glob of fixtures, conformance cases or corpus
+    files; a moved folder or a wrong pattern gives an empty list, which pytest turns into
+    one skip that reads like a missing system part. An empty glob is a broken test, so
+    it is an error, not zero tests (issue 37; ``tests/unit/test_empty_parametrisation.py``).
+
+    Raises:
+        pytest.UsageError: some test was parametrised over an empty list.
+    """
+    empty = [
+        item.nodeid
+        for item in items
+        if any(str(mark.kwargs.get("reason", "")).startswith(_EMPTY_PARAMETERS) for mark in item.iter_markers("skip"))
+    ]
+    if empty:
+        raise pytest.UsageError(f"parametrised over no value (an empty glob?): {', '.join(empty)}")

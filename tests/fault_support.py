@@ -2,24 +2,79 @@
 
 ``Reader`` reads one HTTP answer (an SSE stream) in a thread, so the test can stop a
 database or kill a process while the stream is open, then wait for its end with a
-deadline: a server that hangs fails the test instead of hanging it.
+deadline: a server that hangs fails the test instead of hanging it. ``wait_until`` polls
+any condition against a deadline and fails naming it; ``checkpoint_held`` is the condition
+the kill tests wait for before they kill (the dying run's checkpoint is in the store).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx2
 
-from agent_ref import MemoryStore
+from agent_ref import MemoryStore, SQLiteStore
 from agent_ref.errors import UnavailableError
 from agent_ref.server_streams import MemoryJournal
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from agent_ref.state import AgentState, RunRecord
-    from agent_ref.store import LogBatch
+    from agent_ref.store import LogBatch, Store
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` if it does not within ``timeout`` s.
+
+    The shape every test waits in: a state it can see, polled against a deadline, never
+    a sleep sized for a quiet machine.
+    """
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.02)
+
+
+def _open_store(where: str) -> Store:
+    if where.startswith("postgresql://"):
+        from agent_ref.store_pg import PostgresStore
+
+        return PostgresStore(where)
+    return SQLiteStore(where)
+
+
+def checkpoint_held(where: str, agent: str, hold: Literal["tool", "model"]) -> bool:
+    """Whether the store at ``where`` holds the checkpoint a run held at ``hold`` saved last.
+
+    ``tool``: the step's calls are marked started and the call that finished before the
+    held one has its result saved (that save runs beside the held call, so the held call
+    can signal before it is done: the reason the kill tests once slept). ``model``: the
+    checkpoint before the next model call (saved before the model is called).
+    """
+
+    async def look() -> bool:
+        store = _open_store(where)
+        try:
+            state = await store.load(agent)
+        finally:
+            close = getattr(store, "aclose", None)
+            if close is not None:
+                await close()
+        checkpoint = state.run.checkpoint if state is not None and state.run is not None else None
+        if checkpoint is None:
+            return False
+        if hold == "tool":
+            return checkpoint.phase == "tools" and len(checkpoint.results) >= 1
+        return checkpoint.phase == "model" and checkpoint.step >= 2
+
+    # in a thread of its own: the caller may be inside an event loop (the browser tests' is)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(look())).result()
 
 
 class Reader(threading.Thread):

@@ -37,10 +37,12 @@ class Gate:
     Attributes:
         entered: set when the tool starts (the model is then silent, the stream open).
         opened: the test sets it to let the tool finish.
+        left: set when the tool returns or raises (so a test can order an answer before it).
     """
 
     entered: threading.Event = field(default_factory=threading.Event)
     opened: threading.Event = field(default_factory=threading.Event)
+    left: threading.Event = field(default_factory=threading.Event)
 
     def tools(self) -> list[Tool]:
         """``calculator`` (gated) and the frontend ``confirm``."""
@@ -54,9 +56,12 @@ class Gate:
                 expression: The expression.
             """
             gate.entered.set()
-            if not gate.opened.wait(30):
-                raise TimeoutError("the test never opened the gate")
-            return str(evaluate(expression))
+            try:
+                if not gate.opened.wait(30):
+                    raise TimeoutError("the test never opened the gate")
+                return str(evaluate(expression))
+            finally:
+                gate.left.set()
 
         return [gated_calculator, confirm]
 

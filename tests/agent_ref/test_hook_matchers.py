@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -124,11 +123,10 @@ def test_spec_12_8_b_an_async_hook_that_overruns_blocks_a_pre_tool_use_call() ->
     seen: list[str] = []
 
     async def slow(_: HookInput) -> None:
-        await asyncio.sleep(30)
+        await asyncio.sleep(30)  # cancelled at the limit: never reaches the next line
+        seen.append("slow finished")
 
-    started = time.monotonic()
     decision, _, failures = _run([HookMatcher("*", [slow], timeout=0.05), _recorder(seen, "after")], _data())
-    assert time.monotonic() - started < 5
     assert decision.action == "block"
     assert decision.message == "blocked: a PreToolUse hook failed (TimeoutError: the hook did not answer within 0.05 s)"
     assert [(f.index, f.message) for f in failures] == [(0, "TimeoutError: the hook did not answer within 0.05 s")]
@@ -145,10 +143,8 @@ def test_spec_12_8_b_a_blocking_sync_hook_is_left_in_its_thread_and_the_chain_go
         seen.append("stuck finished")
 
     try:
-        started = time.monotonic()
         decision, _, failures = _run([stuck, _recorder(seen, "after")], _data(event="PostToolUse"), timeout=0.05)
-        assert time.monotonic() - started < 5
-        assert seen == ["after"]
+        assert seen == ["after"]  # the chain ended while ``stuck`` still waited: it was not awaited
         assert [f.message for f in failures] == ["TimeoutError: the hook did not answer within 0.05 s"]
         assert decision.action == "continue"
     finally:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
+import threading
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agent_ref import Agent, ScriptedModel, SQLiteStore, default_tools
+from agent_ref import Agent, AgentResult, ScriptedModel, SQLiteStore, default_tools
 from agent_ref.demo_tools import confirm
 from agent_ref.errors import ConfigError
 from agent_ref.memory_store import BLOCK_HEADER, FileMemory
@@ -119,15 +119,21 @@ class Failing:
 
     def __init__(self, *, hang: bool = False) -> None:
         self.hang = hang
+        #: A hanging call waits for this (the test sets it once the run has ended) ...
+        self.release = threading.Event()
+        #: ... and records here that it came back, so the test can order the run's end before it.
+        self.finished: list[str] = []
 
     async def retrieve(self, agent_id: str, prompt: str) -> list[str]:  # noqa: ARG002  # the protocol's
         if self.hang:
-            await asyncio.sleep(30)
+            await asyncio.sleep(30)  # cancelled by the timeout; never awaited to its end
+            self.finished.append("retrieve")
         raise OSError("the memory disk is gone")
 
     def update(self, agent_id: str, transcript: Sequence[Mapping[str, Any]]) -> None:  # noqa: ARG002  # the protocol's
         if self.hang:
-            time.sleep(0.5)
+            self.release.wait(30)  # a blocking store: its thread is left behind, not waited for
+            self.finished.append("update")
             return
         raise ValueError("cannot write notes")
 
@@ -152,10 +158,19 @@ def test_memory_failures_are_error_envelopes_and_the_run_goes_on_R21_5_b() -> No
 def test_memory_timeouts_are_reported_not_waited_for_R21_5_b() -> None:
     """A store slower than ``memory_timeout``: ``timed out after`` errors, the run ends in time."""
     lines: list[bytes] = []
-    agent = Agent(ScriptedModel(), memory=Failing(hang=True), memory_timeout=0.2)
-    started = time.monotonic()
-    result = run(agent.run("hello", lines.append))
-    assert time.monotonic() - started < 5
+    store = Failing(hang=True)
+    agent = Agent(ScriptedModel(), memory=store, memory_timeout=0.2)
+
+    async def go() -> tuple[AgentResult, list[str]]:
+        try:
+            result = await agent.run("hello", lines.append)
+            return result, list(store.finished)  # what had come back when the run ended
+        finally:
+            store.release.set()  # before asyncio.run's shutdown joins the store's thread
+
+    result, finished = asyncio.run(go())
+    # the order, not a duration: the run ended while both store calls still hung
+    assert finished == []
     assert result.stop_reason == "end_turn"
     messages = [e["message"] for e in errors(lines)]
     assert messages == [

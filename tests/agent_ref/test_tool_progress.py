@@ -177,27 +177,46 @@ def test_spec_2_6_c_reports_are_coalesced_per_interval_and_none_follows_the_resu
     assert kinds[-2:] == ["tool_result", "meta_final"]
 
 
+#: ``overrun`` waits for this before it reports (set once its call has timed out) ...
+_OVERRUN_GO = threading.Event()
+#: ... and sets this once its report is made, so the test knows the late report happened.
+_OVERRUN_REPORTED = threading.Event()
+
+
 @tool
 def overrun(ctx: ToolContext) -> str:
-    """Reports after its call has timed out."""
-    time.sleep(0.3)
+    """Reports after its call has timed out: it waits for the test to say the call has ended."""
+    assert _OVERRUN_GO.wait(30), "the test never released the tool"
     ctx.progress("too late")
+    _OVERRUN_REPORTED.set()
     return "never seen"
 
 
 def test_spec_2_6_c_a_report_after_the_calls_end_is_dropped() -> None:
-    """A timed-out blocking tool's thread reports later: nothing is sent after the step [R2.6-c]."""
-    base = ToolContextBase(agent_uuid=AGENT, run_id="r", progress_interval=0)
+    """A timed-out blocking tool's thread reports later: nothing is sent after the step [R2.6-c].
+
+    The thread reports only once the step has returned, and the test waits for the report
+    to be made before it looks (a late thread would otherwise make the test pass unseen).
+    """
+    _OVERRUN_GO.clear()
+    _OVERRUN_REPORTED.clear()
+    heard: list[ToolProgress] = []
+    base = ToolContextBase(agent_uuid=AGENT, run_id="r", progress_interval=0, on_progress=heard.append)
 
     async def go() -> list[bytes]:
         lines = await _step(
             [ToolCallRequest(id="t1", name="overrun", input={})], {"overrun": overrun}, base, timeout=0.05
         )
-        await asyncio.sleep(0.5)  # the thread reports while the loop still runs
+        _OVERRUN_GO.set()
+        # the report is handed to the loop (call_soon_threadsafe) before the event is set,
+        # and this wait's own wake-up is handed after it: the report is taken first
+        assert await asyncio.to_thread(_OVERRUN_REPORTED.wait, 30), "the tool's thread never reported"
+        await asyncio.sleep(0)  # one more turn of the loop for anything the report scheduled
         return lines
 
     lines = asyncio.run(go())
     assert_valid(lines)
+    assert heard == []  # dropped where it arrives, before any observer or sink
     assert _progress(lines) == []
     assert b"timed out after 0.05 s" in lines[-3]
 

@@ -4,7 +4,8 @@ No absolute time is asserted: each shape is timed at n and at 10n in the same pr
 (best of three), and the ratio must stay far below the 100 a quadratic cost would give.
 The bound of 40 is loose on purpose (shared CI machines, and the collector's passes over
 many live objects: 10,000 text blocks measured 14x to 21x 1,000 of them, gc on); linear
-work gives about 10.
+work gives about 10. A ratio over the bound is measured again (three times in all) before
+the test fails: one noisy measurement passes on a retry, a quadratic cost fails all three.
 """
 
 from __future__ import annotations
@@ -108,5 +109,10 @@ def _many_text_deltas(n: int) -> list[dict[str, Any]]:
 )
 def test_translator_grows_linearly(shape: str, make: Callable[[int], list[dict[str, Any]]], n: int) -> None:
     small_events, large_events = make(n), make(10 * n)
-    small, large = _best(_feed(small_events)), _best(_feed(large_events))
-    assert large / small < RATIO, f"{shape}: {small:.4f}s at n, {large:.4f}s at 10n, ratio {large / small:.1f}"
+    seen: list[str] = []
+    for _ in range(3):  # a ratio over the bound is measured again: noise passes once, quadratic never
+        small, large = _best(_feed(small_events)), _best(_feed(large_events))
+        if large / small < RATIO:
+            return
+        seen.append(f"{small:.4f}s at n, {large:.4f}s at 10n, ratio {large / small:.1f}")
+    raise AssertionError(f"{shape}: {'; '.join(seen)}")

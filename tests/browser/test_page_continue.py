@@ -12,12 +12,11 @@ skip); every response the server holds passes the strict validator.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from browser.page_support import page_transcripts, stored_responses
 from envelope import reconstruct
-from fault_support import Reader
+from fault_support import Reader, checkpoint_held, wait_until
 from faults.test_checkpoint_serve import BETWEEN, Serve, wait_for_file
 
 if TYPE_CHECKING:
@@ -35,7 +34,10 @@ def test_spec_cn2_b_the_page_follows_a_dead_run_into_its_continuation(
         writer = Reader("POST", a.base + "/agent/run", json={"prompt": BETWEEN})
         writer.wait_open()
         wait_for_file(entered, a)
-        time.sleep(0.3)  # the hold's own checkpoint save is done before it touched the file
+        wait_until(
+            lambda: checkpoint_held(pg_schema_url, writer.headers["x-agent-uuid"], "model"),
+            "the held run's checkpoint in the store",
+        )
         run_id = writer.headers["x-run-id"]
         page.goto(f"{b.base}/#run={run_id}")
         page.wait_for_function(

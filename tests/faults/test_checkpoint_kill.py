@@ -21,9 +21,11 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Literal
 
 from agent_ref import SQLiteStore
 from agent_ref.checkpoints import UNKNOWN_RESULT
+from fault_support import checkpoint_held, wait_until
 from faults.kill_support import Server
 from server_support import data_lines, get
 from validating import assert_valid
@@ -42,7 +44,7 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _kill_when_held(store: str, agent: str, prompt: str, hold: str, tmp_path: Path) -> Path:
+def _kill_when_held(store: str, agent: str, prompt: str, hold: Literal["tool", "model"], tmp_path: Path) -> Path:
     """Start the run, wait for its hold, SIGKILL it; the calls file."""
     calls, entered, errors = tmp_path / "calls.txt", tmp_path / "entered", tmp_path / "run.err"
     args = [sys.executable, str(SCRIPT), "run", store, agent, prompt, "--calls", str(calls)]
@@ -56,7 +58,7 @@ def _kill_when_held(store: str, agent: str, prompt: str, hold: str, tmp_path: Pa
             assert process.poll() is None, errors.read_text()
             assert time.monotonic() < deadline, "the run never reached its hold"
             time.sleep(0.05)
-        time.sleep(0.2)  # the hold's own checkpoint save is done before it touched the file
+        wait_until(lambda: checkpoint_held(store, agent, hold), "the held run's checkpoint in the store", WAIT)
     finally:
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=WAIT)

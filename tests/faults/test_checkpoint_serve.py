@@ -26,13 +26,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx2
 
 from agent_ref import SQLiteStore
 from agent_ref.checkpoints import UNKNOWN_RESULT
-from fault_support import Reader
+from fault_support import Reader, checkpoint_held, wait_until
 from server_support import data_lines, get
 from validating import assert_valid
 
@@ -112,7 +112,9 @@ def _text(lines: list[bytes]) -> str:
     return "".join(json.loads(line)["delta"] for line in lines if line.startswith(b'{"type":"text"'))
 
 
-def start_and_kill(db: str, tmp_path: Path, prompt: str, hold: str) -> tuple[str, str, Path, bytes]:
+def start_and_kill(
+    db: str, tmp_path: Path, prompt: str, hold: Literal["tool", "model"]
+) -> tuple[str, str, Path, bytes]:
     """A starts the run, holds, is killed: (run id, agent, calls file, what A's client read)."""
     calls, entered = tmp_path / "calls.txt", tmp_path / "entered"
     a = Serve(db, "--calls", str(calls), "--entered", str(entered), "--hold", hold)
@@ -121,7 +123,8 @@ def start_and_kill(db: str, tmp_path: Path, prompt: str, hold: str) -> tuple[str
         writer.wait_open()
         assert writer.status == 200
         wait_for_file(entered, a)
-        time.sleep(0.3)  # the hold's own checkpoint save is done before it touched the file
+        agent = writer.headers["x-agent-uuid"]
+        wait_until(lambda: checkpoint_held(db, agent, hold), "the held run's checkpoint in the store", WAIT)
     finally:
         a.kill()
     writer.join(WAIT)
@@ -183,7 +186,7 @@ async def _stored(store: Any, agent: str) -> list[list[bytes]]:
     return responses
 
 
-def _sqlite_case(tmp_path: Path, prompt: str, hold: str) -> None:
+def _sqlite_case(tmp_path: Path, prompt: str, hold: Literal["tool", "model"]) -> None:
     db, gate = tmp_path / "agents.db", tmp_path / "gate"
     run_id, agent, calls, seen = start_and_kill(str(db), tmp_path, prompt, hold)
     b = Serve(str(db), "--calls", str(calls), "--gate", str(gate))
@@ -253,7 +256,7 @@ async def _stored_pg(url: str, agent: str) -> list[list[bytes]]:
         await store.aclose()
 
 
-def _pg_case(url: str, tmp_path: Path, prompt: str, hold: str) -> None:
+def _pg_case(url: str, tmp_path: Path, prompt: str, hold: Literal["tool", "model"]) -> None:
     calls, entered, gate = tmp_path / "calls.txt", tmp_path / "entered", tmp_path / "gate"
     b = Serve(url, "--calls", str(calls), "--gate", str(gate))
     a = Serve(url, "--calls", str(calls), "--entered", str(entered), "--hold", hold)
@@ -262,8 +265,8 @@ def _pg_case(url: str, tmp_path: Path, prompt: str, hold: str) -> None:
         writer.wait_open()
         assert writer.status == 200
         wait_for_file(entered, a)
-        time.sleep(0.3)  # the hold's own checkpoint save is done before it touched the file
         run_id, agent = writer.headers["x-run-id"], writer.headers["x-agent-uuid"]
+        wait_until(lambda: checkpoint_held(url, agent, hold), "the held run's checkpoint in the store", WAIT)
         follower = Reader("GET", f"{b.base}/agent/runs/{run_id}/stream?response=0")  # A's run, through B
         follower.wait_open()
         assert follower.status == 200

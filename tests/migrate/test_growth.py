@@ -4,7 +4,8 @@ Each case migrates an input of size n and one of size 10n in the same run and co
 the two CPU times (best of a few tries, ``time.process_time``, so neighbours on a shared
 machine count less): linear work gives a ratio near 10, quadratic near 100. The bound is
 loose (25) and nothing is compared against a clock; each input is sized so that its
-small run still takes milliseconds, well above the timer's resolution.
+small run still takes milliseconds, well above the timer's resolution. A ratio over the
+bound is measured again (three times in all) before the test fails.
 """
 
 from __future__ import annotations
@@ -102,5 +103,9 @@ def test_migration_time_grows_linearly(shape: str) -> None:
     n = SIZES.get(shape, 400_000)
     small, size, options = SHAPES[shape](n)
     large, _, _ = SHAPES[shape](10 * n)
-    ratio = _cost(large, size, options, 2) / _cost(small, size, options, 3)
-    assert ratio < MAX_RATIO, f"{shape}: 10x the input took {ratio:.0f}x the time"
+    ratios: list[float] = []
+    for _ in range(3):  # a ratio over the bound is measured again: noise passes once, quadratic never
+        ratios.append(_cost(large, size, options, 2) / _cost(small, size, options, 3))
+        if ratios[-1] < MAX_RATIO:
+            return
+    raise AssertionError(f"{shape}: 10x the input took {', '.join(f'{r:.0f}' for r in ratios)}x the time")

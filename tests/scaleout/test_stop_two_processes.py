@@ -54,13 +54,13 @@ def test_spec_server_1_4_c_a_run_on_a_is_stopped_through_b(processes: Callable[.
     opened: dict[str, Any] = {}
     body = bytearray()
     reader = _run_in_thread(a.base, opened, body)
-    started = time.monotonic()
     stopped = post(b.base, f"/agent/runs/{opened['run']}/stop", {})
-    took = time.monotonic() - started
+    # the bound is B's own (10 s of retries, then 202 stopped: false): a 200 stopped: true is the
+    # state that says A's run ended within it, on any machine
     assert stopped.status_code == 200, stopped.text
+    assert stopped.json()["stopped"] is True
     assert stopped.json()["stop_reason"] == "aborted"
     assert stopped.json()["status"] == "idle"
-    assert took < 10, took
     reader.join(30)
     assert not reader.is_alive()
     assert_valid(bytes(body))

@@ -16,6 +16,7 @@ import httpx2
 
 from agent_ref.store_pg import PostgresStore
 from agent_ref_support import assert_valid_responses, meta
+from fault_support import wait_until
 from server_support import data_lines, get, post
 from validating import assert_valid
 
@@ -111,6 +112,7 @@ def test_spec_scaleout_3_2_a_dead_process_run_recovered_through_its_lease(
     a = processes("--gate", str(tmp_path / "never"), "--lease", "2")
     b = processes("--lease", "2")
     opened: dict[str, str] = {}
+    read = bytearray()
 
     def start_run() -> None:
         try:
@@ -119,8 +121,8 @@ def test_spec_scaleout_3_2_a_dead_process_run_recovered_through_its_lease(
                 client.stream("POST", a.base + "/agent/run", json={"prompt": ARITHMETIC}) as r,
             ):
                 opened.update(run=r.headers["x-run-id"], agent=r.headers["x-agent-uuid"])
-                for _ in r.iter_bytes():
-                    pass
+                for chunk in r.iter_bytes():
+                    read.extend(chunk)
         except httpx2.HTTPError:
             pass  # the process is killed under it
 
@@ -130,15 +132,22 @@ def test_spec_scaleout_3_2_a_dead_process_run_recovered_through_its_lease(
     while "run" not in opened and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "run" in opened, "the run on A did not start"
-    time.sleep(0.5)  # the run is inside the gated calculator
+    # the run is mid-run: its calculator call was sent, and the tool waits for a gate that never opens
+    wait_until(lambda: b'"name":"calculator"' in read, "A's stream showing the calculator call")
     a.kill()
     reader.join(30)
 
     early = post(b.base, "/agent/run", {"prompt": ARITHMETIC, "agent_uuid": opened["agent"]})
     assert early.status_code == 409  # the lease has not run out: A might still be alive
     assert "another process" in early.json()["error"]["message"]
-    time.sleep(2.5)
-    later = post(b.base, "/agent/run", {"prompt": ARITHMETIC, "agent_uuid": opened["agent"]})
+    answers: list[httpx2.Response] = []
+
+    def lease_ran_out() -> bool:  # a refused run changes nothing, so asking again is safe
+        answers.append(post(b.base, "/agent/run", {"prompt": ARITHMETIC, "agent_uuid": opened["agent"]}))
+        return answers[-1].status_code != 409
+
+    wait_until(lease_ran_out, "B taking the agent once A's 2 s lease ran out")
+    later = answers[-1]
     assert later.status_code == 200, later.text
     assert_valid(later.content)
     assert meta(data_lines(later.content), "meta_final")["stop_reason"] == "end_turn"
@@ -182,11 +191,13 @@ def test_spec_scaleout_3_3_a_follow_a_live_run_of_a_from_b(processes: Callable[.
             httpx2.Client(timeout=60) as client,
             client.stream("GET", f"{b.base}/agent/runs/{opened['run']}/stream?response=0") as r,
         ):
-            followed.extend(r.iter_bytes())
+            for chunk in r.iter_bytes():
+                followed.append(chunk)
 
     follower = threading.Thread(target=follow_on_b)
     follower.start()
-    time.sleep(1.0)  # B is following while A waits in the gated tool
+    # B is following (it has sent what A journaled so far) while A waits in the gated tool
+    wait_until(lambda: b'"name":"calculator"' in b"".join(followed), "B replaying A's calculator call")
     gate.touch()
     writer.join(60)
     follower.join(60)

@@ -2,7 +2,8 @@
 
 Each test times the same shape at size n and 10n in one run (the best of three runs
 each, in CPU time of this process, to damp a shared machine's noise) and asserts the ratio is well under the 100x a
-quadratic cost would give; linear is about 10x. No absolute time is asserted.
+quadratic cost would give; linear is about 10x. A ratio over the bound is measured again,
+up to ``ATTEMPTS`` times, before the test fails. No absolute time is asserted.
 """
 
 from __future__ import annotations
@@ -31,11 +32,20 @@ def best_time(run: Callable[[], object]) -> float:
     return best
 
 
+#: Measurements of a ratio before the test fails: a linear cost passes on a quiet one, a
+#: quadratic one fails them all, so one unlucky measurement on a busy machine is not a failure.
+ATTEMPTS = 3
+
+
 def assert_linear(make: Callable[[int], Callable[[], object]], n: int) -> None:
     small, large = make(n), make(10 * n)
     small()  # warm up
-    ratio = best_time(large) / max(best_time(small), 1e-9)
-    assert ratio < MAX_RATIO, f"time at 10n is {ratio:.1f}x the time at n"
+    ratios: list[float] = []
+    for _ in range(ATTEMPTS):
+        ratios.append(best_time(large) / max(best_time(small), 1e-9))
+        if ratios[-1] < MAX_RATIO:
+            return
+    raise AssertionError(f"time at 10n was {', '.join(f'{r:.1f}' for r in ratios)}x the time at n (bound {MAX_RATIO})")
 
 
 def validate_chunks(data: bytes, size: int) -> list[object]:
