@@ -321,6 +321,7 @@ async def run_approved(ctx: RunContext, approved: list[ToolCallRequest], by_id: 
         max_concurrency=options.max_tool_concurrency,
         on_result=answered,
         timeout=options.tool_timeout,
+        max_result_bytes=options.max_tool_result_bytes,  # spec §2.4-e
     )
     for call, done in zip(approved, ran, strict=True):
         by_id[call.id] = done.block

@@ -94,6 +94,7 @@ async def run_step_tools(
             max_concurrency=options.max_tool_concurrency,
             on_result=answered,
             timeout=options.tool_timeout,
+            max_result_bytes=options.max_tool_result_bytes,  # spec §2.4-e
             tracing=ctx.tracing,
             context=ToolContextBase(
                 agent_uuid=ctx.agent_uuid, run_id=ctx.run.run_id, store=ctx.store, step=ctx.step
