@@ -53,6 +53,7 @@ from .errors import AgentRefError, ConflictError
 from .loop_guard import DEFAULT_LOOP_LIMIT
 from .replay import ReplayError
 from .response import DONE_LINE
+from .result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES
 from .serve_cli import add_serve_command
 from .tool_context import PROGRESS_TYPE, progress_note
 
@@ -296,6 +297,8 @@ def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
         parts += ["--compact-threshold", str(args.compact_threshold)]
     if args.loop_limit != DEFAULT_LOOP_LIMIT:
         parts += ["--loop-limit", str(args.loop_limit)]
+    if args.max_tool_result_bytes != DEFAULT_MAX_TOOL_RESULT_BYTES:  # spec R2.4-e: the resume keeps the bound
+        parts += ["--max-tool-result-bytes", str(args.max_tool_result_bytes)]
     if args.subagents != "demo":  # spec RC9-b: the resume registers what the run had
         parts += ["--subagents", args.subagents]
     if args.permission_mode is not None:  # spec RC11-c: the resume runs with the run's permissions

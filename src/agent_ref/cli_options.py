@@ -24,6 +24,7 @@ from .defaults import DEFAULT_CLAUDE_MODEL, DEFAULT_DB
 from .errors import AgentRefError, ConfigError
 from .loop_guard import DEFAULT_LOOP_LIMIT
 from .permissions import PERMISSION_MODES
+from .result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES, MIN_TOOL_RESULT_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -160,6 +161,14 @@ def _add_memory_and_tools(agent: argparse._ArgumentGroup) -> None:
         help=f"refuse the same tool call N times in a row; 0 turns it off (default: {DEFAULT_LOOP_LIMIT})",
     )
     agent.add_argument(
+        "--max-tool-result-bytes",
+        type=int,
+        default=DEFAULT_MAX_TOOL_RESULT_BYTES,
+        metavar="N",
+        help="keep the head and tail of a tool result over N bytes, with a note the model reads; "
+        f"0 turns the bound off (default: {DEFAULT_MAX_TOOL_RESULT_BYTES})",
+    )
+    agent.add_argument(
         "--mcp-config",
         type=Path,
         default=None,
@@ -250,6 +259,13 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
     if args.loop_limit == 1 or args.loop_limit < 0:
         raise CliError("--loop-limit", f"{args.loop_limit} is not a limit", "pass N >= 2, or 0 to turn it off")
     config["loop_limit"] = args.loop_limit or None
+    # spec R2.4-e: the bound on one tool result; 0 turns it off.
+    bound = args.max_tool_result_bytes
+    if bound < 0 or 0 < bound < MIN_TOOL_RESULT_BYTES:
+        raise CliError(
+            "--max-tool-result-bytes", f"{bound} is not a bound", f"pass N >= {MIN_TOOL_RESULT_BYTES}, or 0 for none"
+        )
+    config["max_tool_result_bytes"] = bound or None
     if args.max_budget_usd is not None:
         config["max_budget_usd"] = args.max_budget_usd
     if args.thinking:

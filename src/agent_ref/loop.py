@@ -324,6 +324,7 @@ async def run_approved(ctx: RunContext, approved: list[ToolCallRequest], by_id: 
         on_result=answered,
         timeout=options.tool_timeout,
         shown=_model_inputs(ctx.state.messages),  # envelope-v1 §4.6-a: an edited approval shows what ran
+        max_result_bytes=options.max_tool_result_bytes,  # spec §2.4-e
     )
     for call, done in zip(approved, ran, strict=True):
         by_id[call.id] = done.block

@@ -27,6 +27,7 @@ from .mcp_tools import check_servers
 from .memory_store import DEFAULT_TIMEOUT as DEFAULT_MEMORY_TIMEOUT
 from .permissions import PermissionMode, PermissionRule, check_mode, default_mode
 from .pricing import PRICES, Price, price_for
+from .result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES, MIN_TOOL_RESULT_BYTES
 from .retry import RetryPolicy
 from .structured import DEFAULT_STRUCTURED_RETRIES, OutputSchema, StructuredOutput
 from .subagents import DEFAULT_MAX_SUBAGENTS_PER_STEP, AgentSpec, check_specs
@@ -78,6 +79,7 @@ _PLAIN: Final = (
     "stream_history",
     "lease_seconds",
     "tool_timeout",
+    "max_tool_result_bytes",
     "hook_timeout",
     "request_options",
     "server_tools",
@@ -115,6 +117,10 @@ class AgentOptions:
             third of it while a run is in progress (spec §10.2-a).
         tool_timeout: seconds a backend tool call may run before it is answered "timed out"
             (a tool's own ``timeout`` wins; ``None``: unbounded) (spec §2.5-a).
+        max_tool_result_bytes: the bound on one tool result's bytes (text plus image
+            sources; default 256 KiB, ``DEFAULT_MAX_TOOL_RESULT_BYTES``): past it the head
+            and tail are kept with a note between, which the model and the client read
+            alike (spec §2.4-e); ``None``: unbounded.
         secrets: more values to keep out of every stream, store and log (a server's token);
             the model client's API key and auth token are held anyway (spec §6.3-b).
         request_options: more keyword arguments for every ``messages.create(stream=True)``
@@ -191,6 +197,7 @@ class AgentOptions:
     stream_history: bool = False
     lease_seconds: float = DEFAULT_LEASE_SECONDS
     tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT
+    max_tool_result_bytes: int | None = DEFAULT_MAX_TOOL_RESULT_BYTES
     secrets: Sequence[str] = ()
     request_options: Mapping[str, Any] = field(default_factory=dict)
     hooks: Mapping[str, Sequence[HookEntry]] = field(default_factory=dict)
@@ -258,6 +265,13 @@ class AgentOptions:
             raise ConfigError("loop_limit must be at least 2 (or None to turn loop detection off)")
         if self.max_structured_output_retries < 0:
             raise ConfigError("max_structured_output_retries must be 0 or more")
+        bound = self.max_tool_result_bytes
+        wrong = isinstance(bound, bool) or not isinstance(bound, int) or bound < MIN_TOOL_RESULT_BYTES
+        if bound is not None and wrong:
+            raise ConfigError(
+                f"max_tool_result_bytes must be an integer of at least {MIN_TOOL_RESULT_BYTES} "
+                f"(or None for no bound), got {bound!r}"
+            )
         if not self.memory_timeout > 0:
             raise ConfigError(f"memory_timeout must be positive seconds, got {self.memory_timeout!r}")
 
@@ -307,6 +321,7 @@ class AgentOptions:
             max_tool_concurrency=self.max_tool_concurrency,
             prices=self.prices,
             tool_timeout=self.tool_timeout,
+            max_tool_result_bytes=self.max_tool_result_bytes,
             request_options=self.request_options,
             hooks=child_hooks(self.hooks),  # [R12.7-f]: no SessionStart/SessionEnd in a child
             hook_timeout=self.hook_timeout,

@@ -7,6 +7,11 @@ the store, under the agent's step), ``restore_files`` with its all-or-nothing ch
 Does not own: the tools (``memory.py`` and ``tools.tool(writes=...)`` call in here), nor
 the rows (each store keeps them: ``record_snapshot``, ``snapshots``, ``drop_snapshots``).
 
+How paths are reached (spec RU1-g): from ``/`` one name at a time, each directory opened
+with ``O_NOFOLLOW`` relative to the one before, and the last name read, written and removed
+relative to its parent's descriptor; a link on the way refuses the undo instead of being
+followed. A capture resolves the parents of the paths it is given once (``realpath``).
+
 What is kept (spec RU1-a): the whole before- and after-content of every file and
 directory a call changed (not a patch): restoring is then a plain write, the conflict
 check a plain comparison, and a recorded step can be undone without replaying any other.
@@ -23,9 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
+import secrets
 import stat
-import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
 
@@ -34,7 +40,7 @@ import msgspec
 from .errors import AgentRefError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Sequence
+    from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
     from .tool_context import ToolContext
     from .tools import Tool
@@ -127,13 +133,82 @@ class SnapshotStore(Protocol):
 _CHANGES: Final = msgspec.json.Decoder(list[FileChange])
 
 
-def _read(path: str) -> Entry | Literal["other"] | None:
-    """The entry at ``path`` without following a link; ``"other"`` for a link or special file."""
+#: Flags that open a directory and refuse a link (``ELOOP``) or anything else (``ENOTDIR``).
+_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_CREATE_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+#: ``_read``'s answer for a path with a symbolic link among its parent directories.
+LINKED: Final = "linked"
+
+
+class _Linked(Exception):
+    """A directory on the way to a path is (now) a symbolic link; nothing there is touched."""
+
+
+def _open_parent(path: str) -> tuple[int, str] | None:
+    """A descriptor of ``path``'s parent directory and its last name, or None if a parent is absent.
+
+    Opened one name at a time from ``/`` with ``O_NOFOLLOW | O_DIRECTORY`` (spec RU1-g): a
+    link anywhere on the way, even one swapped in after a check, fails the open instead of
+    being followed. The caller closes the descriptor.
+
+    Raises:
+        _Linked: a parent directory is a symbolic link.
+    """
+    names = [n for n in path.split(os.sep) if n]
+    if not names:
+        raise SnapshotError(f"{path}: the root directory is not a path snapshots restore")
+    fd = os.open(os.sep, _DIR_FLAGS)
     try:
-        info = os.lstat(path)
-    except FileNotFoundError:
+        for name in names[:-1]:
+            try:
+                inner = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                try:
+                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except (FileNotFoundError, NotADirectoryError):
+                    os.close(fd)
+                    return None
+                if stat.S_ISLNK(info.st_mode):
+                    raise _Linked(name) from None
+                if not stat.S_ISDIR(info.st_mode):
+                    os.close(fd)
+                    return None  # a file where a directory was: the path is absent
+                raise
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
+    return fd, names[-1]
+
+
+def _read(path: str) -> Entry | Literal["other", "linked"] | None:
+    """The entry at ``path`` without following a link on the way or at the end.
+
+    ``"other"``: the path is a link or special file; ``"linked"``: a directory on the way
+    to it is a link (spec RU1-g).
+    """
+    try:
+        found = _open_parent(path)
+    except _Linked:
+        return LINKED
+    if found is None:
         return None
-    except NotADirectoryError:
+    fd, name = found
+    try:
+        return _read_at(fd, name, path)
+    finally:
+        os.close(fd)
+
+
+def _read_at(fd: int, name: str, path: str) -> Entry | Literal["other"] | None:
+    """The entry ``name`` in the directory ``fd`` (``path`` names it in messages)."""
+    try:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
         return None
     if stat.S_ISDIR(info.st_mode):
         return Entry("dir")
@@ -143,9 +218,51 @@ def _read(path: str) -> Entry | Literal["other"] | None:
         raise SnapshotError(
             f"{path}: is {info.st_size:,} bytes; snapshots keep files up to {MAX_SNAPSHOT_FILE_BYTES:,}"
         )
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
+    try:
+        file_fd = os.open(name, _READ_FLAGS, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "other"  # swapped for a link or a special file since the stat
+    with os.fdopen(file_fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return "other"
         return Entry("file", f.read(MAX_SNAPSHOT_FILE_BYTES + 1))
+
+
+def _names_in(path: str) -> list[str]:
+    """The names in the directory ``path``, opened without following a link (``_Linked`` if one is on the way)."""
+    found = _open_parent(path)
+    if found is None:
+        return []
+    fd, name = found
+    try:
+        try:
+            inner = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _Linked(name) from None
+            raise
+        try:
+            return sorted(os.listdir(inner))
+        finally:
+            os.close(inner)
+    finally:
+        os.close(fd)
+
+
+def _real(raw: str) -> str:
+    """``raw`` as an absolute path whose parent directories are resolved once (spec RU1-g).
+
+    Links in the path a caller gives are the caller's choice, as the memory tool's root is;
+    recording the resolved path means a link found on the way at undo time was swapped in
+    since, and is refused rather than followed.
+    """
+    path = os.path.abspath(raw)
+    parent, name = os.path.split(path)
+    return os.path.join(os.path.realpath(parent), name) if name else os.path.realpath(path)
 
 
 def capture(paths: Iterable[str]) -> dict[str, Entry | None]:
@@ -159,11 +276,11 @@ def capture(paths: Iterable[str]) -> dict[str, Entry | None]:
     """
     out: dict[str, Entry | None] = {}
     for raw in paths:
-        path = os.path.abspath(raw)
+        path = _real(raw)
         parent = os.path.dirname(path)
         while parent != os.path.dirname(parent):
             found = _read(parent)
-            if found != "other":
+            if isinstance(found, Entry) or found is None:
                 out[parent] = found
             parent = os.path.dirname(parent)
         stack = [path]
@@ -174,12 +291,15 @@ def capture(paths: Iterable[str]) -> dict[str, Entry | None]:
             seen += 1
             if seen > MAX_SNAPSHOT_ENTRIES:
                 raise SnapshotError(f"{path}: has more than {MAX_SNAPSHOT_ENTRIES:,} entries; too many to snapshot")
-            if found == "other":
-                continue
+            if not (isinstance(found, Entry) or found is None):
+                continue  # a link or special file, or one on the way: neither followed nor kept
             out[here] = found
             if found is not None and found.kind == "dir":
-                with os.scandir(here) as listing:
-                    stack.extend(os.path.join(here, e.name) for e in listing)
+                try:
+                    names = _names_in(here)
+                except _Linked:
+                    continue  # swapped for a link since it was read
+                stack.extend(os.path.join(here, name) for name in names)
     return out
 
 
@@ -269,10 +389,22 @@ def _check_restorable(target: dict[str, Entry | None], expected: dict[str, Entry
         if now == target[path]:
             continue
         if now != expected[path]:
-            what = "is now a link or special file" if now == "other" else "changed since it was recorded"
+            if now == LINKED:
+                what = "a directory on its way is now a symbolic link, which undo never follows"
+            elif now == "other":
+                what = "is now a link or special file"
+            else:
+                what = "changed since it was recorded"
             raise UndoConflict(f"{path}: {what}; nothing was restored (undo to step {to_step} refused)")
         if isinstance(now, Entry) and now.kind == "dir" and (target[path] is None or target[path] != now):
-            for name in sorted(os.listdir(path)):
+            try:
+                names = _names_in(path)
+            except _Linked:
+                raise UndoConflict(
+                    f"{path}: became a symbolic link during the check; nothing was restored "
+                    f"(undo to step {to_step} refused)"
+                ) from None
+            for name in names:
                 inside = os.path.join(path, name)
                 if inside not in target or target[inside] is not None:
                     raise UndoConflict(
@@ -282,43 +414,80 @@ def _check_restorable(target: dict[str, Entry | None], expected: dict[str, Entry
 
 
 def _apply(target: dict[str, Entry | None]) -> tuple[list[str], list[str]]:
-    """Write the checked target: what is removed deepest first, then what is made shallowest first."""
+    """Write the checked target: what is removed deepest first, then what is made shallowest first.
+
+    Each change acts on a name in a descriptor of its parent opened without following
+    links (spec RU1-g); a link swapped in since the check stops the undo there.
+    """
     restored: list[str] = []
     removed: list[str] = []
     # Files and directories to remove, deepest first; then directories to make and files to write, shallowest first.
     for path in sorted(target, key=lambda p: (-p.count(os.sep), p)):
-        now = _read(path)
-        if target[path] is None and now is not None:
-            if isinstance(now, Entry) and now.kind == "dir":
-                os.rmdir(path)
-            else:
-                os.unlink(path)
-            removed.append(path)
+        if target[path] is None and _read(path) is not None:  # an absent parent: the path is absent too
+            with _parent_of(path) as (fd, name, now):
+                if _remove(fd, name, now):
+                    removed.append(path)
     for path in sorted(target, key=lambda p: (p.count(os.sep), p)):
-        want, now = target[path], _read(path)
-        if want is None or want == now:
-            continue
-        if isinstance(now, Entry) and now.kind != want.kind:
-            if now.kind == "dir":
-                os.rmdir(path)
-            else:
-                os.unlink(path)
-        if want.kind == "dir":
-            os.mkdir(path, 0o700)
-        else:
-            _write(path, want.content)
-        restored.append(path)
+        want = target[path]
+        if want is not None:
+            with _parent_of(path) as (fd, name, now):
+                if _make(fd, name, now, want):
+                    restored.append(path)
     return restored, removed
 
 
-def _write(path: str, content: bytes) -> None:
-    """Write ``content`` to ``path`` through a temporary file renamed over it."""
-    fd, tmp = tempfile.mkstemp(prefix=".undo-tmp-", dir=os.path.dirname(path))
+@contextlib.contextmanager
+def _parent_of(path: str) -> Iterator[tuple[int, str, Entry | Literal["other"] | None]]:
+    """``path``'s parent as a descriptor opened without following links, its last name, and its entry now."""
     try:
-        with os.fdopen(fd, "wb") as f:
+        found = _open_parent(path)
+    except _Linked:
+        raise UndoConflict(
+            f"{path}: a directory on its way became a symbolic link during the undo, which never follows one; "
+            "the paths before it were restored"
+        ) from None
+    if found is None:
+        raise UndoConflict(f"{path}: its directory vanished during the undo; the paths before it were restored")
+    fd, name = found
+    try:
+        yield fd, name, _read_at(fd, name, path)
+    finally:
+        os.close(fd)
+
+
+def _remove(fd: int, name: str, now: Entry | Literal["other"] | None) -> bool:
+    """Remove ``name`` from the directory ``fd`` (a link itself, never what it points to); whether there was one."""
+    if now is None:
+        return False
+    if isinstance(now, Entry) and now.kind == "dir":
+        os.rmdir(name, dir_fd=fd)
+    else:
+        os.unlink(name, dir_fd=fd)
+    return True
+
+
+def _make(fd: int, name: str, now: Entry | Literal["other"] | None, want: Entry) -> bool:
+    """Make ``name`` in the directory ``fd`` what ``want`` says; whether anything was written."""
+    if want == now:
+        return False
+    if isinstance(now, Entry) and now.kind != want.kind:
+        _remove(fd, name, now)
+    if want.kind == "dir":
+        os.mkdir(name, 0o700, dir_fd=fd)
+    else:
+        _write(fd, name, want.content)
+    return True
+
+
+def _write(fd: int, name: str, content: bytes) -> None:
+    """Write ``content`` to ``name`` in the directory ``fd`` through a temporary name renamed over it."""
+    tmp = f".undo-tmp-{secrets.token_hex(8)}"
+    file_fd = os.open(tmp, _CREATE_FLAGS, 0o600, dir_fd=fd)
+    try:
+        with os.fdopen(file_fd, "wb") as f:
             f.write(content)
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=fd)
         raise

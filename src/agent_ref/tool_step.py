@@ -96,6 +96,7 @@ async def run_step_tools(
             max_concurrency=options.max_tool_concurrency,
             on_result=answered,
             timeout=options.tool_timeout,
+            max_result_bytes=options.max_tool_result_bytes,  # spec §2.4-e
             tracing=ctx.tracing,
             shown={call.id: call.input for call in calls},  # envelope-v1 §4.6-a: the model's inputs
             context=ToolContextBase(

@@ -27,6 +27,7 @@ import msgspec
 
 from . import scrub
 from .errors import ToolDefinitionError
+from .result_bound import bound_result
 from .tool_context import ProgressStream, ToolContext, ToolContextBase, ToolProgress
 from .tool_schema import (
     SUPPORTED_HINTS,
@@ -316,12 +317,21 @@ def _image_source(image: ImageRef) -> dict[str, Any]:
     return {"type": "url", "url": image.src}
 
 
-def outcome(emitter: Emitter, call: ToolCallRequest, value: object, *, is_error: bool = False) -> ToolOutcome:
+def outcome(
+    emitter: Emitter,
+    call: ToolCallRequest,
+    value: object,
+    *,
+    is_error: bool = False,
+    max_bytes: int | None = None,
+) -> ToolOutcome:
     """Turn what a tool returned into its history block and envelope lines (spec §2.4-c).
 
     ``str`` is the text; ``ToolOutput`` is text plus images; ``bytes`` of an image are
     not guessed at (return a ``ToolOutput`` with a data URI); anything else is
-    encoded as JSON, and if it cannot be, the call is an error.
+    encoded as JSON, and if it cannot be, the call is an error. A result over
+    ``max_bytes`` keeps its head and tail with a note between (spec §2.4-e), before
+    anything is streamed or kept, so the client and the model read the same result.
     """
     images: Sequence[ImageRef] = ()
     if isinstance(value, ToolOutput):
@@ -336,6 +346,9 @@ def outcome(emitter: Emitter, call: ToolCallRequest, value: object, *, is_error:
             is_error = True
     text = scrub.held_text(text)  # spec [SC1-a]: no held secret in a result, its stream or history
     text, images = scrub.held_images(text, images)  # spec [HY2-a]: nor in an image's source
+    # spec §2.4-e: cut after the scrub (a cut through a held value would show part of it),
+    # before the lines, the history block or any record is made from it.
+    text, images, _ = bound_result(text, images, max_bytes)
     lines = emitter.tool_result(call.id, call.name, text, images)
     return ToolOutcome(
         block=result_block(call.id, text, images, is_error=is_error), lines=lines, text=text, is_error=is_error
@@ -456,13 +469,13 @@ async def run_tools(
     context: ToolContextBase | None = None,
     tracing: Tracing = OFF,
     shown: Mapping[str, Any] | None = None,
+    max_result_bytes: int | None = None,
 ) -> list[ToolOutcome]:
     """Run backend calls concurrently (at most ``max_concurrency`` at once) and send their results.
 
-    Each call's lines are sent as one contiguous group, in the order of the calls, as
-    soon as that call and every earlier one have finished (spec §2.3-a). A tool that
-    raises gives an ``is_error`` result with a short message (spec §2.4-b); an unknown
-    tool name or invalid input likewise. Cancellation propagates (abort).
+    Each call's lines go as one contiguous group, in call order, once it and every earlier call
+    have ended (spec §2.3-a); a tool that raises, an unknown tool name or invalid input gives an
+    ``is_error`` result with a short message (spec §2.4-b). Cancellation propagates (abort).
 
     Args:
         calls: the backend calls of one step, in the order the model made them.
@@ -472,11 +485,11 @@ async def run_tools(
         max_concurrency: the bound on calls running at once.
         on_result: told of each outcome just before its lines are sent (spec §5.5-b).
         timeout: seconds a call may run (a tool's own ``timeout`` wins); ``None``: no bound.
-        context: what a tool's ``ToolContext`` holds of the run (spec §2.6-a, progress
-            §2.6-b); ``None``: empty ids, no store, progress going nowhere.
+        context: what a tool's ``ToolContext`` holds of the run (spec §2.6-a, §2.6-b); ``None``: empty.
         tracing: each call in an ``execute_tool`` span (spec §20.2-a); off by default.
         shown: by call id, the input its ``tool_call`` showed; a call run with another gets
             its edit right before its result (``_with_edit``). ``None``: no edits.
+        max_result_bytes: the bound on each result (spec §2.4-e); ``None``: unbounded.
 
     Returns:
         One outcome per call, in call order.
@@ -487,7 +500,7 @@ async def run_tools(
     async def one(call: ToolCallRequest) -> ToolOutcome:
         try:
             with tracing.tool_call(name=call.name, call_id=call.id, arguments=call.input) as span:
-                done = await _run_one(call, tools, emitter, gate, timeout, progress)
+                done = await _run_one(call, tools, emitter, gate, timeout, progress, max_result_bytes)
                 span.record_result(is_error=done.is_error, result=done.text, error_type=_error_type(done))
                 return done
         finally:
@@ -547,6 +560,7 @@ async def _run_one(
     gate: asyncio.Semaphore,
     timeout: float | None,
     progress: ProgressStream,
+    max_result_bytes: int | None = None,
 ) -> ToolOutcome:
     """One call, under the concurrency gate and its time limit; every failure is a result (spec §2.4-b, §2.5-a)."""
     tool_def = tools.get(call.name)
@@ -568,4 +582,4 @@ async def _run_one(
         except Exception as exc:  # spec §2.4-b: a failing tool is a result, never a crash
             text = scrub.public(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]
             return error_outcome(emitter, call, text)
-    return outcome(emitter, call, value)
+    return outcome(emitter, call, value, max_bytes=max_result_bytes)

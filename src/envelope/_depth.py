@@ -1,6 +1,8 @@
 """JSON nesting depth, measured without parsing (the one place that knows how).
 
-Owns: finding the first byte at which a JSON text nests deeper than a limit, in one pass.
+Owns: finding the first byte at which a JSON text nests deeper than a limit, in one pass,
+and the first container of a parsed value (dicts and lists, as a caller hands them) that
+does, without recursion.
 Does not own: the limit (``_limits.MAX_NESTING_DEPTH``) or what a caller does about it
 (each parser reports its own coded diagnostic with its position).
 """
@@ -8,7 +10,7 @@ Does not own: the limit (``_limits.MAX_NESTING_DEPTH``) or what a caller does ab
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Any, Final
 
 #: The bytes that change depth or string state; everything else is skipped by the regex.
 _TOKENS: Final = re.compile(rb'[\[\]{}"\\]')
@@ -65,4 +67,32 @@ def _scan(
                 return at
         elif char in closes:
             depth -= 1
+    return None
+
+
+def value_too_deep(value: Any, limit: int) -> str | None:
+    """The ``$.path`` of the first dict or list of ``value`` at level ``limit + 1``, or None.
+
+    Counts as ``too_deep`` counts in the JSON text of ``value``: the outermost container is
+    level 1. Iterative, so a value nested far past the interpreter's recursion limit is
+    measured too; each container is visited once, and none below level ``limit + 1``.
+
+    Args:
+        value: a value as a JSON parser gives it (dicts, lists, scalars).
+        limit: the deepest nesting allowed.
+    """
+    stack: list[tuple[Any, int, str]] = [(value, 1, "$")]
+    while stack:
+        here, depth, path = stack.pop()
+        if isinstance(here, dict):
+            items: Any = here.items()
+        elif isinstance(here, list | tuple):
+            items = enumerate(here)
+        else:
+            continue
+        if depth > limit:
+            return path
+        for key, inner in items:
+            if isinstance(inner, dict | list | tuple):
+                stack.append((inner, depth + 1, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"))
     return None

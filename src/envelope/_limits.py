@@ -31,6 +31,12 @@ DEFAULT_MAX_BLOCK_BYTES: Final = 256 * 1024 * 1024
 #: so this allows thousands of live subagents while stopping a key-flooding input).
 DEFAULT_MAX_OPEN_BLOCKS: Final = 65_536
 
+#: Most digits an SSE ``retry:`` value may have (spec §2.3-f). Ten digits are 115 days in
+#: milliseconds, beyond any reconnection delay a client acts on; past it the reader refuses
+#: the line instead of converting thousands of digits (CPython's ``int`` raises a bare
+#: ``ValueError`` over 4,300 digits, and converting fewer still costs time quadratic in them).
+MAX_RETRY_DIGITS: Final = 10
+
 #: Longest legacy XML tag (``<`` to ``>``) the migrator holds. A tool call's ``arguments``
 #: attribute carries a whole file the model wrote, so this is large; it exists so that a
 #: ``<`` with no ``>`` cannot grow memory without bound.

@@ -13,6 +13,8 @@ deliberate divergences, all in the direction of refusing rather than repairing:
   replacement characters, which would silently change payloads.
 * A line longer than ``max_line_bytes`` (or an event's data longer than it) is a
   ``DecodeError``: input with no line end must not grow memory without bound.
+* A ``retry`` value of more than ``MAX_RETRY_DIGITS`` digits is a ``DecodeError``
+  (WHATWG takes any number of digits; no delay needs more than ten).
 * ``close()`` raises when the input stops inside an event, where WHATWG discards the
   unfinished event without a word.
 
@@ -27,7 +29,7 @@ from __future__ import annotations
 from typing import Final
 
 from ._errors import DecodeError, EncodeError, Position
-from ._limits import DEFAULT_MAX_LINE_BYTES
+from ._limits import DEFAULT_MAX_LINE_BYTES, MAX_RETRY_DIGITS
 from ._structs import SSEEvent
 from ._utf8 import utf8_fault
 
@@ -417,6 +419,13 @@ class SSEReader:
             if "\x00" not in value:
                 self.last_event_id = value
         elif field == "retry" and value.isascii() and value.isdigit():
+            # spec §2.3-f: a value past MAX_RETRY_DIGITS is refused before int() sees it.
+            if len(value) > MAX_RETRY_DIGITS:
+                raise DecodeError(
+                    f"retry value of {len(value):,} digits; at most MAX_RETRY_DIGITS={MAX_RETRY_DIGITS} are read",
+                    position=Position(line=self._line_no, offset=offset),
+                    section="2.3",
+                )
             self.retry = int(value)
         # Any other field name is ignored, as WHATWG says.
 

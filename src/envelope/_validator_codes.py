@@ -80,6 +80,7 @@ CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "W166": ("warning", "8.1", "server_tool_result with no earlier server_tool_call of that id"),
     "E167": ("error", "2.1", "the input holds no envelope and no [DONE]"),
     "E168": ("error", "4.6", "tool_call repeating an id of its agent whose call is answered or already edited"),
+    "E169": ("error", "2.3", "SSE retry: value of more than MAX_RETRY_DIGITS (10) digits; skipped"),
 }
 
 

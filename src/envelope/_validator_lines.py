@@ -64,6 +64,7 @@ from ._validator_rules import (
     _e116_too_deep,
     _e117_lone_surrogate,
     _e167_no_envelope,
+    _e169_retry_too_long,
     _id_key,
     _lone_surrogate,
     _opens_response,
@@ -608,11 +609,16 @@ class Validator(_BlockRules):
         out.append(_violation("W118", message, lno, off))
 
     def _unreadable(self, message: str, lno: int, off: int, column: int, out: list[Violation]) -> None:
-        """A line the reader refused, where the wrapper found it: E100 (not UTF-8) or E109 (over its cap)."""
+        """A line the reader refused, where the wrapper found it.
+
+        E100 (not UTF-8), E169 (a ``retry:`` value too long) or E109 (over its cap).
+        """
         self._unreadable_seen = True
         message += "; skipped to the next line"
-        if "UTF-8" in message:  # the reader has no codes of its own; its two refusals differ so
+        if "UTF-8" in message:  # the reader has no codes of its own; its refusals differ so
             _e100_not_utf8(message, lno, off, out, column)
+        elif message.startswith("retry value"):
+            _e169_retry_too_long(message, lno, off, column, out)
         else:
             _e109_line_over_cap(message, lno, off, column, out)
 

@@ -398,6 +398,13 @@ def _e109_line_over_cap(message: str, lno: int, off: int, column: int, out: list
     out.append(_violation("E109", message, lno, off, column=column))
 
 
+@_rule("E169")
+def _e169_retry_too_long(message: str, lno: int, off: int, column: int, out: list[Violation]) -> None:
+    # [V2.3-c] the reader refuses a retry: value past MAX_RETRY_DIGITS (spec §2.3-f); as for
+    # E109, checking resumes after the line and the event it was part of is lost with it
+    out.append(_violation("E169", message, lno, off, column=column))
+
+
 @_rule("W113")
 def _w113_named_event(name: bytes, lno: int, off: int, out: list[Violation]) -> None:
     if name not in (b"", b"message"):

@@ -184,6 +184,10 @@ class StreamValidator:
             and chunk.count(b"\r", start, stop) != chunk.count(b"\r\n", start, stop)
         ):
             return False
+        if sse and chunk.find(b"retry", start, stop) >= 0:
+            # The reader raises on a retry: value past MAX_RETRY_DIGITS (spec §2.3-f, E169):
+            # a span that may hold one goes line by line (rare: retry lines are few).
+            return False
         if not chunk.isascii():
             try:
                 str(span, "utf-8")

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envelope._depth import too_deep
+from envelope._depth import too_deep, value_too_deep
 
 _values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab\n'),
@@ -37,3 +37,22 @@ def test_too_deep_agrees_with_the_parsed_depth(value: Any, limit: int, as_bytes:
 def test_depth_offsets_are_bytes_for_bytes() -> None:
     assert too_deep('"é"[[', 1) == 4
     assert too_deep('"é"[['.encode(), 1) == 5
+
+
+@given(_values, st.integers(min_value=0, max_value=8))
+def test_value_too_deep_agrees_with_the_text(value: Any, limit: int) -> None:
+    """``value_too_deep`` on a parsed value says what ``too_deep`` says on its JSON text."""
+    found = value_too_deep(value, limit)
+    assert (found is not None) == (too_deep(json.dumps(value), limit) is not None)
+    if found is not None:
+        assert found.startswith("$")
+
+
+def test_value_too_deep_needs_no_recursion() -> None:
+    top: list[Any] = []
+    here = top
+    for _ in range(50_000):
+        inner: list[Any] = []
+        here.append(inner)
+        here = inner
+    assert value_too_deep(top, 256) == "$" + "[0]" * 256

@@ -24,9 +24,10 @@ import msgspec
 
 from .._blocks import _parse
 from .._decoder import CITATION_FIELDS, decode
+from .._depth import too_deep, value_too_deep
 from .._encoder import CitationData, Emitter, ImageRef
 from .._errors import EnvelopeError, Position
-from .._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_BYTES
+from .._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_BYTES, MAX_NESTING_DEPTH
 from .._types import ENVELOPE_TYPES
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ CODES: Final = {
     "I206": "the converter was closed",
     "I207": "an envelope line the codec refuses",
     "I208": "a block over the size limit",
+    "I209": "an event nested deeper than MAX_NESTING_DEPTH",
 }
 
 _json_encode = msgspec.json.encode
@@ -105,12 +107,42 @@ def dumps(value: Any) -> str:
     return _json_encode(value).decode()
 
 
+def check_depth(value: Any, position: Position, what: str = "the event") -> None:
+    """Refuse (``I209``) a parsed value nested deeper than ``MAX_NESTING_DEPTH`` (spec/interop.md I6-a).
+
+    Measured without recursion before any part is read or encoded: msgspec and the
+    standard library recurse per level and raise ``RecursionError`` near 1,000.
+    """
+    deep = value_too_deep(value, MAX_NESTING_DEPTH)
+    if deep is not None:
+        raise InteropError(
+            "I209",
+            f"{what} nests arrays and objects deeper than MAX_NESTING_DEPTH={MAX_NESTING_DEPTH} levels",
+            position=position,
+            field=deep,
+        )
+
+
 def parse_object(raw: bytes | str | Mapping[str, Any], position: Position) -> dict[str, Any]:
-    """One event as a dict: a JSON object (bytes or str), or a mapping as given."""
+    """One event as a dict: a JSON object (bytes or str), or a mapping as given.
+
+    Either is measured for depth first (``I209``, spec/interop.md I6-a): the text before
+    it is parsed, the mapping before any of it is read.
+    """
     if isinstance(raw, dict):
+        check_depth(raw, position)
         return raw
     if not isinstance(raw, bytes | str):
         raise InteropError("I201", f"an event must be a JSON object, got {type(raw).__name__}", position=position)
+    deep = too_deep(raw, MAX_NESTING_DEPTH)
+    if deep is not None:
+        unit = "byte" if isinstance(raw, bytes) else "character"
+        raise InteropError(
+            "I209",
+            f"the event nests arrays and objects deeper than MAX_NESTING_DEPTH={MAX_NESTING_DEPTH} levels "
+            f"(at {unit} {deep} of the event)",
+            position=position,
+        )
     try:
         value = _json_decode(raw)
     except msgspec.DecodeError as exc:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import Position
-from ._common import InteropError, dumps
+from ._common import InteropError, check_depth, dumps
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -76,8 +76,10 @@ def request_from_run_input(body: Mapping[str, Any]) -> ServerRequest:
 
     Raises:
         InteropError: I202 a field missing or mistyped; I203 content with no counterpart
-            (an image in a prompt); I204 nothing to answer (the last message is neither).
+            (an image in a prompt); I204 nothing to answer (the last message is neither);
+            I209 a body nested deeper than ``MAX_NESTING_DEPTH``.
     """
+    check_depth(body, _HERE, "the body")
     thread = _need(body, "threadId", str, "$")
     _need(body, "runId", str, "$")
     messages = _need(body, "messages", list, "$")
@@ -119,8 +121,9 @@ def request_from_chat(body: Mapping[str, Any]) -> ServerRequest:
     Raises:
         InteropError: I202 a field missing or mistyped; I203 a regenerate request, or
             parts with no counterpart in a prompt; I204 a paused call with no output yet,
-            or nothing to answer.
+            or nothing to answer; I209 a body nested deeper than ``MAX_NESTING_DEPTH``.
     """
+    check_depth(body, _HERE, "the body")
     chat = _need(body, "id", str, "$")
     messages = _need(body, "messages", list, "$")
     trigger = _need(body, "trigger", str, "$") if body.get("trigger") is not None else None
