@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from envelope import EnvelopeError, XmlMigrator, reconstruct
 
 from ._legacy_writer import Era, frame_raw_sse, write
-from .test_property import AGENT, META_INIT, block
+from .test_property import AGENT, META_INIT, block, calls_once
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -52,7 +52,7 @@ BREAKS: Final = (
 def legacy_input(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
     """A legacy stream and the options to migrate it with."""
     era: Era = draw(st.sampled_from(["early", "later"]))
-    blocks = [{"type": "meta_init", "data": META_INIT}, *draw(st.lists(block(era), max_size=5))]
+    blocks = [{"type": "meta_init", "data": META_INIT}, *draw(st.lists(block(era), max_size=5).filter(calls_once))]
     text = "".join(write(blocks, era))
     if draw(st.booleans()):
         at = draw(st.integers(0, len(text)))

@@ -120,13 +120,24 @@ def _migrate(data: bytes, pieces: list[int], *, era: str, agent: str | None = No
     return lines
 
 
+def calls_once(blocks: list[dict[str, Any]]) -> bool:
+    """No ``tool_call`` id repeats an earlier call's or result's: a repeat is an edit (envelope-v1 §4.6-a), not a new call."""
+    seen: set[str] = set()
+    for b in blocks:
+        if b["type"] == "tool_call" and b["id"] in seen:
+            return False
+        if b["type"] in ("tool_call", "tool_result"):
+            seen.add(b["id"])
+    return True
+
+
 @given(st.sampled_from(["early", "later"]), st.data())
 def test_blocks_survive_legacy_round_trip(era: Era, data: st.DataObject) -> None:
     blocks = [{"type": "meta_init", "data": META_INIT}]
     if era == "early":
         # Evidence for auto-detection (§M3.1-a): a raw line feed in the first block.
         blocks.append({"type": "thinking", "deltas": ["plan:\n"]})
-    blocks += data.draw(st.lists(block(era), max_size=6))
+    blocks += data.draw(st.lists(block(era), max_size=6).filter(calls_once))
     text = "".join(write(blocks, era))
     # The old server's writes: the tag text cut anywhere (tags and entities split).
     cuts = _cuts(data.draw, len(text))
@@ -146,7 +157,7 @@ def test_blocks_survive_legacy_round_trip(era: Era, data: st.DataObject) -> None
 @given(st.sampled_from(["early", "later"]), st.data())
 def test_tag_text_and_raw_sse_give_the_same_envelopes(era: Era, data: st.DataObject) -> None:
     """Decoded tag text (chunks concatenated) migrates like its raw capture, minus [DONE] (§M1.2)."""
-    blocks = data.draw(st.lists(block(era), min_size=1, max_size=4))
+    blocks = data.draw(st.lists(block(era), min_size=1, max_size=4).filter(calls_once))
     chunks = write(blocks, era)
     text = "".join(chunks).encode("utf-8")
     from_tags = _migrate(text, _cuts(data.draw, len(text)), era=era, agent=AGENT)
