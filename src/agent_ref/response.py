@@ -37,7 +37,7 @@ class _ClientGone(Exception):
 
 
 class _NothingSent(_ClientGone):
-    """The sink refused a response's first line: nobody saw anything of it (spec agent-ref [R5.5-e]).
+    """The sink refused to keep a response's first line: nobody saw anything of it (spec agent-ref [R5.5-e]).
 
     Raised only for a response marked ``refusable`` (a user's run or resume that can be
     taken back): the loop ends without closing the run, and the agent puts the state it
@@ -87,7 +87,9 @@ class _Response:
                 await result
         except Exception as exc:
             self.gone = True
-            if self.delivered == 0 and self.refusable:
+            # [R5.5-e]: a sink that refused to keep the first line takes the response back; a
+            # reader that went away (a closed pipe, a dropped connection) is §5.5-c, kept as ever
+            if self.delivered == 0 and self.refusable and not isinstance(exc, ConnectionError):
                 raise _NothingSent(exc) from exc
             raise _ClientGone(exc) from exc
         self.delivered += 1
