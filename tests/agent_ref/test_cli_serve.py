@@ -165,7 +165,8 @@ def test_spec_rc9_a_serve_and_run_share_the_agent_options() -> None:
         return {s for a in choices[command]._actions for s in a.option_strings}
 
     run_only = {"--pretty", "--agent", "--fork"}  # the terminal view; continuing or forking a stored agent (RCSE1-a)
-    serve_only = {"--host", "--port", "--token", "--allowed-host", "--keepalive", "--otlp"}
+    # --pace: a delay per streamed event so a person can watch the page (spec server PC-a)
+    serve_only = {"--host", "--port", "--token", "--allowed-host", "--keepalive", "--otlp", "--pace"}
     assert options("run") - run_only == options("serve") - serve_only
     assert {"--subagents", "--memory", "--compact-threshold", "--loop-limit", "--model", "--replay"} <= options("serve")
 
