@@ -29,10 +29,10 @@ def test_core_does_no_io() -> None:
     assert "open(" not in source
 
 
-def test_check_py_is_the_only_module_importing_the_client() -> None:
-    """httpx2 is imported by check.py and by no other module of the package."""
+def test_only_the_http_edges_import_the_client() -> None:
+    """httpx2 is imported by check.py and client.py (the Python client, spec/client.md) and by no other module."""
     importers = {p.name for p in SRC.glob("*.py") if {"httpx", "httpx2"} & _imports(p.name)}
-    assert importers == {"check.py"}
+    assert importers == {"check.py", "client.py"}
 
 
 def test_import_envelope_loads_neither_the_check_nor_the_client() -> None:
