@@ -224,7 +224,8 @@ def _interleave_within(blocks: list[list[bytes]], rng: random.Random) -> list[by
     """An agent's blocks in order, two neighbours sometimes interleaved line by line.
 
     Only blocks of different keys that the spec lets overlap: never a text followed by
-    its citations, never a compaction (spec §8.1-b), never meta_init (it opens the agent).
+    its citations, never a compaction (spec §8.1-b), never meta_init (it opens the agent),
+    never a tool_call and the result that answers it.
     """
     out: list[bytes] = []
     i = 0
@@ -233,7 +234,10 @@ def _interleave_within(blocks: list[list[bytes]], rng: random.Random) -> list[by
         if i + 1 < len(blocks) and i > 0 and rng.random() < 0.5:
             b = blocks[i + 1]
             ta, tb = _types(a), _types(b)
-            if not (ta & tb) and not ({"citation", "meta_compaction", "tool_result_image"} & (ta | tb)):
+            # a call and the result after it (it answers the latest call) stay in order: a
+            # tool_call after its own result is E168 (envelope-v1 §4.6-a)
+            answers = "tool_call" in ta and "tool_result" in tb
+            if not (ta & tb) and not answers and not ({"citation", "meta_compaction", "tool_result_image"} & (ta | tb)):
                 out += _merge([a, b], rng)
                 i += 2
                 continue
