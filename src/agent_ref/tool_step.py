@@ -57,6 +57,37 @@ class _Routed:
     approvals: dict[str, str] = field(default_factory=dict)
 
 
+async def _run_backend(
+    ctx: RunContext, backend: list[ToolCallRequest], calls: list[ToolCallRequest]
+) -> list[ToolOutcome]:
+    """The step's backend calls through ``run_tools``; each result recorded, and checkpointed before it is streamed."""
+
+    def answered(call: ToolCallRequest, done: ToolOutcome) -> None:
+        ctx.answered[call.id] = done.block
+        checkpoints.finished(ctx, done.block)  # [CK1.3-a]: its result saved as it ends
+
+    async def send(lines: list[bytes]) -> None:
+        await checkpoints.saved(ctx)  # [CK1.3-c]: a result is checkpointed before it is streamed
+        await ctx.response.send(lines)
+
+    options = ctx.options
+    return await run_tools(
+        backend,
+        ctx.tools,
+        ctx.emitter,
+        send,
+        max_concurrency=options.max_tool_concurrency,
+        on_result=answered,
+        timeout=options.tool_timeout,
+        max_result_bytes=options.max_tool_result_bytes,  # spec §2.4-e
+        tracing=ctx.tracing,
+        shown={call.id: call.input for call in calls},  # envelope-v1 §4.6-a: the model's inputs
+        context=ToolContextBase(
+            agent_uuid=ctx.agent_uuid, run_id=ctx.run.run_id, store=ctx.store, step=ctx.step
+        ),  # R2.6, RU1-b
+    )
+
+
 async def run_step_tools(
     ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapping[str, str]
 ) -> list[ToolCallRequest]:
@@ -77,32 +108,8 @@ async def run_step_tools(
         append_user(ctx.state, [routed.outcomes[c.id].block for c in calls])
         return []
     spawns = await _cap_spawns(ctx, routed.spawns, routed.outcomes)
-
-    def answered(call: ToolCallRequest, done: ToolOutcome) -> None:
-        ctx.answered[call.id] = done.block
-        checkpoints.finished(ctx, done.block)  # [CK1.3-a]: its result saved as it ends
-
-    async def send(lines: list[bytes]) -> None:
-        await checkpoints.saved(ctx)  # [CK1.3-c]: a result is checkpointed before it is streamed
-        await ctx.response.send(lines)
-
-    options = ctx.options
     ran, spawned = await asyncio.gather(
-        run_tools(
-            routed.backend,
-            ctx.tools,
-            ctx.emitter,
-            send,
-            max_concurrency=options.max_tool_concurrency,
-            on_result=answered,
-            timeout=options.tool_timeout,
-            max_result_bytes=options.max_tool_result_bytes,  # spec §2.4-e
-            tracing=ctx.tracing,
-            shown={call.id: call.input for call in calls},  # envelope-v1 §4.6-a: the model's inputs
-            context=ToolContextBase(
-                agent_uuid=ctx.agent_uuid, run_id=ctx.run.run_id, store=ctx.store, step=ctx.step
-            ),  # R2.6, RU1-b
-        ),
+        _run_backend(ctx, routed.backend, calls),
         asyncio.gather(*(traced_subagent(ctx, call) for call in spawns)),
     )
     paused: list[ChildPaused] = []
