@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 import pytest
 from examples.fastapi_app import DEMO_USERS, fake_model
-from nginx_support import Example, Proxy, documented_location, nginx_binary, start_example, start_nginx, stop
 
 from envelope.delivery import DONE_LINE
+from proxy.nginx_support import Example, Proxy, documented_location, nginx_binary, start_example, start_nginx, stop
 from server_support import read_events
 from validating import assert_valid
 
