@@ -18,7 +18,6 @@ import pytest
 from examples.fastapi_app import DEMO_USERS, fake_model
 
 from envelope.delivery import DONE_LINE
-from proxy import nginx_support
 from proxy.nginx_support import Example, Proxy, documented_location, nginx_binary, start_example, start_nginx, stop
 from server_support import read_events
 from validating import assert_valid
@@ -168,8 +167,8 @@ def test_host_and_forwarded_headers_as_documented(stack: Callable[..., tuple[Exa
 
 def test_a_missing_nginx_skips_loudly_or_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without nginx: a skip whose reason is a loud headline (tests/skip_summary.py); with CI=true, a failure."""
-    monkeypatch.setattr(nginx_support.shutil, "which", lambda _name: None)
-    monkeypatch.setattr(nginx_support.os.path, "exists", lambda _path: False)
+    monkeypatch.setattr("shutil.which", lambda _name: None)
+    monkeypatch.setattr("os.path.exists", lambda _path: False)
     monkeypatch.delenv("CI", raising=False)
     with pytest.raises(pytest.skip.Exception, match=r"^PROXY TESTS DID NOT RUN: nginx is not installed"):
         nginx_binary()
