@@ -225,6 +225,8 @@ class Delivery:
     async def resume(self, request: Request) -> Response:
         """Answer a reconnecting client of run ``request.path_params["run_id"]`` (spec delivery §2.3).
 
+        The ``authorize`` hook, if any, runs first, before anything of the run is read
+        (§6.2): refused is ``404`` as an unknown run, or the ``401``/``403`` it chose.
         ``Last-Event-ID`` (or ``?last_event_id=``) names the last event the client got:
         it gets the rest, live if the response is still being written here. Without an
         id, the run's newest response from its start. ``204`` when the client has the
