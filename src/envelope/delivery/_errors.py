@@ -7,6 +7,7 @@ __all__ = [
     "JournalGapError",
     "JournalTakenOverError",
     "JournalUnavailableError",
+    "ResumeDenied",
     "ResumeError",
 ]
 
@@ -53,3 +54,35 @@ class JournalTakenOverError(JournalError):
 
 class ResumeError(ValueError):
     """A ``Last-Event-ID`` that cannot be resumed from (HTTP 400, spec delivery §2.3-b); the text says why."""
+
+
+class ResumeDenied(Exception):  # a refusal the caller chose, not an error of the server
+    """Raised by an ``authorize`` hook to refuse a resume (spec delivery [D6.2-a]).
+
+    ``404`` (the default) is answered exactly as an unknown run is, whatever ``kind`` and
+    ``message`` say, so a refusal never tells a run exists; ``401`` and ``403`` send
+    ``kind`` and ``message`` (public words: no secret, no detail of a signature).
+
+    Args:
+        status: 401, 403 or 404.
+        kind: the error's ``type`` in the answer (``token_expired``, ``forbidden``, ...).
+        message: the error's ``message`` in the answer.
+        headers: extra headers of the answer (``WWW-Authenticate``, ...).
+    """
+
+    def __init__(
+        self,
+        status: int = 404,
+        kind: str = "unknown_run",
+        message: str = "no such run",
+        *,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """See the class docstring."""
+        if status not in (401, 403, 404):
+            raise ValueError(f"a refused resume is 401, 403 or 404, not {status}")
+        super().__init__(f"{status} {kind}: {message}")
+        self.status = status
+        self.kind = kind
+        self.message = message
+        self.headers = dict(headers or {})

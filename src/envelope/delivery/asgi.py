@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from envelope._extras import import_failed
 
@@ -28,20 +29,24 @@ try:
 except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
     raise import_failed(exc, __name__, "asgi") from None  # pragma: no cover  # in a subprocess (tests/install)
 
-from ._errors import JournalError, JournalUnavailableError, ResumeError
+from ._errors import JournalError, JournalUnavailableError, ResumeDenied, ResumeError
 from ._ids import DONE_LINE, RUN_ID_PATTERN, caught_up, replay_events, resume_point
 from ._keepalive import NO_PING, with_keepalives
 from ._live import JOURNAL_LOST, JournalFailedError, LiveStream, closing_lines
 from ._offloop import off_loop
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterable, AsyncIterator, Mapping
+    from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 
     from starlette.requests import Request
 
     from ._journal import Journal
 
-__all__ = ["NO_BUFFERING", "PRODUCER_FAILED", "WRITER_GONE", "Delivery"]
+    #: ``authorize(request, run_id)``: returns (``None`` or ``True``) to allow, returns
+    #: ``False`` or raises ``ResumeDenied`` to refuse; sync or async (spec delivery §6.2).
+    Authorize: TypeAlias = Callable[[Request, str], "bool | Awaitable[bool | None] | None"]
+
+__all__ = ["AUTHORIZE_FAILED", "NO_BUFFERING", "PRODUCER_FAILED", "WRITER_GONE", "Delivery"]
 
 log = logging.getLogger("envelope.delivery.asgi")
 
@@ -50,6 +55,9 @@ NO_BUFFERING: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 #: The ``error`` payload of a response whose producer raised or stopped before ``[DONE]``.
 PRODUCER_FAILED: Final = {"type": "internal_error", "message": "the server failed during this response"}
+
+#: The answer to a resume whose ``authorize`` hook raised (spec delivery [D6.2-c]): nothing of the exception.
+AUTHORIZE_FAILED: Final = {"type": "internal_error", "message": "the server failed to check this request"}
 
 #: The ``error`` payload of a response closed after its writer was gone (killed, restarted; spec delivery §4.3-a).
 WRITER_GONE: Final = {
@@ -65,11 +73,24 @@ class Delivery:
         journal: where every line is written before it is sent.
         keepalive_seconds: seconds of silence before a ``: keep-alive`` comment.
         max_bytes: the line bound of the closing lines written for a failed producer.
+        authorize: ``authorize(request, run_id)``, sync or async, called by ``resume``
+            before anything of the run is read (spec delivery §6.2): return to allow;
+            return ``False`` or raise ``ResumeDenied`` to refuse. ``query_token(keys)``
+            is one that accepts a resume link's ``?token=``. ``None``: every client may
+            resume every run (one user, or ids nobody can guess).
     """
 
-    def __init__(self, journal: Journal, *, keepalive_seconds: float = 15.0, max_bytes: int = 2048) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        *,
+        keepalive_seconds: float = 15.0,
+        max_bytes: int = 2048,
+        authorize: Authorize | None = None,
+    ) -> None:
         """See the class docstring."""
         self.journal = journal
+        self.authorize = authorize
         self.keepalive_seconds = keepalive_seconds
         self.max_bytes = max_bytes
         self.live: dict[tuple[str, int], LiveStream] = {}
@@ -204,6 +225,8 @@ class Delivery:
     async def resume(self, request: Request) -> Response:
         """Answer a reconnecting client of run ``request.path_params["run_id"]`` (spec delivery §2.3).
 
+        The ``authorize`` hook, if any, runs first, before anything of the run is read
+        (§6.2): refused is ``404`` as an unknown run, or the ``401``/``403`` it chose.
         ``Last-Event-ID`` (or ``?last_event_id=``) names the last event the client got:
         it gets the rest, live if the response is still being written here. Without an
         id, the run's newest response from its start. ``204`` when the client has the
@@ -213,6 +236,9 @@ class Delivery:
         run_id = str(request.path_params.get("run_id", ""))
         if not RUN_ID_PATTERN.fullmatch(run_id):
             return _refused(404, "unknown_run", "no such run")
+        refused = await self._authorized(request, run_id)  # spec delivery [D6.2-a]: before anything is read
+        if refused is not None:
+            return refused
         last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
         try:
             await self._recovered()
@@ -222,7 +248,7 @@ class Delivery:
                 live = [r for (run, r) in self.live if run == run_id]
                 response, after = max([*live, await self._io.responses(run_id) - 1]), -1
                 if response < 0:
-                    return _refused(404, "unknown_run", f"no run {run_id} here")
+                    return _unknown(run_id)
             stream = self.live.get((run_id, response))
             if stream is not None:
                 if after >= len(stream.lines):
@@ -230,7 +256,7 @@ class Delivery:
                 return self.response(stream, after=after)
             lines = await self._io.read(run_id, response)
             if not lines:  # never written, or a file whose first line failed: no response
-                return _refused(404, "unknown_run", f"no response {response} of run {run_id} here")
+                return _unknown(run_id)
             if lines[-1] != DONE_LINE and (run_id, response) not in self.live:
                 # spec delivery §4.3-a: its writer is gone (killed, or cut by the journal): end it now
                 lines = await self._close_gone(run_id, response, lines) or lines
@@ -243,6 +269,30 @@ class Delivery:
             return _unavailable(exc)
         headers = {"X-Run-Id": run_id, "X-Response-Index": str(response)}
         return self._sse(_from_list(events, lines[-1] == DONE_LINE), headers)
+
+    async def _authorized(self, request: Request, run_id: str) -> Response | None:
+        """The answer refusing this resume, or ``None`` when ``authorize`` allows it (spec delivery §6.2)."""
+        if self.authorize is None:
+            return None
+        try:
+            verdict = self.authorize(request, run_id)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+        except ResumeDenied as denied:
+            if denied.status == 404:  # [D6.2-b]: the same answer as a run that does not exist
+                return _unknown(run_id)
+            answer = _refused(denied.status, denied.kind, denied.message)
+            answer.headers.update(denied.headers)
+            return answer
+        except Exception:  # [D6.2-c]: the hook's failure is ours to log, never the client's to read
+            log.exception("the authorize hook failed on a resume of run %s", run_id)
+            return JSONResponse({"error": AUTHORIZE_FAILED}, status_code=500)
+        if verdict is None or verdict is True:
+            return None
+        if verdict is False:
+            return _unknown(run_id)
+        log.error("the authorize hook returned %s, not None, True or False: refused", type(verdict).__name__)
+        return JSONResponse({"error": AUTHORIZE_FAILED}, status_code=500)
 
     def route(self, path: str = "/streams/{run_id}") -> Route:
         """A ``GET`` route to ``resume`` (its path must hold ``{run_id}``)."""
@@ -275,6 +325,11 @@ def _unavailable(exc: JournalError) -> JSONResponse:
     answer = _refused(503, "storage_unavailable", exc.public)
     answer.headers["Retry-After"] = str(retry)
     return answer
+
+
+def _unknown(run_id: str) -> JSONResponse:
+    """The one answer to a run that is not here, or that the caller may not see (spec delivery [D6.2-b])."""
+    return _refused(404, "unknown_run", f"no run {run_id} here")
 
 
 def _refused(status: int, kind: str, message: str) -> JSONResponse:
