@@ -1,7 +1,7 @@
 """Say loudly, at the end of a test run, which suites did not run and why (issue 25 §6).
 
-The browser, PostgreSQL and JavaScript suites need system parts a machine may lack
-(chromium, PostgreSQL's server, node: ``scripts/system-deps`` installs them). Without
+The browser, PostgreSQL, JavaScript and proxy suites need system parts a machine may lack
+(chromium, PostgreSQL's server, node, nginx: ``scripts/system-deps`` installs them). Without
 them they skip, except with ``CI=true``, where they fail (``tests/browser``,
 ``tests/pg_support.py``, ``tests/js``). A skip among hundreds of passes is easy to miss,
 so every skip whose reason starts with an upper-case headline and a colon (the
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 #: A loud skip reason: an upper-case headline, then a colon.
 LOUD: Final = re.compile(r"[A-Z][A-Z0-9 ]{6,}:")
 REMEDY: Final = (
-    "install what they need with `sudo ./scripts/system-deps` (chromium, PostgreSQL, node; Debian); "
+    "install what they need with `sudo ./scripts/system-deps` (chromium, PostgreSQL, node, nginx; Debian); "
     "with CI=true these suites fail instead of skipping"
 )
 
