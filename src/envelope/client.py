@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from ._client_foreign import PROTOCOLS, ForeignStream, protocol_of_event, protocol_of_headers
 from ._decoder import decode
 from ._errors import EnvelopeError
 from ._reconstruct import Reconstructor
@@ -32,10 +33,22 @@ if TYPE_CHECKING:
 
     import httpx2
 
+    from ._client_foreign import Protocol
     from ._reconstruct import Transcript
+    from ._sse import SSEEvent
     from ._types import Envelope
 
-__all__ = ["Backoff", "ClientError", "HTTPError", "ResumeError", "Run", "SyncRun", "connect", "connect_sync"]
+__all__ = [
+    "Backoff",
+    "ClientError",
+    "HTTPError",
+    "IncompleteError",
+    "ResumeError",
+    "Run",
+    "SyncRun",
+    "connect",
+    "connect_sync",
+]
 
 _DONE: Final = "[DONE]"
 
@@ -60,6 +73,10 @@ class HTTPError(ClientError):
 
 class ResumeError(ClientError):
     """Resuming failed: retries used up, or the events resumed at the wrong place (spec CL2-b, CL2-c)."""
+
+
+class IncompleteError(ClientError):
+    """An AG-UI or UI message stream that ended before its terminator (not resumed) [CL4-c]."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +105,9 @@ class Run:
 
     Attributes:
         run_id: from ``X-Run-Id`` or ``meta_init``'s ``run_id`` [CL1-c].
-        agent_uuid: from ``X-Agent-Uuid`` or the root ``meta_init``.
+        agent_uuid: from ``X-Agent-Uuid`` or the first ``meta_init``.
+        protocol: ``envelope``, ``agui`` or ``vercel``: the caller's, else the first
+            response's (``None`` until it is known) [CL4-a].
         pending: the frontend tools the run waits for (``awaiting_frontend_tools``), else ``None``.
         done: the run is over (its last response ended with ``[DONE]`` and no pause).
     """
@@ -99,15 +118,18 @@ class Run:
         url: str,
         body: object,
         headers: Mapping[str, str] | Callable[[], Mapping[str, str]] | None,
-        api: str,
+        api: str | None,
         backoff: Backoff,
         keep_transcript: bool,
+        protocol: Protocol | None = None,
+        resume: str | None = None,
     ) -> None:
         self._client = client
         self._url = url
         self._body = body
         self._headers = headers
         self._api = api
+        self._resume_url = resume
         self._backoff = backoff
         self._reconstructor: Reconstructor | None = Reconstructor() if keep_transcript else None
         self._continuation: asyncio.Future[httpx2.Response] | None = None
@@ -117,6 +139,7 @@ class Run:
         self._paused = False
         self.run_id: str | None = None
         self.agent_uuid: str | None = None
+        self.protocol: Protocol | None = protocol
         self.pending: list[dict[str, Any]] | None = None
         self.done = False
 
@@ -141,6 +164,8 @@ class Run:
             if not self._paused:  # answer() may have cleared `pending` already
                 self.done = True
                 return
+            if self.protocol != "envelope":
+                return  # [CL4-d]: continued by the caller's next request of that protocol
             # [CL3-a]: paused; answer() posts the results and hands over the continuation.
             response = await self._handover()
             self._continuation = None
@@ -161,44 +186,106 @@ class Run:
         return response
 
     async def _read_response(self, response: httpx2.Response) -> AsyncIterator[Envelope]:
-        """One response, resumed across cuts until its ``[DONE]``."""
+        """One response, in the run's protocol: its first event decides when nothing else did [CL4-a]."""
         self._last_seq = None
         self._response_index = None
         self._learn_headers(response)
-        failures = 0
-        while True:
-            progressed = False
-            try:
+        if self.protocol is None:
+            named = protocol_of_headers(response.headers)
+            if named is not None and named not in PROTOCOLS:
+                await response.aclose()
+                raise ClientError(named)
+            if named == "vercel":
+                self.protocol = "vercel"
+        events = _events(response)
+        try:
+            first: SSEEvent | None = None
+            if self.protocol is None:
                 try:
-                    reader = SSEReader()
-                    async for chunk in response.aiter_bytes():
-                        for event in reader.feed(chunk):
-                            env = self._apply(event.id, event.data)
-                            progressed = True
-                            if env is None:
-                                return
-                            yield env
-                    for event in reader.close():
+                    first = await anext(events)
+                except (StopAsyncIteration, _transport_errors()):
+                    first = None  # cut before its first event: read (and resumed) as an envelope stream
+                self.protocol = "envelope" if first is None else protocol_of_event(first.data)
+            if self.protocol == "envelope":
+                async for env in self._read_envelope(events, first):
+                    yield env
+            else:
+                async for env in self._read_foreign(self.protocol, events, first):
+                    yield env
+        finally:
+            await events.aclose()
+
+    async def _read_envelope(self, events: AsyncIterator[SSEEvent], first: SSEEvent | None) -> AsyncIterator[Envelope]:
+        """An envelope response, resumed across cuts until its ``[DONE]`` [CL2-a]."""
+        failures = 0
+        try:
+            while True:
+                progressed = False
+                try:
+                    if first is not None:
+                        event, first = first, None
+                        progressed = True
+                        env = self._apply(event.id, event.data)
+                        if env is None:
+                            return
+                        yield env
+                    async for event in events:
                         env = self._apply(event.id, event.data)
                         progressed = True
                         if env is None:
                             return
                         yield env
                     raise _Cut("the body ended before [DONE]")
-                finally:
-                    await response.aclose()
-            except (_Cut, _transport_errors()) as exc:
-                failures = 0 if progressed else failures + 1
-                if failures >= self._backoff.retries or self.run_id is None:
-                    raise ResumeError(f"the stream was cut and could not be resumed: {exc}") from None
-                await asyncio.sleep(self._backoff.delay(failures))  # [CL2-b]
-                response = await self._resume(failures)
-                if response.status_code == 204:  # [CL2-a]: the last event we applied was [DONE]
-                    return
+                except (_Cut, _transport_errors()) as exc:
+                    await _close(events)
+                    failures = 0 if progressed else failures + 1
+                    if failures >= self._backoff.retries or self.run_id is None:
+                        raise ResumeError(f"the stream was cut and could not be resumed: {exc}") from None
+                    await asyncio.sleep(self._backoff.delay(failures))  # [CL2-b]
+                    response = await self._resume(failures)
+                    if response.status_code == 204:  # [CL2-a]: the last event we applied was [DONE]
+                        return
+                    events = _events(response)
+        finally:
+            await _close(events)
+
+    async def _read_foreign(
+        self, protocol: Protocol, events: AsyncIterator[SSEEvent], first: SSEEvent | None
+    ) -> AsyncIterator[Envelope]:
+        """An AG-UI or UI message stream response through its converter, not resumed [CL4-b] [CL4-c]."""
+        stream = ForeignStream(protocol)
+        broke: str | None = None
+        try:
+            if first is not None:
+                for line in stream.feed(first.data):
+                    env = self._apply(None, line.decode())
+                    if env is not None:
+                        yield env
+            async for event in events:
+                for line in stream.feed(event.data):
+                    env = self._apply(None, line.decode())
+                    if env is not None:
+                        yield env
+        except _transport_errors() as exc:
+            broke = str(exc) or type(exc).__name__
+        if stream.finished and broke is None:
+            return
+        for line in stream.close():  # what was held of the open blocks: nothing read is dropped
+            env = self._apply(None, line.decode())
+            if env is not None:
+                yield env
+        because = f" (the connection broke: {broke})" if broke else ""
+        raise IncompleteError(f"{stream.unfinished()}{because}; AG-UI and UI message streams are not resumed")
 
     async def _resume(self, failures: int) -> httpx2.Response:
-        """``GET {api}runs/{run}/stream`` after the last event applied [CL2-a]."""
-        url = f"{self._api}runs/{self.run_id}/stream"
+        """``GET {api}runs/{run}/stream`` (or ``resume``) after the last event applied [CL2-a]."""
+        assert self.run_id is not None
+        if self._resume_url is not None:
+            url = self._resume_url.replace("{run_id}", self.run_id)
+        elif self._api is not None:
+            url = f"{self._api}runs/{self.run_id}/stream"
+        else:
+            raise ResumeError(f"the stream was cut and {self._url!r} names no API root to resume at: pass resume=")
         extra: dict[str, str] = {"accept": "text/event-stream"}
         params: dict[str, str] = {}
         if self._last_seq is not None:
@@ -243,10 +330,12 @@ class Run:
         if data == _DONE:
             return None
         env = decode(data)
-        if isinstance(env, MetaInit) and env.final and self.run_id is None:
+        if isinstance(env, MetaInit) and env.final and (self.run_id is None or self.agent_uuid is None):
             payload = _json(env.delta)
-            if isinstance(payload, dict) and isinstance(payload.get("run_id"), str):
+            if isinstance(payload, dict) and isinstance(payload.get("run_id"), str) and self.run_id is None:
                 self.run_id = payload["run_id"]
+            if self.agent_uuid is None:
+                self.agent_uuid = env.agent  # the first agent is the run's [CL1-c]
         if isinstance(env, AwaitingFrontendTools) and env.final and (self.agent_uuid in (None, env.agent)):
             pending = self._pending_of(env.agent) if self._reconstructor is not None else _json(env.delta)
             self.pending = pending if isinstance(pending, list) else None
@@ -257,6 +346,11 @@ class Run:
         assert self._reconstructor is not None
         blocks = self._reconstructor.transcript().to_dict()["agents"].get(agent, {"blocks": []})["blocks"]
         return blocks[-1].get("data") if blocks and blocks[-1]["type"] == "awaiting_frontend_tools" else None
+
+    def _api_root(self) -> str:
+        if self._api is None:
+            raise ClientError(f"cannot tell the API root of {self._url!r}: pass api=")
+        return self._api
 
     async def answer(self, tool_results: list[dict[str, Any]]) -> None:
         """Answer the paused run's frontend tools; the iteration goes on with the continuation [CL3-a].
@@ -270,9 +364,14 @@ class Run:
         """
         if self.pending is None:
             raise ClientError("the run is not waiting for frontend tools")
+        if self.protocol != "envelope":
+            raise ClientError(
+                f"answer() continues an envelope server's run; a {self.protocol} run is continued by a new "
+                "request of that protocol carrying the tool messages [CL4-d]"
+            )
         body = {"agent_uuid": self.agent_uuid, "tool_results": tool_results}
         headers = self._request_headers({"accept": "text/event-stream"})
-        request = self._client.build_request("POST", f"{self._api}tool_results", json=body, headers=headers)
+        request = self._client.build_request("POST", f"{self._api_root()}tool_results", json=body, headers=headers)
         response = await self._client.send(request, stream=True)
         await _check(response)
         self.pending = None
@@ -282,7 +381,7 @@ class Run:
         """``POST {api}runs/{run}/stop``: the server's JSON answer [CL3-b]."""
         if self.run_id is None:
             raise ClientError("the run id is not known yet")
-        url = f"{self._api}runs/{self.run_id}/stop"
+        url = f"{self._api_root()}runs/{self.run_id}/stop"
         request = self._client.build_request("POST", url, headers=self._request_headers(), json={})
         response = await self._client.send(request)
         await _check(response)
@@ -311,19 +410,36 @@ def _json(text: str) -> Any:
         return None
 
 
+async def _events(response: httpx2.Response) -> AsyncIterator[SSEEvent]:
+    """The SSE events of a body (the codec's reader: WHATWG rules, bounded lines); closes it when done."""
+    reader = SSEReader()
+    try:
+        async for chunk in response.aiter_bytes():
+            for event in reader.feed(chunk):
+                yield event
+        for event in reader.close():
+            yield event
+    finally:
+        await response.aclose()
+
+
+async def _close(events: AsyncIterator[SSEEvent]) -> None:
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
 def _transport_errors() -> type[Exception]:
     import httpx2
 
     return httpx2.TransportError
 
 
-def _api_of(url: str) -> str:
-    """``…/agent/`` of a run's URL [CL1-a]."""
+def _api_of(url: str) -> str | None:
+    """``…/agent/`` of a run's URL, else ``None`` (then ``answer``, ``stop`` need ``api=``) [CL1-a]."""
     marker = "/agent/"
     cut = url.find(marker)
-    if cut < 0:
-        raise ClientError(f"cannot tell the API root of {url!r}: pass api=")
-    return url[: cut + len(marker)]
+    return None if cut < 0 else url[: cut + len(marker)]
 
 
 @contextlib.asynccontextmanager
@@ -337,6 +453,8 @@ async def connect(
     api: str | None = None,
     keep_transcript: bool = True,
     transport: httpx2.AsyncBaseTransport | None = None,
+    protocol: Protocol | None = None,
+    resume: str | None = None,
 ) -> AsyncIterator[Run]:
     """Open a run: ``POST url`` with ``body`` as JSON, or ``GET url`` without [CL1-a].
 
@@ -350,6 +468,10 @@ async def connect(
         keep_transcript: keep the growing transcript (``run.transcript``); without it,
             memory does not grow with the stream [CL1-d].
         transport: an ``httpx2`` transport (tests, proxies).
+        protocol: ``"envelope"``, ``"agui"`` or ``"vercel"``; by default the first
+            response's headers, else its first event, tell [CL4-a].
+        resume: the URL to resume an envelope stream at, ``{run_id}`` replaced by the run's
+            id; by default ``{api}runs/{run_id}/stream`` [CL2-a].
 
     Yields:
         The ``Run``; iterate it for envelopes. The HTTP client closes on exit.
@@ -360,9 +482,12 @@ async def connect(
 
     if missing("check"):
         raise MissingExtraError(needs("envelope.client", "check"))
+    if protocol is not None and protocol not in PROTOCOLS:
+        raise ClientError(f"protocol={protocol!r}: one of {', '.join(PROTOCOLS)}, or None to tell from the response")
     client = httpx2.AsyncClient(timeout=timeout, transport=transport)
     try:
-        yield Run(client, url, body, headers, api or _api_of(url), backoff or Backoff(), keep_transcript)
+        root = api or _api_of(url)
+        yield Run(client, url, body, headers, root, backoff or Backoff(), keep_transcript, protocol, resume)
     finally:
         await client.aclose()
 
