@@ -78,15 +78,14 @@ def protocol_of_event(data: str) -> Protocol:
 class ForeignStream:
     """One AG-UI or UI message stream response, event by event, as envelope lines [CL4-b]."""
 
-    def __init__(self, protocol: Protocol, max_bytes: int | None = None) -> None:
-        """Create the reader of ``protocol`` (``agui`` or ``vercel``); ``max_bytes`` bounds each line written."""
+    def __init__(self, protocol: Protocol) -> None:
+        """Create the reader of ``protocol`` (``agui`` or ``vercel``)."""
         from .interop.agui import AguiToEnvelope
         from .interop.vercel import VercelToEnvelope
 
-        options = {} if max_bytes is None else {"max_bytes": max_bytes}
         self.protocol = protocol
         self.converter: AguiToEnvelope | VercelToEnvelope = (
-            AguiToEnvelope(**options) if protocol == "agui" else VercelToEnvelope(**options)
+            AguiToEnvelope() if protocol == "agui" else VercelToEnvelope()
         )
         #: The stream reached its terminator (and nothing began after it).
         self.finished = False

@@ -29,7 +29,7 @@ from ._sse import SSEReader
 from ._types import AwaitingFrontendTools, MetaInit
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 
     import httpx2
 
@@ -154,7 +154,7 @@ class Run:
         base = self._headers() if callable(self._headers) else (self._headers or {})
         return {**base, **(extra or {})}
 
-    async def __aiter__(self) -> AsyncIterator[Envelope]:
+    async def __aiter__(self) -> AsyncGenerator[Envelope, None]:
         """Each envelope of every response of the run, in order, each once [CL2-a]."""
         response = await self._open_first()
         while True:
@@ -215,7 +215,9 @@ class Run:
         finally:
             await events.aclose()
 
-    async def _read_envelope(self, events: AsyncIterator[SSEEvent], first: SSEEvent | None) -> AsyncIterator[Envelope]:
+    async def _read_envelope(
+        self, events: AsyncGenerator[SSEEvent, None], first: SSEEvent | None
+    ) -> AsyncIterator[Envelope]:
         """An envelope response, resumed across cuts until its ``[DONE]`` [CL2-a]."""
         failures = 0
         try:
@@ -237,7 +239,7 @@ class Run:
                         yield env
                     raise _Cut("the body ended before [DONE]")
                 except (_Cut, _transport_errors()) as exc:
-                    await _close(events)
+                    await events.aclose()
                     failures = 0 if progressed else failures + 1
                     if failures >= self._backoff.retries or self.run_id is None:
                         raise ResumeError(f"the stream was cut and could not be resumed: {exc}") from None
@@ -247,10 +249,10 @@ class Run:
                         return
                     events = _events(response)
         finally:
-            await _close(events)
+            await events.aclose()
 
     async def _read_foreign(
-        self, protocol: Protocol, events: AsyncIterator[SSEEvent], first: SSEEvent | None
+        self, protocol: Protocol, events: AsyncGenerator[SSEEvent, None], first: SSEEvent | None
     ) -> AsyncIterator[Envelope]:
         """An AG-UI or UI message stream response through its converter, not resumed [CL4-b] [CL4-c]."""
         stream = ForeignStream(protocol)
@@ -410,7 +412,7 @@ def _json(text: str) -> Any:
         return None
 
 
-async def _events(response: httpx2.Response) -> AsyncIterator[SSEEvent]:
+async def _events(response: httpx2.Response) -> AsyncGenerator[SSEEvent, None]:
     """The SSE events of a body (the codec's reader: WHATWG rules, bounded lines); closes it when done."""
     reader = SSEReader()
     try:
@@ -421,12 +423,6 @@ async def _events(response: httpx2.Response) -> AsyncIterator[SSEEvent]:
             yield event
     finally:
         await response.aclose()
-
-
-async def _close(events: AsyncIterator[SSEEvent]) -> None:
-    aclose = getattr(events, "aclose", None)
-    if aclose is not None:
-        await aclose()
 
 
 def _transport_errors() -> type[Exception]:

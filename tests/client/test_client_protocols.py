@@ -25,7 +25,7 @@ from envelope.interop.vercel import VercelToEnvelope
 from validating import assert_valid
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from envelope import Envelope
 
@@ -40,7 +40,12 @@ AGUI: list[dict[str, Any]] = [
     {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '{"question": '},
     {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '"delete?"}'},
     {"type": "TOOL_CALL_END", "toolCallId": "c1"},
-    {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1", "outcome": {"type": "success", "pendingToolCallIds": ["c1"]}},
+    {
+        "type": "RUN_FINISHED",
+        "threadId": "t1",
+        "runId": "r1",
+        "outcome": {"type": "success", "pendingToolCallIds": ["c1"]},
+    },
 ]
 
 VERCEL: list[dict[str, Any] | str] = [
@@ -59,11 +64,9 @@ VERCEL: list[dict[str, Any] | str] = [
 ]
 
 
-def sse(events: list[dict[str, Any] | str]) -> bytes:
+def sse(events: Sequence[dict[str, Any] | str]) -> bytes:
     """The SSE body of ``events`` (a string is sent as it is: ``[DONE]``)."""
-    return b"".join(
-        b"data: " + (e if isinstance(e, str) else json.dumps(e)).encode() + b"\n\n" for e in events
-    )
+    return b"".join(b"data: " + (e if isinstance(e, str) else json.dumps(e)).encode() + b"\n\n" for e in events)
 
 
 def serving(body: bytes, headers: dict[str, str] | None = None) -> httpx2.MockTransport:
@@ -73,7 +76,7 @@ def serving(body: bytes, headers: dict[str, str] | None = None) -> httpx2.MockTr
     return httpx2.MockTransport(handle)
 
 
-def converted(converter: AguiToEnvelope | VercelToEnvelope, events: list[dict[str, Any] | str]) -> list[bytes]:
+def converted(converter: AguiToEnvelope | VercelToEnvelope, events: Sequence[dict[str, Any] | str]) -> list[bytes]:
     """What the converter alone makes of ``events``: the reference the client must equal."""
     lines = [line for e in events for line in converter.feed(e if isinstance(e, str) else json.dumps(e))]
     return lines + converter.close()
@@ -142,14 +145,17 @@ def test_an_agui_stream_without_run_finished_is_a_clear_error_and_keeps_what_it_
     cut = list(AGUI[:3])
     got: list[Envelope] = []
 
-    async def go() -> Any:
+    async def go() -> tuple[Any, str]:
         async with connect(URL, body={}, transport=serving(sse(cut))) as run:
-            with pytest.raises(IncompleteError, match="after 3 events without RUN_FINISHED or RUN_ERROR"):
+            try:
                 async for env in run:
                     got.append(env)
-            return run
+            except IncompleteError as exc:
+                return run, str(exc)
+            raise AssertionError("the iteration ended without an error")
 
-    run = asyncio.run(go())
+    run, said = asyncio.run(go())
+    assert "the AG-UI stream ended after 3 events without RUN_FINISHED or RUN_ERROR" in said
     assert_valid([encode(e) for e in got], expect=["E120", "W161"])  # a cut stream: open, no [DONE]
     texts = [b.content for blocks in run.transcript.agents.values() for b in blocks if b.type == "text"]
     assert texts == ['Let me check "that" \\ for you.']
@@ -244,15 +250,17 @@ def _growth(make: Callable[[int], str], *, keep_transcript: bool, first: int = 2
 
     async def go() -> int:
         marks: dict[int, int] = {}
-        async with connect(URL, body={}, transport=httpx2.MockTransport(handle), keep_transcript=keep_transcript) as run:
-            async with contextlib.aclosing(aiter(run)) as envelopes:
-                count = 0
-                async for _ in envelopes:
-                    count += 1
-                    if count in (first, last):
-                        marks[count] = tracemalloc.get_traced_memory()[0]
-                    if count == last:
-                        break
+        async with (
+            connect(URL, body={}, transport=httpx2.MockTransport(handle), keep_transcript=keep_transcript) as run,
+            contextlib.aclosing(aiter(run)) as envelopes,
+        ):
+            count = 0
+            async for _ in envelopes:
+                count += 1
+                if count in (first, last):
+                    marks[count] = tracemalloc.get_traced_memory()[0]
+                if count == last:
+                    break
         return marks[last] - marks[first]
 
     tracemalloc.start()
@@ -263,12 +271,14 @@ def _growth(make: Callable[[int], str], *, keep_transcript: bool, first: int = 2
 
 
 @pytest.fixture(scope="module")
-def bound() -> Iterator[int]:
+def bound() -> int:
     """The growth allowed over 10,000 envelopes: 64 KiB, under 7 bytes an envelope (a kept transcript takes more)."""
-    yield 64 * 1024
+    return 64 * 1024
 
 
-@pytest.mark.parametrize("make", [_endless_envelope, _endless_agui, _endless_vercel], ids=["envelope", "agui", "vercel"])
+@pytest.mark.parametrize(
+    "make", [_endless_envelope, _endless_agui, _endless_vercel], ids=["envelope", "agui", "vercel"]
+)
 def test_memory_stays_bounded_on_an_endless_stream(make: Callable[[int], str], bound: int) -> None:
     """[CL1-d] keep_transcript=False, 10,000 envelopes more: the traced memory grows by less than the bound."""
     assert _growth(make, keep_transcript=False) < bound
