@@ -51,6 +51,9 @@ __all__ = [
 ]
 
 _DONE: Final = "[DONE]"
+#: Lines applied before the reconstructor is fed (``feed_many``, the fast path): a line the
+#: reconstructor refuses is raised at most this many lines later, or when the transcript is read.
+_FEED_BATCH: Final = 256
 
 
 class ClientError(EnvelopeError):
@@ -132,6 +135,9 @@ class Run:
         self._resume_url = resume
         self._backoff = backoff
         self._reconstructor: Reconstructor | None = Reconstructor() if keep_transcript else None
+        #: Lines applied but not yet fed to the reconstructor: fed in one ``feed_many`` when the
+        #: transcript is asked for, at ``[DONE]`` and every ``_FEED_BATCH`` lines.
+        self._unfed: list[str] = []
         self._continuation: asyncio.Future[httpx2.Response] | None = None
         self._response_index: int | None = None
         self._last_seq: int | None = None
@@ -148,7 +154,14 @@ class Run:
         """The transcript of everything read so far (all responses, one recording) [CL1-a]."""
         if self._reconstructor is None:
             raise ClientError("connect(..., keep_transcript=False) keeps no transcript")
+        self._feed()
         return self._reconstructor.transcript()
+
+    def _feed(self) -> None:
+        """Feed the lines applied so far to the reconstructor (its errors are raised here)."""
+        if self._unfed and self._reconstructor is not None:
+            lines, self._unfed = self._unfed, []
+            self._reconstructor.feed_many(lines)
 
     def _request_headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         base = self._headers() if callable(self._headers) else (self._headers or {})
@@ -328,7 +341,9 @@ class Run:
                 raise ResumeError(f"event id {event_id!r}: expected sequence {expected}")
             self.run_id, self._response_index, self._last_seq = run, index, seq
         if self._reconstructor is not None:
-            self._reconstructor.feed(data)
+            self._unfed.append(data)
+            if len(self._unfed) >= _FEED_BATCH or data == _DONE:
+                self._feed()
         if data == _DONE:
             return None
         env = decode(data)
@@ -346,6 +361,7 @@ class Run:
 
     def _pending_of(self, agent: str) -> Any:
         assert self._reconstructor is not None
+        self._feed()
         blocks = self._reconstructor.transcript().to_dict()["agents"].get(agent, {"blocks": []})["blocks"]
         return blocks[-1].get("data") if blocks and blocks[-1]["type"] == "awaiting_frontend_tools" else None
 

@@ -121,7 +121,7 @@ def test_the_callers_protocol_wins() -> None:
     envelopes, run = asyncio.run(read(serving(sse(VERCEL)), protocol="vercel"))
     assert run.protocol == "vercel"
     valid(envelopes)
-    with pytest.raises(EnvelopeError, match="missing required field `agent`"):  # the decoder's, said plainly
+    with pytest.raises(EnvelopeError, match="unknown envelope type 'RUN_STARTED'"):  # the decoder's, said plainly
         asyncio.run(read(serving(sse(list(AGUI))), protocol="envelope"))
     with pytest.raises(ClientError, match="protocol='sse'"):
         asyncio.run(read(serving(b""), protocol="sse"))
@@ -206,7 +206,8 @@ def test_answer_is_refused_on_a_foreign_run() -> None:
 
 def _endless_envelope(n: int) -> str:
     if n == 0:
-        return json.dumps({"type": "meta_init", "agent": "a", "final": True, "delta": json.dumps({"format": "json"})})
+        meta = {"format": "json", "user_query": "q", "agent_uuid": "a", "model": "m"}
+        return json.dumps({"type": "meta_init", "agent": "a", "final": True, "delta": json.dumps(meta)})
     return json.dumps({"type": "text", "agent": "a", "final": False, "delta": f"word {n} "})
 
 
@@ -287,3 +288,31 @@ def test_memory_stays_bounded_on_an_endless_stream(make: Callable[[int], str], b
 def test_the_memory_measure_sees_a_kept_transcript_grow(bound: int) -> None:
     """The control of the test above: with the transcript kept, the same count of envelopes exceeds the bound."""
     assert _growth(_endless_agui, keep_transcript=True) > bound
+
+
+def test_the_transcript_is_current_at_every_envelope_and_a_refusal_is_raised() -> None:
+    """[CL1-a] lines reach the reconstructor in batches, yet the transcript read after each envelope holds it;
+    a line the reconstructor refuses (an id that changes inside an open block) is raised, not dropped."""
+    deltas = [f"w{n} " for n in range(600)]  # more than one batch
+    lines = [_endless_envelope(0), *(_endless_envelope(n + 1) for n in range(len(deltas)))]
+    lines.append(json.dumps({"type": "text", "agent": "a", "final": True, "delta": ""}))
+
+    async def go() -> list[str]:
+        seen: list[str] = []
+        body = sse([*lines, "[DONE]"])
+        async with connect(URL, body={}, transport=serving(body)) as run:
+            async for env in run:
+                if type(env).__struct_config__.tag == "text" and not env.final:
+                    seen.append(run.transcript.agents["a"][-1].content)
+        return seen
+
+    seen = asyncio.run(go())
+    assert seen[-1] == "".join(f"word {n} " for n in range(1, 601))
+    assert [len(s) for s in seen] == sorted(len(s) for s in seen)
+    assert len(seen) == 600
+    assert_valid([*(line.encode() for line in lines), b"[DONE]"])
+
+    call = {"type": "tool_call", "agent": "a", "name": "f"}
+    changed = [{**call, "id": "c1", "final": False, "delta": "{"}, {**call, "id": "c2", "final": True, "delta": "}"}]
+    with pytest.raises(EnvelopeError, match="c2"):
+        asyncio.run(read(serving(sse([*lines, *changed, "[DONE]"]))))
