@@ -141,6 +141,8 @@ class Run:
         self._continuation: asyncio.Future[httpx2.Response] | None = None
         self._response_index: int | None = None
         self._last_seq: int | None = None
+        #: The id the next event must have once one was seen (``run:response:seq``) [CL2-c].
+        self._next_id: str | None = None
         #: The response being read ended in awaiting_frontend_tools (answered or not).
         self._paused = False
         self.run_id: str | None = None
@@ -201,6 +203,7 @@ class Run:
     async def _read_response(self, response: httpx2.Response) -> AsyncIterator[Envelope]:
         """One response, in the run's protocol: its first event decides when nothing else did [CL4-a]."""
         self._last_seq = None
+        self._next_id = None
         self._response_index = None
         self._learn_headers(response)
         if self.protocol is None:
@@ -325,21 +328,31 @@ class Run:
         if index is not None and index.isdigit():
             self._response_index = int(index)
 
+    def _check_id(self, event_id: str) -> None:
+        """An id that is not the one expected: the first of a response, or a fault [CL2-c]."""
+        parts = event_id.split(":")
+        if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+            raise ResumeError(f"event id {event_id!r} is not run:response:seq")
+        run, index, seq = parts[0], int(parts[1]), int(parts[2])
+        expected = 0 if self._last_seq is None else self._last_seq + 1
+        if (self.run_id is not None and run != self.run_id) or (
+            self._response_index is not None and index != self._response_index
+        ):
+            raise ResumeError(f"event id {event_id!r} is of another run or response")
+        if seq != expected:
+            raise ResumeError(f"event id {event_id!r}: expected sequence {expected}")
+        self.run_id, self._response_index, self._last_seq = run, index, seq
+        self._next_id = f"{run}:{index}:{seq + 1}"
+
     def _apply(self, event_id: str | None, data: str) -> Envelope | None:
         """Check the event's id follows the last one [CL2-c]; apply it. ``None`` for ``[DONE]``."""
         if event_id:
-            parts = event_id.split(":")
-            if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
-                raise ResumeError(f"event id {event_id!r} is not run:response:seq")
-            run, index, seq = parts[0], int(parts[1]), int(parts[2])
-            expected = 0 if self._last_seq is None else self._last_seq + 1
-            if (self.run_id is not None and run != self.run_id) or (
-                self._response_index is not None and index != self._response_index
-            ):
-                raise ResumeError(f"event id {event_id!r} is of another run or response")
-            if seq != expected:
-                raise ResumeError(f"event id {event_id!r}: expected sequence {expected}")
-            self.run_id, self._response_index, self._last_seq = run, index, seq
+            if event_id == self._next_id:  # the common case: the id one past the last, as made
+                assert self._last_seq is not None
+                self._last_seq += 1
+                self._next_id = f"{self.run_id}:{self._response_index}:{self._last_seq + 1}"
+            else:
+                self._check_id(event_id)
         if self._reconstructor is not None:
             self._unfed.append(data)
             if len(self._unfed) >= _FEED_BATCH or data == _DONE:
