@@ -8,6 +8,7 @@ from __future__ import annotations
 from benchmarks import bench_client as bench
 
 from envelope import reconstruct
+from envelope.interop.agui import AguiToEnvelope
 from server_support import data_lines
 from validating import assert_valid
 
@@ -27,7 +28,7 @@ def test_the_agui_body_reads_as_its_conversion() -> None:
     assert ours.to_dict() == theirs.to_dict()
     texts = [b for blocks in ours.agents.values() for b in blocks if b.type == "text"]
     assert texts
-    converted = bench.AguiToEnvelope()
+    converted = AguiToEnvelope()
     lines = [line for e in data_lines(body) for line in converted.feed(e)] + converted.close()
     assert_valid(lines)
 
