@@ -1,0 +1,297 @@
+"""``envelope.client`` against real servers, each started as its users start it (issue 42 item 2).
+
+- ``agent-ref serve`` (the console script, the offline scripted model), reached through a
+  TCP proxy of the test that cuts the connections it is told to after so many bytes: the
+  client follows a run through two forced disconnects and answers its frontend tool; the
+  same server's ``/agui`` and ``/api/chat`` read through the converters.
+- ``python examples/fastapi_app.py``: a stream of ``envelope.delivery`` resumed at its own
+  ``/streams/{run_id}`` (``resume=``) after a cut.
+- ``python tests/client/agui_server.py``: an agent written with the ``ag-ui-protocol``
+  package; the client's transcript equals what ``AguiToEnvelope`` makes of the same bytes.
+
+Every stream is checked by the strict validator, and every transcript against one read
+without the client (the server's replay, the example's lines, the converter's output).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import subprocess
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+import httpx2
+import pytest
+
+from browser.agent_server import serving
+from cli_support import start_serve, stop_serve
+from conftest import ROOT
+from envelope import encode, reconstruct
+from envelope.client import Backoff, connect_sync
+from envelope.interop.agui import AguiToEnvelope
+from fault_support import wait_until
+from server_support import data_lines, get, read_events
+from validating import assert_valid
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from envelope import Envelope
+
+CONFIRM = "Please confirm: delete the temp files"
+FAST = Backoff(initial=0.0, factor=1.0, maximum=0.0, retries=5)
+AGUI_SERVER = ROOT / "tests" / "client" / "agui_server.py"
+EXAMPLE = ROOT / "examples" / "fastapi_app.py"
+
+
+#: A request head in what a client sent (a body before it, a JSON one, has no CR LF pair).
+_HEAD = re.compile(r"(?:GET|POST) [^\r\n]* HTTP/1\.1\r\n.*?\r\n\r\n", re.DOTALL)
+
+
+class CuttingProxy:
+    """A TCP proxy on loopback: the n-th connection's answer is cut after ``cuts[n]`` bytes.
+
+    A cut sends that many bytes of the server's answer (headers included), then closes
+    both sockets: the client sees the body end mid-message, the server a disconnect.
+    Connections past the list are passed whole. ``sent`` keeps what clients sent.
+    """
+
+    def __init__(self, host: str, port: int, cuts: list[int]) -> None:
+        self.upstream = (host, port)
+        self.cuts = list(cuts)
+        self.made = 0
+        self.sent = bytearray()
+        self.lock = threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                budget = self.cuts.pop(0) if self.cuts else None
+            upstream = socket.create_connection(self.upstream)
+            threading.Thread(target=self._up, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._down, args=(upstream, client, budget), daemon=True).start()
+
+    def _up(self, client: socket.socket, upstream: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                with self.lock:
+                    self.sent += data
+                upstream.sendall(data)
+
+    def _down(self, upstream: socket.socket, client: socket.socket, budget: int | None) -> None:
+        with contextlib.suppress(OSError):
+            while data := upstream.recv(65536):
+                if budget is not None and len(data) >= budget:
+                    client.sendall(data[:budget])
+                    with self.lock:
+                        self.made += 1
+                    break
+                if budget is not None:
+                    budget -= len(data)
+                client.sendall(data)
+        for sock in (client, upstream):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def requests(self) -> list[str]:
+        """The request heads clients sent, each its request line and headers (lower-cased)."""
+        with self.lock:
+            text = bytes(self.sent).decode("latin-1")
+        return [m.group(0).lower() for m in _HEAD.finditer(text)]
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def agent_ref(tmp_path: Path) -> Iterator[str]:
+    """``agent-ref serve --port 0`` (the console script, offline model): its base URL."""
+    proc, host, port = start_serve(tmp_path)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        stop_serve(proc)
+
+
+def _split(envelopes: list[Envelope], first: int) -> list[list[bytes]]:
+    lines = [encode(e) for e in envelopes]
+    return [[*lines[:first], b"[DONE]"], [*lines[first:], b"[DONE]"]]
+
+
+def test_agent_ref_serve_through_two_forced_disconnects_and_a_frontend_tool(agent_ref: str) -> None:
+    """[CL2-a] [CL3-a] the first response is cut twice (the POST's body, then the resumption's); the tool is answered."""
+    host, port = agent_ref.removeprefix("http://").rsplit(":", 1)
+    proxy = CuttingProxy(host, int(port), [1000, 900])
+    envelopes: list[Envelope] = []
+    try:
+        with connect_sync(f"http://127.0.0.1:{proxy.port}/agent/run", body={"prompt": CONFIRM}, backoff=FAST) as run:
+            for env in run:
+                envelopes.append(env)
+                if run.pending is not None:
+                    run.answer([{"tool_use_id": t["tool_use_id"], "content": "yes"} for t in run.pending])
+            run_id, done = run.run_id, run.done
+            transcript = run.transcript.to_dict()
+    finally:
+        proxy.close()
+    assert proxy.made == 2
+    heads = proxy.requests()
+    resumed = [h for h in heads if h.startswith(f"get /agent/runs/{run_id}/stream")]
+    assert len(resumed) == 2
+    assert all(f"last-event-id: {run_id}:0:" in h for h in resumed)
+    assert [h.split(" ", 2)[1] for h in heads if h.startswith("post")] == ["/agent/run", "/agent/tool_results"]
+    assert done
+    assert run_id is not None
+    # the server's own replay of both responses, read without the client
+    replays = [get(agent_ref, f"/agent/runs/{run_id}/stream", params={"response": str(n)}).content for n in (0, 1)]
+    for replay in replays:
+        assert_valid(replay)
+    lines = [data_lines(r) for r in replays]
+    assert transcript == reconstruct([*lines[0], *lines[1]]).to_dict()
+    for response in _split(envelopes, len(lines[0]) - 1):
+        assert_valid(response)
+    blocks = transcript["agents"][next(iter(transcript["agents"]))]["blocks"]
+    assert blocks[-1]["data"]["stop_reason"] == "end_turn"
+
+
+def test_agent_ref_serves_agui_and_ui_message_streams_to_the_client(agent_ref: str) -> None:
+    """[CL4-a] the same server's /agui (told by RUN_STARTED) and /api/chat (told by its header), through the converters."""
+    agui_input = {
+        "threadId": "thread-1",
+        "runId": "run-1",
+        "messages": [{"id": "u1", "role": "user", "content": "What is 5 + (10 * 2)?"}],
+        "tools": [],
+        "context": [],
+        "state": None,
+        "forwardedProps": None,
+    }
+    with connect_sync(agent_ref + "/agui", body=agui_input) as run:
+        envelopes = list(run)
+        assert (run.protocol, run.done) == ("agui", True)
+        agui_text = _texts(run.transcript.to_dict())
+    assert_valid([*(encode(e) for e in envelopes), b"[DONE]"])
+    chat = {
+        "id": "chat-1",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "What is 5 + (10 * 2)?"}]}],
+    }
+    with connect_sync(agent_ref + "/api/chat", body=chat) as run:
+        envelopes = list(run)
+        assert (run.protocol, run.done) == ("vercel", True)
+        chat_text = _texts(run.transcript.to_dict())
+    assert_valid([*(encode(e) for e in envelopes), b"[DONE]"])
+    assert agui_text == chat_text
+    assert any("25" in text for text in agui_text)
+
+
+def _texts(transcript: dict[str, Any]) -> list[str]:
+    return [b["content"] for a in transcript["agents"].values() for b in a["blocks"] if b["type"] == "text"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def fastapi_example(tmp_path: Path) -> Iterator[str]:
+    """``python examples/fastapi_app.py --port P --journal-dir DIR`` as its docstring runs it: the base URL."""
+    port = _free_port()
+    command = [sys.executable, str(EXAMPLE), "--port", str(port), "--pace", "0.005", "--journal-dir", str(tmp_path)]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert proc.poll() is None, f"the example exited ({proc.returncode})"
+        try:
+            httpx2.get(base + "/streams/none", timeout=2)
+        except httpx2.TransportError:
+            return False
+        return True
+
+    try:
+        wait_until(up, "the example to listen", timeout=60)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_the_fastapi_example_is_resumed_at_its_own_route(fastapi_example: str) -> None:
+    """[CL2-a] resume= names the example's /streams/{run_id}; a cut body is resumed there, every line once."""
+    from examples.fastapi_app import fake_model
+
+    host, port = fastapi_example.removeprefix("http://").rsplit(":", 1)
+    proxy = CuttingProxy(host, int(port), [1200])
+    prompt = "why is the sky blue"
+    try:
+        url = f"http://127.0.0.1:{proxy.port}/chat/run-client?prompt={prompt}"
+        with connect_sync(url, resume=f"http://127.0.0.1:{proxy.port}/streams/{{run_id}}", backoff=FAST) as run:
+            envelopes = list(run)
+            assert run.done
+            transcript = run.transcript.to_dict()
+    finally:
+        proxy.close()
+    assert proxy.made == 1
+    resumed = [h for h in proxy.requests() if h.startswith("get /streams/run-client")]
+    assert len(resumed) == 1
+    assert "last-event-id: run-client:0:" in resumed[0]
+    expected = list(fake_model(prompt, "run-client"))
+    assert [encode(e) for e in envelopes] == expected[:-1]
+    assert_valid(expected)
+    assert transcript == reconstruct(expected).to_dict()
+
+
+@pytest.fixture
+def agui_server() -> Iterator[str]:
+    """``python tests/client/agui_server.py --port 0``: the base URL it prints."""
+    with serving([sys.executable, str(AGUI_SERVER), "--port", "0"]) as base:
+        yield base
+
+
+def test_an_agent_written_with_ag_ui_protocol_reads_as_its_conversion(agui_server: str) -> None:
+    """[CL4-b] the client's transcript is what AguiToEnvelope makes of the same bytes, fetched without the client."""
+    body = {
+        "threadId": "t-1",
+        "runId": "r-1",
+        "messages": [{"id": "u1", "role": "user", "content": "What is 5 + (10 * 2)?"}],
+        "tools": [{"name": "confirm", "description": "ask the user", "parameters": {"type": "object"}}],
+        "context": [],
+        "state": None,
+        "forwardedProps": None,
+    }
+    with connect_sync(agui_server + "/agent", body=body) as run:
+        envelopes = list(run)
+        assert run.protocol == "agui"
+        pending = run.pending
+        transcript = run.transcript.to_dict()
+    with httpx2.Client(timeout=30) as client:
+        raw = client.post(agui_server + "/agent", json=body, headers={"accept": "text/event-stream"}).content
+    converter = AguiToEnvelope()
+    reference = [line for event in read_events(raw) for line in converter.feed(event.data)] + converter.close()
+    assert_valid(reference)
+    assert_valid([*(encode(e) for e in envelopes), b"[DONE]"])
+    assert transcript == reconstruct(reference).to_dict()
+    assert [encode(e) for e in envelopes] == reference[:-1]
+    assert pending == [{"tool_use_id": "r-1-confirm", "name": "confirm", "input": {"question": "Is 25 right?"}}]
+    text = "".join(_texts(transcript))
+    assert '"25"' in text
+    assert "\U0001f600" in text
+    assert json.loads(json.dumps(transcript)) == transcript
