@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -310,7 +311,11 @@ class Run:
             extra["last-event-id"] = f"{self.run_id}:{self._response_index}:{self._last_seq}"
         elif self._response_index is not None:
             params["response"] = str(self._response_index)
-        request = self._client.build_request("GET", url, headers=self._request_headers(extra), params=params)
+        # Merged into the URL's own query (a resume link's ``?token=``): httpx2 replaces the
+        # query with ``params=`` when it is given, even empty [CL2-a].
+        if params:
+            url += ("&" if "?" in url else "?") + urllib.parse.urlencode(params)
+        request = self._client.build_request("GET", url, headers=self._request_headers(extra))
         try:
             response = await self._client.send(request, stream=True)
         except _transport_errors() as exc:

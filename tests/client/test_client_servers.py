@@ -235,25 +235,36 @@ def fastapi_example(tmp_path: Path) -> Iterator[str]:
 
 
 def test_the_fastapi_example_is_resumed_at_its_own_route(fastapi_example: str) -> None:
-    """[CL2-a] resume= names the example's /streams/{run_id}; a cut body is resumed there, every line once."""
+    """[CL2-a] resume= names the example's /streams/{run_id}; a cut body is resumed there, every line once.
+
+    The example gives each run to its user: ``POST /chat`` (the user's bearer token) answers
+    the run's resume link, and the client follows that link, resumed at the same link.
+    """
     from examples.fastapi_app import fake_model
 
+    prompt = "why is the sky blue"
+    with httpx2.Client(timeout=30) as client:
+        started = client.post(
+            fastapi_example + "/chat", params={"prompt": prompt}, headers={"authorization": "Bearer alice-demo-token"}
+        )
+    assert started.status_code == 201, started.text
+    run_id, stream = started.json()["run_id"], started.json()["stream"]
     host, port = fastapi_example.removeprefix("http://").rsplit(":", 1)
     proxy = CuttingProxy(host, int(port), [1200])
-    prompt = "why is the sky blue"
     try:
-        url = f"http://127.0.0.1:{proxy.port}/chat/run-client?prompt={prompt}"
-        with connect_sync(url, resume=f"http://127.0.0.1:{proxy.port}/streams/{{run_id}}", backoff=FAST) as run:
+        url = f"http://127.0.0.1:{proxy.port}{stream}"
+        with connect_sync(url, resume=url.replace(run_id, "{run_id}"), backoff=FAST) as run:
             envelopes = list(run)
             assert run.done
             transcript = run.transcript.to_dict()
     finally:
         proxy.close()
     assert proxy.made == 1
-    resumed = [h for h in proxy.requests() if h.startswith("get /streams/run-client")]
-    assert len(resumed) == 1
-    assert "last-event-id: run-client:0:" in resumed[0]
-    expected = list(fake_model(prompt, "run-client"))
+    streamed = [h for h in proxy.requests() if h.startswith(f"get /streams/{run_id}?token=")]
+    assert len(streamed) == 2  # the first read and one resume
+    assert "last-event-id" not in streamed[0]
+    assert f"last-event-id: {run_id}:0:" in streamed[1]
+    expected = list(fake_model(prompt, run_id))
     assert [encode(e) for e in envelopes] == expected[:-1]
     assert_valid(expected)
     assert transcript == reconstruct(expected).to_dict()
