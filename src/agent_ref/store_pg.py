@@ -40,7 +40,7 @@ from envelope.delivery.postgres import describe_database as _where
 
 from .errors import ConflictError, StateError, StoreError, UnavailableError
 from .migrations import migrations
-from .sessions import InboxReceipt
+from .sessions import InboxBounds, InboxReceipt
 from .state import AgentState, RunRecord, decode_state, encode_state
 from .store import AgentSummary, LogBatch, _conflict, _group, _next_step, _not_accepting, _summary
 
@@ -426,8 +426,12 @@ class PostgresStore:
 
     # ------------------------------------------------------------- streaming input (spec [IN1-a])
 
-    def inbox_put(self, run_id: str, text: str) -> InboxReceipt:
-        """See ``sessions.InboxStore.inbox_put``: the run's ``inbox_runs`` row ``FOR UPDATE``, then the insert.
+    def inbox_put(self, run_id: str, text: str, *, bounds: InboxBounds | None = None) -> InboxReceipt:
+        """See ``sessions.InboxStore.inbox_put``: the run's ``inbox_runs`` row ``FOR UPDATE``, the bounds, the insert.
+
+        The row lock serialises every process's messages for one run, so the bounds read
+        under it hold until the insert commits (spec server [IB1-d]): of two processes
+        racing for the last slot, one inserts and the other is refused.
 
         Synchronous (``Agent.send`` is; the server calls it in a thread): a connection of its own.
         """
@@ -446,6 +450,14 @@ class PostgresStore:
                 if row is None or row[3] != "running":
                     raise StateError(_not_accepting(run_id))
                 agent_uuid, seq = str(row[0]), int(str(row[1])) + 1
+                if bounds is not None:
+                    found = conn.execute(
+                        "SELECT count(*), coalesce(sum(octet_length(text)), 0) FROM inbox"
+                        " WHERE agent_uuid = %s AND seq > %s",
+                        (agent_uuid, int(str(row[2]))),
+                    ).fetchone()
+                    assert found is not None  # an aggregate always has its row
+                    bounds.check(int(str(found[0])), int(str(found[1])), text, run_id)
                 conn.execute("UPDATE inbox_runs SET last_seq = %s WHERE agent_uuid = %s", (seq, agent_uuid))
                 conn.execute(
                     "INSERT INTO inbox (agent_uuid, seq, run_id, text, accepted_at) VALUES (%s, %s, %s, %s, %s)",
