@@ -307,12 +307,15 @@ def _hosts_usable(args: argparse.Namespace) -> bool:
     return True
 
 
-def _storage(db: str) -> tuple[Store, Journal]:
-    """The store and the journal of ``--db``: PostgreSQL for both, or an SQLite file and a journal beside it."""
+def _storage(db: str, timeout: float = 5.0) -> tuple[Store, Journal]:
+    """The store and the journal of ``--db``: PostgreSQL for both, or an SQLite file and a journal beside it.
+
+    ``timeout`` (``--storage-timeout``) bounds each call the event loop awaits (spec server [SL1-b]).
+    """
     if db.startswith(("postgresql://", "postgres://")):  # spec/scaleout.md: several processes, one database
         from .store_pg import PostgresJournal, PostgresStore
 
-        return PostgresStore(db), PostgresJournal(db)
+        return PostgresStore(db, call_timeout=timeout), PostgresJournal(db, call_timeout=timeout)
     from .server_streams import FileJournal
     from .store import SQLiteStore
 
@@ -324,7 +327,7 @@ def _app(args: argparse.Namespace, factory: Any, config: dict[str, Any]) -> Any:
     from .server import ServerConfig, create_app
     from .sessions import InboxBounds
 
-    store, journal = _storage(args.db)
+    store, journal = _storage(args.db, args.storage_timeout)
     tools = config.pop("tools")
     bounds = InboxBounds(args.inbox_messages, args.inbox_bytes, args.inbox_message_bytes)
     return create_app(
