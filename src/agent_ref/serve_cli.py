@@ -127,6 +127,35 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         help="export OpenTelemetry traces of the runs to this OTLP/HTTP collector, such as http://127.0.0.1:4318 "
         "(/v1/traces is added to a bare URL; needs the otel extra; default: none)",
     )
+    limits = p.add_argument_group("bounds (spec server IB1, SL1)")
+    limits.add_argument(
+        "--inbox-messages",
+        type=int,
+        default=32,
+        metavar="N",
+        help="messages that may wait for a working run's next step; past it a message is 429 (default: 32)",
+    )
+    limits.add_argument(
+        "--inbox-bytes",
+        type=int,
+        default=256 * 1024,
+        metavar="BYTES",
+        help="bytes of text that may wait for a run's next step, in all; past it 429 (default: 262144)",
+    )
+    limits.add_argument(
+        "--inbox-message-bytes",
+        type=int,
+        default=64 * 1024,
+        metavar="BYTES",
+        help="bytes of text of one message; past it 413 (default: 65536)",
+    )
+    limits.add_argument(
+        "--storage-timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds a request waits for the database or the journal before it is answered 503 (default: 5)",
+    )
     add_agent_options(p)
     add_store_options(p)
 
@@ -149,6 +178,23 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError("--keepalive", f"{args.keepalive:g} is not a number of seconds", "pass a number above 0")
     if not (math.isfinite(args.pace) and args.pace >= 0):
         raise CliError("--pace", f"{args.pace:g} is not a number of seconds", "pass 0 (no wait) or more")
+    for flag, value in (
+        ("--inbox-messages", args.inbox_messages),
+        ("--inbox-bytes", args.inbox_bytes),
+        ("--inbox-message-bytes", args.inbox_message_bytes),
+    ):
+        if value < 1:
+            raise CliError(flag, f"{value} is not a bound", "pass 1 or more")
+    if args.inbox_message_bytes > args.inbox_bytes:
+        raise CliError(
+            "--inbox-message-bytes",
+            f"{args.inbox_message_bytes} is more than --inbox-bytes {args.inbox_bytes}",
+            "a message must fit in the inbox: pass at most --inbox-bytes",
+        )
+    if not (math.isfinite(args.storage_timeout) and args.storage_timeout > 0):
+        raise CliError(
+            "--storage-timeout", f"{args.storage_timeout:g} is not a number of seconds", "pass a number above 0"
+        )
     check_db(args.db, must_exist=False)
 
 
@@ -261,12 +307,15 @@ def _hosts_usable(args: argparse.Namespace) -> bool:
     return True
 
 
-def _storage(db: str) -> tuple[Store, Journal]:
-    """The store and the journal of ``--db``: PostgreSQL for both, or an SQLite file and a journal beside it."""
+def _storage(db: str, timeout: float = 5.0) -> tuple[Store, Journal]:
+    """The store and the journal of ``--db``: PostgreSQL for both, or an SQLite file and a journal beside it.
+
+    ``timeout`` (``--storage-timeout``) bounds each call the event loop awaits (spec server [SL1-b]).
+    """
     if db.startswith(("postgresql://", "postgres://")):  # spec/scaleout.md: several processes, one database
         from .store_pg import PostgresJournal, PostgresStore
 
-        return PostgresStore(db), PostgresJournal(db)
+        return PostgresStore(db, call_timeout=timeout), PostgresJournal(db, call_timeout=timeout)
     from .server_streams import FileJournal
     from .store import SQLiteStore
 
@@ -276,16 +325,23 @@ def _storage(db: str) -> tuple[Store, Journal]:
 def _app(args: argparse.Namespace, factory: Any, config: dict[str, Any]) -> Any:
     """The server's ASGI app for the checked arguments, the model factory and the agent's options."""
     from .server import ServerConfig, create_app
+    from .sessions import InboxBounds
 
-    store, journal = _storage(args.db)
+    store, journal = _storage(args.db, args.storage_timeout)
     tools = config.pop("tools")
+    bounds = InboxBounds(args.inbox_messages, args.inbox_bytes, args.inbox_message_bytes)
     return create_app(
         store=store,
         model_factory=factory,
         tools=tools,
         agent_config=config,
         journal=journal,
-        config=ServerConfig(token=resolve_token(args.token, os.environ), keepalive_seconds=args.keepalive),
+        config=ServerConfig(
+            token=resolve_token(args.token, os.environ),
+            keepalive_seconds=args.keepalive,
+            inbox_bounds=bounds,
+            storage_timeout=args.storage_timeout,
+        ),
     )
 
 

@@ -52,6 +52,7 @@ from starlette.routing import Route
 
 from envelope import Emitter, EnvelopeError, MetaFinal, decode
 from envelope.delivery import (
+    DEFAULT_CALL_TIMEOUT,
     NO_PING,
     JournalError,
     JournalUnavailableError,
@@ -108,6 +109,7 @@ from .server_streams import (
     parse_event_id,
     stream_agent,
 )
+from .sessions import InboxBounds
 from .state import roll_back_dead_run
 from .store import LogBatch, Store, owner_gone
 
@@ -146,6 +148,9 @@ class ServerConfig:
         max_tool_results: the most tool results one resume may carry (422 above).
         keepalive_seconds: a ``: keep-alive`` comment is sent after this long without an event.
         shutdown_grace_seconds: on shutdown, how long runs have to end after ``abort()``.
+        inbox_bounds: what a run's inbox may hold waiting (spec server [IB1-a]; 429 past it).
+        storage_timeout: seconds a request waits for one store call made in a worker thread
+            (the inbox's), ``503`` past it (spec server [SL1-c]).
     """
 
     token: str | None = None
@@ -154,6 +159,8 @@ class ServerConfig:
     max_tool_results: int = 64
     keepalive_seconds: float = 15.0
     shutdown_grace_seconds: float = 10.0
+    inbox_bounds: InboxBounds = field(default_factory=InboxBounds)
+    storage_timeout: float = DEFAULT_CALL_TIMEOUT
 
 
 @dataclass(slots=True)

@@ -183,19 +183,19 @@ class _Endpoints:
             return Response(status_code=204)
         run_id = state.run.run_id
         response = await self.manager.latest(run_id)  # the stored claim may predate the response's index
-        lines = None if response is None else self._written(run_id, response)
+        lines = None if response is None else await self._written(run_id, response)
         if response is None or lines is None:
             return Response(status_code=204)
         extra = {"X-Run-Id": run_id, "X-Agent-Uuid": state.agent_uuid, "X-Response-Index": str(response)}
         return self.sse(_vercel_chunks(lines, EnvelopeToVercel()), {**_VERCEL_HEADER, **extra})
 
-    def _written(self, run_id: str, response: int) -> AsyncIterator[bytes] | None:
+    async def _written(self, run_id: str, response: int) -> AsyncIterator[bytes] | None:
         """The lines of a response being written, live here or followed in a shared journal; else ``None``."""
         live = self.manager.live.get((run_id, response))
         if live is not None:
             return _lines(live)
         shared = getattr(self.manager.journal, "follow", None)
-        journaled = self.manager.journal.read(run_id, response)
+        journaled = await self.manager.io.read(run_id, response)  # spec server [SL1-a]: off the loop, bounded
         if shared is None or not journaled or journaled[-1] == DONE_LINE:
             return None
         return _followed(shared(run_id, response, -1))

@@ -67,7 +67,7 @@ async def _agent_of(manager: RunManager, store: Store, run_id: str) -> str | Non
     here = manager.agents.get(run_id)
     if here is not None:
         return here.agent_uuid
-    lines = manager.journal.read(run_id, 0)
+    lines = await manager.io.read(run_id, 0)  # spec server [SL1-a]: off the loop, bounded
     if not lines:
         lines = await store.run_log(run_id)
     return stream_agent(lines)
@@ -123,8 +123,7 @@ async def _abandon(manager: RunManager, agent: Agent) -> None:
     except Exception as exc:
         raise _refusal_of(exc) from None
     try:
-        for line in lines:
-            manager.journal.append(run_id, index, line)
+        await manager.io.append_many(run_id, index, lines)  # spec server [SL1-a]: off the loop, bounded
     except Exception as exc:
         # spec server [S3.5-c]: the abandon is stored (its closing response is in the store's
         # log, which a replay reads when the journal lacks it): the stop took, and says so.
@@ -167,7 +166,7 @@ def stop_route(
                 request_stop = getattr(manager.journal, "request_stop", None)
                 if request_stop is None:  # a journal of this process only: the run's process cannot be reached
                     raise _Refused(409, "agent_state", f"run {run_id} runs in a process this one cannot reach")
-                request_stop(run_id)
+                await manager.io.call(request_stop, run_id)  # spec server [SL1-a]: a NOTIFY, off the loop
                 sent = time.monotonic()
             await asyncio.sleep(0.05)
             state = await store.load(agent_uuid)

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Inbox",
+    "InboxBounds",
+    "InboxFullError",
     "InboxReceipt",
     "InboxStore",
     "Rewind",
@@ -306,6 +308,72 @@ class InboxReceipt:
     waiting: int
 
 
+@dataclass(frozen=True)
+class InboxBounds:
+    """How much a run's inbox may hold waiting (spec server [IB1-a]); ``agent-ref serve``'s ``--inbox-*`` flags.
+
+    A message is accepted only if, with it, the run's messages accepted and not yet taken
+    are at most ``max_messages`` and their text (UTF-8) at most ``max_bytes``; one
+    message's text is at most ``max_message_bytes`` (the server checks that one before
+    the store, [IB1-c]). The check and the insert are one transaction ([IB1-d]).
+
+    Attributes:
+        max_messages: messages waiting per run.
+        max_bytes: bytes of text waiting per run, in all.
+        max_message_bytes: bytes of one message's text.
+    """
+
+    max_messages: int = 32
+    max_bytes: int = 256 * 1024
+    max_message_bytes: int = 64 * 1024
+
+    def check(self, waiting: int, waiting_bytes: int, text: str, run_id: str) -> None:
+        """Refuse ``text`` if, added to what waits, it passes a bound (called inside the store's transaction).
+
+        Raises:
+            InboxFullError: naming the bound passed.
+        """
+        size = len(text.encode())
+        if size > self.max_message_bytes:
+            raise InboxFullError(run_id, "inbox_message_bytes", self.max_message_bytes, size, size)
+        if waiting + 1 > self.max_messages:
+            raise InboxFullError(run_id, "inbox_messages", self.max_messages, waiting, waiting_bytes)
+        if waiting_bytes + size > self.max_bytes:
+            raise InboxFullError(run_id, "inbox_bytes", self.max_bytes, waiting, waiting_bytes)
+
+
+class InboxFullError(StateError):
+    """A message past a bound of its run's inbox (spec server [IB1-b]): refused, nothing queued.
+
+    Attributes:
+        run_id: the run.
+        bound: which bound: ``inbox_messages``, ``inbox_bytes`` or ``inbox_message_bytes``.
+        limit: that bound's value.
+        waiting: messages waiting (for ``inbox_message_bytes``: the message's bytes).
+        waiting_bytes: bytes waiting (for ``inbox_message_bytes``: the message's bytes).
+    """
+
+    def __init__(self, run_id: str, bound: str, limit: int, waiting: int, waiting_bytes: int) -> None:
+        """See the class docstring; the message says which bound, and what to do."""
+        self.run_id, self.bound, self.limit = run_id, bound, limit
+        self.waiting, self.waiting_bytes = waiting, waiting_bytes
+        if bound == "inbox_message_bytes":
+            text = (
+                f"the message has {waiting} bytes of text; a message may have at most {limit} (--inbox-message-bytes)"
+            )
+        elif bound == "inbox_messages":
+            text = (
+                f"run {run_id} has {waiting} messages waiting for its next step, its bound (--inbox-messages {limit}); "
+                "send again once the run has taken them"
+            )
+        else:
+            text = (
+                f"run {run_id} has {waiting_bytes} bytes of messages waiting for its next step; with this one they "
+                f"would pass its bound (--inbox-bytes {limit}); send again once the run has taken them"
+            )
+        super().__init__(text)
+
+
 @runtime_checkable
 class InboxStore(Protocol):
     """A store that keeps the streaming-input inbox (spec §S2, [IN1-a]..[IN1-e]).
@@ -314,10 +382,11 @@ class InboxStore(Protocol):
     the run's side is asynchronous like the rest of ``Store``.
     """
 
-    def inbox_put(self, run_id: str, text: str) -> InboxReceipt:
-        """Accept ``text`` for run ``run_id`` if it works and its inbox is open, in one transaction.
+    def inbox_put(self, run_id: str, text: str, *, bounds: InboxBounds | None = None) -> InboxReceipt:
+        """Accept ``text`` for run ``run_id`` if it works, its inbox is open and within ``bounds``, in one transaction.
 
         Raises:
+            InboxFullError: ``bounds`` given and the message passes one (nothing queued, spec server [IB1-d]).
             StateError: no working run ``run_id`` with an open inbox ([SE2.3-a]).
         """
         ...
@@ -427,6 +496,18 @@ class Inbox:
             except StateError as exc:  # [IN1-f]: a store failing now must not replace how the response ended
                 # Left open, the inbox still refuses: a message needs its agent stored running ([IN1-b]).
                 log.warning("could not close the inbox of agent %s: %s", state.agent_uuid, exc)
+
+    def check(self, bounds: InboxBounds, run_id: str, text: str) -> None:
+        """Refuse ``text`` if this object's queue, with it, would pass ``bounds`` (spec server [IB1-a]).
+
+        For an inbox kept in this object (a user's store that keeps none); a store's inbox
+        checks in its own transaction (``InboxStore.inbox_put``).
+
+        Raises:
+            InboxFullError: naming the bound passed.
+        """
+        with self._lock:
+            bounds.check(len(self._items), sum(len(t.encode()) for t in self._items), text, run_id)
 
     @property
     def pending(self) -> int:

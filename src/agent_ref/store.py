@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol, TypeVar
 import msgspec
 
 from .errors import ConflictError, StateError, StoreError, UnavailableError
-from .sessions import InboxReceipt
+from .sessions import InboxBounds, InboxReceipt
 from .state import AgentState, RunRecord, decode_state, encode_state
 
 if TYPE_CHECKING:
@@ -314,7 +314,7 @@ class MemoryStore:
             self._inbox_items: dict[str, list[tuple[int, str]]] = {}
         return self._inbox_lock, self._inbox_runs, self._inbox_items
 
-    def inbox_put(self, run_id: str, text: str) -> InboxReceipt:
+    def inbox_put(self, run_id: str, text: str, *, bounds: InboxBounds | None = None) -> InboxReceipt:
         """See ``sessions.InboxStore.inbox_put``."""
         lock, runs, items = self._inbox_state()
         with lock:
@@ -322,6 +322,9 @@ class MemoryStore:
                 if entry[0] == run_id and entry[1]:
                     data = self._states.get(agent_uuid)
                     if data is not None and decode_state(data).status == "running":
+                        if bounds is not None:  # spec server [IB1-d]: checked under the lock that queues
+                            waiting = [t for seq, t in items.get(agent_uuid, []) if seq > entry[3]]
+                            bounds.check(len(waiting), sum(len(t.encode()) for t in waiting), text, run_id)
                         entry[2] += 1
                         items.setdefault(agent_uuid, []).append((entry[2], text))
                         return InboxReceipt(agent_uuid, entry[2], entry[2] - entry[3])
@@ -706,8 +709,8 @@ class SQLiteStore:
 
     # ------------------------------------------------------------- streaming input (spec [IN1-a])
 
-    def inbox_put(self, run_id: str, text: str) -> InboxReceipt:
-        """See ``sessions.InboxStore.inbox_put``: one ``BEGIN IMMEDIATE`` checks the run and inserts."""
+    def inbox_put(self, run_id: str, text: str, *, bounds: InboxBounds | None = None) -> InboxReceipt:
+        """See ``sessions.InboxStore.inbox_put``: one ``BEGIN IMMEDIATE`` checks the run and its bounds, and inserts."""
         conn = self._connect()
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -720,6 +723,13 @@ class SQLiteStore:
                 if row is None or row[3] != "running":
                     raise StateError(_not_accepting(run_id))
                 agent_uuid, seq = str(row[0]), int(row[1]) + 1
+                if bounds is not None:  # spec server [IB1-d]: in the transaction that queues
+                    count, size = conn.execute(
+                        "SELECT count(*), coalesce(sum(length(CAST(text AS BLOB))), 0) FROM inbox"
+                        " WHERE agent_uuid = ? AND seq > ?",
+                        (agent_uuid, int(row[2])),
+                    ).fetchone()
+                    bounds.check(int(count), int(size), text, run_id)
                 conn.execute("UPDATE inbox_runs SET last_seq = ? WHERE agent_uuid = ?", (seq, agent_uuid))
                 conn.execute(
                     "INSERT INTO inbox (agent_uuid, seq, run_id, text, accepted_at) VALUES (?, ?, ?, ?, ?)",

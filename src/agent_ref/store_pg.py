@@ -25,27 +25,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import math
 import time
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 import msgspec
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from envelope.delivery import JournalError, JournalGapError, JournalTakenOverError
+from envelope.delivery import DEFAULT_CALL_TIMEOUT, JournalError, JournalGapError, JournalTakenOverError
 from envelope.delivery import postgres as _postgres
 from envelope.delivery.postgres import CHANNEL
 from envelope.delivery.postgres import describe_database as _where
 
 from .errors import ConflictError, StateError, StoreError, UnavailableError
 from .migrations import migrations
-from .sessions import InboxReceipt
+from .sessions import InboxBounds, InboxReceipt
 from .state import AgentState, RunRecord, decode_state, encode_state
 from .store import AgentSummary, LogBatch, _conflict, _group, _next_step, _not_accepting, _summary
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable, Coroutine
 
     from psycopg.rows import TupleRow
 
@@ -111,6 +113,57 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]]) -> list[int]:
     return applied_now
 
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _bounded(
+    method: Callable[Concatenate[PostgresStore, _P], Coroutine[Any, Any, _T]],
+) -> Callable[Concatenate[PostgresStore, _P], Coroutine[Any, Any, _T]]:
+    """``method`` awaited at most ``store.call_timeout`` seconds (spec server [SL1-b]).
+
+    The operation runs as a task of its own: past the bound it is cancelled but not
+    awaited (psycopg then cancels the statement in the server and closes a connection
+    that does not answer, which can take seconds more), the store is marked down (the
+    next operation tries one new connection first, bounded by ``connect_timeout``), and
+    the caller gets ``UnavailableError`` at once.
+    """
+
+    async def bounded(self: PostgresStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        task = asyncio.ensure_future(method(self, *args, **kwargs))
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self.call_timeout)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if task in done:
+            return task.result()
+        task.cancel()
+        task.add_done_callback(_retrieved)
+        if not self._down:
+            log.warning(
+                "%s did not answer in %g s; every operation now tries it again first",
+                _where(self.url),
+                self.call_timeout,
+            )
+        self._down = True
+        self._failures += 1
+        raise UnavailableError(
+            f"cannot {method.__name__.replace('_', ' ')} in {_where(self.url)}: no answer in {self.call_timeout:g} s",
+            retry_after=max(1, math.ceil(self.call_timeout)),
+            public="the server's database is not answering",
+        )
+
+    functools.update_wrapper(bounded, method)
+    return bounded
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Read a late operation's outcome (asyncio logs an exception nobody read)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class PostgresStore:
     """A ``Store`` in PostgreSQL, shared by any number of processes (spec scaleout §1).
 
@@ -136,6 +189,10 @@ class PostgresStore:
         statement_timeout: seconds the server lets a statement run (``None``: its own setting).
         tcp_user_timeout: seconds sent data may go unacknowledged before a connection is
             ended; TCP keepalives are on besides (spec scaleout §1.4-c).
+        call_timeout: seconds its caller waits for one operation (the pool's wait, the
+            check, the statements), ``UnavailableError`` past it (spec server [SL1-b]):
+            a database whose process is stopped acknowledges on loopback, so none of the
+            database's or TCP's own timeouts fires.
     """
 
     def __init__(
@@ -147,9 +204,11 @@ class PostgresStore:
         connect_timeout: float = 3.0,
         statement_timeout: float | None = _postgres.STATEMENT_TIMEOUT,
         tcp_user_timeout: float | None = _postgres.TCP_USER_TIMEOUT,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
     ) -> None:
         """See the class docstring; nothing is opened yet."""
         self.url = url
+        self.call_timeout = call_timeout
         self.max_size = max_size
         self.timeout = timeout
         self.connect_timeout = connect_timeout
@@ -279,6 +338,7 @@ class PostgresStore:
         if pool is not None:
             await pool.close()
 
+    @_bounded
     async def load(self, agent_uuid: str) -> AgentState | None:
         """See ``Store.load``."""
         async with self._connection(f"load agent {agent_uuid}") as conn:
@@ -293,6 +353,7 @@ class PostgresStore:
         state.lease_expires_at = float(row[2])  # renewed in its column, not in the blob
         return state
 
+    @_bounded
     async def save(self, state: AgentState, *, log: LogBatch | None = None, run: RunRecord | None = None) -> None:
         """See ``Store.save`` (spec scaleout §1.2-a: row lock, then the version compare)."""
         new_version = state.version + 1
@@ -339,6 +400,7 @@ class PostgresStore:
             cur = await conn.execute(sql.encode(), params)
             return list(await cur.fetchall())
 
+    @_bounded
     async def run_log(self, run_id: str) -> list[bytes]:
         """See ``Store.run_log``."""
         rows = await self._rows(
@@ -348,6 +410,7 @@ class PostgresStore:
         )
         return [bytes(r[0]) for r in rows]  # type: ignore[call-overload]  # BYTEA comes back as bytes
 
+    @_bounded
     async def run_responses(self, run_id: str) -> list[list[bytes]]:
         """See ``Store.run_responses``."""
         rows = await self._rows(
@@ -357,6 +420,7 @@ class PostgresStore:
         )
         return _group([(int(str(r[0])), int(str(r[1])), bytes(r[2])) for r in rows])  # type: ignore[call-overload]  # BYTEA
 
+    @_bounded
     async def renew_lease(self, agent_uuid: str, owner: str, expires_at: float) -> bool:
         """See ``Store.renew_lease``."""
         async with self._connection(f"renew the lease of agent {agent_uuid}") as conn:
@@ -367,6 +431,7 @@ class PostgresStore:
             )
             return cur.rowcount == 1
 
+    @_bounded
     async def agents(self) -> list[AgentSummary]:
         """See ``Store.agents``."""
         rows = await self._rows(
@@ -379,6 +444,7 @@ class PostgresStore:
             out.append(_summary(state, float(str(updated))))
         return out
 
+    @_bounded
     async def runs(self, agent_uuid: str) -> list[RunRecord]:
         """See ``Store.runs``."""
         rows = await self._rows(
@@ -388,6 +454,7 @@ class PostgresStore:
         )
         return [msgspec.json.decode(bytes(r[0]), type=RunRecord) for r in rows]  # type: ignore[call-overload]  # BYTEA
 
+    @_bounded
     async def record_snapshot(self, agent_uuid: str, run_id: str, run_step: int, data: bytes) -> int:
         """See ``snapshots.SnapshotStore.record_snapshot`` (one agent's records serialised by an advisory lock)."""
         async with self._connection(f"record a snapshot of agent {agent_uuid}") as conn, conn.transaction():
@@ -408,6 +475,7 @@ class PostgresStore:
             )
         return step
 
+    @_bounded
     async def snapshots(self, agent_uuid: str, after_step: int) -> list[tuple[int, bytes]]:
         """See ``snapshots.SnapshotStore.snapshots``."""
         rows = await self._rows(
@@ -417,6 +485,7 @@ class PostgresStore:
         )
         return [(int(str(r[0])), bytes(r[1])) for r in rows]  # type: ignore[call-overload]  # BYTEA
 
+    @_bounded
     async def drop_snapshots(self, agent_uuid: str, after_step: int) -> None:
         """See ``snapshots.SnapshotStore.drop_snapshots``."""
         async with self._connection(f"drop the snapshots of agent {agent_uuid}") as conn, conn.transaction():
@@ -426,8 +495,12 @@ class PostgresStore:
 
     # ------------------------------------------------------------- streaming input (spec [IN1-a])
 
-    def inbox_put(self, run_id: str, text: str) -> InboxReceipt:
-        """See ``sessions.InboxStore.inbox_put``: the run's ``inbox_runs`` row ``FOR UPDATE``, then the insert.
+    def inbox_put(self, run_id: str, text: str, *, bounds: InboxBounds | None = None) -> InboxReceipt:
+        """See ``sessions.InboxStore.inbox_put``: the run's ``inbox_runs`` row ``FOR UPDATE``, the bounds, the insert.
+
+        The row lock serialises every process's messages for one run, so the bounds read
+        under it hold until the insert commits (spec server [IB1-d]): of two processes
+        racing for the last slot, one inserts and the other is refused.
 
         Synchronous (``Agent.send`` is; the server calls it in a thread): a connection of its own.
         """
@@ -446,6 +519,14 @@ class PostgresStore:
                 if row is None or row[3] != "running":
                     raise StateError(_not_accepting(run_id))
                 agent_uuid, seq = str(row[0]), int(str(row[1])) + 1
+                if bounds is not None:
+                    found = conn.execute(
+                        "SELECT count(*), coalesce(sum(octet_length(text)), 0) FROM inbox"
+                        " WHERE agent_uuid = %s AND seq > %s",
+                        (agent_uuid, int(str(row[2]))),
+                    ).fetchone()
+                    assert found is not None  # an aggregate always has its row
+                    bounds.check(int(str(found[0])), int(str(found[1])), text, run_id)
                 conn.execute("UPDATE inbox_runs SET last_seq = %s WHERE agent_uuid = %s", (seq, agent_uuid))
                 conn.execute(
                     "INSERT INTO inbox (agent_uuid, seq, run_id, text, accepted_at) VALUES (%s, %s, %s, %s, %s)",
@@ -455,6 +536,7 @@ class PostgresStore:
             raise StoreError(f"cannot {doing} in {_where(self.url)}: {type(exc).__name__}: {exc}") from None
         return InboxReceipt(agent_uuid, seq, seq - int(str(row[2])))
 
+    @_bounded
     async def inbox_open(self, agent_uuid: str, run_id: str, delivered: int) -> None:
         """See ``sessions.InboxStore.inbox_open``."""
         async with self._connection(f"open the inbox of agent {agent_uuid}") as conn, conn.transaction():
@@ -466,6 +548,7 @@ class PostgresStore:
             )
             await conn.execute("DELETE FROM inbox WHERE agent_uuid = %s AND seq <= %s", (agent_uuid, delivered))
 
+    @_bounded
     async def inbox_take(self, agent_uuid: str, after: int) -> list[tuple[int, str]]:
         """See ``sessions.InboxStore.inbox_take``."""
         async with self._connection(f"read the inbox of agent {agent_uuid}") as conn:
@@ -479,6 +562,7 @@ class PostgresStore:
                 )
         return rows
 
+    @_bounded
     async def inbox_close(self, agent_uuid: str, run_id: str, after: int, *, if_empty: bool) -> bool:
         """See ``sessions.InboxStore.inbox_close``: row ``FOR UPDATE``, then the check and the close."""
         async with self._connection(f"close the inbox of agent {agent_uuid}") as conn, conn.transaction():
@@ -494,6 +578,7 @@ class PostgresStore:
             )
         return True
 
+    @_bounded
     async def snapshot_points(self, agent_uuid: str) -> list[tuple[int, str, int]]:
         """The agent's snapshot records as ``(step, run id, step of the run)``, in the order recorded ([IN4-a])."""
         rows = await self._rows(
@@ -515,12 +600,23 @@ class PostgresJournal(_postgres.PostgresJournal):
     """
 
     def __init__(
-        self, url: str, *, poll_seconds: float = 0.5, listen: bool = True, connect_timeout: float = 3.0
+        self,
+        url: str,
+        *,
+        poll_seconds: float = 0.5,
+        listen: bool = True,
+        connect_timeout: float = 3.0,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
     ) -> None:
         """See ``envelope.delivery.postgres.PostgresJournal``; ``prepare`` is the agent's ``migrate``."""
         try:
             super().__init__(
-                url, poll_seconds=poll_seconds, listen=listen, connect_timeout=connect_timeout, prepare=migrate
+                url,
+                poll_seconds=poll_seconds,
+                listen=listen,
+                connect_timeout=connect_timeout,
+                prepare=migrate,
+                call_timeout=call_timeout,
             )
         except JournalError as exc:
             raise StateError(str(exc)) from None

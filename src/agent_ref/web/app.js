@@ -574,6 +574,17 @@ function offerInbox(turn, run) {
         turn.schedule();
       } else if (response.status === 409) {
         turn.note("The run has finished; send it as a new prompt.", "block note inbox-refused");
+      } else if (response.status === 429 || response.status === 413) {
+        // spec server [IB1-e]: a bound of the run's inbox; the text stays in the box for another try
+        let why = "";
+        try {
+          why = (await response.json()).error.message || "";
+        } catch (_) { /* the status says it */ }
+        const wait = response.headers.get("Retry-After");
+        const head = response.status === 429
+          ? `Not sent yet: the run's inbox is full; the text is still in the box, send it again${wait ? ` in ${wait} s` : " later"}.`
+          : "Not sent: the message is too long for the run's inbox; shorten it and send again.";
+        turn.note(why ? `${head} (${why})` : head, "block note inbox-refused inbox-full");
       } else {
         let why = `the server answered ${response.status}`;
         try {
