@@ -20,7 +20,7 @@ import msgspec
 from ._depth import too_deep
 from ._encoder import CitationData, Emitter
 from ._errors import MigrationError, Position
-from ._limits import MAX_NESTING_DEPTH
+from ._limits import MAX_CODE_POINT_BYTES, MAX_NESTING_DEPTH
 from ._xml_scan import _SEP, _Scanner
 from ._xml_tokens import _plain_unescape, _show
 
@@ -116,6 +116,8 @@ class _StreamTranslator(_Scanner):
         before = self._oversize_seen.get(em.agent, 0)
         self._oversize_seen[em.agent] = len(em.oversize)
         for record in em.oversize[before:]:
+            if record.type in _STREAMED:
+                continue  # reported once per block where it opens (_unbounded, §M6.1-a)
             self._warn(
                 f"{record.type} line of {record.size} bytes exceeds max_bytes={record.max_bytes}: {record.reason}",
                 pos,
@@ -142,8 +144,27 @@ class _StreamTranslator(_Scanner):
 
     # ------------------------------------------------------------------ streamed bodies
 
+    def _unbounded(self, em: Emitter, kind: StreamedType, pos: Position) -> None:
+        """§M6.1-a: a streamed block whose lines the bound cannot hold, reported once where it opens.
+
+        How many of its lines are oversize, and how long each is, depends on where the input
+        was cut (each piece is a line); whether the fixed part of its lines leaves room for
+        one code point does not: it is the agent's, the type's and ``max_bytes``'.
+        """
+        head, _, tail = self._stream_parts(em, kind)
+        room = self.max_bytes - len(head) - len(tail) - 2
+        if room < MAX_CODE_POINT_BYTES:
+            self._warn(
+                f"{kind} block: the fixed part of its lines leaves {max(room, 0)} bytes for the delta at "
+                f"max_bytes={self.max_bytes}, fewer than the {MAX_CODE_POINT_BYTES} one code point may need; "
+                "its lines may exceed the bound",
+                pos,
+                "M6.1",
+            )
+
     def _open_stream(self, kind: StreamedType, name: str, selfclose: bool, pos: Position) -> None:
         em = self._emitter_at(pos)
+        self._unbounded(em, kind, pos)
         if selfclose:
             self._out.append(em.end(kind))
             if kind == "text":
@@ -404,6 +425,10 @@ class _StreamTranslator(_Scanner):
             parts = (head, b'"' + tail + b"\0" + head + b'"', tail)
             self._parts[key] = parts
         return parts
+
+
+#: The types written as they stream (§M2.1), one line per piece of input.
+_STREAMED: Final = frozenset({"text", "thinking"})
 
 
 def _scan_pairs(text: str) -> tuple[bool, str]:

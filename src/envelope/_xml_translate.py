@@ -172,6 +172,8 @@ class _Translator(_StreamTranslator):
 
     def _stray(self, text: str, pos: Position) -> None:
         em = self._emitter_at(pos)
+        if not self._stray_open:
+            self._unbounded(em, "text", pos)  # §M6.1-a: once, where the block of stray text opens
         self._out.extend(em.streamed("text", text))
         self._stray_open = True
 

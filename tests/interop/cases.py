@@ -112,8 +112,15 @@ class Run:
     agents: int
 
 
-def _block(draw: st.DrawFn, em: Emitter, kind: Any, n: int, calls: list[tuple[str, str]]) -> list[bytes]:
-    """The lines of one block of ``kind`` (valid payloads: the validator must accept the run)."""
+def _block(
+    draw: st.DrawFn, em: Emitter, kind: Any, n: int, calls: list[tuple[str, str, str]], *, edit_it: bool = False
+) -> list[bytes]:
+    """The lines of one block of ``kind`` (valid payloads: the validator must accept the run).
+
+    A ``tool_result`` of a client call not answered yet is sometimes preceded by the call's
+    edit (envelope-v1 §4.6-a: a second ``tool_call`` of the id, the input that ran, right
+    before the result); the two are one block here, so nothing is interleaved between them.
+    """
     if kind in ("text", "thinking"):
         lines = [line for piece in draw(st.lists(nasty_text, max_size=3)) for line in em.streamed(kind, piece)]
         lines.append(em.end(kind))
@@ -124,11 +131,20 @@ def _block(draw: st.DrawFn, em: Emitter, kind: Any, n: int, calls: list[tuple[st
     if kind in ("tool_call", "server_tool_call"):
         tid = f"call-{em.agent}-{n}"
         name = draw(st.sampled_from(["search", "get_weather", "spawn_subagent"]))
-        calls.append((tid, name))
+        calls.append((tid, name, kind))
         args = json.dumps(draw(st.dictionaries(small_text, nasty_text, max_size=3)))
         return em.buffered(kind, args, id=tid, name=name)
+    if kind == "edited_call":
+        # a client call, its edit and its result (envelope-v1 §4.6-a), in one block
+        return _block(draw, em, "tool_call", n, calls) + _block(draw, em, "tool_result", n, calls, edit_it=True)
     if kind == "tool_result":
-        tid, name = calls[-1] if calls else (f"call-{em.agent}-x", "search")
+        tid, name, called = calls[-1] if calls else (f"call-{em.agent}-x", "search", "")
+        edit: list[bytes] = []
+        if called == "tool_call" and (edit_it or draw(st.booleans())):
+            ran = json.dumps(draw(st.dictionaries(small_text, nasty_text, max_size=3)))
+            edit = em.buffered("tool_call", ran, id=tid, name=name)
+        if called:
+            calls[-1] = (tid, name, "answered")  # no edit after its result (E168)
         images = draw(
             st.lists(
                 st.one_of(
@@ -138,7 +154,7 @@ def _block(draw: st.DrawFn, em: Emitter, kind: Any, n: int, calls: list[tuple[st
                 max_size=2,
             )
         )
-        return em.tool_result(tid, name, draw(nasty_text), images)
+        return edit + em.tool_result(tid, name, draw(nasty_text), images)
     if kind == "server_tool_result":
         return em.buffered(
             kind,
@@ -175,6 +191,7 @@ _KINDS = (
     "server_tool_result",
     "meta_files",
     "error",
+    "edited_call",
 )
 
 
@@ -186,16 +203,16 @@ def runs(draw: st.DrawFn) -> Run:
     agents = [f"agent-{i}" for i in range(n_agents)]
     rng = random.Random(draw(st.integers(0, 2**32)))
     tracks: list[list[bytes]] = []
-    calls_of: dict[str, list[tuple[str, str]]] = {}
+    calls_of: dict[str, list[tuple[str, str, str]]] = {}
     for i, agent in enumerate(agents):
         em = Emitter(agent, bound)
         init: dict[str, Any] = {"format": "json", "user_query": draw(small_text), "agent_uuid": agent, "model": "m"}
         if i > 0:
             parent = agents[draw(st.integers(0, i - 1))]
-            parent_calls = calls_of.get(parent) or [("call-none", "spawn_subagent")]
+            parent_calls = calls_of.get(parent) or [("call-none", "spawn_subagent", "")]
             init["parent_agent"] = parent
             init["parent_tool_use_id"] = parent_calls[0][0]
-        calls: list[tuple[str, str]] = []
+        calls: list[tuple[str, str, str]] = []
         blocks = [em.buffered("meta_init", json.dumps(init))]
         for n, kind in enumerate(draw(st.lists(st.sampled_from(_KINDS), max_size=6))):
             blocks.append(_block(draw, em, kind, n, calls))
@@ -237,7 +254,13 @@ def _interleave_within(blocks: list[list[bytes]], rng: random.Random) -> list[by
             # a call and the result after it (it answers the latest call) stay in order: a
             # tool_call after its own result is E168 (envelope-v1 §4.6-a)
             answers = "tool_call" in ta and "tool_result" in tb
-            if not (ta & tb) and not answers and not ({"citation", "meta_compaction", "tool_result_image"} & (ta | tb)):
+            edited = any(len(t) > 1 and "tool_result" in t for t in (ta, tb))  # an edit stays before its result
+            if (
+                not (ta & tb)
+                and not answers
+                and not edited
+                and not ({"citation", "meta_compaction", "tool_result_image"} & (ta | tb))
+            ):
                 out += _merge([a, b], rng)
                 i += 2
                 continue

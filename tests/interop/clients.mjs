@@ -33,7 +33,7 @@ import { MockLanguageModelV3, convertArrayToReadableStream } from "ai/test";
 const MAIN = "<main>";
 
 function slot(out, agent) {
-  out[agent] ??= { text: [], thinking: [], calls: [], results: [], data: [] };
+  out[agent] ??= { text: [], thinking: [], calls: [], edits: [], results: [], data: [] };
   return out[agent];
 }
 
@@ -57,7 +57,13 @@ async function checkAgui(events) {
     const s = slot(out, m.subagentRunId ?? MAIN);
     if (m.role === "assistant") {
       if (typeof m.content === "string") s.text.push(m.content);
-      for (const c of m.toolCalls ?? []) s.calls.push([c.id, c.function.name, c.function.arguments]);
+      for (const c of m.toolCalls ?? []) {
+        // an edited call: the reducer keeps the model's arguments and merges our metadata,
+        // which holds the input that ran (spec/interop.md I4-e)
+        const edit = c.metadata?.envelope?.edit === true;
+        s.calls.push([c.id, c.function.name, edit ? c.metadata.envelope.input : c.function.arguments]);
+        if (edit) s.edits.push([c.id, c.function.arguments]);
+      }
     } else if (m.role === "reasoning") {
       s.thinking.push(m.content);
     } else if (m.role === "tool") {
@@ -106,6 +112,9 @@ async function checkVercel(responses) {
       else if (p.type === "dynamic-tool") {
         const s = slot(out, who(p.callProviderMetadata));
         s.calls.push([p.toolCallId, p.toolName, p.input ?? null]);
+        // an edited call: the part holds the input that ran, the model's in our metadata (I5-e)
+        const call = p.callProviderMetadata?.envelope;
+        if (call?.edit === true && "original" in call) s.edits.push([p.toolCallId, call.original]);
         if (p.state === "output-available") s.results.push([p.toolCallId, p.output, images[p.toolCallId] ?? []]);
       } else if (p.type.startsWith("data-")) slot(out, p.data?.agent ?? MAIN).data.push([p.type, p.data]);
       else if (p.type === "source-url" || p.type === "source-document") {

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+import pytest
 from hypothesis import example, given, seed, settings
 from hypothesis import strategies as st
 
@@ -60,7 +61,9 @@ def legacy_input(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
     options: dict[str, Any] = {
         "lenient": draw(st.booleans()),
         "era": draw(st.sampled_from(["auto", era])),
-        "max_bytes": draw(st.sampled_from([200, 2048])),
+        # 90 and 60: the fixed part of a text line leaves 3 and 0 bytes for its delta, fewer
+        # than one code point may need, so its lines may be oversize (§M6.1-a)
+        "max_bytes": draw(st.sampled_from([60, 90, 200, 2048])),
     }
     if draw(st.booleans()):
         # The old server's own chunks, cut anywhere (tags and entities split), as raw SSE.
@@ -112,6 +115,11 @@ cut_points = st.lists(st.integers(0, 1 << 16), max_size=24)
     ),
     [42],
 )
+# Issue 38 §8 (a fuzzer's case, 6 warnings whole and 7 split): each oversize line of a
+# streamed block was a warning, and a block has one line per piece of input (§M6.1-a).
+@example((b"<content-block-text>" + b"x" * 40 + b"</content-block-text>", {"agent": "a" * 150, "max_bytes": 200}), [30])
+@example((b"<content-block-text>ab</content-block-text>", {"agent": AGENT, "max_bytes": 90, "lenient": True}), [21])
+@example((b'<meta_init data="{}"></meta_init>stray text<x>', {"agent": AGENT, "max_bytes": 60, "lenient": True}), [40])
 @given(legacy_input(), cut_points)
 def test_output_does_not_depend_on_chunking(case: tuple[bytes, dict[str, Any]], points: list[int]) -> None:
     _check(case, points)
@@ -148,3 +156,41 @@ def test_output_does_not_depend_on_chunking_seed_3(case: tuple[bytes, dict[str, 
 @given(legacy_input(), cut_points)
 def test_output_does_not_depend_on_chunking_seed_4(case: tuple[bytes, dict[str, Any]], points: list[int]) -> None:
     _check(case, points)
+
+
+#: Inputs made to be cut badly: stray text before, between and after blocks (long and
+#: short runs, around the 60 characters a report shows), unknown tags, entities, a [DONE]
+#: record with text after it, streamed text whose lines the bound cannot hold.
+ADVERSARIAL: Final = (
+    b"  stray &amp; text <content-block-text>a &bogus; b</content-block-text> tail &lt; <unknown-tag x='1'>y",
+    b"<content-block-text>x</content-block-text>" + b"s" * 59 + b"<other>" + b"t" * 62 + b"<",
+    b"<content-block-thinking>t</content-block-thinking>\n\\x<x/>&#x41;&#65;&amp<content-block-text>z",
+    b"a]]>b<c&d;e<<>><content-block-text>q</content-block-text>   \n  ",
+)
+
+
+@pytest.mark.parametrize("lenient", [True, False])
+@pytest.mark.parametrize("max_bytes", [60, 90, 2048])
+@pytest.mark.parametrize("body", ADVERSARIAL)
+def test_every_single_cut_and_every_byte_give_the_same_warnings(body: bytes, max_bytes: int, lenient: bool) -> None:
+    """§M4.2-b, §M6.1-a: cut at every byte (one cut, and fed byte by byte), the same warnings and error."""
+    for data, options in (
+        (body, {"agent": AGENT, "lenient": lenient, "max_bytes": max_bytes}),
+        (frame_raw_sse([body.decode("utf-8")]), {"lenient": lenient, "max_bytes": max_bytes, "agent": AGENT}),
+    ):
+        whole = _outcome(data, [0, len(data)], options)
+        assert whole[1] or whole[2], "each input gives something to report"
+        for at in range(1, len(data)):
+            assert _outcome(data, [0, at, len(data)], options) == whole, at
+        assert _outcome(data, list(range(len(data) + 1)), options) == whole
+
+
+def test_a_streamed_block_the_bound_cannot_hold_is_reported_once_where_it_opens() -> None:
+    """§M6.1-a: one warning per block at its open tag, however many lines it became."""
+    data = b"<content-block-text>" + b"x" * 40 + b"</content-block-text><content-block-text>y</content-block-text>"
+    options = {"agent": AGENT, "max_bytes": 60}
+    for cuts in ([0, len(data)], [0, *range(21, 61, 3), len(data)]):
+        _, warnings, error = _outcome(data, cuts, options)
+        assert error is None
+        assert [w.split(": ", 1)[0] for w in warnings] == ["line 1, byte offset 0", "line 1, byte offset 81"]
+        assert all("leaves 0 bytes for the delta at max_bytes=60" in w for w in warnings)

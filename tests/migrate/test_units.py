@@ -201,14 +201,16 @@ def test_m4_1_positions_exact_after_empty_and_plain_raw_records() -> None:
     assert (info.value.position.line, info.value.position.offset) == (raw[:at].count(b"\n") + 1, at)
 
 
-def test_m6_1_oversize_stream_lines_are_reported_once_each() -> None:
+def test_m6_1_a_a_streamed_block_with_oversize_lines_is_reported_once_at_its_open_tag() -> None:
+    """§M6.1-a: two oversize lines (one per record), one report: the count would follow the chunks."""
     raw = b"data: <content-block-text>\n\ndata: a\n\ndata: b\n\ndata: </content-block-text>\n\n"
     m = XmlMigrator(agent=A, max_bytes=80)
     lines = m.feed(raw) + m.close()
     assert _deltas(lines) == ["a", "b", ""]
     assert len(lines[0]) > 80
     assert len(lines[1]) > 80
-    assert [(w.section, w.position.line, w.position.offset) for w in m.warnings] == [("M6.1", 1, 6)] * 2
+    assert [(w.section, w.position.line, w.position.offset) for w in m.warnings] == [("M6.1", 1, 6)]
+    assert "text block: the fixed part of its lines leaves 0 bytes for the delta at max_bytes=80" in str(m.warnings[0])
 
 
 # ---------------------------------------------------------------- errors (§M4.1) and --lenient (§M4.2)

@@ -564,6 +564,9 @@ class OpenBlock:
         images: ``tool_result`` images so far.
         shown: something of it was already sent; the rest goes as it comes.
         pieces: it was sent as pieces (spec/interop.md §3).
+        edit: a ``tool_call`` repeating the id of an unanswered call of its agent, or, in a
+            resumed response, of a call its ``meta_init.resume`` names: the input the call
+            ran with (envelope-v1 §4.6-a, spec/interop.md I4-e, I5-e).
     """
 
     type: str
@@ -576,6 +579,7 @@ class OpenBlock:
     size: int = 0
     shown: bool = False
     pieces: bool = False
+    edit: bool = False
 
 
 _TAGS: Final = frozenset(ENVELOPE_TYPES)
@@ -604,6 +608,8 @@ class EnvelopeReader:
         self._last_text: dict[str, str] = {}  # agent -> ref of its last completed text block
         self._count = 0
         self.meta: dict[str, Any] = {}  # agent -> its meta_init payload, once complete
+        #: agent -> ids of its tool calls not answered yet (an edit repeats one, envelope-v1 §4.6-a)
+        self._unanswered: dict[str, set[str]] = {}
 
     # the hooks -------------------------------------------------------------------------
     def _on_run_start(self, main: str | None) -> list[Any]:
@@ -694,6 +700,8 @@ class EnvelopeReader:
         if block is None:
             block = OpenBlock(kind, agent, id, name, self._ref(agent, kind[:4]))
             self._open[key] = block
+            if id is not None:
+                self._track_call(block)
             if kind in WHOLE_TYPES:
                 self._held.setdefault(agent, []).append(key)
             else:
@@ -715,6 +723,19 @@ class EnvelopeReader:
                 if kind == "text":
                     self._last_text[agent] = block.ref
         return out
+
+    def _track_call(self, block: OpenBlock) -> None:
+        """Mark an edited call (envelope-v1 §4.6-a); a result's id is answered and forgotten."""
+        assert block.id is not None
+        calls = self._unanswered.setdefault(block.agent, set())
+        if block.type == "tool_call":
+            meta = self.meta.get(block.agent)
+            resume = meta.get("resume") if isinstance(meta, dict) else None
+            resumed = resume.get("tool_use_ids") if isinstance(resume, dict) else None
+            block.edit = block.id in calls or (isinstance(resumed, list) and block.id in resumed)
+            calls.add(block.id)
+        elif block.type == "tool_result":
+            calls.discard(block.id)
 
     def _hold(self, block: OpenBlock, delta: str, where: Position) -> list[Any]:
         if block.pieces:

@@ -158,6 +158,11 @@ class EnvelopeToAgui(EnvelopeReader):
                 start["parentMessageId"] = parent
             if block.type == "server_tool_call":
                 start["metadata"] = {"envelope": {"type": "server_tool_call"}}
+            if block.edit:
+                # the input that ran goes whole on TOOL_CALL_END: no TOOL_CALL_ARGS, which the
+                # reducer would append to the model's input (spec/interop.md I4-e)
+                start["metadata"] = {"envelope": {"edit": True}}
+                block.parts = []
             out = [start]
         for event in out:
             self._attr(agent, event)
@@ -169,6 +174,12 @@ class EnvelopeToAgui(EnvelopeReader):
             event = {"type": "TEXT_MESSAGE_CONTENT", "messageId": block.ref, "delta": delta}
         elif block.type == "thinking":
             event = {"type": "REASONING_MESSAGE_CONTENT", "messageId": block.ref, "delta": delta}
+        elif block.edit:
+            block.parts.append(delta)
+            block.size += len(delta)
+            if block.size > self.max_block_bytes:
+                raise InteropError("I208", f"edited tool_call over {self.max_block_bytes} characters")
+            return []
         else:
             event = {"type": "TOOL_CALL_ARGS", "toolCallId": block.id, "delta": delta}
         return [self._attr(block.agent, event)]
@@ -184,6 +195,8 @@ class EnvelopeToAgui(EnvelopeReader):
             ]
         else:
             events = [{"type": "TOOL_CALL_END", "toolCallId": block.id}]
+            if block.edit:
+                events[0]["metadata"] = {"envelope": {"edit": True, "input": "".join(block.parts)}}
         return [self._attr(block.agent, e) for e in events]
 
     def _on_whole(self, block: OpenBlock, text: str) -> list[Any]:
@@ -288,6 +301,7 @@ class AguiToEnvelope(Inputs):
         self._started: set[str] = set()  # agents with a meta_init in this response
         self._parents: dict[str, tuple[str | None, str | None]] = {}
         self._args: dict[str, str] = {}  # a stream not ours: each call's arguments, for a pending call
+        self._edits: set[str] = set()  # open edited calls (TOOL_CALL_START with metadata.envelope.edit)
 
     def feed(self, raw: bytes | str | Mapping[str, Any]) -> list[bytes]:
         """Convert one AG-UI event (a dict or its JSON text); returns envelope lines.
@@ -379,7 +393,10 @@ class AguiToEnvelope(Inputs):
         if kind == "TOOL_CALL_START":
             tid = need(event, "toolCallId", str, where)
             name = need(event, "toolCallName", str, where)
-            btype = "server_tool_call" if envelope_meta(event).get("type") == "server_tool_call" else "tool_call"
+            ours = envelope_meta(event)
+            btype = "server_tool_call" if ours.get("type") == "server_tool_call" else "tool_call"
+            if ours.get("edit") is True:
+                self._edits.add(tid)  # its input comes whole on TOOL_CALL_END (spec/interop.md I4-e)
             self._calls[tid] = (agent, btype, name)
             out = self._meta(agent, where)
             w.begin(agent, btype, where, id=tid, name=name)
@@ -390,9 +407,24 @@ class AguiToEnvelope(Inputs):
         if call is None or not w.is_open(call[0], call[1]):
             raise InteropError("I204", f"{kind} for tool call {tid!r} that is not open", position=where)
         if kind == "TOOL_CALL_END":
+            if tid in self._edits:
+                self._edits.discard(tid)
+                ran = envelope_meta(event).get("input")
+                if not isinstance(ran, str):
+                    raise InteropError(
+                        "I202",
+                        f"TOOL_CALL_END of edited call {tid!r} needs metadata.envelope.input, a string",
+                        position=where,
+                        field="$.metadata.envelope.input",
+                    )
+                return w.add(call[0], call[1], ran, where) + w.end(call[0], call[1], where)
             # a call of a stream not ours that sent no arguments: an empty JSON object (spec/interop.md §4.2)
             empty = [] if self._ours or tid in self._args else w.add(call[0], call[1], "{}", where)
             return empty + w.end(call[0], call[1], where)
+        if tid in self._edits:
+            raise InteropError(
+                "I204", f"TOOL_CALL_ARGS for edited call {tid!r}: its input comes on TOOL_CALL_END", position=where
+            )
         delta = need(event, "delta", str, where)
         if not self._ours:
             self._args[tid] = self._args.get(tid, "") + delta

@@ -91,6 +91,13 @@ class EnvelopeToVercel(EnvelopeReader):
         self._answered: set[str] = set()  # tool call ids with an output, this response
         self._paused = False
         self._step_answered = False  # a result of the run's agent was sent since the step began
+        #: tool call id -> its input as sent in this response, until answered: an edit keeps it
+        #: as ``original`` (spec/interop.md I5-e)
+        self._inputs: dict[str, Any] = {}
+        #: call parts whose input streams (``tool-input-start`` sent, not yet available): the
+        #: SDK finds a tool part only within the current step, so a step waits for them
+        self._streaming: set[str] = set()
+        self._step_due = False
 
     def _meta(self, agent: str, **extra: Any) -> dict[str, Any]:
         ours: dict[str, Any] = {} if agent == self.main else {"agent": agent}
@@ -102,6 +109,9 @@ class EnvelopeToVercel(EnvelopeReader):
         self._answered = set()
         self._paused = False
         self._step_answered = False
+        self._inputs = {}
+        self._streaming = set()
+        self._step_due = False
         run: dict[str, Any] = {"agent": main} if main is not None else {}
         return [{"type": "start"}, {"type": _RUN, "data": run, "transient": True}, {"type": "start-step"}]
 
@@ -121,10 +131,14 @@ class EnvelopeToVercel(EnvelopeReader):
 
     def _on_open(self, block: OpenBlock, delta: str) -> list[Any]:
         step: list[Any] = []
-        if block.agent == self.main and self._step_answered:
-            # the run's agent speaks again after results: a new model step (spec/interop.md §5.1)
+        if block.agent == self.main and self._step_answered and not block.edit:
+            # the run's agent speaks again after results: a new model step (spec/interop.md §5.1),
+            # once no call's input is streaming (I5-f)
             self._step_answered = False
-            step = [{"type": "start-step"}]
+            if self._streaming:
+                self._step_due = True
+            else:
+                step = [{"type": "start-step"}]
         if block.type in ("text", "thinking"):
             kind = "text" if block.type == "text" else "reasoning"
             start: dict[str, Any] = {"type": f"{kind}-start", "id": block.ref}
@@ -133,13 +147,24 @@ class EnvelopeToVercel(EnvelopeReader):
         else:
             assert block.id is not None
             self._calls[block.id] = block.agent
+            self._streaming.add(block.id)
             block.parts = []  # the input as it streams: tool-input-available carries it whole
             start = {"type": "tool-input-start", "toolCallId": block.id, "toolName": block.name, "dynamic": True}
             if block.type == "server_tool_call":
                 start["providerExecuted"] = True
-            if block.agent != self.main:
-                start["providerMetadata"] = self._meta(block.agent)
+            if block.agent != self.main or block.edit:
+                start["providerMetadata"] = self._call_meta(block)
         return [*step, start, *(self._on_delta(block, delta) if delta else [])]
+
+    def _call_meta(self, block: OpenBlock) -> dict[str, Any]:
+        """A call part's ``providerMetadata``: its agent, and for an edit the input it replaces."""
+        if not block.edit:
+            return self._meta(block.agent)
+        assert block.id is not None
+        extra: dict[str, Any] = {"edit": True}
+        if block.id in self._inputs:
+            extra["original"] = self._inputs[block.id]
+        return self._meta(block.agent, **extra)
 
     def _on_delta(self, block: OpenBlock, delta: str) -> list[Any]:
         if block.type == "text":
@@ -157,7 +182,13 @@ class EnvelopeToVercel(EnvelopeReader):
             return [{"type": "text-end", "id": block.ref}]
         if block.type == "thinking":
             return [{"type": "reasoning-end", "id": block.ref}]
-        return [self._call_available(block, "".join(block.parts))]
+        assert block.id is not None
+        out = [self._call_available(block, "".join(block.parts))]
+        self._streaming.discard(block.id)
+        if self._step_due and not self._streaming:
+            self._step_due = False
+            out.append({"type": "start-step"})
+        return out
 
     def _call_available(self, block: OpenBlock, text: str) -> dict[str, Any]:
         chunk: dict[str, Any] = {
@@ -169,8 +200,10 @@ class EnvelopeToVercel(EnvelopeReader):
         }
         if block.type == "server_tool_call":
             chunk["providerExecuted"] = True
-        if block.agent != self.main:
-            chunk["providerMetadata"] = self._meta(block.agent)
+        if block.agent != self.main or block.edit:
+            chunk["providerMetadata"] = self._call_meta(block)
+        if block.id is not None and not block.edit:
+            self._inputs[block.id] = chunk["input"]
         return chunk
 
     def _on_whole(self, block: OpenBlock, text: str) -> list[Any]:
@@ -178,6 +211,7 @@ class EnvelopeToVercel(EnvelopeReader):
         if block.type in ("tool_result", "server_tool_result"):
             assert block.id is not None
             self._step_answered |= agent == self.main
+            self._inputs.pop(block.id, None)
             if self._calls.get(block.id) != agent or block.id in self._answered:
                 # no call in this response to attach to (a resumed response's answers), or
                 # a call already answered: the AI SDK refuses an output without its call
