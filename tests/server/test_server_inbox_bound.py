@@ -24,6 +24,7 @@ from agent_ref.server import ServerConfig, create_app
 from agent_ref.sessions import InboxBounds, InboxStore
 from agent_ref.store_pg import PostgresStore
 from agent_ref_support import user_texts
+from fault_support import wait_until
 from server_support import Gate, post, running
 from validating import assert_valid
 
@@ -91,6 +92,8 @@ def _held_run(store: Store, bounds: InboxBounds) -> Iterator[tuple[str, str, Gat
         reader.start()
         try:
             assert gate.entered.wait(30), "the run never reached its tool"
+            # The tool may start before the reader thread has taken the response's headers.
+            wait_until(lambda: "run" in opened, "the run's x-run-id header read")
             yield base, opened["run"], gate, body
         finally:
             gate.opened.set()
