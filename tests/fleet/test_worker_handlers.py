@@ -15,6 +15,7 @@ import pytest
 from agent_ref.errors import UnavailableError
 from agent_ref.task_queue import Claim, MemoryTaskQueue, Task
 from agent_ref.worker import SUBAGENT_KIND, ChildOutcome, SubagentTask, TaskContext, Worker, subagent_handler
+from fault_support import wait_until_async
 
 
 def _payload(**fields: Any) -> dict[str, Any]:
@@ -164,8 +165,13 @@ def test_spec_scaleout_p6_4_b_recording_an_end_is_retried_with_backoff_through_a
         task = await queue.enqueue("nap", 30.0 if stopping else 0.01, idempotent=True)
         worker = Worker(queue, {"nap": nap}, name="w", lease_seconds=30, grace_seconds=0.05)
         runner = asyncio.ensure_future(worker.run(max_tasks=1))
-        if stopping:
-            await asyncio.sleep(0.05)
+        if stopping:  # stopped while its handler runs: the end to record is the release
+
+            async def running() -> bool:
+                got = await queue.get(task.task_id)
+                return got is not None and got.status == "running"
+
+            await wait_until_async(running, "the worker to claim the task")
             worker.stop()
         await asyncio.wait_for(runner, timeout=10)
         ended = await queue.get(task.task_id)
