@@ -3,8 +3,9 @@
 ``Reader`` reads one HTTP answer (an SSE stream) in a thread, so the test can stop a
 database or kill a process while the stream is open, then wait for its end with a
 deadline: a server that hangs fails the test instead of hanging it. ``wait_until`` polls
-any condition against a deadline and fails naming it; ``checkpoint_held`` is the condition
-the kill tests wait for before they kill (the dying run's checkpoint is in the store).
+any condition against a deadline and fails naming it (``wait_until_async`` does so inside
+an event loop); ``checkpoint_held`` is the condition the kill tests wait for before they
+kill (the dying run's checkpoint is in the store).
 """
 
 from __future__ import annotations
