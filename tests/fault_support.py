@@ -3,8 +3,9 @@
 ``Reader`` reads one HTTP answer (an SSE stream) in a thread, so the test can stop a
 database or kill a process while the stream is open, then wait for its end with a
 deadline: a server that hangs fails the test instead of hanging it. ``wait_until`` polls
-any condition against a deadline and fails naming it; ``checkpoint_held`` is the condition
-the kill tests wait for before they kill (the dying run's checkpoint is in the store).
+any condition against a deadline and fails naming it (``wait_until_async`` does so inside
+an event loop); ``checkpoint_held`` is the condition the kill tests wait for before they
+kill (the dying run's checkpoint is in the store).
 """
 
 from __future__ import annotations
@@ -22,22 +23,41 @@ from agent_ref.errors import UnavailableError
 from agent_ref.server_streams import MemoryJournal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from agent_ref.state import AgentState, RunRecord
     from agent_ref.store import LogBatch, Store
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    """Poll ``condition`` until it holds; fail naming ``what`` if it does not within ``timeout`` s.
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0, every: float = 0.02) -> None:
+    """Poll ``condition`` every ``every`` s until it holds; fail naming ``what`` if it does not within ``timeout`` s.
 
     The shape every test waits in: a state it can see, polled against a deadline, never
-    a sleep sized for a quiet machine.
+    a sleep sized for a quiet machine. ``every`` is the pause between two looks (larger
+    when a look costs something, e.g. an HTTP request that starts a run).
     """
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.02)
+        time.sleep(every)
+
+
+async def wait_until_async(
+    condition: Callable[[], Awaitable[bool] | bool], what: str, timeout: float = 30.0, every: float = 0.02
+) -> None:
+    """``wait_until`` inside an event loop: the loop keeps running between two looks.
+
+    ``condition`` may be a coroutine function (a query of the database) or a plain one.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        held = condition()
+        if not isinstance(held, bool):
+            held = await held
+        if held:
+            return
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        await asyncio.sleep(every)
 
 
 def _open_store(where: str) -> Store:

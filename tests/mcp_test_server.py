@@ -12,6 +12,7 @@ import asyncio
 import base64
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -60,8 +61,10 @@ def build(name: str = "testsrv") -> MCPServer[Any]:
         os._exit(3)
 
     @server.tool()
-    async def hang() -> str:
-        """Never answer."""
+    async def hang(mark: str = "") -> str:
+        """Never answer; first create the file ``mark`` if given (so a test sees the call arrived)."""
+        if mark:
+            Path(mark).touch()
         await asyncio.sleep(3600)
         return "too late"
 

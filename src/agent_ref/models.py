@@ -14,7 +14,12 @@ import inspect
 import os
 from typing import TYPE_CHECKING, Any, Protocol
 
-from anthropic import AsyncAnthropic
+from envelope._extras import import_failed
+
+try:
+    from anthropic import AsyncAnthropic
+except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
+    raise import_failed(exc, __name__, "agent") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from .defaults import DEFAULT_CLAUDE_MODEL as DEFAULT_CLAUDE_MODEL  # where --help can read it without the SDK
 from .errors import ConfigError

@@ -18,8 +18,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-import anthropic
-import httpx2
+from envelope._extras import import_failed
+
+try:
+    import anthropic
+    import httpx2
+except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
+    raise import_failed(exc, __name__, "agent") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from . import scrub
 

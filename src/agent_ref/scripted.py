@@ -64,8 +64,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-import httpx2
-from anthropic import AsyncAnthropic
+from envelope._extras import import_failed
+
+try:
+    import httpx2
+    from anthropic import AsyncAnthropic
+except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
+    raise import_failed(exc, __name__, "agent") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from .background import NOTIFICATION_TAG
 from .demo_tools import evaluate

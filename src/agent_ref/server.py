@@ -43,12 +43,17 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
-import uvicorn
-from sse_starlette import EventSourceResponse
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from envelope._extras import import_failed
+
+try:
+    import uvicorn
+    from sse_starlette import EventSourceResponse
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
+    raise import_failed(exc, __name__, "server") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from envelope import Emitter, EnvelopeError, MetaFinal, decode
 from envelope.delivery import (

@@ -22,7 +22,12 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, Final
 
-from starlette.responses import JSONResponse, Response
+from envelope._extras import import_failed
+
+try:
+    from starlette.responses import JSONResponse, Response
+except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
+    raise import_failed(exc, __name__, "server") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from envelope.delivery import JournalError, JournalUnavailableError
 

@@ -23,8 +23,13 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
-from starlette.responses import Response
-from starlette.routing import Route
+from envelope._extras import import_failed
+
+try:
+    from starlette.responses import Response
+    from starlette.routing import Route
+except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
+    raise import_failed(exc, __name__, "server") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from envelope.interop import InteropError
 from envelope.interop.agui import CUSTOM_PREFIX, EnvelopeToAgui, request_from_run_input

@@ -18,8 +18,13 @@ import asyncio
 import math
 from typing import TYPE_CHECKING, Any, Final
 
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from envelope._extras import import_failed
+
+try:
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
+    raise import_failed(exc, __name__, "server") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from .errors import StateError, StoreError, UnavailableError
 from .server_http import _read_json, _Refused, _string, _unknown_keys

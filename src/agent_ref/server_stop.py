@@ -23,8 +23,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from envelope._extras import import_failed
+
+try:
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
+    raise import_failed(exc, __name__, "server") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from envelope.delivery import JournalError
 

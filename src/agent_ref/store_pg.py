@@ -32,8 +32,14 @@ import time
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 import msgspec
-import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from envelope._extras import import_failed
+
+try:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
+    raise import_failed(exc, __name__, "postgres") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from envelope.delivery import DEFAULT_CALL_TIMEOUT, JournalError, JournalGapError, JournalTakenOverError
 from envelope.delivery import postgres as _postgres

@@ -19,10 +19,15 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-import jsonschema  # type: ignore[import-untyped]
-import msgspec
-from referencing import Registry
-from referencing.exceptions import Unresolvable
+from envelope._extras import import_failed
+
+try:
+    import jsonschema  # type: ignore[import-untyped]
+    import msgspec
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
+    raise import_failed(exc, __name__, "agent") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from .errors import ConfigError
 from .record import append_user, last_text

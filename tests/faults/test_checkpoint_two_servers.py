@@ -13,7 +13,6 @@ B's recovery of it).
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING
 
 from agent_ref import SQLiteStore
@@ -31,10 +30,11 @@ def test_second_server_start_leaves_the_first_servers_live_run(tmp_path: Path) -
         stream = OpenStream(a.base, "/agent/run", {"prompt": "What is 5 + (10 * 2)?"})
         try:
             stream.read_until(b'"type":"tool_call"')  # A's calculator waits for the gate
-            with Server(db) as b:  # B is serving; its start-up recovery runs around now
+            with Server(db) as b:
+                # B answers only once its start-up (the lifespan, whose recovery of dead responses is
+                # awaited before uvicorn serves) is over: what it did to A's response is done by now
                 with client() as http:
                     assert http.get(b.base + "/").status_code == 200
-                time.sleep(2.0)  # let B's start (its recovery of dead responses) finish
                 gate.touch()
                 stream.read_to_end()
         finally:

@@ -12,11 +12,10 @@ stream is validated strictly; every wait is bounded; loopback only.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from agent_ref_support import meta
-from fault_support import Reader
+from fault_support import Reader, wait_until
 from server_support import data_lines, get, post
 from validating import assert_valid, violations
 
@@ -33,12 +32,18 @@ ARITHMETIC = "What is 5 + (10 * 2)?"
 
 
 def _assert_refused_unavailable(answer: httpx2.Response, cluster: Cluster) -> None:
-    """A 503 in JSON with ``Retry-After``, naming neither the database nor the driver (spec server §3.4-a)."""
+    """A 503 in JSON with ``Retry-After``, naming neither the database nor the driver (spec server §3.4-a).
+
+    Refused because the database is *down*, not after a wait for a free connection of the
+    pool (``timeout``, seconds: what "the server's database is busy" says): the quick
+    refusal, checked by its cause rather than by a clock.
+    """
     assert answer.status_code == 503, answer.text[:400]
     assert answer.headers["content-type"].startswith("application/json")
     assert int(answer.headers["retry-after"]) >= 1
     error = answer.json()["error"]
     assert error["type"] == "database_unavailable"
+    assert error["message"].startswith("the server's database is unavailable;"), error["message"]
     port = cluster.url.rsplit(":", 1)[1].split("/")[0]
     for secret in ("127.0.0.1", port, "postgres", "psycopg", "connection", "5432", "server closed"):
         assert secret not in answer.text, f"{secret!r} reached the client: {answer.text}"
@@ -61,14 +66,12 @@ def test_spec_server_3_4_a_database_restarted_while_idle(
     agent, run_id = first.headers["x-agent-uuid"], first.headers["x-run-id"]
 
     pg_cluster.stop()
-    for attempt in range(2):  # the first meets the dead connections, the second a store known to be down
-        began = time.monotonic()
+    for _ in range(2):  # the first meets the dead connections, the second a store known to be down
         _assert_refused_unavailable(post(server.base, "/agent/run", {"prompt": ARITHMETIC}), pg_cluster)
         _assert_refused_unavailable(
             post(server.base, "/agent/run", {"prompt": ARITHMETIC, "agent_uuid": agent}), pg_cluster
         )
         _assert_refused_unavailable(get(server.base, f"/agent/runs/{run_id}/stream?response=0"), pg_cluster)
-        assert time.monotonic() - began < 10, f"attempt {attempt}: the refusals took {time.monotonic() - began:.1f} s"
 
     pg_cluster.start()
     _run(server.base, {"prompt": ARITHMETIC, "agent_uuid": agent})  # the very next request works
@@ -109,13 +112,14 @@ def test_spec_server_3_3_d_database_stopped_while_a_run_streams(
     assert meta(lines, "error")["type"] == "server_unavailable"
 
     pg_cluster.start()
-    deadline = time.monotonic() + 15
-    while True:  # the journal is closed by a background task once the database answers
-        replay = get(server.base, f"/agent/runs/{run_id}/stream?response=0")
-        if replay.status_code == 200 and data_lines(replay.content)[-1:] == [b"[DONE]"]:
-            break
-        assert time.monotonic() < deadline, f"the journal was not closed: {replay.status_code} {replay.text[-300:]}"
-        time.sleep(0.2)
+    replays: list[httpx2.Response] = []
+
+    def closed() -> bool:  # the journal is closed by a background task once the database answers
+        replays.append(get(server.base, f"/agent/runs/{run_id}/stream?response=0"))
+        return replays[-1].status_code == 200 and data_lines(replays[-1].content)[-1:] == [b"[DONE]"]
+
+    wait_until(closed, "the journal to be closed once the database is back", timeout=30, every=0.2)
+    replay = replays[-1]
     assert data_lines(replay.content) == lines  # what the client got is what a replay gives
     _run(server.base, {"prompt": ARITHMETIC, "agent_uuid": agent})
     assert "never retrieved" not in server.stop()  # no run task ended with an exception nobody read

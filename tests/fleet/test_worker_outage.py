@@ -9,7 +9,6 @@ is an ``agent-ref worker`` process. Bounded; loopback only.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING
 
 from agent_ref.task_queue import PostgresTaskQueue
@@ -58,7 +57,8 @@ def test_spec_scaleout_p6_4_b_the_worker_survives_a_database_restart(
         wait_until(lambda: _statuses(url) == ["completed"] * 3, 30, "the first tasks to complete")
 
         fleet_cluster.stop()
-        time.sleep(2.0)  # the worker's claims fail meanwhile
+        # the worker's claims fail meanwhile: it says so, once, and keeps running
+        wait_until(lambda: "retrying until the database answers" in process.text(), 30, "the worker to meet the outage")
         assert process.proc.poll() is None, process.text()[-2000:]
         fleet_cluster.start()
 

@@ -16,6 +16,8 @@ from ._growth import assert_linear, peak_bytes
 DISCARD_0 = b'{"type":"error","agent":"a","final":true,"delta":"{\\"type\\": \\"attempt_discarded\\", \\"discard_blocks\\": 0}"}'
 DISCARD_1 = DISCARD_0.replace(b'blocks\\": 0', b'blocks\\": 1')
 TEXT = b'{"type":"text","agent":"a","final":true,"delta":"x"}'
+#: The size of the pieces the memory test feeds (a network read).
+CHUNK = 65_536
 
 
 def test_blank_lines_before_the_first_content_byte_fed_line_by_line() -> None:
@@ -172,8 +174,8 @@ def test_reader_memory_is_bounded_by_the_open_line_not_the_stream(batch: bool) -
 
         def run() -> None:
             reader = StreamReader()
-            for at in range(0, len(data), 65_536):
-                piece = data[at : at + 65_536]
+            for at in range(0, len(data), CHUNK):
+                piece = data[at : at + CHUNK]
                 if batch:
                     len(reader.feed_batch(piece))
                 else:
@@ -182,5 +184,9 @@ def test_reader_memory_is_bounded_by_the_open_line_not_the_stream(batch: bool) -
 
         return peak_bytes(run)
 
+    # Counted, not timed: tracemalloc's peak is the bytes Python allocated, the same on a busy
+    # machine as on a quiet one (measured: the same to the byte in two runs; 18,000 more events,
+    # 4.7 MB, add about 100 bytes). Holding what was returned would add megabytes.
     small, large = peak(2_000), peak(20_000)
-    assert large < 2 * small, f"peak memory grew from {small} to {large} bytes with 10x the stream"
+    grown = large - small
+    assert grown < CHUNK, f"peak memory grew by {grown} bytes ({small} to {large}) with 10x the stream"

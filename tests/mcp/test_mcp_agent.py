@@ -11,22 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import sys
-import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agent_ref import Agent, ScriptedModel
+from agent_ref import Agent, ScriptedModel, SQLiteStore
 from agent_ref.mcp_tools import HttpServer, InProcessServer, McpToolset, StdioServer, tool_name
 from agent_ref.permissions import PermissionAllow, PermissionDeny, PermissionResult, ToolPermissionContext
+from agent_ref.server import create_app
 from agent_ref_support import envelopes
-from mcp_support import calling_prompt, children, stdio_config, tool_names, wait_gone
+from fault_support import wait_until, wait_until_async
+from mcp_support import alive, calling_prompt, children, stdio_config, tool_names, wait_gone
 from mcp_test_server import PNG, build
-from server_support import running
+from server_support import data_lines, post, running
+from validating import assert_valid
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from agent_ref import AgentResult, Tool
     from agent_ref.mcp_tools import McpServerConfig
@@ -259,19 +263,15 @@ def test_servers_that_do_not_start_are_left_out(caplog: pytest.LogCaptureFixture
     logged = caplog.text
     assert "'silent'" in logged
     assert "'missing'" in logged
-    deadline = time.monotonic() + 10
-    while children() - before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert children() <= before, "a server that did not start was left running"
+    wait_until(lambda: children() <= before, "a server that did not start to be gone", timeout=10)
 
 
-def test_cancelled_block_still_closes_servers() -> None:
+def test_cancelled_block_still_closes_servers(tmp_path: Path) -> None:
     """Cancel the task inside the block (a call hanging): every server process is stopped anyway [R19.5-a]."""
     pids: list[int] = []
+    mark = tmp_path / "hanging"
 
     async def main() -> None:
-        entered = asyncio.Event()
-
         async def body() -> None:
             async with McpToolset({"io": stdio_config("io")}, call_timeout=60) as toolset:
                 tools = {t.name: t for t in toolset.tools}
@@ -279,19 +279,20 @@ def test_cancelled_block_still_closes_servers() -> None:
                 assert pid_fn is not None
                 assert hang_fn is not None
                 pids.append(int(await pid_fn()))
-                entered.set()
-                await hang_fn()
+                await hang_fn(mark=str(mark))
 
         task = asyncio.create_task(body())
-        await entered.wait()
-        await asyncio.sleep(0.2)
+        # cancelled while the server runs the call: it received it (created the mark) and never answers
+        await wait_until_async(mark.exists, "the server to receive the hanging call", timeout=HANG_GUARD)
+        assert not task.done()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        # still inside the loop: the end of asyncio.run would cancel every task left, closing them for us
+        (pid,) = pids
+        await wait_until_async(lambda: not alive(pid), "the stdio server to end with its cancelled toolset", 10)
 
     asyncio.run(main())
-    (pid,) = pids
-    assert wait_gone(pid, 10), "the stdio server outlived a cancelled toolset"
 
 
 def test_mcp_calls_go_through_permissions() -> None:
@@ -345,3 +346,31 @@ def test_a_tool_name_that_does_not_fit_is_sanitised_and_still_called() -> None:
     assert tool_names(model) == [offered]
     assert _tool_results(lines)[offered] == "contents of a.txt"
     assert result.stop_reason == "end_turn"
+
+
+def test_a_server_that_cannot_start_is_said_once_per_turn_through_the_server(tmp_path: Path) -> None:
+    """Issue 37: two turns of one agent through ``agent-ref serve``'s app, a stdio server that exits at once.
+
+    The issue saw ``mcp_server_failed: ... Connection closed`` twice per turn on the page.
+    Each response has it once, after ``meta_init``, with the server's own words [R19.7-a].
+    """
+    script = "import sys\nprint(\"No module named 'mcp'\", file=sys.stderr)\nsys.exit(1)\n"
+    app = create_app(
+        store=SQLiteStore(tmp_path / "agents.db"),
+        model_factory=ScriptedModel,
+        agent_config={"mcp_servers": {"demo": StdioServer(sys.executable, ("-c", script))}},
+    )
+    failures: list[list[str]] = []
+    agent: dict[str, str] = {}
+    with running(app) as base:
+        for prompt in ("What is 2 + 2?", "What is 3 + 3?"):
+            answer = post(base, "/agent/run", {"prompt": prompt, **agent})
+            assert answer.status_code == 200, answer.text[:400]
+            assert_valid(answer.content)
+            agent = {"agent_uuid": answer.headers["x-agent-uuid"]}
+            errors = [json.loads(e["delta"]) for e in envelopes(data_lines(answer.content)) if e["type"] == "error"]
+            failures.append([f"{f['type']}: {f['message']}" for f in errors])
+    assert [len(turn) for turn in failures] == [1, 1]
+    for (said,) in failures:
+        assert said.startswith("mcp_server_failed: MCP server 'demo' did not start: "), said
+        assert said.endswith("its stderr ended: No module named 'mcp'; its tools are left out"), said

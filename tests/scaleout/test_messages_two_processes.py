@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from typing import TYPE_CHECKING
 
 import httpx2
 
 from agent_ref.store_pg import PostgresStore
 from agent_ref_support import user_texts
+from fault_support import wait_until
 from server_support import post, read_events
 from validating import assert_valid
 
@@ -107,12 +107,14 @@ def test_message_accepted_before_a_dies_reaches_the_next_run(
     stop.set()
     a.kill()
     assert queued.status_code == 202, queued.text
-    deadline = time.monotonic() + 30
-    while True:  # the dead run's lease runs out, then B recovers it and runs the next one
-        again = post(b.base, "/agent/run", {"prompt": "What is 1 + 1?", "agent_uuid": agent_uuid})
-        if again.status_code != 409 or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    answers: list[httpx2.Response] = []
+
+    def not_refused() -> bool:  # the dead run's lease runs out, then B recovers it and runs the next one
+        answers.append(post(b.base, "/agent/run", {"prompt": "What is 1 + 1?", "agent_uuid": agent_uuid}))
+        return answers[-1].status_code != 409
+
+    wait_until(not_refused, "B to take the next run once A's lease ran out", timeout=30, every=0.2)
+    again = answers[-1]
     assert again.status_code == 200, again.text
     assert_valid(again.content)
     records = _records(pg_schema_url, agent_uuid)
