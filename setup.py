@@ -64,8 +64,9 @@ HOT = (
     "_encoder",
 )
 #: Hand-written C extensions built beside the mypyc group, all or none with it: each is
-#: ``src/envelope/<name>.c``. ``_cescape`` escapes a payload straight into its lines (issue 31).
-C_EXTENSIONS = ("_cescape",)
+#: ``src/envelope/<name>.c``. ``_cescape`` escapes a payload straight into its lines (issue 31);
+#: ``_cread`` appends the continuation lines of open blocks on the read path (issue 43).
+C_EXTENSIONS = ("_cescape", "_cread")
 MANIFEST = "_speedups.json"
 
 

@@ -62,10 +62,16 @@ from ._decoder import (
 from ._depth import too_deep
 from ._errors import DecodeError, EnvelopeError, Position, SequenceError, ValidationError
 from ._limits import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_OPEN_BLOCKS, MAX_NESTING_DEPTH
+from ._speedups import loaded
 from ._types import ENVELOPE_TYPES, BlockKey
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
+
+    #: ``_cread.route_run``'s signature.
+    _RouteRun = Callable[
+        [Sequence[bytes | str], int, dict[bytes, tuple[str, str]], list[int], dict[tuple[str, str], "_Open"], int], int
+    ]
 
 __all__ = ["Block", "Reconstructor", "Transcript", "reconstruct"]
 
@@ -141,9 +147,6 @@ _KNOWN_TYPES: Final = frozenset(ENVELOPE_TYPES)
 #: Types feed_many routes inline. Citations and images attach elsewhere, and an error may
 #: carry a discarded-attempt signal (spec §7.7): those lines go through ``feed``.
 _ROUTED_TYPES: Final = _KNOWN_TYPES - {"citation", "tool_result_image", "error"}
-#: Types whose continuation lines ``_feed_run`` reads by their known prefix: they carry
-#: no ``id`` or ``name``, so the type, the agent and ``final: false`` say it all.
-_FAST_TYPES: Final = frozenset({"text", "thinking"})
 _encode = msgspec.json.Encoder().encode
 #: Decodes the delta of a line matched by its prefix: one JSON string, as the lenient
 #: decoder would read that field.
@@ -153,6 +156,32 @@ _delta_decoder: Final = msgspec.json.Decoder(str)
 _JSON_TYPES: Final = frozenset(
     {"meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools", "meta_compaction"}
 )
+
+
+def _tail(wid: str | None, wname: str | None) -> bytes:
+    """The bytes after the delta value of a ``final: false`` line of a block with this id and name.
+
+    As this codec encodes them (spec §3.2: the extras after ``delta``, ``id`` before
+    ``name``); ``feed_many``'s fast path takes a line only when it ends so.
+    """
+    parts = [b',"id":', _encode(wid)] if wid is not None else []
+    if wname is not None:
+        parts += (b',"name":', _encode(wname))
+    parts.append(b"}")
+    return b"".join(parts)
+
+
+def _load_route_run() -> _RouteRun | None:
+    """``_cread.route_run`` in the compiled build; ``None`` in the pure one (all or none)."""
+    if loaded() != "compiled":
+        return None
+    from ._cread import route_run  # only the compiled build has it
+
+    return route_run
+
+
+#: The compiled build's pass over the continuation lines of open blocks (``_feed_run``).
+_route_run: Final = _load_route_run()
 
 
 def _after_done(where: Position) -> SequenceError:
@@ -177,6 +206,7 @@ class _Open:
         "parts",
         "prev_text",
         "size",
+        "tail",
         "type",
     )
 
@@ -195,6 +225,10 @@ class _Open:
         self.prev_text: _Open | None = None
         #: a discarded-attempt signal removed this block from its agent (spec §7.7-a)
         self.dropped = False
+        #: ``feed_many``'s fast path: the exact bytes a ``final: false`` line of this
+        #: block ends with after its delta value (its ``id`` and ``name`` as this codec
+        #: encodes them, then ``}``); ``None`` when the block takes no fast path
+        self.tail: bytes | None = None
 
     def snapshot(self) -> Block:
         if len(self.parts) > 1:
@@ -522,19 +556,37 @@ class Reconstructor:
         fast = self._fast
         fast_sizes = self._fast_sizes
         decode_delta = _delta_decoder.decode
-        for k, line in enumerate(data):
+        route_run = _route_run
+        count = len(data)
+        k = -1
+        while True:
+            k += 1
+            if k >= count:
+                break
+            line = data[k]
             if done:
                 # After [DONE] only feed() decides (spec §8.2-a; a meta_init starts the next response).
                 self._feed_one(data, k, base, where)
                 done = self._done
                 continue
-            if fast_sizes and isinstance(line, bytes) and line.endswith(b"}"):
+            if route_run is not None and fast_sizes:
+                # The compiled build: this line and the continuation lines after it, as many
+                # as the test below takes, in one call (``_cread``: no call per line). A line
+                # it leaves takes the general path: the test below would only find the rare
+                # lines C leaves to it (an escaped surrogate pair, whitespace).
+                taken = route_run(data, k, fast, fast_sizes, opened, max_size)
+                if taken > k:
+                    k = taken - 1
+                    continue
+            elif fast_sizes and isinstance(line, bytes) and line.endswith(b"}"):
                 # The fast path: a line that is exactly a known prefix (type, agent,
-                # final: false, as this codec encodes them), one JSON string and ``}``
-                # is a chunk of that key's open block. It decodes, leniently, to those
-                # four fields and nothing else, so only the delta is decoded; anything
-                # else about the line (no block open, a string that does not decode,
-                # trailing bytes, a limit) takes the path below, untouched.
+                # final: false, as this codec encodes them), one JSON string and the
+                # open block's tail (its id and name, as this codec encodes them, and
+                # ``}``) is a chunk of that key's open block. It decodes, leniently, to
+                # those fields and nothing else, and the id is the block's, so only the
+                # delta is decoded; anything else about the line (no block open, a
+                # string that does not decode, other bytes, a limit) takes the path
+                # below, untouched.
                 size = 0
                 key: tuple[str, str] | None = None
                 for size in fast_sizes:
@@ -543,9 +595,10 @@ class Reconstructor:
                         break
                 if key is not None:
                     block = opened.get(key)
-                    if block is not None:
+                    tail = block.tail if block is not None else None
+                    if block is not None and tail is not None and line.endswith(tail):
                         try:
-                            delta = decode_delta(line[size:-1])
+                            delta = decode_delta(line[size : len(line) - len(tail)])
                         except Exception:  # msgspec's errors, and UnicodeDecodeError for bad UTF-8
                             pass
                         else:
@@ -576,14 +629,14 @@ class Reconstructor:
                 wid = wire.id
                 wname = wire.name
                 block = _Open(kind, agent, None if wid is unset else wid, None if wname is unset else wname)
-                if after is is_open:
-                    opened[BlockKey(agent, kind)] = block
                 blocks = agents.get(agent)
                 if blocks is None:
                     agents[agent] = [block]
                 else:
                     blocks.append(block)
-                if after is is_open and kind in _FAST_TYPES:
+                if after is is_open:
+                    opened[BlockKey(agent, kind)] = block
+                    block.tail = _tail(block.id, block.name)
                     self._fast_prefix(kind, agent)
             else:
                 wid = wire.id
@@ -599,7 +652,7 @@ class Reconstructor:
                 if kind == "text":
                     block.prev_text = last_text.get(agent)
                     last_text[agent] = block
-        self._count = base + len(data)
+        self._count = base + count
 
     def _fast_prefix(self, kind: str, agent: str) -> None:
         """Learn the bytes a ``final: false`` line of ``(agent, kind)`` starts with (``_feed_run``)."""

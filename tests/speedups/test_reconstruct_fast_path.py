@@ -43,6 +43,36 @@ TAILS = [
     b'"x}',
     b"5}",
     b'"' + b"z" * 60 + b'"}',
+    b'"\\u0000\\u00e9\\u20ac\\/\\b\\f\\r"}',
+    b'"\\uD83D\\uDE00"}',
+    b'"\\udfff"}',
+    b'"\\u00G0"}',
+    b'"\\u00e"}',
+    b'"\x01"}',
+    b'"\xed\xa0\x80"}',
+]
+#: A block with an id and a name (a tool result): its continuation lines end with them.
+TOOL_PREFIX = b'{"type":"tool_result","agent":"a","final":false,"delta":'
+TOOL_STRINGS = [
+    b'"out"',
+    b'""',
+    b'"\\n\\t\\u00e9"',
+    b'"\\ud83d\\ude00"',
+    b'"\\ud800"',
+    b'"\xff"',
+    b'"x" ',
+    b'"' + b"y" * 60 + b'"',
+]
+TOOL_ENDS = [
+    b',"id":"t1","name":"read_file"}',
+    b',"id":"t2","name":"read_file"}',
+    b',"id":"t1"}',
+    b',"name":"read_file"}',
+    b',"id":"t1","name":"grep"}',
+    b"}",
+    b',"id":"t1","name":"read_file","is_error":true}',
+    b',"name":"read_file","id":"t1"}',
+    b',"id":"t1","name":"read_file"} ',
 ]
 OTHER = [
     b'{"type":"text","agent":"a","final":true,"delta":"end"}',
@@ -53,11 +83,19 @@ OTHER = [
     b"[DONE]",
     '{"type":"text","agent":"a","final":false,"delta":"a str line"}',
 ]
+TOOL_OTHER = [
+    b'{"type":"tool_result","agent":"a","final":true,"delta":"","id":"t1","name":"read_file"}',
+    b'{"type":"tool_result","agent":"a","final":true,"delta":"done"}',
+]
 
 lines = st.lists(
     st.one_of(
         st.tuples(st.sampled_from(PREFIXES), st.sampled_from(TAILS)).map(lambda pt: pt[0] + pt[1]),
         st.sampled_from(OTHER),
+        st.tuples(st.sampled_from(TOOL_STRINGS), st.sampled_from(TOOL_ENDS)).map(
+            lambda se: TOOL_PREFIX + se[0] + se[1]
+        ),
+        st.sampled_from(TOOL_OTHER),
     ),
     max_size=30,
 )
