@@ -28,8 +28,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from envelope._extras import MissingExtraError, needs
 
-from . import scrub
 from .errors import ConfigError
+from .policy import scrub
 
 try:
     from opentelemetry import context as _otel_context

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import Agent, ScriptedModel
-from agent_ref.mcp_tools import HttpServer, InProcessServer, McpToolset, StdioServer, tool_name
-from agent_ref.permissions import PermissionAllow, PermissionDeny, PermissionResult, ToolPermissionContext
+from agent_ref.policy.permissions import PermissionAllow, PermissionDeny, PermissionResult, ToolPermissionContext
+from agent_ref.tools.mcp import HttpServer, InProcessServer, McpToolset, StdioServer, tool_name
 from agent_ref_support import envelopes
 from mcp_support import calling_prompt, children, stdio_config, tool_names, wait_gone
 from mcp_test_server import PNG, build
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from agent_ref import AgentResult, Tool
-    from agent_ref.mcp_tools import McpServerConfig
+    from agent_ref.tools.mcp import McpServerConfig
 
 #: A bound that only a hang reaches (seconds): a test that would hang fails there, loudly.
 #: It times nothing; what ran is judged by the outcome (which timeout's message, which order).

@@ -36,8 +36,15 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 from envelope import EnvelopeError, Reconstructor, frame
 from envelope._extras import missing, needs
 
-from . import __version__
-from .cli_options import (
+from .. import __version__
+from ..defaults import DEFAULT_CLAUDE_MODEL
+from ..errors import AgentRefError, ConflictError
+from ..models.replay import ReplayError
+from ..run.loop_guard import DEFAULT_LOOP_LIMIT
+from ..run.response import DONE_LINE
+from ..tools.context import PROGRESS_TYPE, progress_note
+from ..tools.result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES
+from .flags import (
     CliError,
     OneLineParser,
     add_agent_options,
@@ -48,22 +55,15 @@ from .cli_options import (
     mcp_tools,
     model_factory,
 )
-from .defaults import DEFAULT_CLAUDE_MODEL
-from .errors import AgentRefError, ConflictError
-from .loop_guard import DEFAULT_LOOP_LIMIT
-from .replay import ReplayError
-from .response import DONE_LINE
-from .result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES
-from .serve_cli import add_serve_command
-from .tool_context import PROGRESS_TYPE, progress_note
+from .serve import add_serve_command
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Awaitable, Callable, Sequence
 
-    from .agent import Agent, AgentResult
-    from .state import PendingCall
-    from .store import AgentSummary, Store
+    from ..agent import Agent, AgentResult
+    from ..store.core import AgentSummary, Store
+    from ..store.state import PendingCall
 
 __all__ = ["CliError", "PrettyPrinter", "main"]
 
@@ -407,7 +407,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 async def _session_agent(args: argparse.Namespace, model: Any, config: dict[str, Any]) -> Agent:
     """A new agent, or ``--agent``'s stored one continued, forked first with ``--fork`` (spec RCSE1-a)."""
-    from .agent import Agent
+    from ..agent import Agent
 
     store = _store(args.db)
     if args.agent is None:
@@ -434,8 +434,8 @@ async def _stored_agent(args: argparse.Namespace) -> Agent:
 
     Its stored model's name only prices what the command closes (a paused run's abandon).
     """
-    from .agent import Agent
-    from .scripted import ScriptedModel
+    from ..agent import Agent
+    from ..models.scripted import ScriptedModel
 
     check_db(args.db, must_exist=True)
     store = _store(args.db)
@@ -526,7 +526,7 @@ def _reason(exc: BaseException) -> str:
 
 
 async def _resume(args: argparse.Namespace) -> int:
-    from .agent import Agent
+    from ..agent import Agent
 
     check_db(args.db, must_exist=True)
     results = _approval_answers(args) if args.results is None else _read_results(args.results)
@@ -540,7 +540,7 @@ async def _resume(args: argparse.Namespace) -> int:
 
 async def _recover(args: argparse.Namespace) -> int:
     """Continue (or close) a run whose process died, streaming the continuation (spec/agent-ref.md [CK1.4-a])."""
-    from .agent import Agent
+    from ..agent import Agent
 
     check_db(args.db, must_exist=True)
     config = agent_config(args)
@@ -656,7 +656,7 @@ async def _abandon(args: argparse.Namespace) -> int:
 
 
 async def _undo(args: argparse.Namespace) -> int:
-    from .snapshots import restore_files
+    from ..tools.snapshots import restore_files
 
     check_db(args.db, must_exist=True)
     report = await restore_files(_store(args.db), args.agent_uuid, to_step=args.to_step)
@@ -702,10 +702,10 @@ def _store(db: str | Path) -> Store:
     """The store ``--db`` names: a ``postgresql://`` URL (spec/scaleout.md) or a SQLite file."""
     # As store_pg.is_postgres_url, without importing psycopg for a SQLite file.
     if isinstance(db, str) and db.startswith(("postgresql://", "postgres://")):
-        from .store_pg import PostgresStore
+        from ..store.postgres import PostgresStore
 
         return PostgresStore(db)
-    from .store import SQLiteStore
+    from ..store.core import SQLiteStore
 
     return SQLiteStore(db)
 
@@ -745,7 +745,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_rewind(sub)
     _add_undo(sub)
     add_serve_command(sub)
-    from .worker import add_worker_command  # issue 30 §5: `agent-ref worker` (spec cli-agent-ref, worker)
+    from ..fleet.worker import add_worker_command  # issue 30 §5: `agent-ref worker` (spec cli-agent-ref, worker)
 
     add_worker_command(sub)
     return parser
@@ -960,11 +960,11 @@ def main(argv: list[str] | None = None) -> int:
     if refused is not None:
         return refused
     if args.command == "worker":  # its own event loop and logging (spec scaleout §6.4)
-        from .worker import worker_main
+        from ..fleet.worker import worker_main
 
         return worker_main(args)
     if args.command == "serve":  # uvicorn runs its own event loop, outside asyncio.run
-        from .serve_cli import serve_main
+        from .serve import serve_main
 
         return serve_main(args)
     _log_to_stderr(verbose=args.verbose)

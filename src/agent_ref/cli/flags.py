@@ -20,16 +20,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from .defaults import DEFAULT_CLAUDE_MODEL, DEFAULT_DB
-from .errors import AgentRefError, ConfigError
-from .loop_guard import DEFAULT_LOOP_LIMIT
-from .permissions import PERMISSION_MODES
-from .result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES, MIN_TOOL_RESULT_BYTES
+from ..defaults import DEFAULT_CLAUDE_MODEL, DEFAULT_DB
+from ..errors import AgentRefError, ConfigError
+from ..policy.permissions import PERMISSION_MODES
+from ..run.loop_guard import DEFAULT_LOOP_LIMIT
+from ..tools.result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES, MIN_TOOL_RESULT_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-    from .models import Model
+    from ..models.core import Model
 
 __all__ = [
     "SUBAGENT_SETS",
@@ -208,7 +208,7 @@ def permission_config(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         CliError: a rule whose tool glob no rule takes, named by its flag.
     """
-    from .permissions import PermissionRule, PermissionRuleError
+    from ..policy.permissions import PermissionRule, PermissionRuleError
 
     config: dict[str, Any] = {}
     if getattr(args, "permission_mode", None) is not None:
@@ -231,10 +231,10 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         CliError: a value no agent takes, named by its flag (spec RC7-a, RC8-c).
     """
-    from .compaction import SummarizingCompactor
-    from .demo_tools import default_tools
-    from .memory import memory_tool
-    from .subagents import demo_subagents
+    from ..run.compaction import SummarizingCompactor
+    from ..run.subagents import demo_subagents
+    from ..tools.demo import default_tools
+    from ..tools.memory import memory_tool
 
     config: dict[str, Any] = {"tools": default_tools(), "max_steps": args.max_steps, "max_bytes": args.max_bytes}
     if getattr(args, "mcp_config", None) is not None and getattr(args, "command", None) == "serve":
@@ -285,7 +285,7 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
 
 def _memory_store(root: Path) -> Any:
     """``--memory-store DIR``: a ``FileMemory`` over DIR (spec RC12-a)."""
-    from .memory_store import FileMemory
+    from ..tools.memory_store import FileMemory
 
     try:
         return FileMemory(root)
@@ -300,7 +300,7 @@ def _mcp_servers(path: str) -> dict[str, Any]:
     """The servers ``--mcp-config`` lists, or a ``CliError`` naming the file and the key."""
     from envelope._extras import missing, needs
 
-    from .mcp_tools import load_mcp_config
+    from ..tools.mcp import load_mcp_config
 
     if missing("mcp"):
         raise CliError("--mcp-config", needs("MCP servers", "mcp"))
@@ -328,7 +328,7 @@ async def mcp_tools(args: argparse.Namespace, config: dict[str, Any]) -> AsyncIt
         yield
         return
 
-    from .mcp_tools import McpToolset
+    from ..tools.mcp import McpToolset
 
     servers = _mcp_servers(path)
     async with McpToolset(servers, errlog=sys.stderr) as toolset:
@@ -346,8 +346,8 @@ def model_factory(args: argparse.Namespace) -> Callable[[], Model]:
         CliError: ``--replay`` names a file that cannot be read or is not a recording.
     """
     if args.replay:
-        from .models import ReplayModel
-        from .replay import ReplayError, load_events, split_calls
+        from ..models.core import ReplayModel
+        from ..models.replay import ReplayError, load_events, split_calls
 
         path = str(args.replay)
         todo = "pass --replay a recording: a JSON array of Messages API stream events"
@@ -367,11 +367,11 @@ def model_factory(args: argparse.Namespace) -> Callable[[], Model]:
             raise CliError(path, "the recording holds no events", todo)
         return lambda: ReplayModel(calls)
     if args.model:
-        from .models import AnthropicModel
+        from ..models.core import AnthropicModel
 
         name: str = args.model
         return lambda: AnthropicModel(name)
-    from .scripted import ScriptedModel
+    from ..models.scripted import ScriptedModel
 
     return ScriptedModel
 

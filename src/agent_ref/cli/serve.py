@@ -3,7 +3,7 @@
 Owns: the ``serve`` subcommand's arguments (the listening address, the token, the
 allowed ``Host`` names, keep-alives, ``--pace``; the agent's options are ``run``'s, from
 ``cli_options.py``), checking them before anything listens, and running the app
-(``server.create_app`` under ``server.serve``); ``python -m agent_ref.serve_cli`` is the
+(``server.create_app`` under ``server.serve``); ``python -m agent_ref.cli.serve`` is the
 same command; ``PacedModel``, the model ``--pace`` makes. Does not own: the server
 (``server.py``), the agent options (``cli_options.py``).
 
@@ -20,7 +20,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Final
 
-from .cli_options import (
+from ..defaults import TOKEN_ENV
+from ..errors import AgentRefError
+from .flags import (
     CliError,
     OneLineParser,
     add_agent_options,
@@ -30,16 +32,14 @@ from .cli_options import (
     formatter,
     model_factory,
 )
-from .defaults import TOKEN_ENV
-from .errors import AgentRefError
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
-    from .models import Model
-    from .server_streams import Journal
-    from .store import Store
+    from ..models.core import Model
+    from ..server.streams import Journal
+    from ..store.core import Store
 
 __all__ = ["PacedModel", "add_serve_command", "main", "resolve_token", "serve_main"]
 #: The largest TCP port.
@@ -232,8 +232,8 @@ def _tracing(url: str | None) -> Any:
         return None
     from envelope._extras import MissingExtraError
 
-    from .errors import ConfigError
-    from .tracing import configure_tracing
+    from ..errors import ConfigError
+    from ..tracing import configure_tracing
 
     try:
         return configure_tracing(url, service_name="agent-ref")
@@ -246,7 +246,7 @@ def _tracing(url: str | None) -> Any:
 
 def _hosts_usable(args: argparse.Namespace) -> bool:
     """Whether ``--host`` and ``--allowed-host`` are names the server can check; if not, one line on stderr."""
-    from .server import _allowed
+    from ..server.app import _allowed
 
     # The server's own reading of a Host name (spec server §5.3-a); serve() adds both.
     for flag, names, todo in (
@@ -264,18 +264,18 @@ def _hosts_usable(args: argparse.Namespace) -> bool:
 def _storage(db: str) -> tuple[Store, Journal]:
     """The store and the journal of ``--db``: PostgreSQL for both, or an SQLite file and a journal beside it."""
     if db.startswith(("postgresql://", "postgres://")):  # spec/scaleout.md: several processes, one database
-        from .store_pg import PostgresJournal, PostgresStore
+        from ..store.postgres import PostgresJournal, PostgresStore
 
         return PostgresStore(db), PostgresJournal(db)
-    from .server_streams import FileJournal
-    from .store import SQLiteStore
+    from ..server.streams import FileJournal
+    from ..store.core import SQLiteStore
 
     return SQLiteStore(db), FileJournal(f"{db}.streams")
 
 
 def _app(args: argparse.Namespace, factory: Any, config: dict[str, Any]) -> Any:
     """The server's ASGI app for the checked arguments, the model factory and the agent's options."""
-    from .server import ServerConfig, create_app
+    from ..server.app import ServerConfig, create_app
 
     store, journal = _storage(args.db)
     tools = config.pop("tools")
@@ -291,7 +291,7 @@ def _app(args: argparse.Namespace, factory: Any, config: dict[str, Any]) -> Any:
 
 def _listen(args: argparse.Namespace, app: Any) -> int:
     """Serve ``app`` until stopped; the exit status (an address that cannot be bound is one line, 2)."""
-    from .server import serve
+    from ..server.app import serve
 
     def ready(url: str) -> None:
         sys.stderr.write(f"agent-ref: serving on {url} (open it in a browser; Ctrl-C stops)\n")
@@ -314,14 +314,14 @@ def _listen(args: argparse.Namespace, app: Any) -> int:
 
 def _try_agent(factory: Any, config: dict[str, Any]) -> None:
     """Make one agent with the options, in memory, so that a refusal shows at start, not per request."""
-    from .agent import Agent
-    from .store import MemoryStore
+    from ..agent import Agent
+    from ..store.core import MemoryStore
 
     Agent(factory(), store=MemoryStore(), **config)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m agent_ref.serve_cli``: the same as ``agent-ref serve``."""
+    """``python -m agent_ref.cli.serve``: the same as ``agent-ref serve``."""
     parser = OneLineParser(prog="agent-ref serve", formatter_class=formatter, description=_DESCRIPTION, epilog=_EPILOG)
     _serve_arguments(parser)
     return serve_main(parser.parse_args(argv))

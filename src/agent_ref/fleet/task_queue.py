@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import msgspec
 
-from .errors import StateError, StoreError, UnavailableError
+from ..errors import StateError, StoreError, UnavailableError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Collection, Iterable

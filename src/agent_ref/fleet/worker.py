@@ -7,7 +7,7 @@ else it is cancelled and released, or failed if not idempotent), riding out a da
 outage (retries with backoff and one log line each way, never a crash), the handler
 interface (``Handler``, ``TaskContext``), and ``agent-ref worker --db URL``: its options
 (``add_worker_command`` for ``cli.py``), ``worker_main(args)``, and ``main(argv)``
-(``python -m agent_ref.worker``).
+(``python -m agent_ref.fleet.worker``).
 Does not own: the queue and its rules (``task_queue.py``), what a kind does (handlers are
 registered by whoever starts the worker; ``BUILTIN_HANDLERS`` has ``echo``).
 
@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from . import scrub
-from .errors import StoreError
-from .permissions import PermissionState
+from ..errors import StoreError
+from ..policy import scrub
+from ..policy.permissions import PermissionState
 from .task_queue import RESULT_UNKNOWN, Claim, LeaseLostError, Task, TaskQueue
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 __all__ = [
     "BUILTIN_HANDLERS",
@@ -571,7 +571,7 @@ def agent_runner(spec: str, url: str) -> RunChild:
     found = _imported("--agent", spec)
     if not callable(found):
         raise ValueError(f"--agent {spec!r}: not a callable giving an Agent")
-    from .store_pg import PostgresStore
+    from ..store.postgres import PostgresStore
 
     stores: list[Any] = []
 
@@ -630,7 +630,7 @@ def worker_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m agent_ref.worker``: the same as ``agent-ref worker`` (see ``worker_main``)."""
+    """``python -m agent_ref.fleet.worker``: the same as ``agent-ref worker`` (see ``worker_main``)."""
     parser = argparse.ArgumentParser(prog="agent-ref worker", description=_DESCRIPTION)
     add_worker_arguments(parser)
     return worker_main(parser.parse_args(argv))

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from anthropic import AsyncAnthropic
 
-from .defaults import DEFAULT_CLAUDE_MODEL as DEFAULT_CLAUDE_MODEL  # where --help can read it without the SDK
-from .errors import ConfigError
+from ..defaults import DEFAULT_CLAUDE_MODEL as DEFAULT_CLAUDE_MODEL  # where --help can read it without the SDK
+from ..errors import ConfigError
 from .replay import ReplayServer, load_events, split_calls
 
 if TYPE_CHECKING:

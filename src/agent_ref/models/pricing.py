@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .state import Usage
+    from ..store.state import Usage
 
 __all__ = ["PRICES", "PRICES_AS_OF", "LongContext", "Price", "cost_usd", "price_for"]
 

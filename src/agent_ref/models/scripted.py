@@ -67,9 +67,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import httpx2
 from anthropic import AsyncAnthropic
 
-from .background import NOTIFICATION_TAG
-from .demo_tools import evaluate
-from .models import SDKModel
+from ..run.background import NOTIFICATION_TAG
+from ..tools.demo import evaluate
+from .core import SDKModel
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator, Sequence

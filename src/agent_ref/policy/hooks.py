@@ -27,8 +27,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
+from ..errors import ConfigError
 from . import scrub
-from .errors import ConfigError
 from .permissions import check_pattern, pattern_matches
 
 __all__ = [

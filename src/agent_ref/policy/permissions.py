@@ -25,8 +25,8 @@ from typing import Any, Final, Literal, get_args
 
 import msgspec
 
+from ..errors import ConfigError, StateError, ToolResultsError
 from . import scrub
-from .errors import ConfigError, StateError, ToolResultsError
 
 __all__ = [
     "APPROVAL_KEY",

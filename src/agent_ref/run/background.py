@@ -27,22 +27,22 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from . import scrub
+from ..policy import scrub
+from ..store.record import append_user
+from ..store.state import BackgroundTask
+from ..tools.core import Tool, ToolCallRequest, ToolOutcome, outcome, tool
 from .call_model import close_open
 from .finish import STOP_ABORTED, STOP_ERROR, STOP_INTERRUPTED
-from .record import append_user
-from .state import BackgroundTask
 from .subagent_run import make_child, nest
-from .tools import Tool, ToolCallRequest, ToolOutcome, outcome, tool
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .agent import Agent
-    from .run_context import RunContext
-    from .state import AgentState
+    from ..agent import Agent
+    from ..fleet.task_queue import Task, TaskQueue
+    from ..store.state import AgentState
+    from .context import RunContext
     from .subagents import AgentSpec
-    from .task_queue import Task, TaskQueue
 
 log = logging.getLogger("agent_ref")
 
@@ -135,7 +135,7 @@ async def _start_remote(
     permissions: dict[str, Any],
 ) -> ToolOutcome:
     """Enqueue the child as a ``subagent`` task; the record follows the queue's row (spec scaleout §6.8-a)."""
-    from .worker import SUBAGENT_KIND, SubagentTask
+    from ..fleet.worker import SUBAGENT_KIND, SubagentTask
 
     record = BackgroundTask(
         task_id="task_" + uuid.uuid4().hex[:16], tool_use_id=call.id, name=name, agent_uuid=child_uuid, task=task

@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any
 from envelope import DecodeError, Emitter
 from envelope.anthropic import AnthropicTranslator
 
-from . import scrub
+from ..models.pricing import cost_usd
+from ..policy import scrub
+from ..store.record import collect_files, field_of
+from ..store.state import Usage, flat_usage
 from .compaction import call_tokens, compact_before_call
 from .prepare import params as request_params
-from .pricing import cost_usd
-from .record import collect_files, field_of
 from .response import _ClientGone
 from .retry import ApiFailure, IncompleteStreamError, classify
-from .state import Usage, flat_usage
 
 if TYPE_CHECKING:
-    from .run_context import RunContext
+    from .context import RunContext
 
 log = logging.getLogger("agent_ref")
 

@@ -22,18 +22,18 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
+from ..store.record import tool_uses
+from ..store.state import AgentState, Checkpoint, decode_state, encode_state
+from ..tools.core import ToolCallRequest, error_outcome
 from .background import TERMINAL
-from .record import tool_uses
+from .context import Resuming
 from .response import DONE_LINE
-from .run_context import Resuming
-from .state import AgentState, Checkpoint, decode_state, encode_state
 from .subagents import SUBAGENT_TOOL
-from .tools import ToolCallRequest, error_outcome
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .run_context import RunContext
+    from .context import RunContext
 
 __all__ = [
     "DEAD_TASK",

@@ -25,17 +25,18 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
 
-from . import scrub, sessions
-from .hooks import HookInput, run_hooks
+from ..policy import scrub
+from ..policy.hooks import HookInput, run_hooks
+from ..store import sessions
+from ..store.record import field_of
+from ..store.state import flat_usage
 from .prepare import params as request_params
-from .record import field_of
 from .retry import classify
-from .state import flat_usage
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-    from .run_context import RunContext
+    from .context import RunContext
 
 __all__ = [
     "DEFAULT_COMPACTION_THRESHOLD",

@@ -27,10 +27,10 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .hooks import HookDecision, HookFailure, HookInput, run_hooks
-from .pricing import cost_usd
-from .tools import ToolCallRequest, ToolOutcome, error_outcome
-from .tracing import NOOP, default_tracing
+from ..models.pricing import cost_usd
+from ..policy.hooks import HookDecision, HookFailure, HookInput, run_hooks
+from ..tools.core import ToolCallRequest, ToolOutcome, error_outcome
+from ..tracing import NOOP, default_tracing
 
 if TYPE_CHECKING:
     import asyncio
@@ -38,16 +38,16 @@ if TYPE_CHECKING:
 
     from envelope import Emitter
 
-    from .agent import Agent
+    from ..agent import Agent
+    from ..models.core import Model
+    from ..store.core import Store
+    from ..store.sessions import Inbox
+    from ..store.state import AgentState, PendingChild, RunState
+    from ..tools.core import Tool
+    from ..tracing import Tracing
     from .compaction import Compactor
-    from .models import Model
     from .options import AgentOptions
     from .response import _Response
-    from .sessions import Inbox
-    from .state import AgentState, PendingChild, RunState
-    from .store import Store
-    from .tools import Tool
-    from .tracing import Tracing
 
 __all__ = ["ParentLink", "Resuming", "RunContext"]
 

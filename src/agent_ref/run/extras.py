@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import memory_store
+from ..tools import memory_store
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .run_context import RunContext
-    from .tools import ToolCallRequest
+    from ..tools.core import ToolCallRequest
+    from .context import RunContext
 
 __all__ = ["end_paused", "end_run", "recall", "remember", "run_span", "trace_frontend"]
 

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from . import run_extras
+from ..models.pricing import price_for
+from ..store.record import append_user, last_text, tool_uses
+from ..store.state import PendingCall, RunState, run_record
+from . import extras as run_extras
 from .call_model import close_open
-from .pricing import price_for
-from .record import append_user, last_text, tool_uses
 from .response import DONE_LINE
-from .state import PendingCall, RunState, run_record
 
 if TYPE_CHECKING:
-    from .run_context import RunContext
+    from .context import RunContext
 
 log = logging.getLogger("agent_ref")
 

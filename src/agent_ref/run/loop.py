@@ -17,7 +17,11 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import background, checkpoints, loop_guard, sessions, subagent_run
+from ..policy.hooks import keep_going
+from ..store import sessions
+from ..store.record import add_prompt_context, append_assistant, append_user, take_back_prompt, tool_uses
+from ..tools.core import ToolCallRequest, ToolOutcome, run_tools
+from . import background, checkpoints, loop_guard, subagent_run
 from .call_model import RunFailed, close_open, model_call
 from .finish import (
     STOP_AWAITING,
@@ -33,17 +37,14 @@ from .finish import (
     pause,
     save_paused,
 )
-from .hooks import keep_going
-from .record import add_prompt_context, append_assistant, append_user, take_back_prompt, tool_uses
 from .response import _ClientGone, _NothingSent
 from .structured import structured_end
 from .tool_step import last_call, run_step_tools
-from .tools import ToolCallRequest, ToolOutcome, run_tools
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from .run_context import RunContext
+    from .context import RunContext
 
 __all__ = ["drive", "steps", "traced_steps"]
 
@@ -173,7 +174,7 @@ async def _mcp_servers(ctx: RunContext) -> AsyncIterator[list[bytes]]:
         return
     from envelope._extras import MissingExtraError
 
-    from .mcp_tools import McpToolset
+    from ..tools.mcp import McpToolset
 
     toolset = McpToolset(servers)
     try:

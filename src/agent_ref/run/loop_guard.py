@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
+    from ..store.state import RunState
+    from ..tools.core import ToolCallRequest
     from .options import AgentOptions
-    from .state import RunState
-    from .tools import ToolCallRequest
 
 __all__ = ["DEFAULT_LOOP_LIMIT", "STOP_LOOP_DETECTED", "check", "refusal", "streak"]
 

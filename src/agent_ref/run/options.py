@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from .errors import ConfigError
-from .hooks import HookEntry, check_hooks, child_hooks
+from ..errors import ConfigError
+from ..models.pricing import PRICES, Price, price_for
+from ..policy.hooks import HookEntry, check_hooks, child_hooks
+from ..policy.permissions import PermissionMode, PermissionRule, check_mode, default_mode
+from ..tools.mcp import check_servers
+from ..tools.memory_store import DEFAULT_TIMEOUT as DEFAULT_MEMORY_TIMEOUT
+from ..tools.result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES, MIN_TOOL_RESULT_BYTES
 from .loop_guard import DEFAULT_LOOP_LIMIT
-from .mcp_tools import check_servers
-from .memory_store import DEFAULT_TIMEOUT as DEFAULT_MEMORY_TIMEOUT
-from .permissions import PermissionMode, PermissionRule, check_mode, default_mode
-from .pricing import PRICES, Price, price_for
-from .result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES, MIN_TOOL_RESULT_BYTES
 from .retry import RetryPolicy
 from .structured import DEFAULT_STRUCTURED_RETRIES, OutputSchema, StructuredOutput
 from .subagents import DEFAULT_MAX_SUBAGENTS_PER_STEP, AgentSpec, check_specs
@@ -37,15 +37,15 @@ if TYPE_CHECKING:
 
     from envelope import Profile
 
+    from ..models.core import Model
+    from ..policy.permissions import CanUseTool
+    from ..store.core import Store
+    from ..tools.core import Tool
+    from ..tools.mcp import McpServerConfig
+    from ..tools.memory_store import LongTermMemory
+    from ..tracing import Tracing
     from .background import BackgroundQueue
     from .compaction import Compactor
-    from .mcp_tools import McpServerConfig
-    from .memory_store import LongTermMemory
-    from .models import Model
-    from .permissions import CanUseTool
-    from .store import Store
-    from .tools import Tool
-    from .tracing import Tracing
 
 __all__ = [
     "AGENT_OWNED_PARAMS",

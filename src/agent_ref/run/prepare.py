@@ -12,12 +12,12 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .memory_store import with_memory
+from ..tools.memory_store import with_memory
 from .subagents import spawn_tool_definition
 
 if TYPE_CHECKING:
-    from .run_context import RunContext
-    from .state import RunState
+    from ..store.state import RunState
+    from .context import RunContext
 
 log = logging.getLogger("agent_ref")
 

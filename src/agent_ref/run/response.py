@@ -17,7 +17,7 @@ from envelope import Reconstructor
 if TYPE_CHECKING:
     from envelope import Profile
 
-from .store import LogBatch
+from ..store.core import LogBatch
 
 log = logging.getLogger("agent_ref")
 

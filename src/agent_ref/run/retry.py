@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 import anthropic
 import httpx2
 
-from . import scrub
+from ..policy import scrub
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping

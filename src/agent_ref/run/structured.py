@@ -24,11 +24,11 @@ import msgspec
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
-from .errors import ConfigError
-from .record import append_user, last_text
+from ..errors import ConfigError
+from ..store.record import append_user, last_text
 
 if TYPE_CHECKING:
-    from .run_context import RunContext
+    from .context import RunContext
 
 __all__ = [
     "DEFAULT_STRUCTURED_RETRIES",

@@ -19,24 +19,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import scrub
-from .errors import StateError
+from ..errors import StateError
+from ..policy import scrub
+from ..policy.permissions import narrow
+from ..store.state import PendingCall, PendingChild
+from ..tools.core import ToolCallRequest, ToolOutcome, error_outcome, outcome
+from .context import ParentLink
 from .finish import STOP_ABORTED, STOP_AWAITING, STOP_ERROR, STOP_INTERRUPTED, AgentResult
-from .permissions import narrow
 from .response import _ClientGone
-from .run_context import ParentLink
-from .state import PendingCall, PendingChild
-from .tools import ToolCallRequest, ToolOutcome, error_outcome, outcome
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .agent import Agent
-    from .models import Model
+    from ..agent import Agent
+    from ..models.core import Model
+    from ..store.core import Store
+    from ..store.state import AgentState
+    from .context import RunContext
     from .options import AgentOptions
-    from .run_context import RunContext
-    from .state import AgentState
-    from .store import Store
     from .subagents import AgentSpec
 
 log = logging.getLogger("agent_ref")

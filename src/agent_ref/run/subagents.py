@@ -13,16 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .models import Model
-    from .permissions import PermissionNarrowing
+    from ..models.core import Model
+    from ..policy.permissions import PermissionNarrowing
+    from ..store.core import Store
+    from ..tools.core import Tool
     from .retry import RetryPolicy
-    from .store import Store
-    from .tools import Tool
 
 __all__ = [
     "DEFAULT_MAX_SUBAGENTS_PER_STEP",
@@ -148,6 +148,6 @@ def demo_subagents() -> dict[str, AgentSpec]:
     model's child calls it when its task says "confirm". ``run`` and ``resume`` must
     register the same children, so both take them from here.
     """
-    from .demo_tools import confirm  # the demo tools import nothing from here; kept local all the same
+    from ..tools.demo import confirm  # the demo tools import nothing from here; kept local all the same
 
     return {"researcher": AgentSpec(description="researches one topic and reports findings", tools=[confirm])}

@@ -16,13 +16,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import background as background_tasks
-from . import checkpoints, loop_guard, run_extras, subagent_run
-from .background import TERMINAL
-from .call_model import model_call
-from .finish import STOP_MAX_STEPS
-from .hooks import HookFailure, HookInput, run_hooks
-from .permissions import (
+from ..policy.hooks import HookFailure, HookInput, run_hooks
+from ..policy.permissions import (
     CallKind,
     PermissionAsk,
     PermissionDeny,
@@ -30,18 +25,24 @@ from .permissions import (
     background_denial,
     resolve,
 )
-from .record import append_assistant, append_user, tool_uses
-from .state import PendingCall
+from ..store.record import append_assistant, append_user, tool_uses
+from ..store.state import PendingCall
+from ..tools.context import ToolContextBase
+from ..tools.core import ToolCallRequest, ToolOutcome, error_outcome, run_tools
+from . import background as background_tasks
+from . import checkpoints, loop_guard, subagent_run
+from . import extras as run_extras
+from .background import TERMINAL
+from .call_model import model_call
+from .finish import STOP_MAX_STEPS
 from .subagent_run import ChildPaused
 from .subagents import SUBAGENT_TOOL, over_cap, parse_spawn
-from .tool_context import ToolContextBase
-from .tools import ToolCallRequest, ToolOutcome, error_outcome, run_tools
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .run_context import RunContext
-    from .tracing import RefusalReason
+    from ..tracing import RefusalReason
+    from .context import RunContext
 
 log = logging.getLogger("agent_ref")
 

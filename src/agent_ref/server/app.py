@@ -61,11 +61,13 @@ from envelope.delivery import (
     with_keepalives,
 )
 
-from . import checkpoints
-from .agent import Agent, save_released
-from .demo_tools import default_tools
-from .errors import ConflictError, StoreError, UnavailableError
-from .server_http import (
+from ..agent import Agent, save_released
+from ..errors import ConflictError, StoreError, UnavailableError
+from ..run import checkpoints
+from ..store.core import LogBatch, Store, owner_gone
+from ..store.state import roll_back_dead_run
+from ..tools.demo import default_tools
+from .http import (
     LOOPBACK_HOSTS,
     MAX_NUMBER_CHARS,
     _agent_uuid,
@@ -75,27 +77,27 @@ from .server_http import (
     _store_failure,
     _string,
 )
-from .server_http import (
+from .http import (
     _allowed as _allowed,
 )
-from .server_http import (
+from .http import (
     _read_json as _read_json,
 )
-from .server_http import (
+from .http import (
     _refusal_of as _refusal_of,
 )
 
 # Re-exported under their old home (server_interop.py and serve_cli.py import them from here).
-from .server_http import (
+from .http import (
     _Refused as _Refused,
 )
-from .server_http import (
+from .http import (
     _tool_results as _tool_results,
 )
-from .server_http import (
+from .http import (
     _unknown_keys as _unknown_keys,
 )
-from .server_streams import (
+from .streams import (
     DONE_LINE,
     JOURNAL_LOST,
     RUN_ID_PATTERN,
@@ -108,18 +110,16 @@ from .server_streams import (
     parse_event_id,
     stream_agent,
 )
-from .state import roll_back_dead_run
-from .store import LogBatch, Store, owner_gone
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
     from starlette.requests import Request
 
-    from .agent import AgentResult, Sink
-    from .models import Model
-    from .state import AgentState
-    from .tools import Tool
+    from ..agent import AgentResult, Sink
+    from ..models.core import Model
+    from ..store.state import AgentState
+    from ..tools.core import Tool
 
 __all__ = ["LOOPBACK_HOSTS", "MAX_NUMBER_CHARS", "ServerConfig", "create_app", "serve"]
 
@@ -811,8 +811,8 @@ def create_app(
 
 def _routes(app: _App) -> list[Route]:
     """Every route of the app, by group."""
-    from .server_interop import interop_routes  # spec server §9: AG-UI and useChat on the same runs
-    from .server_stop import stop_route  # spec server §1.4: stopping a run
+    from .interop import interop_routes  # spec server §9: AG-UI and useChat on the same runs
+    from .stop import stop_route  # spec server §1.4: stopping a run
 
     stop = stop_route(
         store=app.store, manager=app.manager, max_body_bytes=app.cfg.max_body_bytes, load=app.load, route=app.route
@@ -820,7 +820,7 @@ def _routes(app: _App) -> list[Route]:
     interop = interop_routes(
         store=app.store, manager=app.manager, config=app.cfg, new_agent=app.new_agent, route=app.route, sse=app.sse
     )
-    from .server_messages import messages_route  # spec server: streaming input to a working run
+    from .messages import messages_route  # spec server: streaming input to a working run
 
     messages = messages_route(
         manager=app.manager, max_body_bytes=app.cfg.max_body_bytes, config=app.cfg, route=app.route
@@ -1018,7 +1018,7 @@ def _page_routes() -> list[Route]:
 @contextlib.asynccontextmanager
 async def _lifespan(app: _App) -> AsyncIterator[None]:
     """At start, close what a previous process left open; at shutdown, abort the runs and close the store."""
-    from .server_stop import listen_for_stops
+    from .stop import listen_for_stops
 
     manager = app.manager
     closed = await manager.recover()
@@ -1099,7 +1099,7 @@ async def _replay(run_id: str, response: int, lines: Sequence[bytes], after: int
 
 
 def _web(name: str) -> bytes:
-    return (resources.files("agent_ref") / "web" / name).read_bytes()
+    return (resources.files("agent_ref.server") / "web" / name).read_bytes()
 
 
 # ---------------------------------------------------------------------- running it

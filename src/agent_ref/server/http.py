@@ -26,8 +26,8 @@ from starlette.responses import JSONResponse, Response
 
 from envelope.delivery import JournalError, JournalUnavailableError
 
-from .errors import ConflictError, StateError, ToolResultsError, UnavailableError
-from .server_streams import RUN_ID_PATTERN, JournalFailedError
+from ..errors import ConflictError, StateError, ToolResultsError, UnavailableError
+from .streams import RUN_ID_PATTERN, JournalFailedError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

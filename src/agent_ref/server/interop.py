@@ -30,8 +30,8 @@ from envelope.interop import InteropError
 from envelope.interop.agui import CUSTOM_PREFIX, EnvelopeToAgui, request_from_run_input
 from envelope.interop.vercel import HEADERS, EnvelopeToVercel, request_from_chat
 
-from .server_http import _read_json, _refusal_of, _Refused, _tool_results
-from .server_streams import DONE_LINE
+from .http import _read_json, _refusal_of, _Refused, _tool_results
+from .streams import DONE_LINE
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -41,11 +41,11 @@ if TYPE_CHECKING:
 
     from envelope.interop.agui import ServerRequest
 
-    from .agent import Agent
-    from .server import RunManager, ServerConfig
-    from .server_streams import LiveStream
-    from .state import AgentState
-    from .store import Store
+    from ..agent import Agent
+    from ..store.core import Store
+    from ..store.state import AgentState
+    from .app import RunManager, ServerConfig
+    from .streams import LiveStream
 
     Handler = Callable[[Request], Awaitable[Response]]
 

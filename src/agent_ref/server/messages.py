@@ -20,17 +20,17 @@ from typing import TYPE_CHECKING
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .errors import StateError, StoreError
-from .server_http import _read_json, _Refused, _string, _unknown_keys
-from .server_streams import RUN_ID_PATTERN
-from .sessions import InboxStore
+from ..errors import StateError, StoreError
+from ..store.sessions import InboxStore
+from .http import _read_json, _Refused, _string, _unknown_keys
+from .streams import RUN_ID_PATTERN
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from starlette.requests import Request
 
-    from .server import RunManager, ServerConfig
+    from .app import RunManager, ServerConfig
 
 __all__ = ["messages_route"]
 

@@ -28,18 +28,18 @@ from starlette.routing import Route
 
 from envelope.delivery import JournalError
 
-from .server_http import _read_json, _refusal_of, _Refused, _unknown_keys
-from .server_streams import RUN_ID_PATTERN, stream_agent
+from .http import _read_json, _refusal_of, _Refused, _unknown_keys
+from .streams import RUN_ID_PATTERN, stream_agent
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from starlette.requests import Request
 
-    from .agent import Agent
-    from .server import RunManager
-    from .state import AgentState
-    from .store import Store
+    from ..agent import Agent
+    from ..store.core import Store
+    from ..store.state import AgentState
+    from .app import RunManager
 
 __all__ = ["RESEND_SECONDS", "STOP_REASON_TEXT", "WAIT_SECONDS", "listen_for_stops", "stop_route"]
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol, TypeVar
 
 import msgspec
 
-from .errors import ConflictError, StateError, StoreError, UnavailableError
+from ..errors import ConflictError, StateError, StoreError, UnavailableError
 from .sessions import InboxReceipt
 from .state import AgentState, RunRecord, decode_state, encode_state
 

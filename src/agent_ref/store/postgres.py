@@ -38,11 +38,11 @@ from envelope.delivery import postgres as _postgres
 from envelope.delivery.postgres import CHANNEL
 from envelope.delivery.postgres import describe_database as _where
 
-from .errors import ConflictError, StateError, StoreError, UnavailableError
+from ..errors import ConflictError, StateError, StoreError, UnavailableError
+from .core import AgentSummary, LogBatch, _conflict, _group, _next_step, _not_accepting, _summary
 from .migrations import migrations
 from .sessions import InboxReceipt
 from .state import AgentState, RunRecord, decode_state, encode_state
-from .store import AgentSummary, LogBatch, _conflict, _group, _next_step, _not_accepting, _summary
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

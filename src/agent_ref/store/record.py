@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .tools import ToolCallRequest
+from ..tools.core import ToolCallRequest
 
 if TYPE_CHECKING:
     from .state import AgentState, RunState

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
-from .errors import StateError
+from ..errors import StateError
 from .record import append_user
 from .state import AgentState, RunMark, Usage, decode_state, encode_state
 
 if TYPE_CHECKING:
-    from .run_context import RunContext
-    from .snapshots import RestoreReport
+    from ..run.context import RunContext
+    from ..tools.snapshots import RestoreReport
 
 __all__ = [
     "Inbox",

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from .permissions import PendingApproval, PermissionState
+from ..policy.permissions import PendingApproval, PermissionState
 
 __all__ = [
     "AgentState",

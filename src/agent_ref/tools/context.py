@@ -19,14 +19,14 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from . import scrub
+from ..policy import scrub
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from envelope import Emitter
 
-    from .store import Store
+    from ..store.core import Store
 
 __all__ = ["ToolContext", "ToolContextBase", "ToolProgress"]
 

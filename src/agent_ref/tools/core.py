@@ -25,11 +25,12 @@ from typing import Any, Final, Literal, overload
 
 import msgspec
 
-from . import scrub
-from .errors import ToolDefinitionError
+from ..errors import ToolDefinitionError
+from ..policy import scrub
+from ..tracing import OFF, Tracing
+from .context import ProgressStream, ToolContext, ToolContextBase, ToolProgress
 from .result_bound import bound_result
-from .tool_context import ProgressStream, ToolContext, ToolContextBase, ToolProgress
-from .tool_schema import (
+from .schema import (
     SUPPORTED_HINTS,
     default_value,
     json_able,
@@ -40,7 +41,6 @@ from .tool_schema import (
     unexpected_field,
     uses_pydantic,
 )
-from .tracing import OFF, Tracing
 
 if typing.TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence

@@ -38,9 +38,9 @@ import operator
 import re
 from typing import TYPE_CHECKING, Final
 
-from .permissions import PermissionRule
-from .tool_context import ToolContext  # noqa: TC001 - the tool decorator reads the annotation at runtime
-from .tools import Tool, tool
+from ..policy.permissions import PermissionRule
+from .context import ToolContext  # noqa: TC001 - the tool decorator reads the annotation at runtime
+from .core import Tool, tool
 
 if TYPE_CHECKING:
     from collections.abc import Callable

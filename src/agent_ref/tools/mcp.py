@@ -3,9 +3,9 @@
 Owns: the server configurations (``StdioServer``, ``HttpServer``, ``InProcessServer``),
 reading the common ``.mcp.json`` shape (``load_mcp_config``), and ``McpToolset``: an
 async context manager that connects every server, lists its tools and gives them as
-``agent_ref.tools.Tool`` objects named ``mcp__<server>__<tool>``, maps each call's
+``agent_ref.tools.core.Tool`` objects named ``mcp__<server>__<tool>``, maps each call's
 result to what a tool returns, bounds every wait (connect, list, call) and closes every
-server when it exits. Does not own: running the calls (``agent_ref.tools.run_tools``,
+server when it exits. Does not own: running the calls (``agent_ref.tools.core.run_tools``,
 with the hooks, permissions, loop guard and redactor of any tool), or the protocol
 itself (the SDK's ``mcp.Client``).
 
@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 from envelope import ImageRef
 from envelope._extras import MissingExtraError, missing, needs
 
-from .errors import AgentRefError, ConfigError
-from .tools import Tool, ToolOutput
+from ..errors import AgentRefError, ConfigError
+from .core import Tool, ToolOutput
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -40,14 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from ..errors import AgentRefError, ConfigError
 from . import snapshots
-from .errors import AgentRefError, ConfigError
-from .tools import Tool
+from .core import Tool
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from .tool_context import ToolContext
+    from .context import ToolContext
 
 __all__ = [
     "COMMANDS",

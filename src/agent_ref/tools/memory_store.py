@@ -34,8 +34,8 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from . import scrub
-from .errors import AgentRefError, ConfigError
+from ..errors import AgentRefError, ConfigError
+from ..policy import scrub
 
 __all__ = [
     "DEFAULT_TIMEOUT",

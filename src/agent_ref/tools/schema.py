@@ -27,7 +27,7 @@ from typing import Any, Final, Literal, Union
 
 import msgspec
 
-from .errors import ToolDefinitionError
+from ..errors import ToolDefinitionError
 
 _SIMPLE: Final[dict[type, dict[str, Any]]] = {
     str: {"type": "string"},

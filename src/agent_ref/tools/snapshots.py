@@ -37,13 +37,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkab
 
 import msgspec
 
-from .errors import AgentRefError
+from ..errors import AgentRefError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
-    from .tool_context import ToolContext
-    from .tools import Tool
+    from .context import ToolContext
+    from .core import Tool
 
 __all__ = [
     "MAX_SNAPSHOT_FILE_BYTES",

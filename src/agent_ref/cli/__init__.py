@@ -1,0 +1,1 @@
+"""The cli wing of agent_ref (see docs/architecture.md)."""

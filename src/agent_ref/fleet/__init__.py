@@ -1,0 +1,1 @@
+"""The fleet wing of agent_ref (see docs/architecture.md)."""

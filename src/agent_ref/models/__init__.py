@@ -1,0 +1,1 @@
+"""The models wing of agent_ref (see docs/architecture.md)."""

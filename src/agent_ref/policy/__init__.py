@@ -1,0 +1,1 @@
+"""The policy wing of agent_ref (see docs/architecture.md)."""

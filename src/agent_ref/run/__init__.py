@@ -1,0 +1,1 @@
+"""The run wing of agent_ref (see docs/architecture.md)."""

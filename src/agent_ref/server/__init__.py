@@ -1,0 +1,1 @@
+"""The server wing of agent_ref (see docs/architecture.md)."""

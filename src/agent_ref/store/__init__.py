@@ -1,0 +1,1 @@
+"""The store wing of agent_ref (see docs/architecture.md)."""

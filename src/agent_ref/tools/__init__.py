@@ -1,0 +1,1 @@
+"""The tools wing of agent_ref (see docs/architecture.md)."""
