@@ -1,7 +1,10 @@
 """agent_ref: a minimal reference agent that speaks the JSON envelope protocol.
 
-Re-exports only. The loop is in ``agent.py``; decisions are in ``spec/agent-ref.md``.
-Owns: the public names of the reference agent. Does not own: the codec (``envelope``).
+Re-exports only. The ``Agent`` is in ``agent.py``; everything else is in a wing by concern
+(``run``, ``tools``, ``policy``, ``models``, ``store``, ``fleet``, ``server``, ``cli``: each
+``__init__`` says what it owns; ``docs/architecture.md`` draws them). Decisions are in
+``spec/agent-ref.md``. Owns: the public names of the reference agent. Does not own: the
+codec (``envelope``).
 
 The names load on first use (PEP 562 ``__getattr__``): ``import agent_ref`` alone, and
 so ``agent-ref --version`` and ``--help``, never import the ``anthropic`` SDK, whose
