@@ -15,8 +15,8 @@ import pytest
 
 from agent_ref import Agent, Fault, MemoryStore, ScriptedModel, default_tools
 from agent_ref.errors import ConfigError
-from agent_ref.run.background import NOTIFICATION_TAG
 from agent_ref.run.subagents import AgentSpec, parse_spawn, spawn_tool_definition
+from agent_ref.store.state import NOTIFICATION_TAG
 from agent_ref.tools.demo import confirm
 from agent_ref_support import envelopes, fast_retry, run
 from envelope import reconstruct, tree

@@ -18,8 +18,9 @@ import pytest
 from agent_ref import Agent, ScriptedModel
 from agent_ref.cli.commands import main as agent_ref_main
 from agent_ref.fleet.task_queue import RESULT_UNKNOWN, PostgresTaskQueue, Task
-from agent_ref.run.background import NOTIFICATION_TAG, BackgroundQueue
+from agent_ref.run.background import BackgroundQueue
 from agent_ref.store.postgres import PostgresStore
+from agent_ref.store.state import NOTIFICATION_TAG
 from agent_ref_support import assert_valid_responses, envelopes
 from fleet_support import CHILD_SECONDS_ENV, SUBAGENTS, WorkerProcess
 

@@ -41,10 +41,6 @@ KNOWN_UP: dict[tuple[str, str], tuple[frozenset[str], str]] = {
         frozenset({"agent_ref.store.sessions -> agent_ref.run.context"}),
         "sessions' functions take a RunContext: a Protocol of the store wing, or the run side moves up",
     ),
-    ("models", "run"): (
-        frozenset({"agent_ref.models.scripted -> agent_ref.run.background"}),
-        "the scripted model reads NOTIFICATION_TAG from run.background: the tag moves below both",
-    ),
     ("fleet", "agent"): (
         frozenset({"agent_ref.fleet.worker -> agent_ref.agent"}),
         "the worker types the agent it runs as Agent: a Protocol of the fleet wing",

@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import httpx2
 from anthropic import AsyncAnthropic
 
-from ..run.background import NOTIFICATION_TAG
+from ..store.state import NOTIFICATION_TAG
 from ..tools.demo import evaluate
 from .core import SDKModel
 

@@ -29,7 +29,7 @@ import msgspec
 
 from ..policy import scrub
 from ..store.record import append_user
-from ..store.state import BackgroundTask
+from ..store.state import NOTIFICATION_TAG, BackgroundTask
 from ..tools.core import Tool, ToolCallRequest, ToolOutcome, outcome, tool
 from .call_model import close_open
 from .finish import STOP_ABORTED, STOP_ERROR, STOP_INTERRUPTED
@@ -48,8 +48,6 @@ log = logging.getLogger("agent_ref")
 
 #: The polling tool an agent with subagents gets (spec §14.3).
 TASK_STATUS_TOOL: Final = "task_status"
-#: How a notification text starts, in the user turn before the parent's next call (spec §14.4).
-NOTIFICATION_TAG: Final = "<task-notification"
 #: The end states of a task (spec §14.2).
 TERMINAL: Final = frozenset({"completed", "failed", "killed"})
 

@@ -12,13 +12,14 @@ is bumped only for a change old readers cannot ignore.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
 from ..policy.permissions import PendingApproval, PermissionState
 
 __all__ = [
+    "NOTIFICATION_TAG",
     "AgentState",
     "BackgroundTask",
     "Checkpoint",
@@ -210,6 +211,12 @@ Recovery = Literal["paused", "lost", "released"]
 
 #: A background task's life (seed 004 Background Task Flow; spec §14.2).
 TaskStatus = Literal["pending", "running", "completed", "failed", "killed"]
+
+
+#: How a background task's notification text starts, in the user turn before the parent's next
+#: call (spec §14.4). Here, below the run and the models, since both read it (run.background
+#: writes it, the scripted model skips it).
+NOTIFICATION_TAG: Final = "<task-notification"
 
 
 class BackgroundTask(msgspec.Struct, kw_only=True):
