@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from envelope._extras import MissingExtraError, missing, needs
 
+from .defaults import VERSION
+
 if TYPE_CHECKING:
     from .agent import DONE_LINE, Agent, AgentResult, Sink
     from .errors import AgentRefError, ConfigError, ConflictError, StateError, ToolDefinitionError, ToolResultsError
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from .tools.demo import default_tools
     from .tools.memory import MemoryToolError, memory_tool
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 #: Each public name and the submodule that defines it (the imports above, for type checkers).
 _HOME: Final = {

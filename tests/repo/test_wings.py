@@ -29,10 +29,6 @@ MAX_TOP = 10
 
 #: ``(from, to)``: the module imports of an arrow that still runs up, and the change that ends it.
 KNOWN_UP: dict[tuple[str, str], tuple[frozenset[str], str]] = {
-    ("tracing", "agent_ref"): (
-        frozenset({"agent_ref.tracing -> agent_ref"}),
-        "the tracer's scope version is read from the face (__version__): keep it below tracing",
-    ),
     ("tools", "store"): (
         frozenset({"agent_ref.tools.context -> agent_ref.store.core"}),
         "ToolContext types its store as Store: a Protocol of the tools wing for what a tool uses",
