@@ -47,7 +47,7 @@ CONFIRM = "Please confirm: delete the temp files"
 _SERVER = """
 import sys
 from agent_ref import ScriptedModel
-from agent_ref.server import create_app, serve
+from agent_ref.server.app import create_app, serve
 from agent_ref.store.postgres import PostgresJournal, PostgresStore
 url = sys.argv[1]
 app = create_app(store=PostgresStore(url), model_factory=ScriptedModel, journal=PostgresJournal(url))

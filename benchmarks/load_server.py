@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _SERVER = """
 import sys
 from agent_ref import MemoryStore, SQLiteStore, ScriptedModel
-from agent_ref.server import create_app, serve
+from agent_ref.server.app import create_app, serve
 from agent_ref.server.streams import FileJournal, MemoryJournal
 db = sys.argv[2]
 if sys.argv[1] == "sqlite":

@@ -215,7 +215,7 @@ def test_spec_rc1_b_version_and_help_do_not_load_the_sdk(argv: list[str]) -> Non
     """`agent-ref --version` took 3-5 s importing the SDK; --version and --help load neither it nor the server [RC1-b]."""
     probe = (
         "import sys\n"
-        "from agent_ref.cli import main\n"
+        "from agent_ref.cli.commands import main\n"
         "try:\n"
         f"    main({argv!r})\n"
         "except SystemExit as exc:\n"

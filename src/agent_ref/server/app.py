@@ -24,7 +24,7 @@ Mount it in an existing ASGI app::
     from starlette.applications import Starlette
     from starlette.routing import Mount
     from agent_ref import SQLiteStore, ScriptedModel
-    from agent_ref.server import create_app
+    from agent_ref.server.app import create_app
 
     agent_app = create_app(store=SQLiteStore("agents.db"), model_factory=ScriptedModel)
     app = Starlette(routes=[Mount("/assistant", app=agent_app)], lifespan=agent_app.router.lifespan_context)
