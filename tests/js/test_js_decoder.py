@@ -73,7 +73,7 @@ def test_spec_server_7_1_b_the_published_file_is_the_served_file(name: str) -> N
     """[S7.1-a]: the package's module (``js/``, the source) and the page's copy are the same bytes, and real files."""
     source, served = ROOT / "js" / name, ROOT / "src" / "agent_ref" / "server" / "web" / name
     assert not source.is_symlink(), "npm pack leaves symlinks out: js/ holds the real file"
-    assert not served.is_symlink(), "the wheel must hold the real file: src/agent_ref/web/ holds a copy"
+    assert not served.is_symlink(), "the wheel must hold the real file: src/agent_ref/server/web/ holds a copy"
     assert source.read_bytes() == served.read_bytes(), f"edit js/{name}, then run scripts/sync-web-js"
 
 
