@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 import psycopg
 
-from agent_ref.store_pg import PostgresJournal, PostgresStore
+from agent_ref.store.postgres import PostgresJournal, PostgresStore
 from envelope import SSEReader, StreamValidator, reconstruct
 
 if TYPE_CHECKING:
@@ -47,8 +47,8 @@ CONFIRM = "Please confirm: delete the temp files"
 _SERVER = """
 import sys
 from agent_ref import ScriptedModel
-from agent_ref.server import create_app, serve
-from agent_ref.store_pg import PostgresJournal, PostgresStore
+from agent_ref.server.app import create_app, serve
+from agent_ref.store.postgres import PostgresJournal, PostgresStore
 url = sys.argv[1]
 app = create_app(store=PostgresStore(url), model_factory=ScriptedModel, journal=PostgresJournal(url))
 serve(app, "127.0.0.1", 0, ready=lambda u: (sys.stdout.write(u + "\\n"), sys.stdout.flush()))

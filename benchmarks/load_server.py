@@ -9,7 +9,7 @@ most C in flight, reading each SSE response to its end through the strict
 
 * ``cli`` (the default): the real console script, ``agent-ref serve --port 0 --db
   <tmp>/bench.db`` (SQLite store, file journal beside it), exactly as a user starts it;
-* ``sqlite`` / ``memory``: ``agent_ref.server.create_app`` under uvicorn with that store.
+* ``sqlite`` / ``memory``: ``agent_ref.server.app.create_app`` under uvicorn with that store.
 
 Prints runs/s, lines/s and MB/s summed over all responses, time to first byte (p50,
 p95, max) and the share of streams that were valid and complete. ``measure`` returns
@@ -49,8 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 _SERVER = """
 import sys
 from agent_ref import MemoryStore, SQLiteStore, ScriptedModel
-from agent_ref.server import create_app, serve
-from agent_ref.server_streams import FileJournal, MemoryJournal
+from agent_ref.server.app import create_app, serve
+from agent_ref.server.streams import FileJournal, MemoryJournal
 db = sys.argv[2]
 if sys.argv[1] == "sqlite":
     app = create_app(store=SQLiteStore(db), model_factory=ScriptedModel, journal=FileJournal(db + ".streams"))
@@ -145,7 +145,7 @@ def _server_command(store: str, db: Path) -> list[str]:
         script = Path(sys.executable).parent / "agent-ref"
         if script.is_file():  # the console script the package installs: what a user runs
             return [str(script), "serve", "--port", "0", "--db", str(db)]
-        return [sys.executable, "-m", "agent_ref.serve_cli", "--port", "0", "--db", str(db)]  # the same command
+        return [sys.executable, "-m", "agent_ref.cli.serve", "--port", "0", "--db", str(db)]  # the same command
     return [sys.executable, "-c", _SERVER, store, str(db)]
 
 

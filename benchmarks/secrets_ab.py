@@ -11,7 +11,7 @@ one delta in a hundred, so the marker path runs too). It checks first that ``key
 sends the same text as ``bare`` when no held value occurs (cut differently: a delta's
 tail that could begin the key waits for the next), and that no held value is in any
 line. Prints each candidate's median per-round CPU ratio to ``bare`` and quartiles.
-Does not own: the scrubber (``agent_ref.scrub``) or the translator.
+Does not own: the scrubber (``agent_ref.policy.scrub``) or the translator.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agent_ref.scrub import EventScrubber
+from agent_ref.policy.scrub import EventScrubber
 from envelope.anthropic import AnthropicTranslator
 
 from .inputs import AGENTS, deltas

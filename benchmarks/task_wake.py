@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 
-from agent_ref.task_queue import PostgresTaskQueue
+from agent_ref.fleet.task_queue import PostgresTaskQueue
 from benchmarks.load_scaleout import database
 
 #: The notified waiter's median delay, as a fraction of the poll period, that the goal allows.

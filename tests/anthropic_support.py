@@ -1,6 +1,6 @@
 """Helpers shared by the Anthropic adapter tests: run a recorded call through the real SDK.
 
-Owns: driving ``agent_ref.replay`` clients and comparing a reconstructed transcript with
+Owns: driving ``agent_ref.models.replay`` clients and comparing a reconstructed transcript with
 the SDK's own final message. Not a test module (no ``test_`` prefix). It lives beside
 ``conftest.py``, not in ``tests/anthropic/``, so that mypy (whose path has ``tests``)
 and pytest both import it as ``anthropic_support``.
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_ref.replay import ReplayServer
+from agent_ref.models.replay import ReplayServer
 from envelope import reconstruct
 from envelope._decoder import CITATION_FIELDS
 from envelope.anthropic import AnthropicTranslator

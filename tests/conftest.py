@@ -69,10 +69,10 @@ def validated_sink() -> Iterator[Callable[..., ValidatedSink]]:
 def _held_secrets_restored() -> Iterator[None]:
     """Every test starts and ends with the secrets held before it (spec [HY1-a]).
 
-    Held secrets are process-wide (``agent_ref.scrub``): an ``Agent(..., secrets=[...])``
+    Held secrets are process-wide (``agent_ref.policy.scrub``): an ``Agent(..., secrets=[...])``
     of one test would otherwise stay held for every later test in the process.
     """
-    from agent_ref import scrub
+    from agent_ref.policy import scrub
 
     with scrub.held_scope():
         yield

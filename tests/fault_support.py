@@ -20,13 +20,13 @@ import httpx2
 
 from agent_ref import MemoryStore, SQLiteStore
 from agent_ref.errors import UnavailableError
-from agent_ref.server_streams import MemoryJournal
+from agent_ref.server.streams import MemoryJournal
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from agent_ref.state import AgentState, RunRecord
-    from agent_ref.store import LogBatch, Store
+    from agent_ref.store.core import LogBatch, Store
+    from agent_ref.store.state import AgentState, RunRecord
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0, every: float = 0.02) -> None:
@@ -62,7 +62,7 @@ async def wait_until_async(
 
 def _open_store(where: str) -> Store:
     if where.startswith("postgresql://"):
-        from agent_ref.store_pg import PostgresStore
+        from agent_ref.store.postgres import PostgresStore
 
         return PostgresStore(where)
     return SQLiteStore(where)

@@ -1,6 +1,6 @@
 """Worker processes for the fleet tests, and the handler they run.
 
-A worker process is ``python -m agent_ref.worker --db URL --handlers fleet_support:HANDLERS``:
+A worker process is ``python -m agent_ref.fleet.worker --db URL --handlers fleet_support:HANDLERS``:
 ``agent-ref worker``'s own ``main``, with the ``record`` kind added. ``record`` writes one
 row per run into ``fleet_runs`` (task, attempt, worker, when) *before* its work, sleeps
 ``payload["seconds"]``, and returns ``{"attempt", "worker"}``: so a test sees every run of
@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from agent_ref import Agent, ScriptedModel
-from agent_ref.retry import RetryPolicy
-from agent_ref.subagents import AgentSpec
+from agent_ref.run.retry import RetryPolicy
+from agent_ref.run.subagents import AgentSpec
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from agent_ref.worker import Handler, TaskContext
+    from agent_ref.fleet.worker import Handler, TaskContext
 
 HERE = Path(__file__).resolve().parent  # tests/
 SRC = HERE.parent / "src"
@@ -109,7 +109,7 @@ class WorkerProcess:
             RECORD_ENV: url,
             "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE), os.environ.get("PYTHONPATH", "")]),
         }
-        command = [sys.executable, "-m", "agent_ref.worker", "--db", url, "--name", name, "-v"]
+        command = [sys.executable, "-m", "agent_ref.fleet.worker", "--db", url, "--name", name, "-v"]
         command += ["--handlers", "fleet_support:HANDLERS", *args]
         with log.open("w") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)

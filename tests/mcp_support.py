@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_ref.mcp_tools import StdioServer
+from agent_ref.tools.mcp import StdioServer
 
 if TYPE_CHECKING:
     from agent_ref import ScriptedModel

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_ref import ScriptedModel, tool
-from agent_ref.demo_tools import confirm, evaluate
-from agent_ref.server import create_app, serve
+from agent_ref.server.app import create_app, serve
+from agent_ref.tools.demo import confirm, evaluate
 
 if TYPE_CHECKING:
     from agent_ref import Store, Tool
-    from agent_ref.server_streams import Journal
+    from agent_ref.server.streams import Journal
 
 #: How long a gated calculator waits for its gate file at most (seconds).
 GATE_WAIT = 60

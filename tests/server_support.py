@@ -23,7 +23,7 @@ import httpx2
 import uvicorn
 
 from agent_ref import Tool, tool
-from agent_ref.demo_tools import confirm, evaluate
+from agent_ref.tools.demo import confirm, evaluate
 from envelope import SSEEvent, SSEReader
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """MkDocs hook: pictures kept beside what makes them become files of the site, under ``images/``.
 
 The page's screenshot is written by the browser test that checks it
-(``src/agent_ref/web/screenshot.png``) and the bench's charts by the bench
+(``src/agent_ref/server/web/screenshot.png``) and the bench's charts by the bench
 (``benchmarks/*.png``); they stay where they are made, and the README shows them from
 there. The site cannot link outside ``docs/``, so each is added at build time, never copied
 into ``docs/``.
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 #: ``images/NAME`` in the site: the file in the repository it is read from.
 IMAGES = {
-    "screenshot.png": "src/agent_ref/web/screenshot.png",
+    "screenshot.png": "src/agent_ref/server/web/screenshot.png",
     "bench.png": "benchmarks/bench.png",
     "scaling.png": "benchmarks/scaling.png",
 }

@@ -1,7 +1,10 @@
 """agent_ref: a minimal reference agent that speaks the JSON envelope protocol.
 
-Re-exports only. The loop is in ``agent.py``; decisions are in ``spec/agent-ref.md``.
-Owns: the public names of the reference agent. Does not own: the codec (``envelope``).
+Re-exports only. The ``Agent`` is in ``agent.py``; everything else is in a wing by concern
+(``run``, ``tools``, ``policy``, ``models``, ``store``, ``fleet``, ``server``, ``cli``: each
+``__init__`` says what it owns; ``docs/architecture.md`` draws them). Decisions are in
+``spec/agent-ref.md``. Owns: the public names of the reference agent. Does not own: the
+codec (``envelope``).
 
 The names load on first use (PEP 562 ``__getattr__``): ``import agent_ref`` alone, and
 so ``agent-ref --version`` and ``--help``, never import the ``anthropic`` SDK, whose
@@ -18,15 +21,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 from envelope._extras import MissingExtraError, missing, needs
 
+from .defaults import VERSION
+
 if TYPE_CHECKING:
     from .agent import DONE_LINE, Agent, AgentResult, Sink
-    from .compaction import Compactor, SummarizingCompactor, ToolResultTrimmer
-    from .demo_tools import default_tools
     from .errors import AgentRefError, ConfigError, ConflictError, StateError, ToolDefinitionError, ToolResultsError
-    from .hooks import HOOK_EVENTS, Hook, HookDecision, HookInput, HookMatcher
-    from .memory import MemoryToolError, memory_tool
-    from .models import AnthropicModel, Model, ReplayModel, SDKModel
-    from .permissions import (
+    from .models.core import AnthropicModel, Model, ReplayModel, SDKModel
+    from .models.pricing import PRICES, Price, cost_usd
+    from .models.scripted import Fault, ScriptedModel
+    from .policy.hooks import HOOK_EVENTS, Hook, HookDecision, HookInput, HookMatcher
+    from .policy.permissions import (
         CanUseTool,
         PendingApproval,
         PermissionAllow,
@@ -37,17 +41,18 @@ if TYPE_CHECKING:
         ToolPermissionContext,
         approval_reason,
     )
-    from .pricing import PRICES, Price, cost_usd
-    from .retry import RetryPolicy
-    from .scripted import Fault, ScriptedModel
-    from .state import AgentState, PendingCall, RunRecord
-    from .store import MemoryStore, SQLiteStore, Store
-    from .structured import OutputSchema
-    from .subagents import SUBAGENT_TOOL, AgentSpec
-    from .tool_context import ToolContext, ToolContextBase, ToolProgress
-    from .tools import Tool, ToolOutput, tool
+    from .run.compaction import Compactor, SummarizingCompactor, ToolResultTrimmer
+    from .run.retry import RetryPolicy
+    from .run.structured import OutputSchema
+    from .run.subagents import SUBAGENT_TOOL, AgentSpec
+    from .store.core import MemoryStore, SQLiteStore, Store
+    from .store.state import AgentState, PendingCall, RunRecord
+    from .tools.context import ToolContext, ToolContextBase, ToolProgress
+    from .tools.core import Tool, ToolOutput, tool
+    from .tools.demo import default_tools
+    from .tools.memory import MemoryToolError, memory_tool
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 #: Each public name and the submodule that defines it (the imports above, for type checkers).
 _HOME: Final = {
@@ -55,57 +60,57 @@ _HOME: Final = {
     "AgentResult": "agent",
     "DONE_LINE": "agent",
     "Sink": "agent",
-    "Compactor": "compaction",
-    "SummarizingCompactor": "compaction",
-    "ToolResultTrimmer": "compaction",
-    "default_tools": "demo_tools",
+    "Compactor": "run.compaction",
+    "SummarizingCompactor": "run.compaction",
+    "ToolResultTrimmer": "run.compaction",
+    "default_tools": "tools.demo",
     "AgentRefError": "errors",
     "ConfigError": "errors",
     "ConflictError": "errors",
     "StateError": "errors",
     "ToolDefinitionError": "errors",
     "ToolResultsError": "errors",
-    "HOOK_EVENTS": "hooks",
-    "Hook": "hooks",
-    "HookDecision": "hooks",
-    "HookInput": "hooks",
-    "HookMatcher": "hooks",
-    "MemoryToolError": "memory",
-    "memory_tool": "memory",
-    "AnthropicModel": "models",
-    "Model": "models",
-    "ReplayModel": "models",
-    "SDKModel": "models",
-    "CanUseTool": "permissions",
-    "PendingApproval": "permissions",
-    "PermissionMode": "permissions",
-    "PermissionNarrowing": "permissions",
-    "PermissionRule": "permissions",
-    "approval_reason": "permissions",
-    "PermissionAllow": "permissions",
-    "PermissionDeny": "permissions",
-    "ToolPermissionContext": "permissions",
-    "PRICES": "pricing",
-    "Price": "pricing",
-    "cost_usd": "pricing",
-    "RetryPolicy": "retry",
-    "Fault": "scripted",
-    "ScriptedModel": "scripted",
-    "AgentState": "state",
-    "PendingCall": "state",
-    "RunRecord": "state",
-    "MemoryStore": "store",
-    "SQLiteStore": "store",
-    "Store": "store",
-    "OutputSchema": "structured",
-    "AgentSpec": "subagents",
-    "SUBAGENT_TOOL": "subagents",
-    "ToolContext": "tool_context",
-    "ToolContextBase": "tool_context",
-    "ToolProgress": "tool_context",
-    "Tool": "tools",
-    "ToolOutput": "tools",
-    "tool": "tools",
+    "HOOK_EVENTS": "policy.hooks",
+    "Hook": "policy.hooks",
+    "HookDecision": "policy.hooks",
+    "HookInput": "policy.hooks",
+    "HookMatcher": "policy.hooks",
+    "MemoryToolError": "tools.memory",
+    "memory_tool": "tools.memory",
+    "AnthropicModel": "models.core",
+    "Model": "models.core",
+    "ReplayModel": "models.core",
+    "SDKModel": "models.core",
+    "CanUseTool": "policy.permissions",
+    "PendingApproval": "policy.permissions",
+    "PermissionMode": "policy.permissions",
+    "PermissionNarrowing": "policy.permissions",
+    "PermissionRule": "policy.permissions",
+    "approval_reason": "policy.permissions",
+    "PermissionAllow": "policy.permissions",
+    "PermissionDeny": "policy.permissions",
+    "ToolPermissionContext": "policy.permissions",
+    "PRICES": "models.pricing",
+    "Price": "models.pricing",
+    "cost_usd": "models.pricing",
+    "RetryPolicy": "run.retry",
+    "Fault": "models.scripted",
+    "ScriptedModel": "models.scripted",
+    "AgentState": "store.state",
+    "PendingCall": "store.state",
+    "RunRecord": "store.state",
+    "MemoryStore": "store.core",
+    "SQLiteStore": "store.core",
+    "Store": "store.core",
+    "OutputSchema": "run.structured",
+    "AgentSpec": "run.subagents",
+    "SUBAGENT_TOOL": "run.subagents",
+    "ToolContext": "tools.context",
+    "ToolContextBase": "tools.context",
+    "ToolProgress": "tools.context",
+    "Tool": "tools.core",
+    "ToolOutput": "tools.core",
+    "tool": "tools.core",
 }
 
 

@@ -36,23 +36,27 @@ from typing import TYPE_CHECKING, Any
 
 from envelope import Emitter, ImageRef
 
-from . import background, checkpoints, loop, response, run_extras, scrub, sessions
 from .errors import StateError, ToolResultsError
-from .finish import STOP_ABANDONED, STOP_LOST, AgentResult, finish
-from .options import AGENT_OWNED_PARAMS, DEFAULT_LEASE_SECONDS, DEFAULT_TOOL_TIMEOUT, AgentOptions
-from .permissions import (
+from .policy import scrub
+from .policy.permissions import (
     PermissionAllow,
     PermissionDeny,
     PermissionRuleError,
     PermissionState,
     parse_approval_answer,
 )
-from .prepare import meta_init
-from .record import append_user
-from .response import DONE_LINE, Sink, _NestedResponse
-from .run_context import ParentLink, Resuming, RunContext
-from .snapshots import RestoreReport, restore_files
-from .state import (
+from .run import background, checkpoints, loop, response
+from .run import extras as run_extras
+from .run.context import ParentLink, Resuming, RunContext
+from .run.finish import STOP_ABANDONED, STOP_LOST, AgentResult, finish
+from .run.options import AGENT_OWNED_PARAMS, DEFAULT_LEASE_SECONDS, DEFAULT_TOOL_TIMEOUT, AgentOptions
+from .run.prepare import meta_init
+from .run.response import DONE_LINE, Sink, _NestedResponse
+from .run.subagent_run import abandon_children, load_paused_children, new_child
+from .store import sessions
+from .store.core import LogBatch, MemoryStore, Store, lease_owner_id, owner_gone
+from .store.record import append_user
+from .store.state import (
     AgentState,
     PendingCall,
     Recovery,
@@ -62,16 +66,15 @@ from .state import (
     lost_run_record,
     roll_back_dead_run,
 )
-from .store import LogBatch, MemoryStore, Store, lease_owner_id, owner_gone
-from .subagent_run import abandon_children, load_paused_children, new_child
-from .tools import Tool, ToolCallRequest, ToolOutcome, error_outcome, result_block
+from .tools.core import Tool, ToolCallRequest, ToolOutcome, error_outcome, result_block
+from .tools.snapshots import RestoreReport, restore_files
 
 if TYPE_CHECKING:
     from envelope import Profile
 
-    from .compaction import Compactor
-    from .models import Model
-    from .subagents import AgentSpec
+    from .models.core import Model
+    from .run.compaction import Compactor
+    from .run.subagents import AgentSpec
 
 __all__ = [
     "AGENT_OWNED_PARAMS",
@@ -213,7 +216,7 @@ class Agent:
             compactor: the compactor to use; the agent's own, or a ``SummarizingCompactor``
                 when the agent has none.
         """
-        from .compaction import SummarizingCompactor
+        from .run.compaction import SummarizingCompactor
 
         self._manual_compaction = compactor or self.options.compactor or SummarizingCompactor()
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["DEFAULT_CLAUDE_MODEL", "DEFAULT_DB", "TOKEN_ENV"]
+__all__ = ["DEFAULT_CLAUDE_MODEL", "DEFAULT_DB", "TOKEN_ENV", "VERSION"]
+
+#: The package's version (``agent_ref.__version__``, ``agent-ref --version``, the tracer's scope):
+#: here, at the bottom, so that every wing may read it without importing the face.
+VERSION: Final = "0.1.0"
 
 #: The model ``--model`` means when given without a name (``AnthropicModel``'s default).
 #: (``claude-sonnet-4-5`` is on the installed SDK's deprecation list, ending 2026-11-30.)

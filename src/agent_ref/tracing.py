@@ -28,8 +28,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from envelope._extras import MissingExtraError, needs
 
-from . import scrub
+from .defaults import VERSION
 from .errors import ConfigError
+from .policy import scrub
 
 try:
     from opentelemetry import context as _otel_context
@@ -433,9 +434,7 @@ class Tracing:
         self.enabled = enabled and HAVE_OTEL
         self._tracer: Tracer | None = None
         if self.enabled:
-            from . import __version__  # the package's version, for the scope
-
-            self._tracer = _otel_trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
+            self._tracer = _otel_trace.get_tracer(SCOPE, VERSION, tracer_provider=tracer_provider)
 
     def run(
         self,

@@ -12,7 +12,7 @@ Does not own: any I/O or the SDK itself. Nothing here imports ``anthropic``,
 (attribute access, never ``model_dump`` per delta), and one conversion to plain
 data (``to_dict``) happens at most once per *block* (server tool results, unknown
 blocks) or per citation. Serving recordings to the real SDK client lives in
-``agent_ref.replay``. Chunking and the byte layout of lines are the ``Emitter``'s.
+``agent_ref.models.replay``. Chunking and the byte layout of lines are the ``Emitter``'s.
 
 The machine is three tables at the end of the module, drawn there: stream event
 type -> handler (``_EVENTS``), delta type -> handler (``_DELTAS``), and envelope type

@@ -29,7 +29,7 @@ EXTRAS: Final[dict[str, tuple[str, ...]]] = {
     "server": ("anthropic", "httpx2", "jsonschema", "referencing", "starlette", "sse_starlette", "uvicorn"),
     "postgres": ("psycopg", "psycopg_pool"),
     "asgi": ("starlette", "sse_starlette"),
-    # agent_ref.mcp_tools: tools from MCP servers, through the official SDK (spec/agent-ref.md §19).
+    # agent_ref.tools.mcp: tools from MCP servers, through the official SDK (spec/agent-ref.md §19).
     "mcp": ("mcp",),
     # agent_ref.tracing: OpenTelemetry spans and the OTLP exporter of `agent-ref serve --otlp` (spec/agent-ref.md §20).
     "otel": ("opentelemetry",),

@@ -4,7 +4,7 @@ Owns: nothing but the names; the code is in ``envelope._anthropic_adapter`` and 
 decisions in ``spec/anthropic-adapter.md``. Importing this module does not import the
 ``anthropic`` SDK, ``httpx`` or ``asyncio``: the translator reads SDK event objects by
 duck typing and accepts the same events as plain dicts. Offline replay of recorded
-streams through the real SDK client is in ``agent_ref.replay`` (it needs ``httpx2``).
+streams through the real SDK client is in ``agent_ref.models.replay`` (it needs ``httpx2``).
 """
 
 from __future__ import annotations

@@ -14,16 +14,16 @@ import pytest
 
 from agent_ref import Agent, ScriptedModel, SQLiteStore, default_tools
 from agent_ref.errors import ConfigError, ToolResultsError
-from agent_ref.permissions import PermissionNarrowing, PermissionRule
-from agent_ref.subagents import AgentSpec
+from agent_ref.policy.permissions import PermissionNarrowing, PermissionRule
+from agent_ref.run.subagents import AgentSpec
 from agent_ref_support import envelopes, fast_retry, run
 from validating import assert_valid
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from agent_ref.state import AgentState
-    from agent_ref.store import Store
+    from agent_ref.store.core import Store
+    from agent_ref.store.state import AgentState
 
 PROMPT = "What is 6 * 7?"
 ASK_CALCULATOR = [{"behavior": "ask", "tool": "calculator"}]

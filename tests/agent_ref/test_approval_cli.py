@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from agent_ref.cli import PrettyPrinter
+from agent_ref.cli.commands import PrettyPrinter
 from agent_ref_support import envelopes, sse_lines
 from envelope import Emitter
 from mcp_support import SERVER_SCRIPT, calling_prompt

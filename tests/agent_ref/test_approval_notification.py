@@ -12,14 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools
-from agent_ref.finish import pause_notifications
-from agent_ref.permissions import PermissionNarrowing, PermissionRule
-from agent_ref.state import PendingCall
-from agent_ref.subagents import AgentSpec
+from agent_ref.policy.permissions import PermissionNarrowing, PermissionRule
+from agent_ref.run.finish import pause_notifications
+from agent_ref.run.subagents import AgentSpec
+from agent_ref.store.state import PendingCall
 from agent_ref_support import fast_retry, run
 
 if TYPE_CHECKING:
-    from agent_ref.hooks import HookInput
+    from agent_ref.policy.hooks import HookInput
 
 ASK_CALCULATOR = [{"behavior": "ask", "tool": "calculator"}]
 

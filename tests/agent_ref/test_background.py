@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import Agent, Fault, MemoryStore, ScriptedModel, default_tools
-from agent_ref.background import NOTIFICATION_TAG
-from agent_ref.demo_tools import confirm
 from agent_ref.errors import ConfigError
-from agent_ref.subagents import AgentSpec, parse_spawn, spawn_tool_definition
+from agent_ref.run.subagents import AgentSpec, parse_spawn, spawn_tool_definition
+from agent_ref.store.state import NOTIFICATION_TAG
+from agent_ref.tools.demo import confirm
 from agent_ref_support import envelopes, fast_retry, run
 from envelope import reconstruct, tree
 
 if TYPE_CHECKING:
-    from agent_ref.hooks import HookInput
-    from agent_ref.store import Store
+    from agent_ref.policy.hooks import HookInput
+    from agent_ref.store.core import Store
 
 BACKGROUND = "Research tides in the background"
 

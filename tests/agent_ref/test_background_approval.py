@@ -15,17 +15,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import Agent, ScriptedModel, SQLiteStore, default_tools
-from agent_ref.background import BackgroundQueue
-from agent_ref.permissions import (
-    PermissionAllow,
-    PermissionNarrowing,
-    PermissionRule,
-    ToolPermissionContext,
-    background_denial,
-)
-from agent_ref.subagents import AgentSpec
-from agent_ref.task_queue import MemoryTaskQueue, Task
-from agent_ref.worker import (
+from agent_ref.fleet.task_queue import MemoryTaskQueue, Task
+from agent_ref.fleet.worker import (
     SUBAGENT_KIND,
     SubagentTask,
     TaskContext,
@@ -34,6 +25,15 @@ from agent_ref.worker import (
     child_runner,
     subagent_handler,
 )
+from agent_ref.policy.permissions import (
+    PermissionAllow,
+    PermissionNarrowing,
+    PermissionRule,
+    ToolPermissionContext,
+    background_denial,
+)
+from agent_ref.run.background import BackgroundQueue
+from agent_ref.run.subagents import AgentSpec
 from agent_ref_support import envelopes, fast_retry, run
 from validating import assert_valid
 
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
     from pathlib import Path
 
-    from agent_ref.hooks import HookInput
-    from agent_ref.store import Store
+    from agent_ref.policy.hooks import HookInput
+    from agent_ref.store.core import Store
 
 PROMPT = "Research 6 * 7 in the background"
 

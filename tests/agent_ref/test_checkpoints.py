@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore, StateError, default_tools
 from agent_ref.agent import _nowhere
-from agent_ref.checkpoints import UNKNOWN_RESULT
-from agent_ref.state import AgentState, decode_state, encode_state
-from agent_ref.tools import Tool, tool
+from agent_ref.run.checkpoints import UNKNOWN_RESULT
+from agent_ref.store.state import AgentState, decode_state, encode_state
+from agent_ref.tools.core import Tool, tool
 from agent_ref_support import sse_lines
 from validating import assert_valid
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
     from pathlib import Path
 
-    from agent_ref.store import Store
+    from agent_ref.store.core import Store
 
 
 class Died(BaseException):
@@ -266,8 +266,8 @@ def test_cli_recover_continues_a_dead_run_and_run_takes_checkpoints(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`agent-ref recover AGENT` continues a dead checkpointed run on stdout; `--checkpoints` sets the option [CK1.4-a] [RCCK1-a]."""
-    from agent_ref.cli import _parser, main
-    from agent_ref.cli_options import agent_config
+    from agent_ref.cli.commands import _parser, main
+    from agent_ref.cli.flags import agent_config
 
     for command in (["run", "hi"], ["serve"], ["recover", "a"]):
         args = _parser().parse_args([*command, "--checkpoints"])
@@ -297,8 +297,8 @@ def test_cli_recover_continues_a_dead_run_and_run_takes_checkpoints(
 
 def test_background_tasks_of_the_dead_process_are_failed_and_notified() -> None:
     """A task left running by the dead process is marked failed and the model is told at its next step [CK1.4-c]."""
-    from agent_ref.checkpoints import DEAD_TASK
-    from agent_ref.state import BackgroundTask
+    from agent_ref.run.checkpoints import DEAD_TASK
+    from agent_ref.store.state import BackgroundTask
 
     async def scenario() -> None:
         store = MemoryStore()
@@ -322,7 +322,7 @@ def test_background_tasks_of_the_dead_process_are_failed_and_notified() -> None:
 
 def test_idempotent_is_declared_and_the_memory_tool_is_not(tmp_path: Path) -> None:
     """`@tool(idempotent=True)` declares it; the default and the memory tool are not idempotent [CK1.3-a]."""
-    from agent_ref.memory import memory_tool
+    from agent_ref.tools.memory import memory_tool
 
     calls = Calls()
     assert calls.tools(idempotent=True)[0].idempotent

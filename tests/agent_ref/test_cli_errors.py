@@ -146,7 +146,7 @@ def _help_examples(command: str, tmp_path: Path) -> list[list[str]]:
 @pytest.mark.parametrize("command", ["", "run", "resume", "log", "runs", "abandon", "serve"])
 def test_spec_rc4_a_every_help_example_parses(command: str, tmp_path: Path) -> None:
     """Each example of each --help is a command line the parser takes (`run --model "Hello"` was not) [RC4-a]."""
-    from agent_ref.cli import _parser
+    from agent_ref.cli.commands import _parser
 
     examples = _help_examples(command, tmp_path)
     assert examples, "the help has examples"
@@ -215,7 +215,7 @@ def test_spec_rc1_b_version_and_help_do_not_load_the_sdk(argv: list[str]) -> Non
     """`agent-ref --version` took 3-5 s importing the SDK; --version and --help load neither it nor the server [RC1-b]."""
     probe = (
         "import sys\n"
-        "from agent_ref.cli import main\n"
+        "from agent_ref.cli.commands import main\n"
         "try:\n"
         f"    main({argv!r})\n"
         "except SystemExit as exc:\n"
@@ -234,7 +234,7 @@ def test_spec_rc1_b_version_and_help_do_not_load_the_sdk(argv: list[str]) -> Non
 def test_the_probe_above_can_see_the_sdk() -> None:
     """The check above is not vacuous: a command that runs an agent does load the SDK in the same probe."""
     probe = (
-        "import sys\nfrom agent_ref.cli_options import model_factory\nimport argparse\n"
+        "import sys\nfrom agent_ref.cli.flags import model_factory\nimport argparse\n"
         "model_factory(argparse.Namespace(replay=None, model=None))()\n"
         "print('anthropic' in sys.modules)\n"
     )

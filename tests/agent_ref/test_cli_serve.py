@@ -155,7 +155,7 @@ def test_spec_rc9_d_serve_refuses_bad_options_before_listening(
 
 def test_spec_rc9_a_serve_and_run_share_the_agent_options() -> None:
     """The agent options of `serve` are exactly `run`'s: written once, so neither falls behind [RC9-a]."""
-    from agent_ref.cli import _parser
+    from agent_ref.cli.commands import _parser
 
     sub = next(a for a in _parser()._actions if a.dest == "command")
     choices = sub.choices

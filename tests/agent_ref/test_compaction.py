@@ -19,7 +19,9 @@ from hypothesis import example, given, seed, settings
 from hypothesis import strategies as st
 
 from agent_ref import Agent, ScriptedModel, default_tools
-from agent_ref.compaction import (
+from agent_ref.models.scripted import Fault
+from agent_ref.policy.hooks import HookDecision, HookInput
+from agent_ref.run.compaction import (
     COMPACTION_HEADER,
     DEFAULT_COMPACTION_THRESHOLD,
     SUMMARY_PROMPT,
@@ -33,9 +35,7 @@ from agent_ref.compaction import (
     context_problems,
     summary_request,
 )
-from agent_ref.hooks import HookDecision, HookInput
-from agent_ref.scripted import Fault
-from agent_ref.tools import tool
+from agent_ref.tools.core import tool
 from agent_ref_support import blocks, drop, envelopes, fast_retry, meta, run
 
 Messages = list[dict[str, Any]]
@@ -458,9 +458,9 @@ def test_spec_15_1_b_no_compaction_under_the_threshold() -> None:
 
 def test_spec_15_1_b_pause_turn_continuation_is_not_compacted() -> None:
     """A context ending with an assistant turn (a ``pause_turn`` sent back) is left alone [R15.1-b]."""
-    from agent_ref import compaction
-    from agent_ref.run_context import RunContext
-    from agent_ref.state import RunState
+    from agent_ref.run import compaction
+    from agent_ref.run.context import RunContext
+    from agent_ref.store.state import RunState
     from envelope import Emitter
 
     model = ScriptedModel()

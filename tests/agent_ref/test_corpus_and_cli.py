@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from agent_ref import Agent, ConflictError, MemoryStore, ReplayModel, SQLiteStore, default_tools
-from agent_ref.state import AgentState
+from agent_ref.store.state import AgentState
 from agent_ref_support import CALCULATOR_RUN_TYPES, blocks, drop, fast_retry, meta, run, sse_lines, types
 from cli_support import module_cli as _cli
 from validating import assert_valid

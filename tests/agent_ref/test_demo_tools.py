@@ -17,8 +17,8 @@ from hypothesis import example, given, seed, settings
 from hypothesis import strategies as st
 
 from agent_ref import Agent, ScriptedModel, default_tools
-from agent_ref import demo_tools as dt
-from agent_ref.demo_tools import (
+from agent_ref.tools import demo as dt
+from agent_ref.tools.demo import (
     MAX_DEPTH,
     MAX_EXPRESSION_CHARS,
     MAX_RESULT_BITS,

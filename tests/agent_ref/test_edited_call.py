@@ -14,7 +14,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from agent_ref import Agent, HookDecision, ScriptedModel, SQLiteStore, default_tools
-from agent_ref.permissions import PermissionAllow
+from agent_ref.policy.permissions import PermissionAllow
 from agent_ref_support import envelopes, fast_retry, run
 from envelope import reconstruct, tree
 from validating import assert_valid
@@ -22,8 +22,8 @@ from validating import assert_valid
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from agent_ref.hooks import HookInput
-    from agent_ref.permissions import ToolPermissionContext
+    from agent_ref.policy.hooks import HookInput
+    from agent_ref.policy.permissions import ToolPermissionContext
 
 PROMPT = "What is 6 * 7?"
 

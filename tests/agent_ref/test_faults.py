@@ -200,7 +200,7 @@ def test_spec_6_2_b_retry_after_is_honoured_bounded_and_said_in_the_stream() -> 
 
 def test_spec_6_2_b_retry_after_header_forms() -> None:
     """retry-after-ms wins; seconds; HTTP dates; junk is absent [R6.2-b]."""
-    from agent_ref.retry import retry_after
+    from agent_ref.run.retry import retry_after
 
     assert retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
     assert retry_after({"retry-after": "2"}) == 2.0

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore, StateError, default_tools
-from agent_ref.cli import main as cli_main
-from agent_ref.state import encode_state
+from agent_ref.cli.commands import main as cli_main
+from agent_ref.store.state import encode_state
 from agent_ref_support import assert_valid_responses, fast_retry, sse_lines
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from agent_ref import Agent, MemoryStore, ReplayModel, default_tools
-from agent_ref.record import files_api_path
+from agent_ref.store.record import files_api_path
 from agent_ref_support import fast_retry, run
 from envelope import reconstruct
 from validating import assert_valid

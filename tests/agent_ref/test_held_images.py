@@ -21,8 +21,9 @@ from urllib.parse import quote
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_ref import Agent, ScriptedModel, SQLiteStore, ToolOutput, default_tools, scrub, tool
-from agent_ref.tools import ToolCallRequest, outcome
+from agent_ref import Agent, ScriptedModel, SQLiteStore, ToolOutput, default_tools, tool
+from agent_ref.policy import scrub
+from agent_ref.tools.core import ToolCallRequest, outcome
 from agent_ref_support import blocks, envelopes, fast_retry, run, split_responses
 from envelope import Emitter, ImageRef
 

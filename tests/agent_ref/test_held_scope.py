@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import threading
 
-from agent_ref import Agent, ScriptedModel, scrub
-from agent_ref.redact import MARKER
+from agent_ref import Agent, ScriptedModel
+from agent_ref.policy import scrub
+from agent_ref.policy.redact import MARKER
 
 LEAKY = "tenant-token-6b1d0c9e77"
 BEFORE = "kept-before-scope-4411"

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from agent_ref import Agent, ScriptedModel, default_tools
 from agent_ref.errors import ConfigError
-from agent_ref.hooks import (
+from agent_ref.policy.hooks import (
     EVENT_ACTIONS,
     HOOK_EVENTS,
     MAX_STOP_CONTINUATIONS,

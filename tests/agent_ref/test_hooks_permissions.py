@@ -15,8 +15,8 @@ import pytest
 
 from agent_ref import Agent, ScriptedModel, default_tools
 from agent_ref.errors import ConfigError
-from agent_ref.hooks import HOOK_EVENTS, HookDecision, HookInput
-from agent_ref.permissions import PermissionAllow, PermissionDeny, ToolPermissionContext
+from agent_ref.policy.hooks import HOOK_EVENTS, HookDecision, HookInput
+from agent_ref.policy.permissions import PermissionAllow, PermissionDeny, ToolPermissionContext
 from agent_ref_support import blocks, drop, fast_retry, meta, run
 
 PROMPT = "What is 5 + (10 * 2)?"

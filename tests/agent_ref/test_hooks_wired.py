@@ -16,7 +16,7 @@ import pytest
 
 from agent_ref import Agent, AgentSpec, Fault, MemoryStore, ScriptedModel, default_tools
 from agent_ref.errors import ConfigError
-from agent_ref.hooks import MAX_STOP_CONTINUATIONS, HookDecision, HookInput, HookMatcher
+from agent_ref.policy.hooks import MAX_STOP_CONTINUATIONS, HookDecision, HookInput, HookMatcher
 from agent_ref_support import blocks, fast_retry, meta, run
 from envelope import reconstruct
 

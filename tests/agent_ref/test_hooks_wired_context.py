@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import agent_ref
 from agent_ref import Agent, ScriptedModel, SQLiteStore, ToolContext, tool
-from agent_ref.cli import PrettyPrinter, main
-from agent_ref.tool_context import progress_note
+from agent_ref.cli.commands import PrettyPrinter, main
+from agent_ref.tools.context import progress_note
 from agent_ref_support import drop, envelopes, fast_retry, run
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from hypothesis import example, given, seed, settings
 from hypothesis import strategies as st
 
 from agent_ref import Agent, ScriptedModel
-from agent_ref.subagents import AgentSpec
+from agent_ref.run.subagents import AgentSpec
 from agent_ref_support import fast_retry, run
 from envelope import Emitter, reconstruct, tree
 from validating import assert_valid

@@ -225,7 +225,7 @@ def test_spec_1_backend_tools_of_a_step_run_concurrently_with_a_bound() -> None:
         running -= 1
         return f"done {n}"
 
-    from agent_ref.tools import ToolCallRequest, run_tools
+    from agent_ref.tools.core import ToolCallRequest, run_tools
     from envelope import Emitter
 
     sent: list[list[bytes]] = []

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools, tool
 from agent_ref.errors import ConfigError
-from agent_ref.loop_guard import DEFAULT_LOOP_LIMIT, STOP_LOOP_DETECTED, streak
-from agent_ref.permissions import PermissionAllow, PermissionDeny, PermissionResult, ToolPermissionContext
+from agent_ref.policy.permissions import PermissionAllow, PermissionDeny, PermissionResult, ToolPermissionContext
+from agent_ref.run.loop_guard import DEFAULT_LOOP_LIMIT, STOP_LOOP_DETECTED, streak
 from agent_ref_support import blocks, drop, fast_retry, meta, run
 
 REPEAT = "Please keep repeating the sum."

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import Agent, ScriptedModel
-from agent_ref import memory as mem
 from agent_ref.errors import ConfigError
-from agent_ref.memory import MemoryFiles, MemoryToolError, memory_tool, parse_path
+from agent_ref.tools import memory as mem
+from agent_ref.tools.memory import MemoryFiles, MemoryToolError, memory_tool, parse_path
 from agent_ref_support import blocks, run
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_ref import Agent, ScriptedModel, SQLiteStore, default_tools
-from agent_ref.memory import memory_tool
+from agent_ref.tools.memory import memory_tool
 from agent_ref_support import blocks, run, sse_lines
 from validating import assert_valid
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import example, given, seed, settings
 from hypothesis import strategies as st
 
-from agent_ref.memory import MEMORY_ROOT, MemoryFiles, MemoryToolError, parse_path
+from agent_ref.tools.memory import MEMORY_ROOT, MemoryFiles, MemoryToolError, parse_path
 
 PIECES = st.sampled_from(
     ["..", ".", "", "a", "b.md", "\\", "\x00", "\n", "/", "é" * 128, "x" * 256, "~", "C:", " ", "\ud800", "link"]

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_ref import scrub
 from agent_ref.errors import ConfigError
-from agent_ref.memory_store import (
+from agent_ref.policy import scrub
+from agent_ref.tools.memory_store import (
     BLOCK_FOOTER,
     BLOCK_HEADER,
     BLOCK_MAX_CHARS,

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import Agent, AgentResult, ScriptedModel, SQLiteStore, default_tools
-from agent_ref.demo_tools import confirm
 from agent_ref.errors import ConfigError
-from agent_ref.memory_store import BLOCK_HEADER, FileMemory
-from agent_ref.subagents import AgentSpec
+from agent_ref.run.subagents import AgentSpec
+from agent_ref.tools.demo import confirm
+from agent_ref.tools.memory_store import BLOCK_HEADER, FileMemory
 from agent_ref_support import envelopes, run
 
 if TYPE_CHECKING:

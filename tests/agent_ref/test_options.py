@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_ref import Agent, AgentSpec, ConfigError, ScriptedModel, default_tools
-from agent_ref.options import AgentOptions
+from agent_ref.run.options import AgentOptions
 from agent_ref_support import run
 
 

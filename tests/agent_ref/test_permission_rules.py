@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from agent_ref.agent import DONE_LINE
 from agent_ref.errors import ConfigError, StateError, ToolResultsError
-from agent_ref.permissions import (
+from agent_ref.policy.permissions import (
     APPROVAL_KEY,
     PERMISSION_MODES,
     PendingApproval,

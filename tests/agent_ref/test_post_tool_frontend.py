@@ -12,9 +12,9 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from agent_ref import Agent, ScriptedModel, SQLiteStore, default_tools
-from agent_ref.demo_tools import confirm
-from agent_ref.hooks import HookInput, HookMatcher
-from agent_ref.subagents import AgentSpec
+from agent_ref.policy.hooks import HookInput, HookMatcher
+from agent_ref.run.subagents import AgentSpec
+from agent_ref.tools.demo import confirm
 from agent_ref_support import envelopes, fast_retry, run
 from validating import assert_valid
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from agent_ref.store import Store
+    from agent_ref.store.core import Store
 
 #: One step with a backend call (calculator) and a frontend call (confirm).
 BOTH = "Please confirm, then tell me what is 6 * 7"

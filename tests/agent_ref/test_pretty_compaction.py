@@ -12,7 +12,7 @@ import json
 import re
 
 from agent_ref import Agent, ScriptedModel, SummarizingCompactor, default_tools
-from agent_ref.cli import PrettyPrinter
+from agent_ref.cli.commands import PrettyPrinter
 from agent_ref_support import fast_retry, run
 
 

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_ref.models import DEFAULT_CLAUDE_MODEL
-from agent_ref.pricing import PRICES, PRICES_AS_OF, LongContext, Price, cost_usd, price_for
-from agent_ref.scripted import SCRIPTED_MODEL
-from agent_ref.state import Usage
+from agent_ref.models.core import DEFAULT_CLAUDE_MODEL
+from agent_ref.models.pricing import PRICES, PRICES_AS_OF, LongContext, Price, cost_usd, price_for
+from agent_ref.models.scripted import SCRIPTED_MODEL
+from agent_ref.store.state import Usage
 
 
 class FullUsage(Usage, kw_only=True):

@@ -27,7 +27,8 @@ def test_the_reference_page_lists_exactly_the_agent_ref_api() -> None:
 
 
 def test_new_names_resolve_to_their_modules() -> None:
-    from agent_ref import compaction, memory, structured
+    from agent_ref.run import compaction, structured
+    from agent_ref.tools import memory
 
     assert agent_ref.SummarizingCompactor is compaction.SummarizingCompactor
     assert agent_ref.ToolResultTrimmer is compaction.ToolResultTrimmer

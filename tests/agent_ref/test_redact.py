@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, seed, settings
 from hypothesis import strategies as st
 
-from agent_ref.redact import (
+from agent_ref.policy.redact import (
     COMMON_FORMS,
     MARKER,
     MAX_PUBLIC_CHARS,

@@ -30,12 +30,12 @@ from agent_ref import (
     Tool,
     ToolContext,
     default_tools,
-    scrub,
     tool,
 )
-from agent_ref.redact import MARKER, HeldStream, Redactor, touches_marker
-from agent_ref.tool_context import MAX_PROGRESS_CHARS
-from agent_ref.tools import ToolCallRequest, outcome
+from agent_ref.policy import scrub
+from agent_ref.policy.redact import MARKER, HeldStream, Redactor, touches_marker
+from agent_ref.tools.context import MAX_PROGRESS_CHARS
+from agent_ref.tools.core import ToolCallRequest, outcome
 from agent_ref_support import blocks, drop, fast_retry, run, split_responses
 from envelope import Emitter
 from validating import assert_valid

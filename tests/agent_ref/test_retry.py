@@ -9,7 +9,7 @@ import httpx2
 import pytest
 
 from agent_ref import Agent, Fault, RetryPolicy, ScriptedModel, default_tools
-from agent_ref.retry import IncompleteStreamError, classify
+from agent_ref.run.retry import IncompleteStreamError, classify
 from agent_ref_support import blocks, drop, envelopes, fast_retry, meta, run, types
 
 PROMPT = "What is 5 + (10 * 2)?"

@@ -15,16 +15,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore, StateError, ToolResultTrimmer, sessions
-from agent_ref.memory import memory_tool
-from agent_ref.sessions import position
-from agent_ref.state import AgentState, RunMark, encode_state
+from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore, StateError, ToolResultTrimmer
+from agent_ref.store import sessions
+from agent_ref.store.sessions import position
+from agent_ref.store.state import AgentState, RunMark, encode_state
+from agent_ref.tools.memory import memory_tool
 from agent_ref_support import assert_valid_responses, fast_retry
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from agent_ref.compaction import CompactionRequest
+    from agent_ref.run.compaction import CompactionRequest
 
 A, B = "tea is green", "the sky is blue"
 

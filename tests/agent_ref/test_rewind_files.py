@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore
-from agent_ref.cli import main as cli_main
-from agent_ref.memory import memory_tool
-from agent_ref.snapshots import UndoConflict
-from agent_ref.state import encode_state
+from agent_ref.cli.commands import main as cli_main
+from agent_ref.store.state import encode_state
+from agent_ref.tools.memory import memory_tool
+from agent_ref.tools.snapshots import UndoConflict
 from agent_ref_support import assert_valid_responses, fast_retry
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_ref import Agent, ScriptedModel, default_tools
-from agent_ref.demo_tools import DEMO_PERMISSION_RULES, MAX_COUNT, add, count_slowly, delete_draft
-from agent_ref.permissions import (
+from agent_ref.models.scripted import demo_input
+from agent_ref.policy.permissions import (
     PermissionAllow,
     PermissionAsk,
     PermissionDeny,
@@ -26,8 +26,8 @@ from agent_ref.permissions import (
     ToolPermissionContext,
     decide,
 )
-from agent_ref.scripted import demo_input
-from agent_ref.tools import ToolCallRequest, ToolContextBase, ToolProgress, run_tools
+from agent_ref.tools.core import ToolCallRequest, ToolContextBase, ToolProgress, run_tools
+from agent_ref.tools.demo import DEMO_PERMISSION_RULES, MAX_COUNT, add, count_slowly, delete_draft
 from agent_ref_support import assert_valid_responses, envelopes, run
 from envelope import Emitter
 

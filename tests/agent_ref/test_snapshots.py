@@ -12,14 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_ref import snapshots as snapshots_module
-from agent_ref.memory import MemoryToolError, memory_tool
-from agent_ref.snapshots import SnapshotError, UndoConflict, restore_files
-from agent_ref.store import MemoryStore, SQLiteStore
-from agent_ref.tool_context import ToolContext
+from agent_ref.store.core import MemoryStore, SQLiteStore
+from agent_ref.tools import snapshots as snapshots_module
+from agent_ref.tools.context import ToolContext
+from agent_ref.tools.memory import MemoryToolError, memory_tool
+from agent_ref.tools.snapshots import SnapshotError, UndoConflict, restore_files
 
 if TYPE_CHECKING:
-    from agent_ref.tools import Tool
+    from agent_ref.tools.core import Tool
 
 AGENT = "agent-1"
 Tree = dict[str, str | None]  # relative path -> file text, None for a directory
@@ -161,7 +161,7 @@ def test_spec_RU1_d_no_agent_no_record(tmp_path: Path) -> None:
 
 def test_spec_RU1_e_pg_store_keeps_snapshots(pg_schema_url: str, tmp_path: Path) -> None:
     """[RU1-e] The PostgreSQL store keeps the records (migration 0002) and undo works on it."""
-    from agent_ref.store_pg import PostgresStore
+    from agent_ref.store.postgres import PostgresStore
 
     root = tmp_path / "mem"
     tool = memory_tool(root)

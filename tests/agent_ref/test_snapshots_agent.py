@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from agent_ref import Agent, ScriptedModel, SQLiteStore, default_tools
-from agent_ref.cli import main
+from agent_ref.cli.commands import main
 from agent_ref.errors import ToolDefinitionError
-from agent_ref.memory import memory_tool
-from agent_ref.snapshots import restore_files
-from agent_ref.store import MemoryStore
-from agent_ref.tools import ToolCallRequest, ToolContextBase, run_tools, tool
+from agent_ref.store.core import MemoryStore
+from agent_ref.tools.core import ToolCallRequest, ToolContextBase, run_tools, tool
+from agent_ref.tools.memory import memory_tool
+from agent_ref.tools.snapshots import restore_files
 from envelope import Emitter
 from validating import assert_valid
 

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agent_ref import snapshots as snapshots_module
-from agent_ref.cli import main
-from agent_ref.memory import memory_tool
-from agent_ref.snapshots import UndoConflict, restore_files
-from agent_ref.store import MemoryStore, SQLiteStore
-from agent_ref.tool_context import ToolContext
+from agent_ref.cli.commands import main
+from agent_ref.store.core import MemoryStore, SQLiteStore
+from agent_ref.tools import snapshots as snapshots_module
+from agent_ref.tools.context import ToolContext
+from agent_ref.tools.memory import memory_tool
+from agent_ref.tools.snapshots import UndoConflict, restore_files
 
 if TYPE_CHECKING:
-    from agent_ref.tools import Tool
+    from agent_ref.tools.core import Tool
 
 AGENT = "agent-1"
 

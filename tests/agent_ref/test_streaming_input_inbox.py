@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore, StateError, default_tools
-from agent_ref.sessions import InboxReceipt, InboxStore, fork_state
+from agent_ref.store.sessions import InboxReceipt, InboxStore, fork_state
 from agent_ref_support import assert_valid_responses, fast_retry, user_texts
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def test_a_fork_has_its_own_inbox() -> None:
 
 def test_concurrent_senders_on_postgresql_are_delivered_once_in_order(pg_schema_url: str) -> None:
     """The same with PostgreSQL: each client's ``inbox_put`` on a connection of its own [IN1-c] [IN1-a]."""
-    from agent_ref.store_pg import PostgresStore
+    from agent_ref.store.postgres import PostgresStore
 
     agent = Agent(ScriptedModel(), tools=default_tools(), store=PostgresStore(pg_schema_url), retry=fast_retry())
     lines, accepted, refused = _concurrent_run(agent, PostgresStore(pg_schema_url), 3, 3)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools
-from agent_ref.scripted import Fault
+from agent_ref.models.scripted import Fault
 from agent_ref_support import fast_retry, run
 from envelope import reconstruct, validate
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from agent_ref import Agent, ScriptedModel, default_tools
 from agent_ref.errors import ConfigError
-from agent_ref.structured import DEFAULT_STRUCTURED_RETRIES, STOP_STRUCTURED_RETRIES, StructuredOutput
+from agent_ref.run.structured import DEFAULT_STRUCTURED_RETRIES, STOP_STRUCTURED_RETRIES, StructuredOutput
 from agent_ref_support import blocks, drop, fast_retry, meta, run
 
 WEATHER = "Describe the weather in Paris as JSON."
@@ -270,7 +270,7 @@ def test_spec_17_2_c_a_prompt_that_begins_like_a_correction_spends_no_retry() ->
     Before: corrections were counted by their text, so this prompt counted as one already and
     the run ended after a single answer (attempt 2, not retrying).
     """
-    from agent_ref.structured import CORRECTION
+    from agent_ref.run.structured import CORRECTION
 
     agent, model = _agent(SCHEMA, max_structured_output_retries=1)
     lines: list[bytes] = []

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from agent_ref import Agent, ConfigError, ReplayModel, ScriptedModel, default_tools
 from agent_ref import agent as agent_module
-from agent_ref.run_context import RunContext
-from agent_ref.state import BackgroundTask, RunState, TaskStatus
-from agent_ref.subagents import DEFAULT_MAX_SUBAGENTS_PER_STEP, SUBAGENT_TOOL, AgentSpec, over_cap
-from agent_ref.tool_step import _cap_spawns
-from agent_ref.tools import ToolCallRequest, ToolOutcome
+from agent_ref.run.context import RunContext
+from agent_ref.run.subagents import DEFAULT_MAX_SUBAGENTS_PER_STEP, SUBAGENT_TOOL, AgentSpec, over_cap
+from agent_ref.run.tool_step import _cap_spawns
+from agent_ref.store.state import BackgroundTask, RunState, TaskStatus
+from agent_ref.tools.core import ToolCallRequest, ToolOutcome
 from agent_ref_support import fast_retry, run
 from envelope import Emitter, reconstruct
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import Agent, ScriptedModel, SQLiteStore, default_tools
-from agent_ref.demo_tools import confirm
 from agent_ref.errors import StateError, ToolResultsError
-from agent_ref.subagents import AgentSpec
+from agent_ref.run.subagents import AgentSpec
+from agent_ref.tools.demo import confirm
 from agent_ref_support import envelopes, fast_retry, run
 from envelope import reconstruct, tree
 from validating import assert_valid
@@ -23,7 +23,7 @@ from validating import assert_valid
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from agent_ref.store import Store
+    from agent_ref.store.core import Store
 
 #: The second child's task says "confirm": with a confirm tool it pauses; the first finishes.
 ONE_PAUSES = "Research tides and volcanoes (confirm first) in parallel"

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools
-from agent_ref.demo_tools import confirm
-from agent_ref.subagents import SUBAGENT_TOOL, AgentSpec
+from agent_ref.run.subagents import SUBAGENT_TOOL, AgentSpec
+from agent_ref.tools.demo import confirm
 from agent_ref_support import envelopes, fast_retry
 from validating import assert_valid
 

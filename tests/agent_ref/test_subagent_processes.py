@@ -23,7 +23,7 @@ SCRIPT = Path(sys.executable).parent / "agent-ref"
 _PROCESS = """
 import asyncio, json, sys
 from agent_ref import Agent, ScriptedModel, SQLiteStore, default_tools
-from agent_ref.subagents import demo_subagents
+from agent_ref.run.subagents import demo_subagents
 from envelope import frame
 
 def sink(line):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_ref import Agent, ScriptedModel, default_tools
-from agent_ref.subagents import SUBAGENT_TOOL, AgentSpec
+from agent_ref.run.subagents import SUBAGENT_TOOL, AgentSpec
 from agent_ref_support import envelopes, fast_retry, run
 
 PARALLEL = "Research tidal locking and lunar geology in parallel"

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools, tool
-from agent_ref.subagents import SUBAGENT_TOOL, AgentSpec
+from agent_ref.run.subagents import SUBAGENT_TOOL, AgentSpec
 from agent_ref_support import drop, fast_retry, run
 from envelope import AgentTree, ValidationError, reconstruct, tree
 from validating import assert_valid
 
 if TYPE_CHECKING:
-    from agent_ref.hooks import HookInput
+    from agent_ref.policy.hooks import HookInput
 
 PARALLEL = "Research tidal locking and lunar geology in parallel"
 
@@ -148,7 +148,7 @@ def _fatal() -> Any:
 
 def test_spec_13_4_b_unknown_child_name_is_an_error_result() -> None:
     """A spawn naming no registered child is answered is_error, never run [R13.4-b]."""
-    from agent_ref.subagents import parse_spawn
+    from agent_ref.run.subagents import parse_spawn
 
     specs = {"researcher": AgentSpec(description="d")}
     assert parse_spawn({"agent": "nobody", "task": "x"}, specs) == "unknown subagent 'nobody'; known: researcher"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from agent_ref import Agent, MemoryStore, ReplayModel, ToolDefinitionError, ToolOutput, tool
-from agent_ref import tool_step as tool_step_module
-from agent_ref.tools import ToolCallRequest, ToolContext, ToolContextBase, ToolProgress, run_tools
+from agent_ref.run import tool_step as tool_step_module
+from agent_ref.tools.core import ToolCallRequest, ToolContext, ToolContextBase, ToolProgress, run_tools
 from agent_ref_support import fast_retry, run
 from envelope import Emitter, ImageRef
 from validating import assert_valid

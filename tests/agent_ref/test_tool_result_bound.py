@@ -17,10 +17,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agent_ref import Agent, ScriptedModel, tool
-from agent_ref.cli import main
+from agent_ref.cli.commands import main
 from agent_ref.errors import ConfigError
-from agent_ref.mcp_tools import InProcessServer
-from agent_ref.result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES, MIN_TOOL_RESULT_BYTES, bound_result
+from agent_ref.tools.mcp import InProcessServer
+from agent_ref.tools.result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES, MIN_TOOL_RESULT_BYTES, bound_result
 from agent_ref_support import envelopes
 from envelope import ImageRef
 from mcp_support import calling_prompt

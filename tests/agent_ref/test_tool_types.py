@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_ref import Tool, ToolDefinitionError, tool
-from agent_ref.tools import ToolCallRequest, _call
+from agent_ref.tools.core import ToolCallRequest, _call
 
 
 class Colour(enum.Enum):

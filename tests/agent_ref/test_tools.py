@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_ref import Agent, ReplayModel, Tool, ToolDefinitionError, default_tools, tool
-from agent_ref.demo_tools import confirm, evaluate
-from agent_ref.tools import ToolCallRequest, _call
+from agent_ref.tools.core import ToolCallRequest, _call
+from agent_ref.tools.demo import confirm, evaluate
 from agent_ref_support import drop, fast_retry, run
 
 

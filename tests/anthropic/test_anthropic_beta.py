@@ -17,7 +17,7 @@ from anthropic.types import raw_content_block_delta, raw_content_block_start_eve
 from anthropic.types.beta import beta_raw_content_block_delta, beta_raw_content_block_start_event
 
 import envelope._anthropic_adapter as adapter
-from agent_ref.replay import load_events, split_calls
+from agent_ref.models.replay import load_events, split_calls
 from anthropic_support import AGENT, DATA, api_view, stream_calls
 from envelope.anthropic import AnthropicTranslator
 from validating import assert_valid

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from anthropic.resources.messages import messages as sdk_messages
 
-from agent_ref.replay import load_events, split_calls
+from agent_ref.models.replay import load_events, split_calls
 from anthropic_support import (
     AGENT,
     DATA,

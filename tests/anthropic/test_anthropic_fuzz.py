@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agent_ref.replay import load_events
+from agent_ref.models.replay import load_events
 from anthropic_support import AGENT, DATA
 from envelope import EncodeError, EnvelopeError, OversizeError
 from envelope.anthropic import AnthropicTranslator

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from agent_ref.replay import OFFLINE_API_KEY, OFFLINE_BASE_URL, ReplayServer, load_events, split_calls, sse_body
+from agent_ref.models.replay import OFFLINE_API_KEY, OFFLINE_BASE_URL, ReplayServer, load_events, split_calls, sse_body
 from anthropic_support import DATA, MODEL, api_view, expected_blocks, rebuilt_blocks, stream_calls
 from conftest import ROOT
 from envelope import DONE, StreamReader

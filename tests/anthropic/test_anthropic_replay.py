@@ -1,4 +1,4 @@
-"""``agent_ref.replay``: recordings to wire SSE, served to the real SDK client offline."""
+"""``agent_ref.models.replay``: recordings to wire SSE, served to the real SDK client offline."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ import anthropic
 import pytest
 from anthropic._streaming import SSEDecoder
 
-from agent_ref.replay import ReplayError, ReplayServer, load_events, replay_client, split_calls, sse_body, wire_event
+from agent_ref.models.replay import (
+    ReplayError,
+    ReplayServer,
+    load_events,
+    replay_client,
+    split_calls,
+    sse_body,
+    wire_event,
+)
 from anthropic_support import AGENT, MODEL
 from envelope import BlockKey
 from envelope.anthropic import AnthropicTranslator
@@ -145,7 +153,7 @@ def test_replay_uses_the_sdks_own_http_library_A9_a() -> None:
 
 def test_record_refuses_to_run_without_a_key_A9_d(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """[A9-d] record() makes a live call only with ANTHROPIC_API_KEY; tests never provide one."""
-    from agent_ref.replay import record
+    from agent_ref.models.replay import record
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(RuntimeError, match="ANTHROPIC_API_KEY"):

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agent_ref import MemoryStore, ScriptedModel, Tool, tool
-from agent_ref.demo_tools import confirm, evaluate
-from agent_ref.server import ServerConfig, create_app
-from agent_ref.subagents import demo_subagents
+from agent_ref.run.subagents import demo_subagents
+from agent_ref.server.app import ServerConfig, create_app
+from agent_ref.tools.demo import confirm, evaluate
 from browser.agent_server import agent_serve
 from browser.page_support import ask, page_transcripts, run_id, stored_responses
 from envelope import reconstruct

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_ref import MemoryStore, ScriptedModel
-from agent_ref.server import create_app
-from agent_ref.server_streams import MemoryJournal
+from agent_ref.server.app import create_app
+from agent_ref.server.streams import MemoryJournal
 from envelope import reconstruct
 from server_support import running
 from validating import assert_valid

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import MemoryStore, ScriptedModel
-from agent_ref.server import create_app
-from agent_ref.server_streams import MemoryJournal
+from agent_ref.server.app import create_app
+from agent_ref.server.streams import MemoryJournal
 from browser.page_support import ask as _ask
 from browser.page_support import page_transcripts as _page_transcripts
 from browser.page_support import run_id as _run_id

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from agent_ref import MemoryStore, ScriptedModel
-from agent_ref.server import ServerConfig, create_app
-from agent_ref.sessions import InboxBounds
+from agent_ref.server.app import ServerConfig, create_app
+from agent_ref.store.sessions import InboxBounds
 from browser.page_support import ask, run_id, stored_responses
 from server_support import Gate, running
 

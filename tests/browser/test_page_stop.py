@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent_ref import MemoryStore, ScriptedModel
-from agent_ref.server import create_app
+from agent_ref.server.app import create_app
 from browser.page_support import ask, page_transcripts, run_id, stored_responses
 from envelope import reconstruct
 from server_support import Gate, running

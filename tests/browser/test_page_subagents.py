@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 #: Two researchers; the second one's task says "confirm", so it calls the frontend confirm tool.
 ONE_PAUSES = "Research tides and volcanoes (confirm first) in parallel"
 #: The picture of the page on the docs' server page (one canonical file); the screenshot test writes it when
-#: this variable names it: ``AGENT_REF_SCREENSHOT=src/agent_ref/web/screenshot.png``.
+#: this variable names it: ``AGENT_REF_SCREENSHOT=src/agent_ref/server/web/screenshot.png``.
 SCREENSHOT_ENV = "AGENT_REF_SCREENSHOT"
 
 

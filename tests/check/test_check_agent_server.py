@@ -1,6 +1,6 @@
 """``envelope check`` against the real reference server, ``agent-ref serve`` (issue 19, "Done when").
 
-The server runs as its own process (``python -m agent_ref.serve_cli --port 0``) on
+The server runs as its own process (``python -m agent_ref.cli.serve --port 0``) on
 loopback with the embedded scripted model and a database in the test's temporary
 folder; it is stopped at the end of each test (terminate, then kill after 20 s).
 Every stream it sends is also saved with ``--save`` and validated strictly.
@@ -34,7 +34,7 @@ PROMPT = '{"prompt": "What is 5 + (10 * 2)?"}'
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     """``agent-ref serve`` on 127.0.0.1, a free port; yields its base URL."""
-    command = [sys.executable, "-m", "agent_ref.serve_cli", "--port", "0", "--db", str(tmp_path / "agents.db")]
+    command = [sys.executable, "-m", "agent_ref.cli.serve", "--port", "0", "--db", str(tmp_path / "agents.db")]
     with serving(command, env=dict(os.environ)) as url:
         yield url
 

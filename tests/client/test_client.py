@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_ref import MemoryStore, ScriptedModel
-from agent_ref.server import create_app
+from agent_ref.server.app import create_app
 from envelope import encode
 from envelope.client import Backoff, HTTPError, ResumeError, connect, connect_sync
 from server_support import data_lines, get, running

@@ -20,6 +20,10 @@ SECTIONS = {
     "envelope": "## The codec, `src/envelope/`",
     "envelope/delivery": "## Delivery, `src/envelope/delivery/`",
     "agent_ref": "## The agent, `src/agent_ref/`",
+    **{
+        f"agent_ref/{w}": f"## The {w} wing, `src/agent_ref/{w}/`"
+        for w in ("run", "tools", "policy", "models", "store", "fleet", "server", "cli")
+    },
 }
 SOURCES = "\n".join(p.read_text(encoding="utf-8") for p in sorted(SRC.rglob("*.py"))) + (
     ROOT / "js" / "envelope-decoder.mjs"

@@ -18,7 +18,7 @@ from typing import Any
 from examples.mcp_demo_server import GLOSSARY, build
 
 from agent_ref import Agent, ScriptedModel, default_tools
-from agent_ref.mcp_tools import InProcessServer, McpToolset, StdioServer, load_mcp_config
+from agent_ref.tools.mcp import InProcessServer, McpToolset, StdioServer, load_mcp_config
 from agent_ref_support import assert_valid_responses, envelopes, sse_lines
 from conftest import ROOT
 from validating import assert_valid

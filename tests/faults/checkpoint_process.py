@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_ref import Agent, ScriptedModel, SQLiteStore
-from agent_ref.tools import Tool, tool
+from agent_ref.tools.core import Tool, tool
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from agent_ref.store import Store
+    from agent_ref.store.core import Store
 
 #: Bound on every wait of this process (seconds).
 HOLD_FOR = 60.0
@@ -75,7 +75,7 @@ class Holding(ScriptedModel):
 
 def _store(where: str) -> Store:
     if where.startswith("postgresql://"):
-        from agent_ref.store_pg import PostgresStore
+        from agent_ref.store.postgres import PostgresStore
 
         return PostgresStore(where)
     return SQLiteStore(where)

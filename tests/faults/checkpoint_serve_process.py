@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the faults package
 
 from agent_ref import ScriptedModel, SQLiteStore
-from agent_ref.server import create_app, serve
-from agent_ref.server_streams import FileJournal
+from agent_ref.server.app import create_app, serve
+from agent_ref.server.streams import FileJournal
 from faults.checkpoint_process import HOLD_FOR, Holding, note_tools
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from agent_ref.models import Model
-    from agent_ref.server_streams import Journal
-    from agent_ref.store import Store
+    from agent_ref.models.core import Model
+    from agent_ref.server.streams import Journal
+    from agent_ref.store.core import Store
 
 
 class Gated(ScriptedModel):
@@ -57,7 +57,7 @@ class Gated(ScriptedModel):
 
 def _storage(db: str) -> tuple[Store, Journal]:
     if db.startswith("postgresql://"):
-        from agent_ref.store_pg import PostgresJournal, PostgresStore
+        from agent_ref.store.postgres import PostgresJournal, PostgresStore
 
         return PostgresStore(db), PostgresJournal(db)
     return SQLiteStore(db), FileJournal(f"{db}.streams")

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_ref import Agent, ScriptedModel, SQLiteStore
-from agent_ref.demo_tools import default_tools
+from agent_ref.tools.demo import default_tools
 
 if TYPE_CHECKING:
-    from agent_ref.store import Store
+    from agent_ref.store.core import Store
 
 #: Bound on the hold (seconds): the test kills the process long before.
 HOLD_FOR = 60.0
@@ -28,7 +28,7 @@ HOLD_FOR = 60.0
 
 def _store(where: str) -> Store:
     if where.startswith("postgresql://"):
-        from agent_ref.store_pg import PostgresStore
+        from agent_ref.store.postgres import PostgresStore
 
         return PostgresStore(where)
     return SQLiteStore(where)

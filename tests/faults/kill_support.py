@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 
 from agent_ref import ScriptedModel, SQLiteStore
-from agent_ref.demo_tools import confirm
-from agent_ref.server import create_app, serve
-from agent_ref.server_streams import FileJournal
+from agent_ref.server.app import create_app, serve
+from agent_ref.server.streams import FileJournal
+from agent_ref.tools.demo import confirm
 from serve_launcher import GATE_WAIT, gated_calculator, parser
 from validating import violations
 

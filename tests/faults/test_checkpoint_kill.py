@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from agent_ref import SQLiteStore
-from agent_ref.checkpoints import UNKNOWN_RESULT
+from agent_ref.run.checkpoints import UNKNOWN_RESULT
 from fault_support import checkpoint_held, wait_until
 from faults.kill_support import Server
 from server_support import data_lines, get
@@ -96,7 +96,7 @@ async def _log_sqlite(db: Path, agent: str) -> list[list[bytes]]:
 
 
 async def _log_pg(url: str, agent: str) -> list[list[bytes]]:
-    from agent_ref.store_pg import PostgresStore
+    from agent_ref.store.postgres import PostgresStore
 
     store = PostgresStore(url)
     try:

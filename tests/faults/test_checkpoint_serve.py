@@ -31,7 +31,7 @@ from typing import Any, Literal
 import httpx2
 
 from agent_ref import SQLiteStore
-from agent_ref.checkpoints import UNKNOWN_RESULT
+from agent_ref.run.checkpoints import UNKNOWN_RESULT
 from fault_support import Reader, checkpoint_held, wait_until
 from server_support import data_lines, get
 from validating import assert_valid
@@ -247,7 +247,7 @@ def test_spec_cn1_a_two_servers_starting_at_once_on_the_file_one_continues(tmp_p
 
 
 async def _stored_pg(url: str, agent: str) -> list[list[bytes]]:
-    from agent_ref.store_pg import PostgresStore
+    from agent_ref.store.postgres import PostgresStore
 
     store = PostgresStore(url)
     try:

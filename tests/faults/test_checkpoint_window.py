@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agent_ref import Agent, ScriptedModel, SQLiteStore
-from agent_ref.checkpoints import UNKNOWN_RESULT
+from agent_ref.run.checkpoints import UNKNOWN_RESULT
 from faults.checkpoint_process import note_tools
 from validating import assert_valid
 

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore
-from agent_ref.demo_tools import default_tools
 from agent_ref.errors import StateError
-from agent_ref.server import create_app
-from agent_ref.server_streams import FileJournal
-from agent_ref.store import lease_owner_id, owner_gone
+from agent_ref.server.app import create_app
+from agent_ref.server.streams import FileJournal
+from agent_ref.store.core import lease_owner_id, owner_gone
+from agent_ref.tools.demo import default_tools
 from agent_ref_support import meta
 from server_support import data_lines, post, running
 from validating import assert_valid
@@ -44,7 +44,7 @@ def _pending_id(body: bytes) -> str:
 
 def _store(where: str) -> Any:
     if where.startswith("postgresql://"):
-        from agent_ref.store_pg import PostgresStore
+        from agent_ref.store.postgres import PostgresStore
 
         return PostgresStore(where)
     return SQLiteStore(where)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 
-from agent_ref.store_pg import JournalTakenOverError, PostgresJournal, PostgresStore
+from agent_ref.store.postgres import JournalTakenOverError, PostgresJournal, PostgresStore
 
 # The journal is envelope.delivery's now and raises its errors; the store's UnavailableError is one of them.
 from envelope.delivery import JournalUnavailableError as UnavailableError

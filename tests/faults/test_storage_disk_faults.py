@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import ScriptedModel, SQLiteStore
-from agent_ref.server import create_app
-from agent_ref.server_streams import FileJournal
+from agent_ref.server.app import create_app
+from agent_ref.server.streams import FileJournal
 from agent_ref_support import meta
 from server_support import data_lines, post, running
 from validating import assert_valid

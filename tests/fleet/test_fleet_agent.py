@@ -16,17 +16,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import Agent, ScriptedModel
-from agent_ref.background import NOTIFICATION_TAG, BackgroundQueue
-from agent_ref.cli import main as agent_ref_main
-from agent_ref.store_pg import PostgresStore
-from agent_ref.task_queue import RESULT_UNKNOWN, PostgresTaskQueue, Task
+from agent_ref.cli.commands import main as agent_ref_main
+from agent_ref.fleet.task_queue import RESULT_UNKNOWN, PostgresTaskQueue, Task
+from agent_ref.run.background import BackgroundQueue
+from agent_ref.store.postgres import PostgresStore
+from agent_ref.store.state import NOTIFICATION_TAG
 from agent_ref_support import assert_valid_responses, envelopes
 from fleet_support import CHILD_SECONDS_ENV, SUBAGENTS, WorkerProcess
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from agent_ref.finish import AgentResult
+    from agent_ref.run.finish import AgentResult
 
 PROMPT = "Research tides in the background"
 WORKER_ARGS = ("--agent", "fleet_support:fleet_agent", "--lease", "2", "--heartbeat", "0.4", "--poll", "0.2")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from agent_ref.task_queue import PostgresTaskQueue, Task
+from agent_ref.fleet.task_queue import PostgresTaskQueue, Task
 from fleet_support import create_runs_table, runs, wait_until
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from agent_ref.errors import StateError, UnavailableError
-from agent_ref.task_queue import Claim, LeaseLostError, PostgresTaskQueue, Task, UnknownTaskError
-from agent_ref.worker import TaskContext, Worker
+from agent_ref.fleet.task_queue import Claim, LeaseLostError, PostgresTaskQueue, Task, UnknownTaskError
+from agent_ref.fleet.worker import TaskContext, Worker
 from fault_support import wait_until_async
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_ref.errors import StateError
-from agent_ref.task_queue import (
+from agent_ref.fleet.task_queue import (
     TERMINAL,
     Claim,
     LeaseLostError,

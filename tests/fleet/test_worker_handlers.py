@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from agent_ref.errors import UnavailableError
-from agent_ref.task_queue import Claim, MemoryTaskQueue, Task
-from agent_ref.worker import SUBAGENT_KIND, ChildOutcome, SubagentTask, TaskContext, Worker, subagent_handler
+from agent_ref.fleet.task_queue import Claim, MemoryTaskQueue, Task
+from agent_ref.fleet.worker import SUBAGENT_KIND, ChildOutcome, SubagentTask, TaskContext, Worker, subagent_handler
 from fault_support import wait_until_async
 
 

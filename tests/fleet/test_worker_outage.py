@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from agent_ref.task_queue import PostgresTaskQueue
+from agent_ref.fleet.task_queue import PostgresTaskQueue
 from fleet_support import create_runs_table, runs, wait_until
 from pg_support import fresh_schema
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agent_ref.task_queue import PostgresTaskQueue
-from agent_ref.worker import TaskContext, Worker, add_worker_command, load_handlers, main
+from agent_ref.fleet.task_queue import PostgresTaskQueue
+from agent_ref.fleet.worker import TaskContext, Worker, add_worker_command, load_handlers, main
 from fleet_support import create_runs_table, runs, wait_until
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """A module of ``agent_ref`` imported without its extra fails in one line naming the extra (spec cli [C10-d]).
 
 The package root and the command lines said so already; a submodule imported directly
-(``import agent_ref.store_pg`` without psycopg, the server's modules without starlette,
+(``import agent_ref.store.postgres`` without psycopg, the server's modules without starlette,
 any of the agent without the Claude SDK) gave a bare ``ModuleNotFoundError`` (issue 37).
 Each case runs in a fresh interpreter of this venv whose ``sys.meta_path`` refuses the
 hidden modules, as an interpreter without them would: nothing is uninstalled. The modules

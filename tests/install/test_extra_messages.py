@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-import agent_ref.cli
+import agent_ref.cli.commands
 import envelope.check
 import envelope.cli
 from envelope import _extras
@@ -63,8 +63,8 @@ def test_agent_ref_says_which_extra(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(agent_ref.cli, "missing", _without(*gone))
-    assert agent_ref.cli.main(argv) == 2
+    monkeypatch.setattr(agent_ref.cli.commands, "missing", _without(*gone))
+    assert agent_ref.cli.commands.main(argv) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith("agent-ref: error: ")

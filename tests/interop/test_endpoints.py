@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 
 from agent_ref import SQLiteStore
-from agent_ref.server_interop import _agui_events, _vercel_chunks, agent_for_conversation
+from agent_ref.server.interop import _agui_events, _vercel_chunks, agent_for_conversation
 from agent_ref_support import assert_valid_responses
 from browser.agent_server import serving
 from envelope import Reconstructor
@@ -305,7 +305,7 @@ def test_foreign_requests_pass_the_same_checks(tmp_path: Path) -> None:
 
 def test_agui_thread_paused_on_one_process_resumes_on_another(pg_schema_url: str) -> None:
     """spec server §9.2-a [S9.2-a]: two ``agent-ref serve`` on one PostgreSQL database; the thread id alone finds the agent."""
-    from agent_ref.store_pg import PostgresStore
+    from agent_ref.store.postgres import PostgresStore
     from envelope import SSEReader
 
     def events(raw: bytes) -> list[dict[str, Any]]:
@@ -346,7 +346,7 @@ def test_agui_thread_paused_on_one_process_resumes_on_another(pg_schema_url: str
 
 def test_chat_reconnect_on_another_process_follows_the_shared_journal(pg_schema_url: str, tmp_path: Path) -> None:
     """spec server §9.3-a [S9.3-a]: the AI SDK's reconnect reaches a process that does not run the response."""
-    from agent_ref.store_pg import PostgresStore
+    from agent_ref.store.postgres import PostgresStore
     from scaleout_support import Process
 
     gate = tmp_path / "gate"

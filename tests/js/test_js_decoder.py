@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools
-from agent_ref.server import create_app
-from agent_ref.subagents import demo_subagents
+from agent_ref.run.subagents import demo_subagents
+from agent_ref.server.app import create_app
 from envelope import EnvelopeError, Reconstructor, StreamReader, tree
 from server_support import get, running
 from validating import assert_valid
@@ -71,15 +71,15 @@ def test_spec_server_7_1_a_node_test_runner_passes() -> None:
 @pytest.mark.parametrize("name", ["envelope-decoder.mjs", "envelope-client.mjs"])
 def test_spec_server_7_1_b_the_published_file_is_the_served_file(name: str) -> None:
     """[S7.1-a]: the package's module (``js/``, the source) and the page's copy are the same bytes, and real files."""
-    source, served = ROOT / "js" / name, ROOT / "src" / "agent_ref" / "web" / name
+    source, served = ROOT / "js" / name, ROOT / "src" / "agent_ref" / "server" / "web" / name
     assert not source.is_symlink(), "npm pack leaves symlinks out: js/ holds the real file"
-    assert not served.is_symlink(), "the wheel must hold the real file: src/agent_ref/web/ holds a copy"
+    assert not served.is_symlink(), "the wheel must hold the real file: src/agent_ref/server/web/ holds a copy"
     assert source.read_bytes() == served.read_bytes(), f"edit js/{name}, then run scripts/sync-web-js"
 
 
 def test_spec_server_6_1_a_every_module_the_page_imports_is_served_as_it_is() -> None:
     """[S6.1-a] [S7.1-a]: each relative import of the page's modules is served under /static/, byte for byte."""
-    web = ROOT / "src" / "agent_ref" / "web"
+    web = ROOT / "src" / "agent_ref" / "server" / "web"
     wanted: set[str] = set()
     todo = ["app.js"]
     while todo:

@@ -18,8 +18,8 @@ import tarfile
 from typing import TYPE_CHECKING, Any
 
 from agent_ref import MemoryStore, ScriptedModel
-from agent_ref.server import create_app
-from agent_ref.server_streams import MemoryJournal
+from agent_ref.server.app import create_app
+from agent_ref.server.streams import MemoryJournal
 from envelope import reconstruct, tree
 from js.js_support import HERE, ROOT, tool
 from server_support import data_lines, get, running

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import Agent, ScriptedModel, SQLiteStore
-from agent_ref.mcp_tools import HttpServer, InProcessServer, McpToolset, StdioServer, tool_name
-from agent_ref.permissions import PermissionAllow, PermissionDeny, PermissionResult, ToolPermissionContext
-from agent_ref.server import create_app
+from agent_ref.policy.permissions import PermissionAllow, PermissionDeny, PermissionResult, ToolPermissionContext
+from agent_ref.server.app import create_app
+from agent_ref.tools.mcp import HttpServer, InProcessServer, McpToolset, StdioServer, tool_name
 from agent_ref_support import envelopes
 from fault_support import wait_until, wait_until_async
 from mcp_support import alive, calling_prompt, children, stdio_config, tool_names, wait_gone
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from agent_ref import AgentResult, Tool
-    from agent_ref.mcp_tools import McpServerConfig
+    from agent_ref.tools.mcp import McpServerConfig
 
 #: A bound that only a hang reaches (seconds): a test that would hang fails there, loudly.
 #: It times nothing; what ran is judged by the outcome (which timeout's message, which order).

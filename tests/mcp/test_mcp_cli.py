@@ -70,8 +70,8 @@ def test_r19_7_c_serve_takes_mcp_config_and_checks_it_first(tmp_path: Path) -> N
 
 def test_r19_7_c_serve_gives_the_servers_to_the_agents_options(tmp_path: Path) -> None:
     """serve's agent options carry the servers the file lists (opened per response, [R19.7-a]) [R19.7-c]."""
-    from agent_ref.cli import _parser
-    from agent_ref.cli_options import agent_config
+    from agent_ref.cli.commands import _parser
+    from agent_ref.cli.flags import agent_config
 
     _config(tmp_path / ".mcp.json", {"io": {"command": "python", "args": ["server.py"]}})
     args = _parser().parse_args(["serve", "--mcp-config", str(tmp_path / ".mcp.json")])

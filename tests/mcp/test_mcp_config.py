@@ -1,4 +1,4 @@
-"""``.mcp.json``, tool names and result mapping of agent_ref.mcp_tools (spec/agent-ref.md §19), without a server."""
+"""``.mcp.json``, tool names and result mapping of agent_ref.tools.mcp (spec/agent-ref.md §19), without a server."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_ref import ConfigError, ToolOutput
-from agent_ref.mcp_tools import (
+from agent_ref.tools.mcp import (
     HttpServer,
     InProcessServer,
     McpToolError,
@@ -198,7 +198,7 @@ def test_empty_toolset_opens_and_closes() -> None:
 
 def test_without_the_mcp_extra_one_line_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """No ``mcp`` installed: opening a toolset raises MissingExtraError with the extra's one line."""
-    from agent_ref import mcp_tools
+    from agent_ref.tools import mcp as mcp_tools
     from envelope._extras import MissingExtraError
 
     monkeypatch.setattr(mcp_tools, "missing", lambda extra: ["mcp"] if extra == "mcp" else [])

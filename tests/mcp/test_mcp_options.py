@@ -14,7 +14,7 @@ import pytest
 
 from agent_ref import Agent, AgentSpec, ScriptedModel, default_tools
 from agent_ref.errors import ConfigError
-from agent_ref.mcp_tools import StdioServer
+from agent_ref.tools.mcp import StdioServer
 from agent_ref_support import envelopes, fast_retry
 from mcp_support import calling_prompt, children, stdio_config, tool_names, wait_gone
 
@@ -84,8 +84,8 @@ def test_r19_7_a_a_server_that_fails_is_a_diagnostic_not_a_crash() -> None:
 
 def test_r19_7_b_a_child_inherits_the_servers() -> None:
     """A subagent's options carry its parent's MCP servers [R19.7-b]; bad entries are refused by name [R19.7-a]."""
-    from agent_ref.options import AgentOptions
-    from agent_ref.store import MemoryStore
+    from agent_ref.run.options import AgentOptions
+    from agent_ref.store.core import MemoryStore
 
     servers = {"io": stdio_config("io")}
     parent = AgentOptions(mcp_servers=servers, subagents={"r": AgentSpec("researches")})

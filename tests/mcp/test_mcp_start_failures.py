@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from agent_ref import Agent, ScriptedModel, default_tools
-from agent_ref.mcp_tools import STDERR_TAIL_CHARS, McpToolset, StdioServer, load_mcp_config
+from agent_ref.tools.mcp import STDERR_TAIL_CHARS, McpToolset, StdioServer, load_mcp_config
 from agent_ref_support import envelopes, fast_retry
 from mcp_support import SERVER_SCRIPT
 from validating import assert_valid

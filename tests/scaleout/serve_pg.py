@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for serve_launcher
 
-from agent_ref.store_pg import PostgresJournal, PostgresStore
+from agent_ref.store.postgres import PostgresJournal, PostgresStore
 from serve_launcher import launch, parser
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import httpx2
 
-from agent_ref.store_pg import PostgresStore
+from agent_ref.store.postgres import PostgresStore
 from agent_ref_support import user_texts
 from fault_support import wait_until
 from server_support import post, read_events
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from agent_ref.state import RunRecord
+    from agent_ref.store.state import RunRecord
     from scaleout_support import Process
 
 ARITHMETIC = "What is 5 + (10 * 2)?"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import httpx2
 
-from agent_ref.store_pg import PostgresStore
+from agent_ref.store.postgres import PostgresStore
 from agent_ref_support import assert_valid_responses, meta
 from fault_support import wait_until
 from server_support import data_lines, get, post

@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for serve_launcher
 
 from agent_ref import SQLiteStore
-from agent_ref.server_streams import FileJournal
+from agent_ref.server.streams import FileJournal
 from serve_launcher import launch, parser
 
 

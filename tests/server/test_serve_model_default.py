@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from agent_ref import models
-from agent_ref.serve_cli import add_serve_command
+from agent_ref.cli.serve import add_serve_command
+from agent_ref.models import core as models
 
 
 def test_serve_model_flag_defaults_to_the_run_commands_claude_model() -> None:

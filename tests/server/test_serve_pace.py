@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import ScriptedModel
-from agent_ref.serve_cli import PacedModel, paced
+from agent_ref.cli.serve import PacedModel, paced
 from cli_support import SCRIPT, clean_env, serve_refusal, start_serve, stop_serve, strict_envelopes
 
 if TYPE_CHECKING:

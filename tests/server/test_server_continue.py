@@ -15,10 +15,10 @@ import json
 import time
 
 from agent_ref import Agent, MemoryStore, ScriptedModel
-from agent_ref.options import AgentOptions
-from agent_ref.server import RunManager, create_app
-from agent_ref.server_streams import DONE_LINE, MemoryJournal
-from agent_ref.state import Checkpoint, RunState
+from agent_ref.run.options import AgentOptions
+from agent_ref.server.app import RunManager, create_app
+from agent_ref.server.streams import DONE_LINE, MemoryJournal
+from agent_ref.store.state import Checkpoint, RunState
 from agent_ref_support import meta
 from fault_support import FlakyJournal, FlakyStore, Reader
 from server_support import Gate, data_lines, running

@@ -16,8 +16,8 @@ from typing import Any
 import httpx2
 
 from agent_ref import ScriptedModel
-from agent_ref.server import create_app
-from agent_ref.server_streams import DONE_LINE
+from agent_ref.server.app import create_app
+from agent_ref.server.streams import DONE_LINE
 from agent_ref_support import meta
 from fault_support import FlakyJournal, FlakyStore, Reader
 from server_support import Gate, data_lines, post, running

@@ -16,8 +16,8 @@ import httpx2
 import pytest
 
 from agent_ref import Fault, MemoryStore, ScriptedModel, SQLiteStore
-from agent_ref.server import ServerConfig, create_app
-from agent_ref.server_streams import parse_event_id
+from agent_ref.server.app import ServerConfig, create_app
+from agent_ref.server.streams import parse_event_id
 from server_support import Gate, data_lines, get, post, read_events, running
 from validating import assert_valid
 

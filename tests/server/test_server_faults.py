@@ -22,7 +22,7 @@ import httpx2
 import pytest
 
 from agent_ref import MemoryStore, ScriptedModel
-from agent_ref.server import create_app
+from agent_ref.server.app import create_app
 from server_support import data_lines, get, post, read_events, running, start_server_process, stop_server_process
 from validating import assert_valid
 
@@ -103,7 +103,7 @@ def test_spec_server_3_3_c_killed_server_restarts_and_the_run_log_replays(tmp_pa
 
 def test_spec_server_4_1_c_shutdown_aborts_running_runs_and_ends_their_streams() -> None:
     """[S4.1-a]: stopping the server aborts a run stuck in a tool; its journaled response ends properly."""
-    from agent_ref.server_streams import MemoryJournal
+    from agent_ref.server.streams import MemoryJournal
     from server_support import Gate
 
     gate = Gate()
@@ -148,7 +148,7 @@ def test_serve_main_reports_a_busy_port(capsys: pytest.CaptureFixture[str], tmp_
     """``agent-ref serve`` on a port in use exits 2 with one clear line, no traceback."""
     import socket
 
-    from agent_ref.serve_cli import main
+    from agent_ref.cli.serve import main
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -161,9 +161,9 @@ def test_serve_main_reports_a_busy_port(capsys: pytest.CaptureFixture[str], tmp_
 
 
 def test_serve_main_stops_on_ctrl_c_without_a_traceback(tmp_path: Path) -> None:
-    """``agent-ref serve`` (here ``python -m agent_ref.serve_cli``): Ctrl-C stops it with one line and status 130."""
+    """``agent-ref serve`` (here ``python -m agent_ref.cli.serve``): Ctrl-C stops it with one line and status 130."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_ref.serve_cli", "--port", "0", "--db", str(tmp_path / "a.db")],
+        [sys.executable, "-m", "agent_ref.cli.serve", "--port", "0", "--db", str(tmp_path / "a.db")],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -197,7 +197,7 @@ def test_serve_accepts_connections_as_soon_as_it_announces_the_url() -> None:
     """``serve`` listens before ``ready(url)``: a client that connects at once is queued, not refused (a race seen in CI)."""
     import socket
 
-    from agent_ref.server import serve
+    from agent_ref.server.app import serve
 
     connected: list[bool] = []
 

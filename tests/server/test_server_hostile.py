@@ -20,7 +20,7 @@ import pytest
 
 from agent_ref import MemoryStore, ScriptedModel
 from agent_ref.errors import StateError
-from agent_ref.server import LOOPBACK_HOSTS, MAX_NUMBER_CHARS, create_app, serve
+from agent_ref.server.app import LOOPBACK_HOSTS, MAX_NUMBER_CHARS, create_app, serve
 from server_support import data_lines, post, running
 from validating import assert_valid
 

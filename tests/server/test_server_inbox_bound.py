@@ -20,9 +20,9 @@ import httpx2
 import pytest
 
 from agent_ref import MemoryStore, ScriptedModel, SQLiteStore
-from agent_ref.server import ServerConfig, create_app
-from agent_ref.sessions import InboxBounds, InboxStore
-from agent_ref.store_pg import PostgresStore
+from agent_ref.server.app import ServerConfig, create_app
+from agent_ref.store.postgres import PostgresStore
+from agent_ref.store.sessions import InboxBounds, InboxStore
 from agent_ref_support import user_texts
 from fault_support import wait_until
 from server_support import Gate, post, running
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
-    from agent_ref.state import RunRecord
-    from agent_ref.store import Store
+    from agent_ref.store.core import Store
+    from agent_ref.store.state import RunRecord
 
 ARITHMETIC = "What is 5 + (10 * 2)?"
 

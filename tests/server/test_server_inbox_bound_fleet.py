@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import httpx2
 
 from agent_ref import SQLiteStore
-from agent_ref.sessions import InboxBounds
+from agent_ref.store.sessions import InboxBounds
 from agent_ref_support import user_texts
 from server_support import post, read_events, start_server_process, stop_server_process
 from validating import assert_valid

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent_ref import ScriptedModel, SQLiteStore
-from agent_ref.server import create_app
-from agent_ref.server_streams import DONE_LINE, MemoryJournal
+from agent_ref.server.app import create_app
+from agent_ref.server.streams import DONE_LINE, MemoryJournal
 from server_support import data_lines, get, post, running
 from validating import assert_valid
 

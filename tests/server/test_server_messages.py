@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 
 from agent_ref import ScriptedModel, SQLiteStore
-from agent_ref.server import create_app
-from agent_ref.state import encode_state
+from agent_ref.server.app import create_app
+from agent_ref.store.state import encode_state
 from server_support import Gate, data_lines, post, running
 from validating import assert_valid
 

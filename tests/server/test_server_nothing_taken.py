@@ -18,8 +18,8 @@ from typing import Any
 import httpx2
 
 from agent_ref import ScriptedModel
-from agent_ref.server import create_app
-from agent_ref.server_streams import MemoryJournal
+from agent_ref.server.app import create_app
+from agent_ref.server.streams import MemoryJournal
 from agent_ref_support import meta
 from fault_support import SECRET, FlakyJournal, FlakyStore
 from server_support import data_lines, post, running

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore
-from agent_ref.demo_tools import default_tools
-from agent_ref.server import create_app
-from agent_ref.server_streams import FileJournal
-from agent_ref.state import AgentState, decode_state, encode_state
+from agent_ref.server.app import create_app
+from agent_ref.server.streams import FileJournal
+from agent_ref.store.state import AgentState, decode_state, encode_state
+from agent_ref.tools.demo import default_tools
 from server_support import data_lines, get, post, read_events, running
 from validating import assert_valid
 
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from agent_ref.agent import Sink
-    from agent_ref.state import RunRecord
-    from agent_ref.store import LogBatch
+    from agent_ref.store.core import LogBatch
+    from agent_ref.store.state import RunRecord
 
 CONFIRM = "Please confirm: delete the temp files"
 
@@ -270,7 +270,7 @@ def test_spec_agent_ref_10_2_b_tool_results_recover_an_expired_lease() -> None:
 def test_spec_server_8_1_c_a_response_stored_whole_is_completed_from_the_store(tmp_path: Path) -> None:
     """[S8.1-c]: killed after the run saved its end but before sending it: the journal gets the stored
     lines (the real end), not closing lines that would contradict the store."""
-    from agent_ref.server import RunManager
+    from agent_ref.server.app import RunManager
 
     db = SQLiteStore(tmp_path / "a.db")
     journal = FileJournal(tmp_path / "streams")
@@ -311,7 +311,7 @@ def test_spec_server_8_2_a_a_prompt_on_a_dead_resume_recovers_it_and_is_refused(
 def test_spec_server_8_1_b_a_dead_resume_through_a_subagent_takes_the_child_back_too(tmp_path: Path) -> None:
     """[S8.1-b]: a resume killed while its paused child was resumed: both go back to their pause at the
     restart (the child's claim names the same dead process), and the same answers are accepted at once."""
-    from agent_ref.subagents import demo_subagents
+    from agent_ref.run.subagents import demo_subagents
 
     db = SQLiteStore(tmp_path / "a.db")
     journal = FileJournal(tmp_path / "streams")

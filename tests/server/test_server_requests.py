@@ -9,7 +9,7 @@ import httpx2
 import pytest
 
 from agent_ref import MemoryStore, ScriptedModel
-from agent_ref.server import ServerConfig, create_app
+from agent_ref.server.app import ServerConfig, create_app
 from server_support import get, running
 from validating import assert_valid
 
@@ -129,7 +129,7 @@ def test_spec_server_5_2_a_bearer_token_guards_every_agent_endpoint() -> None:
 
 def test_spec_server_5_2_b_token_from_option_or_environment() -> None:
     """[S5.2-a]: ``--token`` wins over ``AGENT_REF_TOKEN``; an empty value means no token."""
-    from agent_ref.serve_cli import resolve_token
+    from agent_ref.cli.serve import resolve_token
 
     assert resolve_token("a", {"AGENT_REF_TOKEN": "b"}) == "a"
     assert resolve_token(None, {"AGENT_REF_TOKEN": "b"}) == "b"

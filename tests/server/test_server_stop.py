@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 
 from agent_ref import ScriptedModel, SQLiteStore
-from agent_ref.server import ServerConfig, create_app
+from agent_ref.server.app import ServerConfig, create_app
 from server_support import Gate, data_lines, get, post, running
 from validating import assert_valid
 

@@ -11,8 +11,8 @@ from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, SQLiteStore, default_tools
-from agent_ref.server import RunManager, create_app
-from agent_ref.server_streams import (
+from agent_ref.server.app import RunManager, create_app
+from agent_ref.server.streams import (
     DONE_LINE,
     RUN_ID_PATTERN,
     FileJournal,
@@ -122,7 +122,7 @@ def test_spec_server_3_3_b_recovery_closes_and_releases_a_killed_run(tmp_path: P
     state = agent.state
     state.status = "running"
     state.version = 0
-    from agent_ref.state import RunState
+    from agent_ref.store.state import RunState
 
     state.run = RunState(run_id=run_id, user_query="q", started_at=0.0, responses=0)
     asyncio.run(store.save(state))
@@ -161,7 +161,7 @@ def test_spec_server_3_1_c_memory_journal_reports_unfinished() -> None:
 @given(st.data())
 def test_spec_server_2_3_a_follow_from_any_id_yields_the_rest_once(data: st.DataObject) -> None:
     """[S2.3-a] property: a follower starting after any seq, while lines keep coming, sees each later line once, in order."""
-    from agent_ref.server_streams import LiveStream
+    from agent_ref.server.streams import LiveStream
 
     _, lines = _run_lines("What is 5 + (10 * 2)?")
     after = data.draw(st.integers(-1, len(lines) - 2))

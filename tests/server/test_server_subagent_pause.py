@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 from agent_ref import MemoryStore, ScriptedModel
-from agent_ref.server import create_app
-from agent_ref.subagents import demo_subagents
+from agent_ref.run.subagents import demo_subagents
+from agent_ref.server.app import create_app
 from server_support import data_lines, post, running
 from validating import assert_valid
 

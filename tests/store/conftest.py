@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import SQLiteStore
-from agent_ref.store_pg import PostgresStore
+from agent_ref.store.postgres import PostgresStore
 from pg_support import root_conftest
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from agent_ref.store import Store
+    from agent_ref.store.core import Store
 
 
 _root = root_conftest()

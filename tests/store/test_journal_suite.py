@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agent_ref.server_streams import FileJournal, Journal
-from agent_ref.store_pg import PostgresJournal
+from agent_ref.server.streams import FileJournal, Journal
+from agent_ref.store.postgres import PostgresJournal
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from agent_ref import StateError
-from agent_ref.migrations import migrations
-from agent_ref.store_pg import PostgresStore, migrate
+from agent_ref.store.migrations import migrations
+from agent_ref.store.postgres import PostgresStore, migrate
 
 
 def test_spec_scaleout_1_1_a_migrations_apply_once_and_are_recorded(pg_schema_url: str) -> None:

@@ -12,8 +12,8 @@ import asyncio
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from agent_ref.state import AgentState
-from agent_ref.store import SQLiteStore
+from agent_ref.store.core import SQLiteStore
+from agent_ref.store.state import AgentState
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_ref import Agent, AgentState, ConflictError, RunRecord, ScriptedModel, default_tools
-from agent_ref.state import RunState, Usage
-from agent_ref.store import LogBatch
+from agent_ref.store.core import LogBatch
+from agent_ref.store.state import RunState, Usage
 from agent_ref_support import assert_valid_responses
 from validating import assert_valid
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
 
-    from agent_ref.store import Store
+    from agent_ref.store.core import Store
 
     Factory = Callable[[], Store]
 

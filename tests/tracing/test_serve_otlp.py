@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from agent_ref.memory_store import FileMemory
+from agent_ref.tools.memory_store import FileMemory
 from cli_support import SCRIPT, OtlpCollector, clean_env, otlp_collector, serve_refusal, start_serve, stop_serve
 from validating import assert_valid
 

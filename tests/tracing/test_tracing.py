@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from agent_ref import scrub
+from agent_ref.policy import scrub
 from agent_ref.tracing import NOOP, OFF, SEMCONV_VERSION, STEP_SPAN, Tracing, _parse_traceparent
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.trace import StatusCode
 
 from agent_ref import Agent, MemoryStore, ScriptedModel, default_tools
-from agent_ref.hooks import HookDecision
-from agent_ref.permissions import PermissionDeny
+from agent_ref.policy.hooks import HookDecision
+from agent_ref.policy.permissions import PermissionDeny
 from agent_ref.tracing import STEP_SPAN, Tracing
 from agent_ref_support import envelopes, fast_retry
 

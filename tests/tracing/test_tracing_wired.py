@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.trace import StatusCode
 
 from agent_ref import Agent, ScriptedModel, SQLiteStore, default_tools, tool
-from agent_ref.demo_tools import confirm
-from agent_ref.options import AgentOptions
-from agent_ref.retry import IncompleteStreamError
-from agent_ref.subagents import AgentSpec
+from agent_ref.run.options import AgentOptions
+from agent_ref.run.retry import IncompleteStreamError
+from agent_ref.run.subagents import AgentSpec
+from agent_ref.tools.demo import confirm
 from agent_ref.tracing import STEP_SPAN, Tracing
 from agent_ref_support import fast_retry
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from agent_ref.finish import AgentResult
+    from agent_ref.run.finish import AgentResult
 
 Exported = tuple["TracerProvider", "InMemorySpanExporter"]
 
@@ -281,7 +281,7 @@ def test_tracing_off_makes_no_span_and_keeps_no_traceparent_R20_1_a(exported: Ex
 
 def test_children_share_the_parents_tracing_and_not_its_memory_R20_6_a(tmp_path: Path) -> None:
     """``for_child`` passes ``tracing`` on; ``memory`` stays the root's [R21.5-a]."""
-    from agent_ref.memory_store import FileMemory
+    from agent_ref.tools.memory_store import FileMemory
 
     tracing = Tracing(enabled=False)
     options = AgentOptions(tracing=tracing, memory=FileMemory(tmp_path), memory_timeout=3.0)
