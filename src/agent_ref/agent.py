@@ -558,8 +558,14 @@ class Agent:
         await self.store.save(state)
         return done
 
-    def send(self, text: str) -> int:
+    def send(self, text: str, *, bounds: sessions.InboxBounds | None = None, run_id: str = "") -> int:
         """Queue a user message for the working run; the model gets it at the next step boundary (spec §S2).
+
+        Args:
+            text: the message.
+            bounds: the inbox's bounds (spec server [IB1-a]), checked with the put, nothing
+                queued past one; ``None`` (the library's default) bounds nothing.
+            run_id: the run the message is for, named in ``InboxFullError``.
 
         Returns:
             The number of messages now waiting.
@@ -567,10 +573,13 @@ class Agent:
         Raises:
             StateError: no run of this agent is working (or it is past its last step): the
                 message is refused, never dropped ([SE2.3-a]).
+            InboxFullError: with it the waiting messages would pass ``bounds``.
             TypeError: ``text`` is not a non-empty string.
         """
         if not isinstance(text, str) or not text.strip():
             raise TypeError("send takes a non-empty string")
+        if bounds is not None:
+            self._inbox.check(bounds, run_id, text)
         return self._inbox.put(text)
 
     # ----------------------------------------------------------------- the start of a response

@@ -127,6 +127,12 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         help="export OpenTelemetry traces of the runs to this OTLP/HTTP collector, such as http://127.0.0.1:4318 "
         "(/v1/traces is added to a bare URL; needs the otel extra; default: none)",
     )
+    _bounds_arguments(p)
+    add_agent_options(p)
+    add_store_options(p)
+
+
+def _bounds_arguments(p: argparse.ArgumentParser) -> None:
     limits = p.add_argument_group("bounds (spec server IB1, SL1)")
     limits.add_argument(
         "--inbox-messages",
@@ -156,8 +162,6 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds a request waits for the database or the journal before it is answered 503 (default: 5)",
     )
-    add_agent_options(p)
-    add_store_options(p)
 
 
 def resolve_token(given: str | None, environ: Mapping[str, str]) -> str | None:

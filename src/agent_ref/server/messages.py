@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
 
-    from ..store.sessions import InboxReceipt
+    from ..store.sessions import InboxBounds, InboxReceipt
     from .app import RunManager, ServerConfig
 
 __all__ = ["messages_route"]
@@ -60,16 +60,7 @@ def messages_route(
         if not RUN_ID_PATTERN.fullmatch(run_id):
             raise _Refused(404, "unknown_run", "no such run")
         bounds = config.inbox_bounds
-        size = len(text.encode())
-        if size > bounds.max_message_bytes:  # spec server [IB1-c]: no retry would fit it: 413, before the store
-            raise _Refused(
-                413,
-                "message_too_large",
-                str(InboxFullError(run_id, "inbox_message_bytes", bounds.max_message_bytes, size, size)),
-                run_id=run_id,
-                bound="inbox_message_bytes",
-                limit=bounds.max_message_bytes,
-            )
+        _refuse_too_large(bounds, run_id, text)
         store = manager.store
         if isinstance(store, InboxStore):  # spec [IN1-a]: whichever process answers, through the store
             try:
@@ -95,8 +86,7 @@ def messages_route(
         try:
             # spec server [IB1-a]: a user's store keeps no inbox: the agent's own queue, on this loop
             # thread with no await before the put, so nothing is queued between the check and it
-            agent._inbox.check(bounds, run_id, text)
-            queued = agent.send(text)
+            queued = agent.send(text, bounds=bounds, run_id=run_id)
         except InboxFullError as exc:
             raise _InboxFull(exc) from None
         except StateError as exc:  # spec server [SVSE2-b]: past its last step
@@ -104,6 +94,20 @@ def messages_route(
         return JSONResponse({"run_id": run_id, "agent_uuid": agent.agent_uuid, "queued": queued}, status_code=202)
 
     return Route("/agent/runs/{run_id}/messages", route(messages), methods=["POST"])
+
+
+def _refuse_too_large(bounds: InboxBounds, run_id: str, text: str) -> None:
+    """Refuse a message past its own bound: no retry would fit it, so 413, before the store (spec server [IB1-c])."""
+    size = len(text.encode())
+    if size > bounds.max_message_bytes:
+        raise _Refused(
+            413,
+            "message_too_large",
+            str(InboxFullError(run_id, "inbox_message_bytes", bounds.max_message_bytes, size, size)),
+            run_id=run_id,
+            bound="inbox_message_bytes",
+            limit=bounds.max_message_bytes,
+        )
 
 
 #: Seconds a client is told to wait after a full inbox (spec server [IB1-b]): about a step of the run.
