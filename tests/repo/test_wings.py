@@ -29,10 +29,6 @@ MAX_TOP = 10
 
 #: ``(from, to)``: the module imports of an arrow that still runs up, and the change that ends it.
 KNOWN_UP: dict[tuple[str, str], tuple[frozenset[str], str]] = {
-    ("tools", "store"): (
-        frozenset({"agent_ref.tools.context -> agent_ref.store.core"}),
-        "ToolContext types its store as Store: a Protocol of the tools wing for what a tool uses",
-    ),
     ("store", "run"): (
         frozenset({"agent_ref.store.sessions -> agent_ref.run.context"}),
         "sessions' functions take a RunContext: a Protocol of the store wing, or the run side moves up",
