@@ -29,10 +29,6 @@ MAX_TOP = 10
 
 #: ``(from, to)``: the module imports of an arrow that still runs up, and the change that ends it.
 KNOWN_UP: dict[tuple[str, str], tuple[frozenset[str], str]] = {
-    ("fleet", "agent"): (
-        frozenset({"agent_ref.fleet.worker -> agent_ref.agent"}),
-        "the worker types the agent it runs as Agent: a Protocol of the fleet wing",
-    ),
     ("run", "agent"): (
         frozenset(
             {
