@@ -37,11 +37,12 @@ MAX_PROGRESS_CHARS: Final = 300
 
 
 class ToolStore(Protocol):
-    """The agent's store as a tool sees it: the part named in plain types (STYLE §17: tools sit below the store).
+    """The agent's store as a tool sees it: its reads of a run's lines (STYLE §17: tools sit below the store).
 
-    Every ``Store`` (``MemoryStore``, ``SQLiteStore``, ``PostgresStore``) is one; it is the
-    same object, so a tool that needs the rest narrows it: ``isinstance(ctx.store,
-    SnapshotStore)`` for snapshots, ``cast(Store, ctx.store)`` for ``load``, ``runs`` and the like.
+    A Protocol of the tools wing, which names no store type. Every ``Store`` (``MemoryStore``,
+    ``SQLiteStore``, ``PostgresStore``) is one, and ``ToolContext.store`` is that same object,
+    so a tool that needs more narrows it: ``isinstance(ctx.store, SnapshotStore)`` for
+    snapshots, ``cast(Store, ctx.store)`` for ``load``, ``runs`` and the rest.
     """
 
     async def run_log(self, run_id: str) -> list[bytes]:
