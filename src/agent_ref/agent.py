@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 
     from .models.core import Model
     from .run.compaction import Compactor
+    from .run.context import ChildAgent
     from .run.subagents import AgentSpec
 
 __all__ = [
@@ -665,7 +666,7 @@ class Agent:
             self._context_tokens = ctx.context_tokens
             self._manual_compaction = ctx.manual_compaction  # still asked for when no call used it
 
-    def _child(self, spec: AgentSpec, agent_uuid: str | None) -> Agent:
+    def _child(self, spec: AgentSpec, agent_uuid: str | None) -> ChildAgent:
         """A child of this agent (spec §13.2-a), to load a paused one or abandon it."""
         return new_child(type(self), self.model, self.options, self.store, spec, agent_uuid=agent_uuid)
 

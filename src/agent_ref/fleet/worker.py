@@ -31,7 +31,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -40,18 +40,19 @@ from ..policy import scrub
 from ..policy.permissions import PermissionState
 from .task_queue import RESULT_UNKNOWN, Claim, LeaseLostError, Task, TaskQueue
 
-if TYPE_CHECKING:
-    from ..agent import Agent
-
 __all__ = [
     "BUILTIN_HANDLERS",
     "SUBAGENT_KIND",
+    "ChildOptions",
     "ChildOutcome",
+    "ChildResult",
+    "ChildSpec",
     "Handler",
     "RunChild",
     "SubagentTask",
     "TaskContext",
     "TaskFailed",
+    "TemplateAgent",
     "Worker",
     "add_worker_arguments",
     "add_worker_command",
@@ -173,7 +174,79 @@ def _discard(_line: bytes) -> None:
     """A remote child's envelopes go to no response (spec scaleout §6.8-c)."""
 
 
-def child_runner(template: Callable[[], Agent], store_of: Callable[[], Any]) -> RunChild:
+class ChildSpec(Protocol):
+    """A subagent's spec as the worker sees it: the model it names, if any (``AgentSpec`` is one)."""
+
+    @property
+    def model(self) -> object:
+        """The child's own model, or ``None`` for the parent's."""
+        ...
+
+
+class ChildOptions(Protocol):
+    """What the worker does with an agent's options: find a subagent, derive its child's (``AgentOptions`` is one)."""
+
+    @property
+    def subagents(self) -> Mapping[str, ChildSpec]:
+        """The subagents by name."""
+        ...
+
+    def for_child(
+        self, spec: Any, store: Any, *, agent_uuid: str | None = None, background: bool = False
+    ) -> ChildOptions:
+        """A child's options: ``spec``'s settings, the rest inherited."""
+        ...
+
+    def replace(self, **changes: Any) -> ChildOptions:
+        """These options with ``changes``."""
+        ...
+
+
+class ChildResult(Protocol):
+    """How a child's run ended, as the worker reports it (``AgentResult`` is one)."""
+
+    @property
+    def final_text(self) -> str:
+        """The last assistant text."""
+        ...
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the run stopped."""
+        ...
+
+    @property
+    def error(self) -> str | None:
+        """The public error message, if any."""
+        ...
+
+
+class TemplateAgent(Protocol):
+    """The agent a worker builds children from (``Agent`` is one): a Protocol of the fleet wing (STYLE §17).
+
+    The worker uses its model and options and builds the child with its class:
+    ``type(parent)(model, options=options)``.
+    """
+
+    def __init__(self, model: Any, *, options: Any) -> None:
+        """Build an agent of this class (``Agent(model, options=...)``)."""
+
+    @property
+    def model(self) -> object:
+        """The agent's model."""
+        ...
+
+    @property
+    def options(self) -> ChildOptions:
+        """The agent's options."""
+        ...
+
+    async def run(self, prompt: str, sink: Callable[[bytes], None]) -> ChildResult:
+        """Run ``prompt`` to its end, each envelope line to ``sink``."""
+        ...
+
+
+def child_runner(template: Callable[[], TemplateAgent], store_of: Callable[[], Any]) -> RunChild:
     """The worker's side: build the child a ``SubagentTask`` names from ``template()``'s specs and run it.
 
     ``template()`` gives an agent configured as the parent (its model and ``subagents``):

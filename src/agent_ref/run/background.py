@@ -38,10 +38,9 @@ from .subagent_run import make_child, nest
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..agent import Agent
     from ..fleet.task_queue import Task, TaskQueue
     from ..store.state import AgentState
-    from .context import RunContext
+    from .context import ChildAgent, RunContext
     from .subagents import AgentSpec
 
 log = logging.getLogger("agent_ref")
@@ -91,7 +90,7 @@ async def start(ctx: RunContext, call: ToolCallRequest, name: str, spec: AgentSp
     return outcome(ctx.emitter, call, json.dumps(started))
 
 
-async def _run(ctx: RunContext, child: Agent, record: BackgroundTask) -> None:
+async def _run(ctx: RunContext, child: ChildAgent, record: BackgroundTask) -> None:
     record.status = "running"
     await ctx.fire(
         "SubagentStart", tool_name=record.name, tool_use_id=record.tool_use_id, subagent_uuid=child.agent_uuid

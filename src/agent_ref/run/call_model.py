@@ -1,7 +1,7 @@
 """Stage 2, call the model: one API call with retries, streamed as envelopes (spec ``spec/agent-ref.md`` §6).
 
-Owns: ``model_call`` (compaction first, §15; translating events, cut tool input [R1.3],
-usage and container),
+Owns: ``model_call`` (translating events, cut tool input [R1.3], usage and container;
+compaction before it is the loop's own step, ``compaction.compact_before_call``, §15),
 the discarded-attempt signal (§6.4) and closing blocks left open. Does not own: what the
 turn means for the loop (``tool_step``, ``finish``). Functions take the run's context
 (``RunContext``); ``model_call`` returns the turn (``Outcome``) for the loop to decide on.
@@ -21,7 +21,7 @@ from ..models.pricing import cost_usd
 from ..policy import scrub
 from ..store.record import collect_files, field_of
 from ..store.state import Usage, flat_usage
-from .compaction import call_tokens, compact_before_call
+from .compaction import call_tokens
 from .prepare import params as request_params
 from .response import _ClientGone
 from .retry import ApiFailure, IncompleteStreamError, classify
@@ -83,7 +83,6 @@ async def _notify_retry(ctx: RunContext, failure: ApiFailure, attempt: int, wait
 async def model_call(ctx: RunContext, step: int, *, tool_choice_none: bool = False) -> Outcome:
     """One API call with retries; streams its envelopes; returns the turn (spec §6)."""
     run = ctx.run
-    await compact_before_call(ctx)  # spec §15: before each call, never inside a block
     params = request_params(ctx, tool_choice_none)
     attempt = 0
     while True:

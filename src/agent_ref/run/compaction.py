@@ -5,7 +5,7 @@ the two compactors (``SummarizingCompactor``: seed 001 §1.3's pipeline;
 ``ToolResultTrimmer``: old ``tool_result`` contents replaced by a placeholder), the
 seed's token formula (``call_tokens``), the structural check every compacted context
 must pass (``context_problems``), and the agent stage that runs them before a model
-call (``compact_before_call``, called by ``call_model.model_call`` with the run's
+call (``compact_before_call``, called by ``loop.steps`` before ``model_call``, with the run's
 ``RunContext``): PreCompact hooks,
 the compactor, the boundary on the stream (spec ``spec/agent-ref.md`` §15).
 Does not own: the stored history (never compacted: ``RunState.history`` and the run

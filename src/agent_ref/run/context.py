@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..models.pricing import cost_usd
 from ..policy.hooks import HookDecision, HookFailure, HookInput, run_hooks
@@ -34,11 +34,10 @@ from ..tracing import NOOP, default_tracing
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from envelope import Emitter
 
-    from ..agent import Agent
     from ..models.core import Model
     from ..store.core import Store
     from ..store.sessions import Inbox
@@ -46,10 +45,11 @@ if TYPE_CHECKING:
     from ..tools.core import Tool
     from ..tracing import Tracing
     from .compaction import Compactor
+    from .finish import AgentResult
     from .options import AgentOptions
-    from .response import _Response
+    from .response import Sink, _Response
 
-__all__ = ["ParentLink", "Resuming", "RunContext"]
+__all__ = ["ChildAgent", "ParentLink", "Resuming", "RunContext"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -69,6 +69,43 @@ class ParentLink:
     name: str | None = None
 
 
+class ChildAgent(Protocol):
+    """A subagent as the run drives it (spec §13-§14): ``Agent`` is one; a Protocol of the run wing (STYLE §17).
+
+    The run builds a child with ``RunContext.new_agent``, links it to its parent's response
+    (``parent``), runs or resumes it, and reads back its id, store and state.
+    """
+
+    state: AgentState
+    parent: ParentLink | None
+
+    @property
+    def agent_uuid(self) -> str:
+        """The child's id."""
+        ...
+
+    @property
+    def store(self) -> Store:
+        """Where the child's state is saved."""
+        ...
+
+    async def run(self, prompt: str, sink: Sink) -> AgentResult:
+        """Run ``prompt`` to its end or a pause."""
+        ...
+
+    async def continue_with_tool_results(self, results: Sequence[Mapping[str, Any]], sink: Sink) -> AgentResult:
+        """Resume a pause with the frontend's results."""
+        ...
+
+    async def recover(self) -> AgentResult | None:
+        """Put a run whose process died back to its last saved point (spec §10.2-b)."""
+        ...
+
+    async def abandon(self, *, reason: str = ...) -> AgentResult:
+        """Close a paused run as abandoned (spec §13.5-d)."""
+        ...
+
+
 @dataclass(slots=True, eq=False)
 class Resuming:
     """Paused children to continue at the start of a resumed response (spec §13.5-c).
@@ -80,7 +117,7 @@ class Resuming:
         approved: the agent's own calls a person approved, to run first (spec §12.6-c).
     """
 
-    children: list[tuple[PendingChild, Agent]]
+    children: list[tuple[PendingChild, ChildAgent]]
     results: list[Mapping[str, Any]]
     by_id: dict[str, dict[str, Any]]
     approved: list[ToolCallRequest] = field(default_factory=list)
@@ -98,7 +135,7 @@ class RunContext:
         state: the agent's stored state; ``state.run`` is the run in progress.
         emitter: makes this agent's envelope lines.
         response: the response being sent.
-        new_agent: builds a child agent (``Agent``'s class), for subagents.
+        new_agent: builds a child agent (``Agent``'s class: a ``ChildAgent``), for subagents.
         parent: set when this agent runs as a subagent (spec §13.3).
         step: the step in progress (a model call and its tools).
         answered: the results of the step's calls already decided, by ``tool_use_id``: an
@@ -131,7 +168,7 @@ class RunContext:
     state: AgentState
     emitter: Emitter
     response: _Response
-    new_agent: Callable[..., Agent]
+    new_agent: Callable[..., ChildAgent]
     parent: ParentLink | None = None
     step: int = 1
     answered: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -1,11 +1,14 @@
 """The run's flow: prepare → call the model → tool step → finish, with hooks and the pause (seed 003/004).
 
-Owns: ``steps`` (the loop that decides, top to bottom: spec ``spec/agent-ref.md`` §1.2,
-§5), ``drive`` (one response: the opening lines, the loop as a task ``abort`` can
-cancel, the lease renewed meanwhile, and what every way of ending leaves behind, §5.5,
-§6.3, §10.2-a, §14.6), and the start of a resumed response whose paused children go on
-first (``resume_children``, §13.5-c). Does not own: the stages themselves (``prepare``,
-``call_model``, ``tool_step``, ``record``, ``finish``) or the public API (``agent.py``).
+Owns: ``turn`` (one response's flow: the prompt's hooks, then ``steps``, then the Stop
+hooks), ``steps`` (the loop that decides, top to bottom, each step one call into a named
+stage: delivery, checkpoint, limits, compaction, the model call, tools and approvals,
+pause: spec ``spec/agent-ref.md`` §1.2, §5), ``drive`` (one response: the opening lines,
+``turn`` as a task ``abort`` can cancel, the lease renewed meanwhile, and how every way
+of ending leaves it: ``finish`` or ``pause``, §5.5, §6.3, §10.2-a, §14.6), and the start
+of a resumed response whose paused children go on first (``resume_children``, §13.5-c).
+Does not own: the stages themselves (``prepare``, ``compaction``, ``call_model``,
+``tool_step``, ``record``, ``finish``) or the public API (``agent.py``).
 Functions take the response's ``RunContext``.
 """
 
@@ -23,6 +26,7 @@ from ..store.record import add_prompt_context, append_assistant, append_user, ta
 from ..tools.core import ToolCallRequest, ToolOutcome, run_tools
 from . import background, checkpoints, loop_guard, subagent_run
 from .call_model import RunFailed, close_open, model_call
+from .compaction import compact_before_call
 from .finish import (
     STOP_AWAITING,
     STOP_ERROR,
@@ -46,13 +50,19 @@ if TYPE_CHECKING:
 
     from .context import RunContext
 
-__all__ = ["drive", "steps", "traced_steps"]
+__all__ = ["drive", "steps", "traced_steps", "turn"]
 
 log = logging.getLogger("agent_ref")
 
 
 async def steps(ctx: RunContext, step: int) -> str:
-    """Steps of model call, route and run tools, record, until the run ends or pauses; the stop reason (§1.2)."""
+    """Steps of compaction, model call, tools and approvals, until the run ends or pauses; the stop reason (§1.2).
+
+    Each step, top to bottom: what joins the turn (ended tasks, sent messages), the
+    checkpoint, the limits, compaction, the model call, then either the end of the turn
+    (inbox, tasks, structured answer) or the step's tools (``run_step_tools``: hooks,
+    permissions and approvals, frontend calls set aside), and the pause they may leave.
+    """
     options = ctx.options
     while True:
         ctx.step = step
@@ -64,7 +74,8 @@ async def steps(ctx: RunContext, step: int) -> str:
             return await last_call(ctx, step)  # spec §5.2: one last call with tool_choice none
         if options.max_budget_usd is not None and (ctx.run.cost_usd or 0.0) >= options.max_budget_usd:
             return STOP_MAX_BUDGET  # spec §5.3-a: checked before each call
-        outcome = await model_call(ctx, step)  # prepare (params) and compaction happen inside
+        await compact_before_call(ctx)  # spec §15: before each call, never inside a block
+        outcome = await model_call(ctx, step)  # prepare (params), the API call with retries (§6)
         append_assistant(ctx.state, outcome.content)
         if outcome.stop_reason == "pause_turn":
             step += 1  # spec §1.2-c: send the turn back as is
@@ -83,7 +94,7 @@ async def steps(ctx: RunContext, step: int) -> str:
                 step += 1
                 continue
             return end
-        paused_on = await run_step_tools(ctx, calls, outcome.bad_inputs)
+        paused_on = await run_step_tools(ctx, calls, outcome.bad_inputs)  # tools and approvals (§2, §12)
         if ctx.loop_stop is not None:
             return loop_guard.STOP_LOOP_DETECTED  # spec §16: a repeat with no can_use_tool
         if ctx.interrupt is not None:
@@ -106,17 +117,21 @@ async def traced_steps(ctx: RunContext, step: int) -> str:
     return stop
 
 
-async def _run_loop(ctx: RunContext, step: int, opening: list[bytes]) -> str:
-    """Send the response's opening lines, the prompt's hooks, then steps; the stop reason (spec §1.2, §12.1-a)."""
+async def turn(ctx: RunContext, step: int, opening: list[bytes]) -> str:
+    """One response's flow: opening lines, the prompt's hooks, ``steps``, the Stop hooks; the stop reason.
+
+    Spec §1.2, §12.1-a. How it ends (``finish``, or ``pause`` on ``STOP_AWAITING``) is
+    ``drive``'s, which runs this as a task an abort can cancel.
+    """
     await ctx.send(opening)
-    await _post_frontend(ctx)
+    await frontend_answer_hooks(ctx)
     if ctx.resuming is not None and await resume_children(ctx):
         return STOP_AWAITING  # spec §13.5-c: a child paused again; so does the run
     if ctx.interrupt is not None:
         return STOP_INTERRUPTED  # spec §12.6-c: a denial with interrupt ends the resumed run
     if ctx.prompt is not None:
         prompt, ctx.prompt = ctx.prompt, None
-        if not await _prompt_hooks(ctx, prompt):
+        if not await prompt_hooks(ctx, prompt):
             return STOP_PROMPT_BLOCKED  # [R12.7-g]: no model call, the prompt not kept
     stop = await traced_steps(ctx, step)
     while stop != STOP_AWAITING:
@@ -132,7 +147,7 @@ async def _run_loop(ctx: RunContext, step: int, opening: list[bytes]) -> str:
     return stop
 
 
-async def _post_frontend(ctx: RunContext) -> None:
+async def frontend_answer_hooks(ctx: RunContext) -> None:
     """PostToolUse (or PostToolUseFailure) for each frontend result the resume brought ([AP1-a])."""
     answers, ctx.frontend_answers = ctx.frontend_answers, []
     for call, done in answers:
@@ -141,7 +156,7 @@ async def _post_frontend(ctx: RunContext) -> None:
         await ctx.report_hook_failures()
 
 
-async def _prompt_hooks(ctx: RunContext, prompt: str) -> bool:
+async def prompt_hooks(ctx: RunContext, prompt: str) -> bool:
     """SessionStart and UserPromptSubmit: their context added around the prompt; ``False`` if it is blocked."""
     started = await ctx.fire("SessionStart", prompt=prompt)
     submitted = await ctx.fire("UserPromptSubmit", prompt=prompt)
@@ -196,7 +211,7 @@ async def _mcp_servers(ctx: RunContext) -> AsyncIterator[list[bytes]]:
 
 
 async def _drive_loop(ctx: RunContext, abort: asyncio.Event, step: int, opening: list[bytes]) -> AgentResult:
-    loop_task = asyncio.ensure_future(_run_loop(ctx, step, opening))
+    loop_task = asyncio.ensure_future(turn(ctx, step, opening))
     abort_task = asyncio.ensure_future(abort.wait())
     try:
         done, _ = await asyncio.wait({loop_task, abort_task}, return_when=asyncio.FIRST_COMPLETED)

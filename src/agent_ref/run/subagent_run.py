@@ -1,6 +1,6 @@
 """Running subagents: spawn a child into the parent's response, pause with it, resume it in any process.
 
-Owns: building a child ``Agent`` from its ``AgentSpec`` (``new_child``, ``make_child``,
+Owns: building a child agent from its ``AgentSpec`` (``new_child``, ``make_child``,
 spec ``spec/agent-ref.md`` §13.2-a), running it to its end or its pause (``spawn``,
 §13.3, §13.4), and the parent's side of a resume (``load_paused_children``,
 ``resume_children``, §13.5-c) and of an abandon (``abandon_children``, §13.5-d).
@@ -8,7 +8,8 @@ Does not own: the spawning tool's definition and input (``subagents.py``), routi
 step's calls (``tool_step.py``), the child's side of a pause (``finish.save_paused``:
 its state saved, nothing sent, §13.5-a), or the ends of the parent's response
 (``finish.py``). Functions take the parent's ``RunContext``, or the stored state and
-what they need to build children; a child is used only through ``Agent``'s public API.
+what they need to build children; a child is used only through ``ChildAgent``
+(``context.py``: the part of ``Agent``'s public API the run uses).
 """
 
 from __future__ import annotations
@@ -31,11 +32,10 @@ from .response import _ClientGone
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ..agent import Agent
     from ..models.core import Model
     from ..store.core import Store
     from ..store.state import AgentState
-    from .context import RunContext
+    from .context import ChildAgent, RunContext
     from .options import AgentOptions
     from .subagents import AgentSpec
 
@@ -56,11 +56,11 @@ class ChildPaused:
 
 
 #: Builds a child agent from its spec (and its stored id, to load a paused one).
-ChildFactory = Callable[["AgentSpec", "str | None"], "Agent"]
+ChildFactory = Callable[["AgentSpec", "str | None"], "ChildAgent"]
 
 
 def new_child(
-    new_agent: Callable[..., Agent],
+    new_agent: Callable[..., ChildAgent],
     model: Model,
     options: AgentOptions,
     store: Store,
@@ -68,7 +68,7 @@ def new_child(
     *,
     agent_uuid: str | None = None,
     background: bool = False,
-) -> Agent:
+) -> ChildAgent:
     """A child configured by ``spec``, the rest inherited from the parent's ``options`` (spec §13.2-a).
 
     A background child gets no frontend tools: nobody waits for it, so it cannot pause (§14.5).
@@ -77,14 +77,14 @@ def new_child(
     return new_agent(spec.model or model, options=child_options)
 
 
-def make_child(ctx: RunContext, spec: AgentSpec, *, background: bool = False) -> Agent:
+def make_child(ctx: RunContext, spec: AgentSpec, *, background: bool = False) -> ChildAgent:
     """A new child of the agent running ``ctx`` (spec §13.2-a); its permissions narrow the parent's (§12.5-f)."""
     child = new_child(ctx.new_agent, ctx.model, ctx.options, ctx.store, spec, background=background)
     child.state.permissions = narrow(ctx.state.permissions, ctx.options.permission_rules, spec.permissions)
     return child
 
 
-def nest(ctx: RunContext, child: Agent, tool_use_id: str, name: str | None = None) -> None:
+def nest(ctx: RunContext, child: ChildAgent, tool_use_id: str, name: str | None = None) -> None:
     """Make ``child`` (``name`` in the parent's subagents) stream into this response under the call ``tool_use_id``.
 
     Spec §13.3; the name is its run span's (§20.2-a).
@@ -112,7 +112,7 @@ async def spawn(
 
 
 async def _ended(
-    ctx: RunContext, call: ToolCallRequest, name: str, child: Agent, result: AgentResult
+    ctx: RunContext, call: ToolCallRequest, name: str, child: ChildAgent, result: AgentResult
 ) -> ToolOutcome | ChildPaused:
     if result.stop_reason == STOP_AWAITING:
         # spec §13.5-a: the child's state is saved; the parent's step pauses with it.
@@ -141,7 +141,7 @@ async def _ended(
 
 async def load_paused_children(
     state: AgentState, subagents: Mapping[str, AgentSpec], child_of: ChildFactory
-) -> list[tuple[PendingChild, Agent]]:
+) -> list[tuple[PendingChild, ChildAgent]]:
     """The paused children of the paused step, from the store, checked before anything changes (§13.5-c).
 
     A child whose resume died with its process (an expired lease) is put back to its pause
@@ -151,7 +151,7 @@ async def load_paused_children(
         StateError: a child's name is no longer registered, it is not in the store, or it is
             no longer paused on the calls the parent recorded.
     """
-    loaded: list[tuple[PendingChild, Agent]] = []
+    loaded: list[tuple[PendingChild, ChildAgent]] = []
     for pending in state.pending_children:
         spec = subagents.get(pending.name)
         if spec is None:
@@ -179,7 +179,7 @@ async def load_paused_children(
 
 async def resume_children(
     ctx: RunContext,
-    children: Sequence[tuple[PendingChild, Agent]],
+    children: Sequence[tuple[PendingChild, ChildAgent]],
     results: Sequence[Mapping[str, Any]],
     owners: Mapping[str, str | None],
 ) -> tuple[dict[str, ToolOutcome], list[ChildPaused]]:
@@ -196,7 +196,7 @@ async def resume_children(
         if owner is not None:
             by_child.setdefault(owner, []).append(item)
 
-    async def one(pending: PendingChild, child: Agent) -> ToolOutcome | ChildPaused:
+    async def one(pending: PendingChild, child: ChildAgent) -> ToolOutcome | ChildPaused:
         nest(ctx, child, pending.tool_use_id, pending.name)
         call = ToolCallRequest(id=pending.tool_use_id, name="spawn_subagent", input={})
         try:

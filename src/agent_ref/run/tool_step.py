@@ -34,6 +34,7 @@ from . import checkpoints, loop_guard, subagent_run
 from . import extras as run_extras
 from .background import TERMINAL
 from .call_model import model_call
+from .compaction import compact_before_call
 from .finish import STOP_MAX_STEPS
 from .subagent_run import ChildPaused
 from .subagents import SUBAGENT_TOOL, over_cap, parse_spawn
@@ -346,6 +347,7 @@ async def run_subagent(ctx: RunContext, call: ToolCallRequest) -> ToolOutcome | 
 
 async def last_call(ctx: RunContext, step: int) -> str:
     """``max_steps`` reached: one call with ``tool_choice: none`` so the model can answer (spec §5.2)."""
+    await compact_before_call(ctx)  # spec §15: before each call, never inside a block
     outcome = await model_call(ctx, step, tool_choice_none=True)
     append_assistant(ctx.state, outcome.content)
     calls = tool_uses(outcome.content)

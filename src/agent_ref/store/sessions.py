@@ -25,7 +25,6 @@ from .record import append_user
 from .state import AgentState, RunMark, Usage, decode_state, encode_state
 
 if TYPE_CHECKING:
-    from ..run.context import RunContext
     from ..tools.snapshots import RestoreReport
 
 __all__ = [
@@ -33,6 +32,7 @@ __all__ = [
     "InboxBounds",
     "InboxFullError",
     "InboxReceipt",
+    "InboxRun",
     "InboxStore",
     "Rewind",
     "apply_cut",
@@ -516,7 +516,24 @@ class Inbox:
             return len(self._items)
 
 
-async def deliver(ctx: RunContext, *, after_end: bool = False) -> int:
+class InboxRun(Protocol):
+    """What ``deliver`` needs of a run: its inbox and its state (the run wing's ``RunContext`` is one).
+
+    A Protocol of this wing, so the store names no run type (STYLE §17: the run sits above the store).
+    """
+
+    @property
+    def inbox(self) -> Inbox | None:
+        """The messages queued for the run, or ``None`` when nothing can be sent to it."""
+        ...
+
+    @property
+    def state(self) -> AgentState:
+        """The agent's state; its context gets the messages."""
+        ...
+
+
+async def deliver(ctx: InboxRun, *, after_end: bool = False) -> int:
     """Give the queued messages to the model as a user turn (spec [SE2.1-a], [SE2.2-a]); how many.
 
     At a step boundary the context ends with a user turn (the prompt or tool results), and

@@ -17,7 +17,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..policy import scrub
 
@@ -26,9 +26,7 @@ if TYPE_CHECKING:
 
     from envelope import Emitter
 
-    from ..store.core import Store
-
-__all__ = ["ToolContext", "ToolContextBase", "ToolProgress"]
+__all__ = ["ToolContext", "ToolContextBase", "ToolProgress", "ToolStore"]
 
 log = logging.getLogger("agent_ref")
 
@@ -36,6 +34,24 @@ log = logging.getLogger("agent_ref")
 PROGRESS_TYPE: Final = "tool_progress"
 #: Longest progress message sent; longer ones are cut (spec §2.6-b: one line, and a line, not a log).
 MAX_PROGRESS_CHARS: Final = 300
+
+
+class ToolStore(Protocol):
+    """The agent's store as a tool sees it: its reads of a run's lines (STYLE §17: tools sit below the store).
+
+    A Protocol of the tools wing, which names no store type. Every ``Store`` (``MemoryStore``,
+    ``SQLiteStore``, ``PostgresStore``) is one, and ``ToolContext.store`` is that same object,
+    so a tool that needs more narrows it: ``isinstance(ctx.store, SnapshotStore)`` for
+    snapshots, ``cast(Store, ctx.store)`` for ``load``, ``runs`` and the rest.
+    """
+
+    async def run_log(self, run_id: str) -> list[bytes]:
+        """Every line sent for the run, in order, across its responses."""
+        ...
+
+    async def run_responses(self, run_id: str) -> list[list[bytes]]:
+        """The run's lines grouped by response, in order: each a complete stream ending with ``[DONE]``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +102,7 @@ class ToolContextBase:
 
     agent_uuid: str = ""
     run_id: str = ""
-    store: Store | None = None
+    store: ToolStore | None = None
     stream_progress: bool = True
     progress_interval: float = 0.25
     on_progress: Callable[[ToolProgress], None] | None = None
@@ -123,7 +139,7 @@ class ToolContext:
     run_id: str
     tool_use_id: str
     tool_name: str
-    store: Store | None = None
+    store: ToolStore | None = None
     _report: Callable[[str, float | None], None] = field(default=_ignore, repr=False)
     step: int = 0
 
