@@ -21,6 +21,7 @@ from envelope.interop import InteropError
 from envelope.interop.agui import AguiToEnvelope
 from envelope.interop.vercel import VercelToEnvelope
 from interop.cases import PROTOCOLS, ROOT, Run, errors, from_other, read_lines, runs, to_other, transcript
+from validating import assert_valid
 
 ON_RESUME = ROOT / "spec" / "conformance" / "valid" / "tool_call_edited_on_resume.sse"
 IN_RESPONSE = ROOT / "spec" / "conformance" / "valid" / "tool_call_edited_in_response.jsonl"
@@ -193,3 +194,36 @@ def test_a_foreign_ai_sdk_stream_that_repeats_a_call_reads_as_an_edit() -> None:
         ("tool_call", {"x": 2}),
         ("tool_result", None),
     ]
+
+
+def test_a_step_waits_for_a_call_whose_input_is_streaming() -> None:
+    """[I5-f] The run's agent speaks after results while a subagent's call streams: its start-step waits for that call."""
+    main_agent, sub_agent = "6c1d0e2f-3a4b-4c5d-8e9f-0a1b2c3d4e5f", "7d2e1f30-4b5c-4d6e-9f00-1b2c3d4e5f60"
+
+    def line(kind: str, agent: str, delta: str, *, final: bool = True, **extra: str) -> bytes:
+        return json.dumps({"type": kind, "agent": agent, "final": final, "delta": delta, **extra}).encode()
+
+    def meta(agent: str) -> str:
+        return json.dumps({"format": "json", "user_query": "q", "agent_uuid": agent, "model": "m"})
+
+    lines = [
+        line("meta_init", main_agent, meta(main_agent)),
+        line("meta_init", sub_agent, meta(sub_agent)),
+        line("tool_call", main_agent, '{"expression": "6 * 7"}', id="toolu_01", name="calculator"),
+        line("tool_result", main_agent, "42", id="toolu_01", name="calculator"),
+        line("tool_call", sub_agent, '{"query": ', final=False, id="toolu_02", name="search"),
+        line("text", main_agent, "6 * 7 = 42", final=False),  # a new step of the run's agent is due
+        line("tool_call", sub_agent, '"sky"}', id="toolu_02", name="search"),
+        line("text", main_agent, ""),
+        line("meta_final", sub_agent, json.dumps({"stop_reason": "end_turn", "total_steps": 1})),
+        line("meta_final", main_agent, json.dumps({"stop_reason": "end_turn", "total_steps": 1})),
+        b"[DONE]",
+    ]
+    assert_valid(lines)
+    kinds = [(c["type"], c.get("toolCallId")) for c in to_other("vercel", lines) if isinstance(c, dict) and "type" in c]
+    steps = [n for n, k in enumerate(kinds) if k[0] == "start-step"]
+    opened = kinds.index(("tool-input-start", "toolu_02"))
+    available = kinds.index(("tool-input-available", "toolu_02"))
+    assert len(steps) == 2  # the first step, then the one the run's agent began after its result
+    assert steps[1] == available + 1  # right after the streaming call completes, not inside it
+    assert not any(opened < n < available for n in steps)

@@ -22,7 +22,7 @@ import pytest
 from agent_ref import MemoryStore, ScriptedModel, SQLiteStore
 from agent_ref.server.app import ServerConfig, create_app
 from agent_ref.store.postgres import PostgresStore
-from agent_ref.store.sessions import InboxBounds, InboxStore
+from agent_ref.store.sessions import InboxBounds, InboxReceipt, InboxStore
 from agent_ref_support import user_texts
 from fault_support import wait_until
 from server_support import Gate, post, running
@@ -69,12 +69,15 @@ def _stores(
 
 
 @contextlib.contextmanager
-def _held_run(store: Store, bounds: InboxBounds) -> Iterator[tuple[str, str, Gate, bytearray]]:
+def _held_run(
+    store: Store, bounds: InboxBounds, *, storage_timeout: float | None = None
+) -> Iterator[tuple[str, str, Gate, bytearray]]:
     """A server with ``bounds`` and a run held at its tool: (base URL, run id, gate, the stream's bytes)."""
     gate = Gate()
-    app = create_app(
-        store=store, model_factory=ScriptedModel, tools=gate.tools(), config=ServerConfig(inbox_bounds=bounds)
-    )
+    config = ServerConfig(inbox_bounds=bounds)
+    if storage_timeout is not None:
+        config = ServerConfig(inbox_bounds=bounds, storage_timeout=storage_timeout)
+    app = create_app(store=store, model_factory=ScriptedModel, tools=gate.tools(), config=config)
     body = bytearray()
     opened: dict[str, str] = {}
     with running(app) as base:
@@ -174,3 +177,37 @@ def test_spec_server_ib1_c_bytes_in_all_429_and_one_message_over_its_bound_413(
     assert_valid(bytes(body))
     (record,) = runs(_agent(bytes(body)))
     assert user_texts(record.messages) == [ARITHMETIC, "a" * 60, "c" * 40]
+
+
+class _StalledInbox(SQLiteStore):
+    """A SQLite store whose ``inbox_put`` waits for ``release``, as on a database that stopped answering."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.entered, self.release, self.committed = threading.Event(), threading.Event(), threading.Event()
+
+    def inbox_put(self, run_id: str, text: str, *, bounds: InboxBounds | None = None) -> InboxReceipt:
+        self.entered.set()
+        assert self.release.wait(60), "the test never released the stalled write"
+        receipt = super().inbox_put(run_id, text, bounds=bounds)
+        self.committed.set()
+        return receipt
+
+
+def test_spec_server_sl1_c_a_stalled_inbox_write_is_503_and_what_it_commits_later_is_read(tmp_path: Path) -> None:
+    """[SL1-c] The store's write does not answer within storage_timeout: 503 with Retry-After, naming
+    nothing; when the store answers, the message it committed is read by the run's next turn, once."""
+    store = _StalledInbox(tmp_path / "a.db")
+    bounds = InboxBounds(max_messages=4, max_bytes=10_000, max_message_bytes=1000)
+    with _held_run(store, bounds, storage_timeout=0.3) as (base, run, _, body):
+        answer = post(base, f"/agent/runs/{run}/messages", {"text": "late note"})
+        assert store.entered.is_set()
+        assert not store.committed.is_set()  # answered while the write still hung
+        store.release.set()
+        assert store.committed.wait(30)
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["retry-after"] == "1"
+    assert str(tmp_path) not in answer.text
+    assert_valid(bytes(body))
+    (record,) = asyncio.run(store.runs(_agent(bytes(body))))
+    assert user_texts(record.messages) == [ARITHMETIC, "late note"]  # committed late: delivered, once
