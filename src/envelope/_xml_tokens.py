@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NoReturn
 
 from ._errors import MigrationError, Position
 from ._limits import MAX_LEGACY_ATTRIBUTES, MAX_LEGACY_NAME_CHARS
@@ -52,6 +52,8 @@ _NON_WS: Final = re.compile(r"[^ \t\r\n]")
 _CDATA: Final = "<![CDATA["
 #: Characters of a text that an error message shows (``_show``); one more tells it was cut.
 _SHOWN: Final = 60
+#: Characters of the text shown when text stands between citations (§M2.10).
+_CITATIONS_TEXT_SHOWN: Final = 40
 
 #: The characters of a tag name, as a run; matched up to one past the longest name allowed (§M2.8).
 _NAME_RUN: Final = re.compile(r"[A-Za-z0-9_.:\-]*")
@@ -602,12 +604,20 @@ class _Tokenizer:
             return False
         j = first.start()
         if buf[j] != "<":
-            raise MigrationError(
-                f"text between citations: {_show(buf[j : j + 40])}", position=self._pos(j), section="M2.10"
-            )
+            if len(buf) - j < _CITATIONS_TEXT_SHOWN:
+                return False  # the excerpt must not depend on where the input was cut (§M4.2-b): wait, or the end
+            self._text_between_citations(j)
         self._consume_to(j)
         self._begin_tag()
         return True
+
+    def _text_between_citations(self, j: int) -> NoReturn:
+        """Refuse the text at ``buf[j]`` inside ``<citations>`` (§M2.10), shown as the whole input would show it."""
+        raise MigrationError(
+            f"text between citations: {_show(self._buf[j : j + _CITATIONS_TEXT_SHOWN])}",
+            position=self._pos(j),
+            section="M2.10",
+        )
 
     # ------------------------------------------------------------------ tags and attributes (§M2.4)
 

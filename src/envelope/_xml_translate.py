@@ -22,7 +22,7 @@ from ._encoder import CitationData, ImageRef
 from ._errors import MigrationError, Position
 from ._xml_streamed import Era as Era
 from ._xml_streamed import _encode_list, _is_json, _StreamTranslator
-from ._xml_tokens import _BODY, _CDATA, _CITATIONS, _EMPTY, _STREAM, _TAG, _TOP, _WS, _Body, _show
+from ._xml_tokens import _BODY, _CDATA, _CITATIONS, _EMPTY, _NON_WS, _STREAM, _TAG, _TOP, _WS, _Body, _show
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -495,6 +495,9 @@ class _Translator(_StreamTranslator):
             if self._in_citations:
                 self._citations_tag("</citations>", "citations", True, False, {}, body.pos)
         elif state is _CITATIONS:
+            first = _NON_WS.search(self._buf, self._at)
+            if first is not None:  # text the step waited on to show it whole (§M2.10, §M4.2-b)
+                self._text_between_citations(first.start())
             self._problem("input ends inside <citations>; the citations read are kept", self._cits_pos, "M4.1")
             self._citations_tag("</citations>", "citations", True, False, {}, self._cits_pos)
         if self._stray_open:
