@@ -28,13 +28,18 @@ IN_RESPONSE = ROOT / "spec" / "conformance" / "valid" / "tool_call_edited_in_res
 ASKED, RAN = '{"expression": "6 * 7"}', '{"expression": "6 * 8"}'
 
 
-def _edits(lines: list[bytes]) -> list[tuple[str, str]]:
-    """(agent, id) of every edit the reconstructor marks."""
+def _edits(lines: list[bytes]) -> dict[str, list[str]]:
+    """The ids of every edit the reconstructor marks, per agent, in each agent's order.
+
+    Per agent: the order in which agents first appear may differ after a crossing (a
+    transcript is per agent, and so is an edit's place, right before its result).
+    """
     rebuilt = Reconstructor()
     rebuilt.feed_many(lines)
     rebuilt.close()
     agents = rebuilt.transcript().to_dict()["agents"]
-    return [(a, b["id"]) for a, v in agents.items() for b in v["blocks"] if b.get("edit")]
+    found = {a: [b["id"] for b in v["blocks"] if b.get("edit")] for a, v in agents.items()}
+    return {a: ids for a, ids in found.items() if ids}
 
 
 def _edited(run: Run) -> bool:
@@ -187,7 +192,7 @@ def test_a_foreign_ai_sdk_stream_that_repeats_a_call_reads_as_an_edit() -> None:
     conv = VercelToEnvelope()
     lines = [line for c in chunks for line in conv.feed(c if isinstance(c, str) else json.dumps(c))] + conv.close()
     assert errors(lines) == []
-    assert _edits(lines) == [("agent", "c")]
+    assert _edits(lines) == {"agent": ["c"]}
     blocks = transcript(lines)["agents"]["agent"]["blocks"]
     assert [(b["type"], b.get("input")) for b in blocks[1:]] == [
         ("tool_call", {"x": 1}),

@@ -116,10 +116,20 @@ def test_generated_runs_round_trip_seeded(n: int, protocol: str) -> None:
 
 
 def _cut(run: Run, at: int, protocol: str) -> None:
-    """Any prefix of a run (a cut stream: no [DONE]) rebuilds the same, incomplete, transcript."""
+    """Any prefix of a run (a cut stream: no [DONE]) rebuilds the same, incomplete, transcript.
+
+    [I4-f]: through AG-UI an edit cut before its end has no input yet (its input rides whole
+    on ``TOOL_CALL_END``); everything else is the same.
+    """
     lines = run.lines[: at % len(run.lines)]
     back = from_other(protocol, to_other(protocol, lines))
-    assert transcript(back) == transcript(lines)
+    expected = transcript(lines)
+    if protocol == "agui":
+        for agent in expected["agents"].values():
+            for block in agent["blocks"]:
+                if block.get("edit") and not block["complete"]:
+                    block["input"] = ""
+    assert transcript(back) == expected
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
