@@ -6,7 +6,7 @@ Owns: the public API (``run``, ``continue_with_tool_results``, ``abandon``, ``re
 (the claim, the response object, the ``RunContext``), the owner lease (§10.2-a), the
 recovery of a dead run (§10.2-b), ``abandon`` (§10.3), checking frontend results
 (§3.3-a). Does not own: the configuration (``options.AgentOptions``), the flow of a
-run (``loop.py``: prepare → call model → tool step → finish, with hooks and the pause),
+run (``run/loop.py``: prepare → call model → tool step → finish, with hooks and the pause),
 the stages (``prepare``, ``call_model``, ``tool_step``, ``record``, ``finish``,
 ``subagent_run``, ``background``, ``compaction``, ``structured``, ``loop_guard``), the
 state of one response (``run_context.RunContext``), or what is stored
@@ -89,7 +89,7 @@ __all__ = [
     "save_released",
 ]
 
-#: The response classes live in ``response.py``; named here too, because the tests'
+#: The response classes live in ``run/response.py``; named here too, because the tests'
 #: validating tee patches ``agent._Response`` and recognises ``agent._nowhere``.
 _Response = response._Response
 _nowhere = response._nowhere

@@ -9,7 +9,7 @@ and the resumed response's run span parented on and linked to it (spec §20.3); 
 ``configure_tracing`` for ``agent-ref serve --otlp URL`` (spec §20.5).
 Does not own: when the agent opens which span (the stages call the helpers of a
 ``Tracing`` at their seams), the state that keeps the ``traceparent``
-(``state.py``), or exporting (the OpenTelemetry SDK's).
+(``store/state.py``), or exporting (the OpenTelemetry SDK's).
 
 ``opentelemetry-api`` is optional (the ``otel`` extra). Without it every helper is a
 no-op: each returns one shared object whose methods do nothing, and ``traceparent`` is

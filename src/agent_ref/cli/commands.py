@@ -7,7 +7,7 @@ exact command to resume (spec ``spec/agent-ref.md`` §9); the ``log``, ``runs`` 
 ``abandon`` subcommands; exit statuses, the error style and the quiet exit on a closed
 pipe (spec ``spec/cli-agent-ref.md``).
 Does not own: the agent (``agent.py``), the options shared with ``serve``
-(``cli_options.py``), the ``serve`` command (``serve_cli.py``). Stdout carries only the stream (or ``runs``'
+(``cli/flags.py``), the ``serve`` command (``cli/serve.py``). Stdout carries only the stream (or ``runs``'
 listing); logs and human messages go to stderr. No traceback is ever printed: errors are
 one line ``WHERE: error: WHAT; WHAT TO DO``, exit 2 for unusable input, arguments or
 state, 3 for a lost concurrent resume, 1 for a run that ended in an error, 141 when the

@@ -6,7 +6,7 @@ Owns: the command-line options that configure an agent (the model: ``--model``,
 reading back into ``Agent`` arguments (``agent_config``) and a model factory
 (``model_factory``); the error type of the command lines and their one-line argument
 errors (spec ``spec/cli-agent-ref.md`` RC2-a, RC9). Does not own: the commands
-(``cli.py`` for run/resume/log/runs/abandon, ``serve_cli.py`` for serve).
+(``cli/commands.py`` for run/resume/log/runs/abandon, ``cli/serve.py`` for serve).
 
 Imports nothing heavy at module level: the parser is built for ``--help`` and
 ``--version``, which must not wait for the ``anthropic`` SDK or the web server (RC1-b).

@@ -2,10 +2,10 @@
 
 Owns: the ``serve`` subcommand's arguments (the listening address, the token, the
 allowed ``Host`` names, keep-alives, ``--pace``; the agent's options are ``run``'s, from
-``cli_options.py``), checking them before anything listens, and running the app
+``cli/flags.py``), checking them before anything listens, and running the app
 (``server.create_app`` under ``server.serve``); ``python -m agent_ref.cli.serve`` is the
 same command; ``PacedModel``, the model ``--pace`` makes. Does not own: the server
-(``server.py``), the agent options (``cli_options.py``).
+(``server/app.py``), the agent options (``cli/flags.py``).
 
 The parser is built with ``agent-ref``'s for ``--help``: this module imports neither
 Starlette nor uvicorn nor the SDK until ``serve_main`` runs.

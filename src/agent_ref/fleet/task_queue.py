@@ -7,8 +7,8 @@ no I/O, no clock of their own), and two queues that apply them: ``MemoryTaskQueu
 process: tests, the SQLite/embedded default) and ``PostgresTaskQueue`` (any number of
 processes on one database: ``SELECT … FOR UPDATE SKIP LOCKED`` claims, leases in the
 database's clock, LISTEN/NOTIFY wake-ups with a polling fallback).
-Does not own: running a task (``worker.py``), what a kind means (the worker's handlers),
-the agent's store (``store_pg.py``).
+Does not own: running a task (``fleet/worker.py``), what a kind means (the worker's handlers),
+the agent's store (``store/postgres.py``).
 
 Fencing (spec scaleout §6.2-a): every claim increments ``attempts``; the ``Lease`` a
 claim returns carries that number, and every later write by the holder (heartbeat,
@@ -78,7 +78,7 @@ class Task(msgspec.Struct, kw_only=True):
 
     Attributes:
         task_id: its id (``task_`` and 16 hex digits unless the enqueuer chose one).
-        kind: which handler runs it (``worker.py``).
+        kind: which handler runs it (``fleet/worker.py``).
         payload: the handler's input, any JSON value.
         status: pending → running → completed | failed | killed.
         attempts: claims so far; the fencing number of the current lease.

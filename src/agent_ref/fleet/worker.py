@@ -6,9 +6,9 @@ graceful stop (SIGTERM: no new claim; the current task finishes within ``grace_s
 else it is cancelled and released, or failed if not idempotent), riding out a database
 outage (retries with backoff and one log line each way, never a crash), the handler
 interface (``Handler``, ``TaskContext``), and ``agent-ref worker --db URL``: its options
-(``add_worker_command`` for ``cli.py``), ``worker_main(args)``, and ``main(argv)``
+(``add_worker_command`` for ``cli/commands.py``), ``worker_main(args)``, and ``main(argv)``
 (``python -m agent_ref.fleet.worker``).
-Does not own: the queue and its rules (``task_queue.py``), what a kind does (handlers are
+Does not own: the queue and its rules (``fleet/task_queue.py``), what a kind does (handlers are
 registered by whoever starts the worker; ``BUILTIN_HANDLERS`` has ``echo``).
 
 Wiring the background subagents (issue 30 §5): ``subagent_handler(run_child)`` is the

@@ -4,7 +4,7 @@ Owns: the ``Model`` protocol (a name and ``stream(params)`` yielding Messages st
 events), ``AnthropicModel`` (Claude over the network, key from ``ANTHROPIC_API_KEY``),
 and ``ReplayModel`` (recorded calls served to the real client, one per request).
 The embedded offline model is ``scripted.ScriptedModel``.
-Does not own: retries (``retry.py``, ``agent.py``: the SDK's own retries are off, so a
+Does not own: retries (``run/retry.py``, ``agent.py``: the SDK's own retries are off, so a
 retry is never hidden from the stream), or translating events (``envelope.anthropic``).
 """
 

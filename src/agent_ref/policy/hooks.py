@@ -5,7 +5,7 @@ answer (``HookDecision``), matchers by tool-name pattern with a per-hook timeout
 (``HookMatcher``), and ``run_hooks``, which calls the hooks of one event in the order they
 were given and turns a hook that raises or overruns into a reported failure (spec
 ``spec/agent-ref.md`` §12). Does not own: *where* each event fires (the stages of
-``agent.py``), the permission callback (``permissions.py``), or what a failure looks like
+``agent.py``), the permission callback (``policy/permissions.py``), or what a failure looks like
 on the stream (the agent sends it as an ``error`` envelope, [R12.3-a]).
 
 A hook is a plain callable, sync or async: ``hook(HookInput) -> HookDecision | None``.

@@ -8,7 +8,7 @@ it to every record of the ``agent_ref`` logger, and the held values out of a run
 (spec §SC): ``held_text`` for a tool's or a client's result, ``held_images`` for its
 images (spec [HY2-a]), ``EventScrubber`` for the model's stream events before the
 translator (text, thinking, tool inputs).
-Does not own: the redaction rules themselves (``redact.py``: ``Redactor`` and its table
+Does not own: the redaction rules themselves (``policy/redact.py``: ``Redactor`` and its table
 of common credential forms, ``public_message``). This module only feeds them the values
 the process holds, and works with both the plain ``public_message(text)`` and the
 ``Redactor`` API (``public_message(text, redactor)``).

@@ -6,8 +6,8 @@ completed | failed | killed, §14.2), the ``task_status`` tool (``status_tool``,
 telling the parent (``deliver``: a notification before its next model call; ``wait_unseen``:
 one more step when it would end with results it has not seen, §14.4), waiting before a
 pause (``wait_running``, §14.5) and killing the tasks when the run ends otherwise
-(``kill_all``, §14.6). Does not own: running a child (``subagent_run.py``) or the loop
-(``loop.py``). Functions take the parent's ``RunContext`` (or the stored state they read).
+(``kill_all``, §14.6). Does not own: running a child (``run/subagent_run.py``) or the loop
+(``run/loop.py``). Functions take the parent's ``RunContext`` (or the stored state they read).
 
 Across processes (spec scaleout §6.8): with ``AgentOptions.background_queue`` (a
 ``BackgroundQueue``) a task is a ``subagent`` row of the task queue that any

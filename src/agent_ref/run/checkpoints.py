@@ -7,7 +7,7 @@ one finishes (``finished``, ``settled``); and continuing a dead run from its che
 (``can_continue``, ``close_dead``, ``continuation``): the dead response's log closed, a new response of
 the same run that answers the step's calls (reused results, calls run again when every
 unfinished one is idempotent, else "result unknown" errors) and goes on with the loop.
-Does not own: the loop (``loop.py``), the tool step (``tool_step.py``), the claim and the
+Does not own: the loop (``run/loop.py``), the tool step (``run/tool_step.py``), the claim and the
 lease (``agent.py``), or what a checkpoint holds (``state.Checkpoint``).
 
 A checkpoint is the agent's state save (``Store.save``): the run's history, usage and

@@ -1,13 +1,13 @@
 """What one response of a run works with and changes: ``RunContext`` (issue 28 §2).
 
 Owns: the per-run state that is not stored (what ``AgentState`` and ``RunState`` in
-``state.py`` do not keep between processes): the response in use and its emitter, the
+``store/state.py`` do not keep between processes): the response in use and its emitter, the
 step, the results already decided for the step's calls, the two ways a step stops a run
 (a permission ``interrupt`` and the loop guard's stop), hook failures not yet reported,
 the validated structured answer, the compaction boundaries, the live background tasks,
 the paused children being resumed; and the seams every stage uses: hooks (``fire``),
 their failures' ``error`` envelopes, and answering a call with an error
-(``answer_error``). Does not own: the configuration (``options.py``, read-only here) or
+(``answer_error``). Does not own: the configuration (``run/options.py``, read-only here) or
 what the stages decide (each stage module).
 
 One ``RunContext`` is made per response (``run``, ``continue_with_tool_results``,

@@ -5,8 +5,8 @@ pause's ``traceparent`` it continues), how a response's end is recorded on it
 (``end_run``, ``end_paused``), the frontend calls' spans, and the wiring of the memory
 store (``recall`` before a fresh run of a root agent, ``remember`` after its end, their
 failures as ``error`` envelopes). Does not own: the spans and their attributes
-(``tracing.py``), the memory store (``memory_store.py``), or when a response starts and
-ends (``agent.py``, ``loop.py``, ``finish.py``, which call these). Functions take the
+(``tracing.py``), the memory store (``tools/memory_store.py``), or when a response starts and
+ends (``agent.py``, ``run/loop.py``, ``run/finish.py``, which call these). Functions take the
 response's ``RunContext``.
 """
 

@@ -4,7 +4,7 @@ Owns: counting a call's streak (``streak``) from the run's history, and what a r
 does (spec ``spec/agent-ref.md`` §16): with a ``can_use_tool`` callback, the callback is
 asked with a ``reason`` saying it is a repeat; without one, the call is not run and the
 run stops with ``loop_detected``. Does not own: the permission callback itself
-(``permissions.py``) or routing the calls (``tool_step.py``, which calls ``check``).
+(``policy/permissions.py``) or routing the calls (``run/tool_step.py``, which calls ``check``).
 
 The streak is read from ``RunState.history`` (the run's own turns, never compacted), so
 it survives a pause and a resume in another process, and needs no state of its own.

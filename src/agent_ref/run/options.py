@@ -5,7 +5,7 @@ limits, the hooks, the subagents, the guards...), checked once when the options 
 built (a ``ConfigError`` naming the option), what a child inherits (``for_child``,
 spec ``spec/agent-ref.md`` §13.2-a), and the plain-data part of it (``to_dict``).
 Does not own: what a run does with them (``agent.py`` and the stages) or the state a
-run changes (``run_context.py``, ``state.py``).
+run changes (``run/context.py``, ``store/state.py``).
 
 ``Agent(model, options=AgentOptions(...))`` and ``Agent(model, tools=..., ...)`` are the
 same: the keyword form builds an ``AgentOptions`` (one validation path). The options

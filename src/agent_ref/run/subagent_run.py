@@ -4,10 +4,10 @@ Owns: building a child agent from its ``AgentSpec`` (``new_child``, ``make_child
 spec ``spec/agent-ref.md`` §13.2-a), running it to its end or its pause (``spawn``,
 §13.3, §13.4), and the parent's side of a resume (``load_paused_children``,
 ``resume_children``, §13.5-c) and of an abandon (``abandon_children``, §13.5-d).
-Does not own: the spawning tool's definition and input (``subagents.py``), routing a
-step's calls (``tool_step.py``), the child's side of a pause (``finish.save_paused``:
+Does not own: the spawning tool's definition and input (``run/subagents.py``), routing a
+step's calls (``run/tool_step.py``), the child's side of a pause (``finish.save_paused``:
 its state saved, nothing sent, §13.5-a), or the ends of the parent's response
-(``finish.py``). Functions take the parent's ``RunContext``, or the stored state and
+(``run/finish.py``). Functions take the parent's ``RunContext``, or the stored state and
 what they need to build children; a child is used only through ``ChildAgent``
 (``context.py``: the part of ``Agent``'s public API the run uses).
 """

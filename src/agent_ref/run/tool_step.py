@@ -3,9 +3,9 @@
 Owns: ``run_step_tools`` (PreToolUse hooks and ``can_use_tool`` per call, spec
 ``spec/agent-ref.md`` §12; frontend calls set aside for the pause, §3; backend tools and
 subagents run concurrently, §2.3, §13), ``run_subagent`` (foreground or background,
-§13, §14) and ``last_call`` (§5.2). Does not own: the tools themselves (``tools.py``),
-running a child (``subagent_run.py``, ``background.py``), the hook machinery
-(``hooks.py``), or the stream end (``finish.py``). Functions take the run's context
+§13, §14) and ``last_call`` (§5.2). Does not own: the tools themselves (``tools/core.py``),
+running a child (``run/subagent_run.py``, ``run/background.py``), the hook machinery
+(``policy/hooks.py``), or the stream end (``run/finish.py``). Functions take the run's context
 (``RunContext``) and return what they decide.
 """
 

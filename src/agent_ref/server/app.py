@@ -8,12 +8,12 @@ live run), the page at ``/`` with its module and the JavaScript decoder under
 comments, the client-gone policy, recovery of what a dead process left (through the
 agent's own recovery; in checkpoint mode, the dead run continued here, live: spec server
 §CN), and ``serve`` (uvicorn on a bound socket); the command line is
-``serve_cli.py``.
-Does not own: the agent loop and its store (``agent.py``, ``store.py``: every run goes
+``cli/serve.py``.
+Does not own: the agent loop and its store (``agent.py``, ``store/core.py``: every run goes
 through ``Agent.run`` / ``Agent.continue_with_tool_results``), the encoding of
 envelopes (``envelope``, used only through its public API: ``frame`` gives each
 event's ``data:`` bytes, the server adds the ``id:`` line), ids and the journal
-(``server_streams.py``).
+(``server/streams.py``).
 
 A run is a task of its own, not of the request that started it: the request only
 *follows* it. A client that goes away stops following; the run goes on and is stored,

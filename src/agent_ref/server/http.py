@@ -6,10 +6,10 @@ limits (``_read_json``: size, media type, numbers, lone surrogates; spec server 
 the fields of a body (``_string``, ``_agent_uuid``, ``_unknown_keys``,
 ``_tool_results``), the bearer token (``_check_token``), and the ``Host`` check
 middleware (``_HostCheck``, ``_allowed``; §5.3-a). Does not own: the routes
-(``server.py``, ``server_stop.py``, ``server_interop.py``) or running anything.
+(``server/app.py``, ``server/stop.py``, ``server/interop.py``) or running anything.
 
 The names keep their leading underscore: they are the server modules' shared
-internals, not a public API (``server.py`` re-exports them for the modules that
+internals, not a public API (``server/app.py`` re-exports them for the modules that
 imported them from there).
 """
 

@@ -6,9 +6,9 @@ in, the UI message stream out) and ``GET /api/chat/{id}/stream`` (the AI SDK's
 reconnect); the map from a conversation id (AG-UI ``threadId``, the chat ``id``) to its
 agent (``agent_for_conversation``); converting each response's envelope lines as the
 run writes them.
-Does not own: the runs (``server.py``'s ``RunManager``, journal and store: every run
+Does not own: the runs (``server/app.py``'s ``RunManager``, journal and store: every run
 goes through the same manager as ``/agent/run``, so what is stored and journaled is the
-envelope stream itself), the request checks (``server.py``'s, imported), reading the
+envelope stream itself), the request checks (``server/app.py``'s, imported), reading the
 foreign requests and converting streams (``envelope.interop``).
 
 ``create_app`` mounts ``interop_routes(...)``; every route goes through its ``route``

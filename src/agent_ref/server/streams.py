@@ -3,8 +3,8 @@
 Owns: ``LiveStream`` with the agent that runs it (``X-Agent-Uuid``); the rest (event
 ids, journals, followers, closing lines) is ``envelope.delivery`` (``spec/delivery.md``),
 re-exported here under the names the server and its tests have always used.
-Does not own: HTTP (``server.py``), the agent loop and its store (``agent.py``,
-``store.py``), the encoding of envelopes (``envelope``).
+Does not own: HTTP (``server/app.py``), the agent loop and its store (``agent.py``,
+``store/core.py``), the encoding of envelopes (``envelope``).
 
 Framing happens once, in ``envelope.delivery.LiveStream.append``: each line becomes
 ``id: <run>:<response>:<seq>`` + ``envelope.frame(line)``; the server hands those bytes

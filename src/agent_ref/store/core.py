@@ -2,7 +2,7 @@
 
 Owns: durable agent state, the history of completed runs, and each run's envelope log,
 with transactional saves and optimistic concurrency (spec ``spec/agent-ref.md`` §4).
-Does not own: what the state means (``state.py``, ``agent.py``).
+Does not own: what the state means (``store/state.py``, ``agent.py``).
 
 Concurrency rule (spec §4.3): every ``AgentState`` carries ``version``. ``save`` writes
 only if the stored version still equals the one the caller loaded (``0`` means "must

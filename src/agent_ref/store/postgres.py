@@ -1,13 +1,13 @@
 """PostgreSQL for a deployment of several server processes: ``PostgresStore``, and the journal on the same database.
 
-Owns: the ``Store`` protocol (``store.py``) on one PostgreSQL database, and the schema
+Owns: the ``Store`` protocol (``store/core.py``) on one PostgreSQL database, and the schema
 migrations that database gets on first use (``migrations/``, which create the journal's
 table too). The journal itself, with its cross-process follower, is
 ``envelope.delivery.postgres.PostgresJournal`` (``spec/delivery.md`` §3.4); here it only
 runs the agent's migrations first. Semantics are those of ``SQLiteStore``; what sharing
 adds is in ``spec/scaleout.md``.
-Does not own: what a state means (``state.py``, ``agent.py``), HTTP (``server.py``),
-choosing a store from a URL on the command line (``cli.py``, ``server.py``).
+Does not own: what a state means (``store/state.py``, ``agent.py``), HTTP (``server/app.py``),
+choosing a store from a URL on the command line (``cli/commands.py``, ``server/app.py``).
 
 Why psycopg 3 (``psycopg[binary,pool]``): it has both an async API (the store, whose
 protocol is async) and a sync one (the journal's, whose protocol is sync because

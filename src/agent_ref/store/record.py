@@ -2,7 +2,7 @@
 
 Owns: appending turns with roles kept alternating (spec ``spec/agent-ref.md`` [R1.2-b]),
 the files list (§5.6), and reading calls and final text out of history. Does not own:
-saving (``store.py``). Functions take the stored state (``AgentState``) or the run
+saving (``store/core.py``). Functions take the stored state (``AgentState``) or the run
 (``RunState``) they change.
 """
 

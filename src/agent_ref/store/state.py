@@ -3,7 +3,7 @@
 Owns: what survives the process between a pause and a resume (the relay state of the
 seed's frontend-tool flow), and the record of a completed run (spec
 ``spec/agent-ref.md`` §4.1).
-Does not own: where it is stored (``store.py``) or how it changes (``agent.py``).
+Does not own: where it is stored (``store/core.py``) or how it changes (``agent.py``).
 
 Evolution rule: new fields get defaults, no field is renamed or retyped; ``schema``
 is bumped only for a change old readers cannot ignore.

@@ -5,7 +5,7 @@ Owns: ``ToolContext`` (the agent and run ids, the tool use id, the store, a
 ``ToolContextBase`` (what the caller of ``run_tools`` knows of the run), the progress
 payload and ``ProgressStream``, which sends progress as ``error`` envelopes of type
 ``tool_progress`` (§2.6-b) without breaking a call's contiguous result group (§2.3-a).
-Does not own: running the tools (``tools.py``) or the wire form (``envelope.Emitter``).
+Does not own: running the tools (``tools/core.py``) or the wire form (``envelope.Emitter``).
 """
 
 from __future__ import annotations

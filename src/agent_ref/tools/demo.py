@@ -7,7 +7,7 @@ never ``eval``), their bounds, and ``default_tools()``; the demo tools of issue 
 progress through its ``ToolContext``), which the scripted model's demo prompts call
 (spec ``spec/agent-ref.md`` §8.3). ``add`` and ``multiply`` are the
 tools of the recorded corpus run ``anthropic_events_0.json``, so ``--replay`` of it works.
-Does not own: the decorator, or the time limit on a tool call (``tools.py``/``agent.py``).
+Does not own: the decorator, or the time limit on a tool call (``tools/core.py``/``agent.py``).
 
 Bounds (issue 18 §4): the work of every demo tool is bounded by the size of what it
 computes, not only by its operands. Before each operation the size of its result is

@@ -8,11 +8,11 @@ it — ``recall`` (the retrieved notes as one bounded block for the system promp
 ``FileMemory``, a bounded store of notes in one JSON file per agent whose update is a
 pluggable function (``remembered_facts`` by default).
 Does not own: when the agent calls ``recall`` and ``remember`` (the run's stages), the
-memory *tool* the model edits (``memory.py``), or the conversation history (memory goes
+memory *tool* the model edits (``tools/memory.py``), or the conversation history (memory goes
 into the system prompt only, never into ``messages``).
 
 Named ``LongTermMemory``, not ``MemoryStore``: ``agent_ref.MemoryStore`` is the in-memory
-state store (``store.py``).
+state store (``store/core.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Owns: the JSON Schema of one parameter's type hint (spec ``spec/agent-ref.md`` ย
 ``Attributes:`` docstring lines describe the fields), ``Annotated[..., msgspec.Meta]``;
 pydantic models through pydantic's own schema and validation (ยง2.1-d); converting the
 model's JSON to the annotated type; and refusing a key that conversion would drop.
-Does not own: the tool (``tools.py``) or running it.
+Does not own: the tool (``tools/core.py``) or running it.
 """
 
 from __future__ import annotations

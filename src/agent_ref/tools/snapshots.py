@@ -4,7 +4,7 @@ Owns: ``FileChange`` (one path's entry before and after a call), ``capture`` and
 ``changes`` (what a call changed under the paths it touches), ``record_changes`` (into
 the store, under the agent's step), ``restore_files`` with its all-or-nothing check
 (``UndoConflict``) and ``RestoreReport`` (spec ``spec/agent-ref.md`` §22).
-Does not own: the tools (``memory.py`` and ``tools.tool(writes=...)`` call in here), nor
+Does not own: the tools (``tools/memory.py`` and ``tools.tool(writes=...)`` call in here), nor
 the rows (each store keeps them: ``record_snapshot``, ``snapshots``, ``drop_snapshots``).
 
 How paths are reached (spec RU1-g): from ``/`` one name at a time, each directory opened

@@ -1,6 +1,6 @@
 """The PostgreSQL schema, as numbered SQL migrations (``NNNN_name.sql``) applied in order.
 
-Owns: the SQL files beside this module and the order they run in. ``store_pg.py``
+Owns: the SQL files beside this module and the order they run in. ``store/postgres.py``
 applies the ones a database has not recorded in ``schema_migrations`` (spec
 ``spec/scaleout.md`` §1). A file, once released, is never edited: a change is a new file.
 Does not own: applying them (``store_pg.migrate``).
