@@ -24,6 +24,7 @@ from agent_ref.server.app import ServerConfig, create_app
 from agent_ref.store.postgres import PostgresStore
 from agent_ref.store.sessions import InboxBounds, InboxReceipt, InboxStore
 from agent_ref_support import user_texts
+from envelope.delivery import DEFAULT_CALL_TIMEOUT
 from fault_support import wait_until
 from server_support import Gate, post, running
 from validating import assert_valid
@@ -70,13 +71,11 @@ def _stores(
 
 @contextlib.contextmanager
 def _held_run(
-    store: Store, bounds: InboxBounds, *, storage_timeout: float | None = None
+    store: Store, bounds: InboxBounds, *, storage_timeout: float = DEFAULT_CALL_TIMEOUT
 ) -> Iterator[tuple[str, str, Gate, bytearray]]:
     """A server with ``bounds`` and a run held at its tool: (base URL, run id, gate, the stream's bytes)."""
     gate = Gate()
-    config = ServerConfig(inbox_bounds=bounds)
-    if storage_timeout is not None:
-        config = ServerConfig(inbox_bounds=bounds, storage_timeout=storage_timeout)
+    config = ServerConfig(inbox_bounds=bounds, storage_timeout=storage_timeout)
     app = create_app(store=store, model_factory=ScriptedModel, tools=gate.tools(), config=config)
     body = bytearray()
     opened: dict[str, str] = {}
