@@ -34,6 +34,7 @@ except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extr
 
 from ._errors import JournalError, JournalGapError, JournalTakenOverError, JournalUnavailableError
 from ._offloop import DEFAULT_CALL_TIMEOUT
+from ._shared_follow import SharedFollows
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -235,6 +236,7 @@ class PostgresJournal:
         self._next: dict[tuple[str, int], int] = {}
         self._held: set[tuple[str, int]] = set()
         self._quiet_until = 0.0
+        self._followers = SharedFollows(self._read_response)
         try:
             conn = psycopg.connect(self._conninfo, autocommit=True)
         except psycopg.Error as exc:
@@ -422,9 +424,12 @@ class PostgresJournal:
     async def follow(self, run_id: str, response: int, after: int = -1) -> AsyncIterator[tuple[int, bytes]]:
         """Yield ``(seq, line)`` of a response for ``seq > after`` as any process writes them, up to ``[DONE]``.
 
-        Reads the table, then waits for a NOTIFY naming this response (or ``poll_seconds``)
-        and reads again from the next expected ``seq``. Lines are committed in ``seq`` order
-        by their single writer, so each read returns a gap-free continuation.
+        Every follower of one response in one event loop shares one reader of it (spec
+        delivery [D3.4-e], ``SharedFollows``): one connection and one read per wake-up,
+        however many browsers watch the run. The reader reads the table, then waits for a
+        NOTIFY naming this response (or ``poll_seconds``) and reads again from the next
+        expected ``seq``. Lines are committed in ``seq`` order by their single writer, so
+        each read returns a gap-free continuation.
 
         Stops without ``[DONE]`` when no process holds the response's writer lock and no
         line is left to read (its writer died; a process that starts later closes it).
@@ -434,7 +439,12 @@ class PostgresJournal:
             JournalUnavailableError: the database cannot be reached.
             JournalError: the database failed.
         """
-        expected = after + 1
+        async for seq, line in self._followers.follow(run_id, response, after):
+            yield seq, line
+
+    async def _read_response(self, run_id: str, response: int) -> AsyncGenerator[tuple[int, bytes], None]:
+        """One reader of a whole response on a connection of its own (what ``follow``'s followers share)."""
+        expected = 0
         prefix = f"{run_id}:{response}:"
         try:
             async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as conn:
