@@ -69,6 +69,8 @@ def _appender(url: str, writers: int, lines: int, mode: str) -> dict[str, Any]:
 
     from envelope.delivery.postgres import PostgresJournal
 
+    if mode == "served":
+        return _served(url, writers, lines)
     journal = PostgresJournal(url) if mode == "journal" else None
     conns = [psycopg.connect(url, autocommit=True) for _ in range(writers)] if mode == "bare" else []
     latencies: list[list[float]] = [[] for _ in range(writers)]
@@ -102,6 +104,35 @@ def _appender(url: str, writers: int, lines: int, mode: str) -> dict[str, Any]:
     for conn in conns:
         conn.close()
     return {"wall": wall, "cpu": cpu, "latencies": [x for each in latencies for x in each]}
+
+
+def _served(url: str, writers: int, lines: int) -> dict[str, Any]:
+    """As a server writes: ``writers`` live streams on one event loop, each line journaled (off the loop) and sent
+    before the next (``LiveStream.write``)."""
+    from envelope.delivery import LiveStream
+    from envelope.delivery.postgres import PostgresJournal
+
+    journal = PostgresJournal(url)
+    latencies: list[float] = []
+
+    async def write() -> None:
+        stream = LiveStream(f"s{uuid.uuid4().hex[:12]}", 0, journal)
+        for _ in range(lines):
+            started = time.perf_counter()
+            await stream.write(LINE)
+            latencies.append(time.perf_counter() - started)
+        await stream.write(b"[DONE]")
+
+    async def main() -> None:
+        await asyncio.gather(*(write() for _ in range(writers)))
+
+    print("ready", flush=True)
+    sys.stdin.readline()
+    cpu, wall = time.process_time(), time.perf_counter()
+    asyncio.run(main())
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    journal.close()
+    return {"wall": wall, "cpu": cpu, "latencies": latencies}
 
 
 def _writer(url: str, run: str, lines: int, gap: float) -> dict[str, Any]:
@@ -227,7 +258,7 @@ def _release(procs: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
 def bench_appends(url: str, processes: int, writers: int, lines: int) -> dict[str, Any]:
     """Lines per second through the journal and bare, P processes of W writers each."""
     result: dict[str, Any] = {"processes": processes, "writers": writers}
-    for mode in ("bare", "journal", "bare", "journal"):  # alternated; the better of two kept
+    for mode in ("bare", "journal", "served", "bare", "journal", "served"):  # alternated; the better of two kept
         procs = [_spawn("_appender", url, str(writers), str(lines), mode) for _ in range(processes)]
         reports = _release(procs)
         total = processes * writers * lines
@@ -237,6 +268,7 @@ def bench_appends(url: str, processes: int, writers: int, lines: int) -> dict[st
         if best is None or rate > best["rate"]:
             result[mode] = {"rate": rate, "p50": _pct(lat, 0.5), "p95": _pct(lat, 0.95)}
     result["ratio"] = result["journal"]["rate"] / result["bare"]["rate"]
+    result["served_ratio"] = result["served"]["rate"] / result["bare"]["rate"]
     return result
 
 
@@ -361,16 +393,17 @@ def report(args: argparse.Namespace) -> str:
     with _database(args.pg_url) as url:
         _prepare(url)
         out += [
-            "| processes | writers each | bare INSERT lines/s | journal lines/s | journal / bare "
-            "| journal append p50 ms | p95 ms |",
-            "|---|---|---|---|---|---|---|",
+            "| processes | writers each | bare INSERT lines/s | journal, threads: lines/s | / bare "
+            "| append p50 ms | p95 ms | journal, live streams: lines/s | / bare | write p50 ms | p95 ms |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for p in args.processes:
             r = bench_appends(url, p, args.writers, args.lines)
-            j = r["journal"]
+            j, v = r["journal"], r["served"]
             out.append(
                 f"| {p} | {args.writers} | {r['bare']['rate']:,.0f} | {j['rate']:,.0f} | {r['ratio']:.2f} "
-                f"| {j['p50'] * 1e3:.2f} | {j['p95'] * 1e3:.2f} |"
+                f"| {j['p50'] * 1e3:.2f} | {j['p95'] * 1e3:.2f} | {v['rate']:,.0f} | {r['served_ratio']:.2f} "
+                f"| {v['p50'] * 1e3:.2f} | {v['p95'] * 1e3:.2f} |"
             )
         out += [
             "",

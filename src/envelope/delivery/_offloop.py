@@ -38,6 +38,25 @@ _T = TypeVar("_T")
 
 #: Seconds a journal call may take before its caller gets ``JournalUnavailableError`` (spec delivery §3.6-a).
 DEFAULT_CALL_TIMEOUT: Final = 5.0
+#: The most queued appends handed to a journal's ``append_together`` at once (spec delivery [D3.4-f]).
+TOGETHER: Final = 256
+
+#: An append's ``(run_id, response, line)``.
+_Line = tuple[str, int, bytes]
+
+
+class _Queued:
+    """A call waiting for the worker thread: ``run`` does it, ``finish`` hands an outcome found elsewhere."""
+
+    __slots__ = ("finish", "lines", "run")
+
+    def __init__(
+        self, run: Callable[[], None], finish: Callable[[bool, object], None], lines: list[_Line] | None
+    ) -> None:
+        self.run = run
+        self.finish = finish
+        self.lines = lines  # an append's lines (one response's, in order), or None for any other call
+
 
 _adapters: weakref.WeakKeyDictionary[object, OffLoopJournal] = weakref.WeakKeyDictionary()
 _adapters_lock = threading.Lock()
@@ -81,7 +100,7 @@ class OffLoopJournal:
         if self.timeout <= 0:
             raise ValueError(f"a journal call timeout must be above 0 s, not {self.timeout:g}")
         self.inline = getattr(type(journal), "blocks_on_io", True) is False
-        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[_Queued] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._stuck_since: float | None = None  # a call past its deadline has not returned yet
         self._lock = threading.Lock()
@@ -94,8 +113,44 @@ class OffLoopJournal:
                 self._thread.start()
 
     def _work(self) -> None:
+        together = getattr(self.journal, "append_together", None)
+        later: _Queued | None = None
         while True:
-            self._calls.get()()
+            call, later = later or self._calls.get(), None
+            if call.lines is None or together is None:
+                call.run()
+                continue
+            batch = [call]
+            count = len(call.lines)
+            while count < TOGETHER:  # the appends queued behind it, up to the first other call
+                try:
+                    queued = self._calls.get_nowait()
+                except queue.Empty:
+                    break
+                if queued.lines is None:
+                    later = queued
+                    break
+                batch.append(queued)
+                count += len(queued.lines)
+            if len(batch) == 1:
+                call.run()
+                continue
+            self._append_together(together, batch)
+
+    @staticmethod
+    def _append_together(together: Callable[[list[_Line]], list[Exception | None]], batch: list[_Queued]) -> None:
+        """Appends of several responses at once (spec delivery [D3.4-f]): each caller gets its own line's outcome."""
+        lines = [line for q in batch for line in q.lines or ()]
+        try:
+            errors = together(lines)
+        except BaseException as exc:  # every line of the batch failed the same way
+            errors = [exc if isinstance(exc, Exception) else JournalUnavailableError(str(exc))] * len(lines)
+        at = 0
+        for queued in batch:
+            mine = errors[at : at + len(queued.lines or ())]
+            at += len(mine)
+            error = next((e for e in mine if e is not None), None)
+            queued.finish(error is None, error)
 
     async def call(self, fn: Callable[..., _T], *args: object) -> _T:
         """``fn(*args)`` in the worker thread (inline for a journal without I/O), awaited at most ``timeout`` s.
@@ -105,6 +160,9 @@ class OffLoopJournal:
                 has not yet (the storage is not answering).
             Whatever ``fn`` raised.
         """
+        return await self._call(fn, args, None)
+
+    async def _call(self, fn: Callable[..., _T], args: tuple[object, ...], lines: list[_Line] | None) -> _T:
         if self.inline:
             return fn(*args)
         stuck = self._stuck_since
@@ -123,21 +181,24 @@ class OffLoopJournal:
 
         returned = False
 
-        def run() -> None:
+        def finish(ok: bool, result: object) -> None:
             nonlocal returned
-            try:
-                result: object = fn(*args)
-                ok = True
-            except BaseException as exc:  # handed to the caller as it is
-                result, ok = exc, False
             with self._lock:
                 returned = True
                 self._stuck_since = None
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits for it
                 loop.call_soon_threadsafe(settle, ok, result)
 
+        def run() -> None:
+            try:
+                result: object = fn(*args)
+                ok = True
+            except BaseException as exc:  # handed to the caller as it is
+                result, ok = exc, False
+            finish(ok, result)
+
         self._start()
-        self._calls.put(run)
+        self._calls.put(_Queued(run, finish, lines))
         try:
             return await asyncio.wait_for(asyncio.shield(future), self.timeout)
         except TimeoutError:
@@ -155,17 +216,19 @@ class OffLoopJournal:
         )
 
     async def append_many(self, run_id: str, response: int, lines: Sequence[bytes]) -> None:
-        """``journal.append`` of each line, in order, in one call (one thread hop for a batch)."""
+        """``journal.append`` of each line, in order, in one call (one thread hop for a batch); with the
+        journal's ``append_together``, beside the other appends queued with it (spec delivery [D3.4-f])."""
 
         def work() -> None:
             for line in lines:
                 self.journal.append(run_id, response, line)
 
-        await self.call(work)
+        await self._call(work, (), [(run_id, response, line) for line in lines])
 
     async def append(self, run_id: str, response: int, line: bytes) -> None:
-        """See ``Journal.append``."""
-        await self.call(self.journal.append, run_id, response, line)
+        """See ``Journal.append``. Appends of several responses queued together go to the journal's
+        ``append_together`` in one call, where it has one (spec delivery [D3.4-f])."""
+        await self._call(self.journal.append, (run_id, response, line), [(run_id, response, line)])
 
     async def read(self, run_id: str, response: int) -> list[bytes] | None:
         """See ``Journal.read``."""

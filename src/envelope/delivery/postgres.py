@@ -37,7 +37,7 @@ from ._offloop import DEFAULT_CALL_TIMEOUT
 from ._shared_follow import SharedFollows
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator, Callable
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 
     from psycopg.rows import TupleRow
 
@@ -160,6 +160,25 @@ async def _writer_alive(conn: psycopg.AsyncConnection[tuple[object, ...]], run_i
     return row is not None and int(str(row[0])) > 0
 
 
+#: The most lines one statement commits together (spec delivery [D3.4-f]).
+BATCH_LINES: Final = 256
+
+
+class _Pending:
+    """A line waiting for the writer connection, and what became of it."""
+
+    __slots__ = ("after", "done", "error", "key", "line", "response", "run_id")
+
+    def __init__(self, run_id: str, response: int, line: bytes, after: _Pending | None) -> None:
+        self.after = after  # the line before it of the same response in the same call: if that one fails, so does this
+        self.run_id = run_id
+        self.response = response
+        self.key = (run_id, response)
+        self.line = line
+        self.done = False
+        self.error: Exception | None = None
+
+
 class PostgresJournal:
     """A ``Journal`` in PostgreSQL: every process sees every process's lines (spec delivery §3.4).
 
@@ -237,6 +256,8 @@ class PostgresJournal:
         self._held: set[tuple[str, int]] = set()
         self._quiet_until = 0.0
         self._followers = SharedFollows(self._read_response)
+        self._waiting: list[_Pending] = []
+        self._waiting_lock = threading.Lock()
         try:
             conn = psycopg.connect(self._conninfo, autocommit=True)
         except psycopg.Error as exc:
@@ -274,18 +295,22 @@ class PostgresJournal:
     def _run(self, doing: str, work: Callable[[psycopg.Connection[TupleRow]], _T]) -> _T:
         """``work(connection)`` under the lock, tried once more on a new connection if the first one was lost."""
         with self._lock:
-            for attempt in (1, 2):
-                conn = self._connection()
-                try:
-                    return work(conn)
-                except psycopg.OperationalError as exc:
-                    if attempt == 1 and (conn.closed or conn.broken):
-                        log.warning("journal: lost the connection to %s (%s); trying again", self._where, exc)
-                        continue
-                    raise JournalUnavailableError(f"cannot {doing} in {self._where}: {exc}") from None
-                except psycopg.Error as exc:
-                    raise JournalError(f"cannot {doing} in {self._where}: {type(exc).__name__}: {exc}") from None
-            raise AssertionError("unreachable")  # pragma: no cover
+            return self._run_locked(doing, work)
+
+    def _run_locked(self, doing: str, work: Callable[[psycopg.Connection[TupleRow]], _T]) -> _T:
+        """``_run`` for a caller that holds the lock."""
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                return work(conn)
+            except psycopg.OperationalError as exc:
+                if attempt == 1 and (conn.closed or conn.broken):
+                    log.warning("journal: lost the connection to %s (%s); trying again", self._where, exc)
+                    continue
+                raise JournalUnavailableError(f"cannot {doing} in {self._where}: {exc}") from None
+            except psycopg.Error as exc:
+                raise JournalError(f"cannot {doing} in {self._where}: {type(exc).__name__}: {exc}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _hold(self, conn: psycopg.Connection[TupleRow], run_id: str, response: int, *, wait: bool) -> bool:
         """Take the writer lock of a response; with ``wait=False``, only if it is free."""
@@ -315,44 +340,147 @@ class PostgresJournal:
     def append(self, run_id: str, response: int, line: bytes) -> None:
         """See ``Journal.append``: committed before it returns; the response's lock is released after ``[DONE]``.
 
+        Lines that arrive together from several threads (several responses written at
+        once) are committed together, in one statement (spec delivery [D3.4-f]): the
+        thread that gets the connection writes every line waiting for it, and each
+        caller returns once its own line is committed.
+
         Raises:
             JournalUnavailableError: the database cannot be reached (the line may not be journaled).
             JournalTakenOverError: another process closed the response while this one's
                 connection was lost.
             JournalError: the database refused the line.
         """
-        key = (run_id, response)
+        error = self.append_together([(run_id, response, line)])[0]
+        if error is not None:
+            raise error
 
-        def work(conn: psycopg.Connection[TupleRow]) -> None:
-            seq = self._next.get(key)
-            if seq is None:  # the first line this process writes there (a new response, or a recovery)
-                self._hold(conn, run_id, response, wait=True)
-                seq = self._tail(conn, run_id, response)[0]
-            elif key not in self._held:  # a new connection: take the lock again, check nobody wrote meanwhile
-                if not self._hold(conn, run_id, response, wait=False):
-                    self._next.pop(key, None)
-                    raise JournalTakenOverError(f"response {run_id}:{response} is being closed by another process")
-                stored, last = self._tail(conn, run_id, response)
-                if stored == seq + 1 and last == line:  # the lost connection had committed this very line
-                    self._next[key] = seq + 1
-                    if line == _DONE:
-                        self._let_go(conn, run_id, response)
-                    return
-                if stored != seq:
-                    self._let_go(conn, run_id, response)
-                    raise JournalTakenOverError(
-                        f"response {run_id}:{response} was written by another process (line {stored}, expected {seq})"
-                    )
+    def append_together(self, lines: Sequence[tuple[str, int, bytes]]) -> list[Exception | None]:
+        """Append ``(run_id, response, line)``s of any responses, each as ``append`` would (spec delivery [D3.4-f]).
+
+        Lines of responses this connection already writes go in one statement (at most one
+        line per response each, up to ``BATCH_LINES``); a response's first line, its
+        ``[DONE]`` and lines after a reconnection go one by one, as ``append``. Every line is
+        committed before this returns, and the lines of one response in their order.
+
+        Returns:
+            For each line, ``None`` if it was committed, else the exception ``append`` would have raised.
+        """
+        items: list[_Pending] = []
+        last: dict[tuple[str, int], _Pending] = {}
+        for run_id, response, line in lines:
+            item = _Pending(run_id, response, line, last.get((run_id, response)))
+            last[item.key] = item
+            items.append(item)
+        with self._waiting_lock:
+            self._waiting.extend(items)
+        with self._lock:
+            while not all(item.done for item in items):
+                self._write(self._take_batch())
+        return [item.error for item in items]
+
+    def _take_batch(self) -> list[_Pending]:
+        """The waiting lines to write now: in order, at most one per response, at most ``BATCH_LINES``."""
+        with self._waiting_lock:
+            batch: list[_Pending] = []
+            later: list[_Pending] = []
+            keys: set[tuple[str, int]] = set()
+            for item in self._waiting:
+                if item.key in keys or len(batch) >= BATCH_LINES:
+                    later.append(item)
+                elif item.after is not None and item.after.error is not None:  # as ``append`` would: not tried
+                    item.error = JournalError(f"not journaled: an earlier line of run {item.run_id} failed")
+                    item.done = True
+                else:
+                    keys.add(item.key)
+                    batch.append(item)
+            self._waiting = later
+        return batch
+
+    def _write(self, batch: list[_Pending]) -> None:
+        """Commit ``batch`` (caller holds the lock): together where it can, each line on its own otherwise.
+
+        Every line of the batch is done when this returns, by any way out: its caller waits on nothing else.
+        """
+        try:
+            together = [p for p in batch if p.key in self._held and p.key in self._next and p.line != _DONE]
+            if len(together) >= 2:
+                self._insert_together(together)
+            for item in batch:
+                if not item.done:
+                    self._write_one(item)
+        finally:
+            for item in batch:
+                if not item.done:
+                    item.error = JournalError(f"cannot journal a line of run {item.run_id}: its writer was interrupted")
+                    item.done = True
+
+    def _write_one(self, item: _Pending) -> None:
+        try:
+            self._run_locked(
+                f"journal a line of run {item.run_id}",
+                lambda conn: self._append_one(conn, item.run_id, item.response, item.line),
+            )
+        except Exception as exc:  # the caller's, raised in its own thread
+            item.error = exc
+        item.done = True
+
+    def _insert_together(self, items: list[_Pending]) -> None:
+        """One statement for lines of responses this connection already writes. If it fails, nothing of it is known
+        to be committed, and each line goes the one-by-one way, which recognises a line that was."""
+        try:
+            conn = self._connection()
+            seqs = [self._next[p.key] for p in items]
             conn.execute(
                 "WITH added AS (INSERT INTO stream_journal (run_id, response, seq, line)"
-                " VALUES (%s, %s, %s, %s)) SELECT pg_notify(%s, %s)",
-                (run_id, response, seq, line, CHANNEL, f"{run_id}:{response}:{seq}"),
+                " SELECT * FROM unnest(%s::text[], %s::int[], %s::int[], %s::bytea[]))"
+                " SELECT pg_notify(%s, n) FROM unnest(%s::text[]) AS n",
+                (
+                    [p.run_id for p in items],
+                    [p.response for p in items],
+                    seqs,
+                    [p.line for p in items],
+                    CHANNEL,
+                    [f"{p.run_id}:{p.response}:{seq}" for p, seq in zip(items, seqs, strict=True)],
+                ),
             )
-            self._next[key] = seq + 1
-            if line == _DONE:
-                self._let_go(conn, run_id, response)
+        except (psycopg.Error, JournalError) as exc:
+            log.info("journal: %d lines together failed (%s); writing each on its own", len(items), exc)
+            return
+        for p, seq in zip(items, seqs, strict=True):
+            self._next[p.key] = seq + 1
+            p.done = True
 
-        self._run(f"journal a line of run {run_id}", work)
+    def _append_one(self, conn: psycopg.Connection[TupleRow], run_id: str, response: int, line: bytes) -> None:
+        """One line on its own: a response's first, its ``[DONE]``, one after a reconnection, or a lone one."""
+        key = (run_id, response)
+        seq = self._next.get(key)
+        if seq is None:  # the first line this process writes there (a new response, or a recovery)
+            self._hold(conn, run_id, response, wait=True)
+            seq = self._tail(conn, run_id, response)[0]
+        elif key not in self._held:  # a new connection: take the lock again, check nobody wrote meanwhile
+            if not self._hold(conn, run_id, response, wait=False):
+                self._next.pop(key, None)
+                raise JournalTakenOverError(f"response {run_id}:{response} is being closed by another process")
+            stored, last = self._tail(conn, run_id, response)
+            if stored == seq + 1 and last == line:  # the lost connection had committed this very line
+                self._next[key] = seq + 1
+                if line == _DONE:
+                    self._let_go(conn, run_id, response)
+                return
+            if stored != seq:
+                self._let_go(conn, run_id, response)
+                raise JournalTakenOverError(
+                    f"response {run_id}:{response} was written by another process (line {stored}, expected {seq})"
+                )
+        conn.execute(
+            "WITH added AS (INSERT INTO stream_journal (run_id, response, seq, line)"
+            " VALUES (%s, %s, %s, %s)) SELECT pg_notify(%s, %s)",
+            (run_id, response, seq, line, CHANNEL, f"{run_id}:{response}:{seq}"),
+        )
+        self._next[key] = seq + 1
+        if line == _DONE:
+            self._let_go(conn, run_id, response)
 
     def read(self, run_id: str, response: int) -> list[bytes] | None:
         """See ``Journal.read``."""
