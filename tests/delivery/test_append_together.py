@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
@@ -11,6 +12,9 @@ import pytest
 from envelope.delivery import DONE_LINE, JournalError, LiveStream
 from envelope.delivery._offloop import OffLoopJournal
 from envelope.delivery.postgres import PostgresJournal
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 class _Recording:
@@ -102,7 +106,7 @@ def test_spec_delivery_3_4_f_live_streams_of_one_process_share_statements_and_lo
     sizes: list[int] = []
     together = journal.append_together
 
-    def counting(lines: list[tuple[str, int, bytes]]) -> list[Exception | None]:
+    def counting(lines: Sequence[tuple[str, int, bytes]]) -> list[Exception | None]:
         sizes.append(len(lines))
         return together(lines)
 
