@@ -14,6 +14,7 @@ from agent_ref.run.options import AgentOptions
 from agent_ref.tools.workspace import Workspace, WorkspaceError, files, search, workspace_tools
 from agent_ref_support import fast_retry, run
 from validating import assert_valid
+from workspace_support import replay_calls
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -154,37 +155,6 @@ def test_spec_WS2_g_the_backend_is_rg_on_path_else_python(monkeypatch: pytest.Mo
     assert search.backend() == "ripgrep"
 
 
-def _replay(calls: list[tuple[str, dict[str, Any]]]) -> list[list[dict[str, Any]]]:
-    """A recorded model that makes ``calls`` one per step, then answers "done"."""
-    message: dict[str, Any] = {"id": "m", "type": "message", "role": "assistant", "model": "r", "content": []}
-    message |= {"stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
-    start: dict[str, Any] = {"type": "message_start", "message": message}
-    out: list[list[dict[str, Any]]] = []
-    for n, (name, tool_input) in enumerate(calls):
-        block = {"type": "tool_use", "id": f"toolu_{n}", "name": name, "input": {}}
-        delta = {"type": "input_json_delta", "partial_json": json.dumps(tool_input)}
-        out.append(
-            [
-                start,
-                {"type": "content_block_start", "index": 0, "content_block": block},
-                {"type": "content_block_delta", "index": 0, "delta": delta},
-                {"type": "content_block_stop", "index": 0},
-                {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 2}},
-            ]
-        )
-    text = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "done"}}
-    out.append(
-        [
-            start,
-            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-            text,
-            {"type": "content_block_stop", "index": 0},
-            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
-        ]
-    )
-    return out
-
-
 def _results(model: ReplayModel) -> list[tuple[str, bool]]:
     """Each tool result the model was sent: its text and whether it is an error."""
     found = []
@@ -204,7 +174,7 @@ def test_spec_WS4_a_the_agent_uses_each_tool_in_its_workspace(ws: Workspace) -> 
         ("Grep", {"pattern": "fix|run", "output_mode": "content", "-n": True}),
         ("Read", {"file_path": "../outside.txt"}),
     ]
-    model = ReplayModel(_replay(calls))
+    model = ReplayModel(replay_calls(calls))
     agent = Agent(model, options=AgentOptions(workspace=ws.root, store=MemoryStore(), retry=fast_retry()))
     assert {"Read", "Write", "Edit", "Glob", "Grep"} <= set(agent.tools)
     lines: list[bytes] = []

@@ -4,7 +4,8 @@ Owns: the ``tools`` subcommand (``add_tools_command``, ``tools_main``): ``agent-
 [--workspace DIR]`` prints the tools' definitions (name, description, input_schema) as a
 JSON array; ``agent-ref tools call NAME --workspace DIR --input JSON`` runs one call through
 ``run_tools`` (the agent's executor: its timeout, its result bound, permissions as
-``full``) and prints its ``tool_result`` envelopes as SSE lines (spec
+``full``) and prints its ``tool_result`` envelopes as SSE lines, in a whole stream
+(``meta_init``, the ``tool_call``, its results, ``[DONE]``) so it is strictly valid (spec
 ``spec/cli-agent-ref.md`` RCT1). Does not own: the tools (``tools/demo.py``,
 ``tools/workspace/``), nor the executor (``tools/core.py``).
 """
@@ -83,6 +84,7 @@ async def _call(tools: list[Tool], name: str, tool_input: dict[str, Any], max_by
     from envelope import Emitter
 
     from ..run.options import DEFAULT_TOOL_TIMEOUT
+    from ..run.response import DONE_LINE
     from ..tools.core import ToolCallRequest, run_tools
     from ..tools.result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES
 
@@ -93,16 +95,22 @@ async def _call(tools: list[Tool], name: str, tool_input: dict[str, Any], max_by
         lines.extend(group)
 
     call = ToolCallRequest(id=f"toolu_cli_{uuid.uuid4().hex[:12]}", name=name, input=tool_input)
+    agent = str(uuid.uuid4())
+    emitter = Emitter(agent, max_bytes)
+    meta = {"format": "json", "user_query": f"agent-ref tools call {name}", "agent_uuid": agent, "model": "none"}
+    meta["run_id"] = str(uuid.uuid4())
+    lines += emitter.buffered("meta_init", msgspec.json.encode(meta).decode())  # a whole, valid stream
+    lines += emitter.buffered("tool_call", msgspec.json.encode(tool_input).decode(), id=call.id, name=name)
     await run_tools(
         [call],
         {t.name: t for t in tools},
-        Emitter(str(uuid.uuid4()), max_bytes),
+        emitter,
         send,
         timeout=DEFAULT_TOOL_TIMEOUT,
         max_result_bytes=DEFAULT_MAX_TOOL_RESULT_BYTES,
         on_result=lambda _call, done: failed.append(done.is_error),
     )
-    return lines, any(failed)
+    return [*lines, DONE_LINE], any(failed)
 
 
 async def tools_main(args: argparse.Namespace) -> int:

@@ -176,9 +176,9 @@ class PermissionRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     behavior: RuleBehavior
     tool: str
     input: dict[str, str] = msgspec.field(default_factory=dict)
-    command: str = ""
-    path: str = ""
-    root: str = ""
+    command: str | msgspec.UnsetType = msgspec.UNSET
+    path: str | msgspec.UnsetType = msgspec.UNSET
+    root: str | msgspec.UnsetType = msgspec.UNSET
 
     def __post_init__(self) -> None:
         """Refuse a rule that cannot work, naming the field."""
@@ -204,14 +204,19 @@ class PermissionRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             hits = [pattern_matches(pattern, form) for form in _value_forms(value)]
             if not (all(hits) if self.behavior == "allow" else any(hits)):
                 return False
-        if self.command and not _command_matches(self.command, tool_input.get("command"), self.behavior):
+        if isinstance(self.command, str) and not _command_matches(
+            self.command, tool_input.get("command"), self.behavior
+        ):
             return False
-        return not self.path or _path_matches(self.path, self.root, tool_input)
+        if not isinstance(self.path, str):
+            return True
+        return _path_matches(self.path, self.root if isinstance(self.root, str) else "", tool_input)
 
     def describe(self) -> str:
         """The rule as a person reads it: ``deny mcp__github__* where path=/x/*``."""
         where = " and ".join(f"{k}={v}" for k, v in self.input.items())
-        spec = f"({self.command}:*)" if self.command else f"({self.path})" if self.path else ""
+        spec = f"({self.path})" if isinstance(self.path, str) else ""
+        spec = f"({self.command}:*)" if isinstance(self.command, str) else spec
         return f"{self.behavior} {self.tool}{spec}" + (f" where {where}" if where else "")
 
 
@@ -288,8 +293,9 @@ def parse_rule(text: str, behavior: RuleBehavior, *, root: str | None = None) ->
         raise PermissionRuleError(f"rule {text!r}: the parentheses are empty")
     if spec.endswith(":*"):
         return PermissionRule(behavior=behavior, tool=name, command=spec[:-2].strip())
-    real = posixpath.normpath(root) if root else ""
-    return PermissionRule(behavior=behavior, tool=name, path=spec.strip(), root=real)
+    if root is None:
+        return PermissionRule(behavior=behavior, tool=name, path=spec.strip())
+    return PermissionRule(behavior=behavior, tool=name, path=spec.strip(), root=posixpath.normpath(root))
 
 
 @dataclass(frozen=True, slots=True)

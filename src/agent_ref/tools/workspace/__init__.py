@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-__all__ = ["WRITING_TOOLS", "Workspace", "WorkspaceError", "change_preview", "workspace_tools"]
+    from ..core import ToolCallRequest
+
+__all__ = ["WRITING_TOOLS", "Workspace", "WorkspaceError", "change_preview", "with_change", "workspace_tools"]
 
 #: The workspace tools that change files: ``auto`` asks about them unless a rule allows ([WS3-a]).
 WRITING_TOOLS: Final = frozenset({"Write", "Edit", "Bash"})
@@ -158,3 +160,19 @@ def change_preview(root: Path, name: str, tool_input: Mapping[str, object]) -> s
     except WorkspaceError:
         return None
     return files.preview(ws, name, tool_input)
+
+
+def with_change(root: Path | None, call: ToolCallRequest, reason: str) -> str:
+    """An approval's reason with the change it approves: the diff of a Write or Edit, the command of a Bash ([WS3-c]).
+
+    Args:
+        root: the agent's workspace; ``None``: the reason as it is.
+        call: the call awaiting approval.
+        reason: why the permissions ask.
+    """
+    if root is None:
+        return reason
+    if call.name == "Bash" and isinstance(call.input.get("command"), str):
+        return f"{reason}\ncommand: {call.input['command'][: files.MAX_PREVIEW_CHARS]}"
+    diff = change_preview(root, call.name, call.input)
+    return reason if diff is None else f"{reason}\n{diff}"
