@@ -143,3 +143,31 @@ def test_spec_WS1_a_no_path_string_reaches_outside(tree: tuple[Path, Path], part
         assert os.path.realpath(written).startswith(str(root.resolve()) + "/")
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
     assert (outside / "secret.txt").read_text() == "SECRET\n"
+
+
+def test_spec_WS1_c_a_device_node_in_the_tree_is_never_opened(tmp_path: Path) -> None:
+    """[WS1-c] A character device made in the workspace (as root can) is refused by its stat, before any open."""
+    import stat
+
+    try:
+        os.mknod(tmp_path / "zero", stat.S_IFCHR | 0o600, os.makedev(1, 5))
+    except PermissionError:
+        pytest.skip("making a device node needs CAP_MKNOD")
+    ws = Workspace.at(tmp_path)
+    with pytest.raises(WorkspaceError, match="zero: is a device"):
+        files.read(ws, "zero")
+    with pytest.raises(WorkspaceError, match="zero: is a device"):
+        files.write(ws, "zero", "x")
+    assert search.glob(ws, "*") == "No files found"
+
+
+def test_spec_WS2_a_a_huge_file_is_read_in_part(tmp_path: Path) -> None:
+    """[WS2-a] A file over 10 MB: its first 10 MB are read, and the answer says so; offset pages within them."""
+    line = "x" * 99 + "\n"
+    (tmp_path / "big.log").write_text(line * 110_000)  # 11 MB
+    ws = Workspace.at(tmp_path)
+    text = files.read(ws, "big.log", offset=100_000, limit=2)
+    assert text.splitlines() == [
+        f"[agent-ref: {tmp_path}/big.log is 11,000,000 bytes; only its first 10,000,000 are read]",
+        "100000\t" + "x" * 99,  # the last whole line of the part read
+    ]
