@@ -161,13 +161,16 @@ def test_spec_WS1_c_a_device_node_in_the_tree_is_never_opened(tmp_path: Path) ->
     assert search.glob(ws, "*") == "No files found"
 
 
-def test_spec_WS2_a_a_huge_file_is_read_in_part(tmp_path: Path) -> None:
-    """[WS2-a] A file over 10 MB: its first 10 MB are read, and the answer says so; offset pages within them."""
+def test_spec_WS2_a_a_huge_file_is_paged_by_offset_in_bounded_memory(tmp_path: Path) -> None:
+    """[WS2-a] A file over 10 MB is read line by line: an offset past the first 10 MB reads its lines too."""
     line = "x" * 99 + "\n"
-    (tmp_path / "big.log").write_text(line * 110_000)  # 11 MB
+    (tmp_path / "big.log").write_text(line * 110_000 + "the end\n")  # 11 MB
     ws = Workspace.at(tmp_path)
-    text = files.read(ws, "big.log", offset=100_000, limit=2)
-    assert text.splitlines() == [
-        f"[agent-ref: {tmp_path}/big.log is 11,000,000 bytes; only its first 10,000,000 are read]",
-        "100000\t" + "x" * 99,  # the last whole line of the part read
+    assert files.read(ws, "big.log", offset=110_000, limit=5).splitlines() == [
+        "110000\t" + "x" * 99,
+        "110001\tthe end",
+    ]
+    assert files.read(ws, "big.log", offset=5, limit=1).splitlines() == [
+        "5\t" + "x" * 99,
+        "[agent-ref: lines 5-5 of 110001; pass offset=6 for more]",
     ]

@@ -179,6 +179,19 @@ class Workspace:
             raise WorkspaceError(f"{path}: is the workspace directory, not a file")
         return self.open_dir(names[:-1], create=create), names[-1], names
 
+    def open_file(self, path: str) -> tuple[int, str]:
+        """A read descriptor of the regular file ``path`` and its shown path ([WS1-c]); the caller closes it.
+
+        Raises:
+            WorkspaceError: not a regular file (a link, FIFO, socket, device or directory), or absent.
+        """
+        fd, name, names = self.parent(path)
+        shown = self.shown(names)
+        try:
+            return _open_regular(fd, name, shown, _READ_FLAGS), shown
+        finally:
+            os.close(fd)
+
     def read_file(self, path: str, max_bytes: int) -> tuple[bytes, int, str]:
         """The first ``max_bytes`` bytes of the regular file ``path``, its size and its shown path ([WS1-c]).
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from .confine import Workspace, WorkspaceError
 
@@ -27,13 +27,15 @@ DEFAULT_READ_LINES: Final = 2000
 MAX_LINE_CHARS: Final = 2000
 #: Largest file ``Read`` reads and ``Edit`` edits (bytes); a larger one is read in parts by ``offset``.
 MAX_FILE_BYTES: Final = 10_000_000
+#: Bytes of one line ``Read`` keeps (room for ``MAX_LINE_CHARS`` characters of UTF-8); the rest is skipped.
+_LINE_BYTES: Final = 4 * 2000 + 4
 #: Bytes of a file looked at for a NUL to call it binary.
 _SNIFF: Final = 8192
 #: Characters of a diff an approval shows ([WS3-c]).
 MAX_PREVIEW_CHARS: Final = 4000
 
 
-def _text(data: bytes, shown: str) -> tuple[str, str]:
+def _text(data: bytes, shown: str, first: int = 1) -> tuple[str, str]:
     """``data`` as text and a note when it was not UTF-8 ([WS2-b]).
 
     Raises:
@@ -44,8 +46,28 @@ def _text(data: bytes, shown: str) -> tuple[str, str]:
     try:
         return data.decode("utf-8"), ""
     except UnicodeDecodeError as exc:
-        note = f"[agent-ref: {shown} is not UTF-8 (byte {exc.start}); undecodable bytes are shown as U+FFFD]\n"
+        line = data.count(b"\n", 0, exc.start) + first
+        note = f"[agent-ref: {shown} is not UTF-8 (line {line}); undecodable bytes are shown as U+FFFD]\n"
         return data.decode("utf-8", "replace"), note
+
+
+def _lines(f: BinaryIO, start: int, count: int) -> tuple[list[bytes], int, bool]:
+    """Lines ``start`` to ``start + count - 1`` of ``f`` (each at most ``_LINE_BYTES``), how many lines, any cut.
+
+    The file is read one bounded line at a time: memory stays bounded whatever its size.
+    """
+    chosen: list[bytes] = []
+    total = 0
+    cut = False
+    while raw := f.readline(_LINE_BYTES):
+        if not raw.endswith(b"\n") and len(raw) == _LINE_BYTES:
+            cut = True
+            while (rest := f.readline(_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass  # the rest of an overlong line: skipped, not kept
+        total += 1
+        if start <= total < start + count:
+            chosen.append(raw.rstrip(b"\r\n"))
+    return chosen, total, cut
 
 
 def read(ws: Workspace, file_path: str, offset: int | None = None, limit: int | None = None) -> str:
@@ -60,25 +82,28 @@ def read(ws: Workspace, file_path: str, offset: int | None = None, limit: int | 
         raise WorkspaceError(f"offset must be a line number of at least 1, not {start}")
     if count < 1:
         raise WorkspaceError(f"limit must be at least 1 line, not {count}")
-    data, size, shown = ws.read_file(file_path, MAX_FILE_BYTES)
-    text, note = _text(data, shown)
-    lines = text.splitlines()
-    if size > len(data):
-        note += f"[agent-ref: {shown} is {size:,} bytes; only its first {len(data):,} are read]\n"
-    if not lines:
-        return note + f"[agent-ref: {shown} is empty]"
-    if start > len(lines):
-        raise WorkspaceError(f"{shown}: has {len(lines)} lines; offset {start} is past its end")
-    chosen = lines[start - 1 : start - 1 + count]
+    file_fd, shown = ws.open_file(file_path)
+    with os.fdopen(file_fd, "rb") as f:
+        head = f.read(_SNIFF)
+        if b"\x00" in head:
+            size = os.fstat(f.fileno()).st_size
+            raise WorkspaceError(f"{shown}: is a binary file ({size:,} bytes); Read shows text files only")
+        f.seek(0)
+        chosen, total, _ = _lines(f, start, count)
+    if total == 0:
+        return f"[agent-ref: {shown} is empty]"
+    if start > total:
+        raise WorkspaceError(f"{shown}: has {total} lines; offset {start} is past its end")
+    text, note = _text(b"\n".join(chosen), shown, start)
     width = len(str(start + len(chosen) - 1))
     out = []
-    for number, line in enumerate(chosen, start):
+    for number, line in enumerate(text.split("\n"), start):
         if len(line) > MAX_LINE_CHARS:
-            line = line[:MAX_LINE_CHARS] + f" [agent-ref: line cut at {MAX_LINE_CHARS} of {len(line):,} characters]"
+            line = line[:MAX_LINE_CHARS] + f" [agent-ref: line cut at {MAX_LINE_CHARS} characters]"
         out.append(f"{number:>{width}}\t{line}")
     end = start + len(chosen) - 1
-    if end < len(lines):
-        out.append(f"[agent-ref: lines {start}-{end} of {len(lines)}; pass offset={end + 1} for more]")
+    if end < total:
+        out.append(f"[agent-ref: lines {start}-{end} of {total}; pass offset={end + 1} for more]")
     return note + "\n".join(out)
 
 
