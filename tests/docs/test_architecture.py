@@ -24,6 +24,7 @@ SECTIONS = {
         f"agent_ref/{w}": f"## The {w} wing, `src/agent_ref/{w}/`"
         for w in ("run", "tools", "policy", "models", "store", "fleet", "server", "cli")
     },
+    "agent_ref/tools/workspace": "## The workspace tools, `src/agent_ref/tools/workspace/`",
 }
 SOURCES = "\n".join(p.read_text(encoding="utf-8") for p in sorted(SRC.rglob("*.py"))) + (
     ROOT / "js" / "envelope-decoder.mjs"

@@ -56,6 +56,7 @@ from .flags import (
     model_factory,
 )
 from .serve import add_serve_command
+from .tools_cmd import add_tools_command, tools_main
 
 if TYPE_CHECKING:
     import argparse
@@ -748,6 +749,7 @@ def _parser() -> argparse.ArgumentParser:
     from ..fleet.worker import add_worker_command  # issue 30 §5: `agent-ref worker` (spec cli-agent-ref, worker)
 
     add_worker_command(sub)
+    add_tools_command(sub)  # issue 41 §8: `agent-ref tools` (spec cli-agent-ref RCT1)
     return parser
 
 
@@ -1001,6 +1003,7 @@ def _run_command(args: argparse.Namespace) -> int:
         "abandon": _abandon,
         "rewind": _rewind,
         "undo": _undo,
+        "tools": tools_main,
     }[args.command]
     where = f"agent-ref {args.command}"
     try:

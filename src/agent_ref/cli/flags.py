@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -147,6 +148,13 @@ def _add_memory_and_tools(agent: argparse._ArgumentGroup) -> None:
         "'remember that ...' kept after it (made when missing; default: none)",
     )
     agent.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="give the model Read, Write, Edit, Glob and Grep confined to DIR (spec RCW1-a; default: none)",
+    )
+    agent.add_argument(
         "--compact-threshold",
         type=int,
         default=None,
@@ -208,18 +216,22 @@ def permission_config(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         CliError: a rule whose tool glob no rule takes, named by its flag.
     """
-    from ..policy.permissions import PermissionRule, PermissionRuleError
+    from ..policy.permissions import PermissionRule, PermissionRuleError, parse_rule
 
     config: dict[str, Any] = {}
     if getattr(args, "permission_mode", None) is not None:
         config["permission_mode"] = args.permission_mode
+    workspace = getattr(args, "workspace", None)
+    root = os.path.realpath(workspace) if workspace is not None else None
     rules: list[PermissionRule] = []
     for behavior in ("deny", "ask", "allow"):
         for glob in getattr(args, f"{behavior}_rules", []) or []:
-            try:
-                rules.append(PermissionRule(behavior=behavior, tool=glob))
+            try:  # spec RCW1-b: the SDK's text forms, Bash(git status:*) and Write(src/**), beside a name glob
+                rules.append(parse_rule(glob, behavior, root=root))
             except PermissionRuleError as exc:
-                raise CliError(f"--{behavior} {glob}", str(exc), "pass a tool-name glob such as 'mcp__*'") from None
+                raise CliError(
+                    f"--{behavior} {glob}", str(exc), "pass a tool-name glob such as 'mcp__*' or 'Write(src/**)'"
+                ) from None
     if rules:
         config["permission_rules"] = rules
     return config
@@ -278,9 +290,20 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
     if args.subagents == "demo":
         config["subagents"] = demo_subagents()
     config.update(permission_config(args))
+    config.update(_workspace_config(args))
     if getattr(args, "checkpoints", False):
         config["checkpoints"] = True  # spec/agent-ref.md [CK1.1-a]
     return config
+
+
+def _workspace_config(args: argparse.Namespace) -> dict[str, Any]:
+    """``--workspace DIR``: the workspace tools over DIR (spec RCW1-a)."""
+    workspace = getattr(args, "workspace", None)
+    if workspace is None:
+        return {}
+    if not workspace.is_dir():
+        raise CliError(str(workspace), "is not a directory", "pass --workspace an existing directory")
+    return {"workspace": workspace}
 
 
 def _memory_store(root: Path) -> Any:

@@ -55,6 +55,7 @@ __all__ = [
     "default_mode",
     "narrow",
     "parse_approval_answer",
+    "parse_rule",
     "pattern_matches",
     "resolve",
     "stricter",
@@ -163,11 +164,21 @@ class PermissionRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         input: conditions on the call's input, all of which must hold: top-level key →
             glob over that key's string value (e.g. ``{"path": "/memories/notes/*"}``).
             Empty: the tool name alone decides.
+        command: a command prefix (``Bash(git status:*)``): the call's ``command`` is it or
+            starts with it and a space ([WS3-b]); an allow covers no command with a shell
+            operator, a deny or ask covers one any part of which it matches.
+        path: a path glob (``Write(src/**)``, ``Edit(*.md)``) over the call's ``file_path``
+            or ``path``, relative to ``root`` ([WS3-b]): ``**`` any directories, ``*`` and
+            ``?`` within a name; a glob without ``/`` matches a name at any depth.
+        root: the workspace the path glob is relative to (absolute); a path outside it is not matched.
     """
 
     behavior: RuleBehavior
     tool: str
     input: dict[str, str] = msgspec.field(default_factory=dict)
+    command: str | msgspec.UnsetType = msgspec.UNSET
+    path: str | msgspec.UnsetType = msgspec.UNSET
+    root: str | msgspec.UnsetType = msgspec.UNSET
 
     def __post_init__(self) -> None:
         """Refuse a rule that cannot work, naming the field."""
@@ -193,12 +204,98 @@ class PermissionRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             hits = [pattern_matches(pattern, form) for form in _value_forms(value)]
             if not (all(hits) if self.behavior == "allow" else any(hits)):
                 return False
-        return True
+        if isinstance(self.command, str) and not _command_matches(
+            self.command, tool_input.get("command"), self.behavior
+        ):
+            return False
+        if not isinstance(self.path, str):
+            return True
+        return _path_matches(self.path, self.root if isinstance(self.root, str) else "", tool_input)
 
     def describe(self) -> str:
         """The rule as a person reads it: ``deny mcp__github__* where path=/x/*``."""
         where = " and ".join(f"{k}={v}" for k, v in self.input.items())
-        return f"{self.behavior} {self.tool}" + (f" where {where}" if where else "")
+        spec = f"({self.path})" if isinstance(self.path, str) else ""
+        spec = f"({self.command}:*)" if isinstance(self.command, str) else spec
+        return f"{self.behavior} {self.tool}{spec}" + (f" where {where}" if where else "")
+
+
+#: Shell operators after which a command runs another: an allowed prefix does not cover them ([WS3-b]).
+_SHELL_OPERATORS: Final = re.compile(r"&&|\|\||[;&|`\n<>()]|\$\(")
+_RULE_TEXT: Final = re.compile(r"^([A-Za-z0-9_\-*?]+)(?:\((.*)\))?$", re.DOTALL)
+
+
+def _command_matches(prefix: str, command: object, behavior: str) -> bool:
+    """Whether a ``Bash(prefix:*)`` rule covers ``command`` ([WS3-b])."""
+    if not isinstance(command, str):
+        return False
+
+    def covers(part: str) -> bool:
+        part = part.strip()
+        return part == prefix or part.startswith(prefix + " ")
+
+    if behavior == "allow":
+        return _SHELL_OPERATORS.search(command) is None and covers(command)
+    return any(covers(part) for part in _SHELL_OPERATORS.split(command))
+
+
+@lru_cache(maxsize=256)
+def _path_glob(pattern: str) -> re.Pattern[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:[^/]*/)*")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        else:
+            c = pattern[i]
+            out.append("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c))
+            i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+def _path_matches(pattern: str, root: str, tool_input: Mapping[str, Any]) -> bool:
+    """Whether a ``Tool(glob)`` rule covers the call's ``file_path`` (or ``path``) ([WS3-b])."""
+    value = tool_input.get("file_path", tool_input.get("path"))
+    if not isinstance(value, str) or "\x00" in value:
+        return False
+    base = root or "/"
+    full = posixpath.normpath(posixpath.join(base, value))
+    if root and full != root and not full.startswith(root.rstrip("/") + "/"):
+        return False
+    rel = posixpath.relpath(full, base) if root else full.lstrip("/")
+    target = rel if "/" in pattern.strip("/") else rel.rsplit("/", 1)[-1]
+    return _path_glob(pattern.strip("/") if "/" in pattern.strip("/") else pattern).fullmatch(target) is not None
+
+
+def parse_rule(text: str, behavior: RuleBehavior, *, root: str | None = None) -> PermissionRule:
+    """A rule from the SDK's text form: ``Read``, ``Bash(git status:*)``, ``Write(src/**)``, ``Edit(*.md)`` ([WS3-b]).
+
+    ``Tool(prefix:*)`` matches a command prefix; any other ``Tool(glob)`` a path glob
+    relative to ``root`` (the workspace); a bare name is the tool-name pattern alone.
+
+    Raises:
+        PermissionRuleError: a text that is none of these, naming it.
+    """
+    found = _RULE_TEXT.match(text.strip()) if isinstance(text, str) else None
+    if found is None:
+        raise PermissionRuleError(
+            f"rule {text!r}: write a tool name, optionally with a command prefix or a path glob: "
+            "'Read', 'Bash(git status:*)', 'Write(src/**)'"
+        )
+    name, spec = found.group(1), found.group(2)
+    if spec is None:
+        return PermissionRule(behavior=behavior, tool=name)
+    if not spec.strip():
+        raise PermissionRuleError(f"rule {text!r}: the parentheses are empty")
+    if spec.endswith(":*"):
+        return PermissionRule(behavior=behavior, tool=name, command=spec[:-2].strip())
+    if root is None:
+        return PermissionRule(behavior=behavior, tool=name, path=spec.strip())
+    return PermissionRule(behavior=behavior, tool=name, path=spec.strip(), root=posixpath.normpath(root))
 
 
 @dataclass(frozen=True, slots=True)

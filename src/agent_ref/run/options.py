@@ -34,6 +34,7 @@ from .subagents import DEFAULT_MAX_SUBAGENTS_PER_STEP, AgentSpec, check_specs
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from pathlib import Path
 
     from envelope import Profile
 
@@ -173,6 +174,7 @@ class AgentOptions:
         checkpoints: save each completed step (and each tool call's start and end) before
             the next model call, so a run whose process died is continued from its last
             step instead of closed ``lost`` (spec [CK1.1-a]). A root agent's runs only.
+        workspace: the directory the workspace tools work in (None: no workspace).
 
     Raises:
         ConfigError: naming the option: duplicate tool names, an unknown hook event, a tool
@@ -218,6 +220,7 @@ class AgentOptions:
     memory: LongTermMemory | None = None
     memory_timeout: float = DEFAULT_MEMORY_TIMEOUT
     checkpoints: bool = False
+    workspace: Path | None = None
     #: The checked ``output_schema`` (built from it; not an argument).
     output: StructuredOutput | None = field(default=None, init=False, compare=False)
 
@@ -234,6 +237,9 @@ class AgentOptions:
         if self.permission_mode is not None:
             put(self, "permission_mode", check_mode(self.permission_mode, "permission_mode"))
         put(self, "mcp_servers", dict(self.mcp_servers or {}))
+        if self.workspace is not None:  # spec [WS4-a]: the workspace tools join the agent's own
+            own = [t for t in self.tools if not _from_workspace(t)]  # ``replace`` builds them again
+            put(self, "tools", (*own, *_workspace_tools(self.workspace)))
         if self.retry is None:  # the keyword form's ``retry=None`` means the default policy
             put(self, "retry", RetryPolicy())
         self._check()
@@ -350,6 +356,25 @@ class AgentOptions:
                 value = list(msgspec.to_builtins(value))
             out[name] = value
         return out
+
+
+def _from_workspace(made: Tool) -> bool:
+    """``made`` is one of the workspace tools (its function defined in that package)."""
+    return getattr(made.fn, "__module__", None) == "agent_ref.tools.workspace"
+
+
+def _workspace_tools(root: Path) -> list[Tool]:
+    """The workspace tools over ``root`` ([WS4-a]).
+
+    Raises:
+        ConfigError: ``root`` is not an existing directory.
+    """
+    from ..tools.workspace import WorkspaceError, workspace_tools
+
+    try:
+        return workspace_tools(root)
+    except WorkspaceError as exc:
+        raise ConfigError(f"workspace: {exc}") from None
 
 
 def _rules(rules: object) -> tuple[PermissionRule, ...]:

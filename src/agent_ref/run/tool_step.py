@@ -29,6 +29,7 @@ from ..store.record import append_assistant, append_user, tool_uses
 from ..store.state import PendingCall
 from ..tools.context import ToolContextBase
 from ..tools.core import ToolCallRequest, ToolOutcome, error_outcome, run_tools
+from ..tools.workspace import with_change
 from . import background as background_tasks
 from . import checkpoints, loop_guard, subagent_run
 from . import extras as run_extras
@@ -165,7 +166,7 @@ async def _route(ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapp
             continue
         if isinstance(permitted, Approval):
             # spec §12.6: a durable ask pauses the run on the call, as a frontend call does.
-            routed.approvals[call.id] = permitted.reason
+            routed.approvals[call.id] = with_change(ctx.options.workspace, permitted.call, permitted.reason)  # [WS3-c]
             routed.frontend.append(permitted.call)
             continue
         tool_def = ctx.tools.get(permitted.name)
