@@ -80,7 +80,7 @@ def test_message_to_a_working_run_reaches_its_next_step(tmp_path: Path) -> None:
     assert "Also, what is 8 + 1?" in user_texts  # [SVSE2-a]: recorded as the user's turn
     assert late.status_code == 409
     assert late.json()["error"]["type"] == "not_accepting"
-    assert nowhere.status_code == 409
+    assert nowhere.status_code == 404  # [OW1-b]: a run not known is 404, as another principal's run is
 
 
 def test_run_with_fork_true_runs_a_fork(tmp_path: Path) -> None:

@@ -38,10 +38,11 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
     from ..models.core import Model
+    from ..server.auth import JwtVerifier
     from ..server.streams import Journal
     from ..store.core import Store
 
-__all__ = ["PacedModel", "add_serve_command", "main", "resolve_token", "serve_main"]
+__all__ = ["PacedModel", "add_serve_command", "jwt_verifier", "main", "resolve_token", "serve_main"]
 #: The largest TCP port.
 _MAX_PORT: Final = 65535
 
@@ -64,6 +65,7 @@ _EPILOG: Final = (
     "  agent-ref serve --replay fixtures/corpus/anthropic_events_0.json\n"
     "  AGENT_REF_TOKEN=s3cret agent-ref serve --host 0.0.0.0 --allowed-host agents.example.org\n"
     "  agent-ref serve --db postgresql://user@dbhost/agents   # several processes, one database\n"
+    "  agent-ref serve --jwks-file jwks.json --jwt-issuer https://id.example.org   # users by JWT\n"
     "  agent-ref serve --otlp http://127.0.0.1:4318 --memory-store ./notes   # traces to a collector; memory\n\n"
     "exit status: 0 stopped; 2 unusable arguments, database or address; 130 stopped by Ctrl-C."
 )
@@ -127,9 +129,62 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         help="export OpenTelemetry traces of the runs to this OTLP/HTTP collector, such as http://127.0.0.1:4318 "
         "(/v1/traces is added to a bare URL; needs the otel extra; default: none)",
     )
+    _jwt_arguments(server)
     _bounds_arguments(p)
     add_agent_options(p)
     add_store_options(p)
+
+
+def _jwt_arguments(server: Any) -> None:
+    """``--jwt-secret-file``, ``--jwks-file``, ``--jwt-issuer``, ``--jwt-audience`` (spec server §PR1, RC13-a)."""
+    server.add_argument(
+        "--jwt-secret-file",
+        default=None,
+        metavar="PATH",
+        help="bearer tokens are HS256 JWTs signed with the secret in PATH (32 bytes or more); "
+        "each token's sub is a user who sees only their own runs (not with --token)",
+    )
+    server.add_argument(
+        "--jwks-file",
+        default=None,
+        metavar="PATH",
+        help="bearer tokens are RS256/ES256 JWTs signed by a key of the JWKS document in PATH (public keys)",
+    )
+    server.add_argument("--jwt-issuer", default=None, metavar="ISS", help="tokens must carry this iss (default: any)")
+    server.add_argument(
+        "--jwt-audience", default=None, metavar="AUD", help="tokens must name this aud (default: no aud check)"
+    )
+
+
+def jwt_verifier(args: argparse.Namespace, environ: Mapping[str, str]) -> JwtVerifier | None:
+    """The verifier of the JWT flags, its keys read now (spec server [RC13-a]); ``None`` without them.
+
+    Raises:
+        CliError: both key flags, a JWT flag with ``--token`` (or ``$AGENT_REF_TOKEN``), an
+            issuer or audience without a key flag, or a key file that cannot be used.
+    """
+    from ..server.auth import JwtVerifier, KeyFileError
+
+    secret, jwks = args.jwt_secret_file, args.jwks_file
+    if secret is None and jwks is None:
+        for flag, value in (("--jwt-issuer", args.jwt_issuer), ("--jwt-audience", args.jwt_audience)):
+            if value is not None:
+                raise CliError(
+                    flag, "checks a JWT claim, but no JWT key was given", "add --jwt-secret-file or --jwks-file"
+                )
+        return None
+    flag = "--jwt-secret-file" if secret is not None else "--jwks-file"
+    if secret is not None and jwks is not None:
+        raise CliError(flag, "--jwt-secret-file and --jwks-file were both given", "pass one of them")
+    if resolve_token(args.token, environ) is not None:
+        given = "--token" if args.token else f"${TOKEN_ENV}"
+        raise CliError(flag, f"cannot be used with {given} (one shared user)", f"drop {given} or {flag}")
+    try:
+        if secret is not None:
+            return JwtVerifier.from_secret_file(secret, issuer=args.jwt_issuer, audience=args.jwt_audience)
+        return JwtVerifier.from_jwks_file(jwks, issuer=args.jwt_issuer, audience=args.jwt_audience)
+    except KeyFileError as exc:
+        raise CliError(flag, str(exc), "give the file of the keys your tokens are signed with") from None
 
 
 def _bounds_arguments(p: argparse.ArgumentParser) -> None:
@@ -217,6 +272,7 @@ def serve_main(args: argparse.Namespace) -> int:
         factory = paced(model_factory(args), args.pace)
         _try_agent(factory, config)
         provider = _tracing(args.otlp)
+        verifier = jwt_verifier(args, os.environ)
     except CliError as exc:
         sys.stderr.write(f"{exc}\n")
         return 2
@@ -226,7 +282,7 @@ def serve_main(args: argparse.Namespace) -> int:
     if not _hosts_usable(args):
         return 2
     try:
-        return _listen(args, _app(args, factory, config))
+        return _listen(args, _app(args, factory, config, verifier))
     finally:
         if provider is not None:
             provider.shutdown()  # spec RC12-b: the spans still batched are sent
@@ -326,8 +382,8 @@ def _storage(db: str, timeout: float = 5.0) -> tuple[Store, Journal]:
     return SQLiteStore(db), FileJournal(f"{db}.streams")
 
 
-def _app(args: argparse.Namespace, factory: Any, config: dict[str, Any]) -> Any:
-    """The server's ASGI app for the checked arguments, the model factory and the agent's options."""
+def _app(args: argparse.Namespace, factory: Any, config: dict[str, Any], verifier: JwtVerifier | None = None) -> Any:
+    """The server's ASGI app for the checked arguments, the model factory, the agent's options and the JWT keys."""
     from ..server.app import ServerConfig, create_app
     from ..store.sessions import InboxBounds
 
@@ -342,6 +398,7 @@ def _app(args: argparse.Namespace, factory: Any, config: dict[str, Any]) -> Any:
         journal=journal,
         config=ServerConfig(
             token=resolve_token(args.token, os.environ),
+            jwt=verifier,
             keepalive_seconds=args.keepalive,
             inbox_bounds=bounds,
             storage_timeout=args.storage_timeout,

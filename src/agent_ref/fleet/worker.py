@@ -126,6 +126,7 @@ class SubagentTask(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         permissions: the child's permissions as the parent narrowed them at the spawn (a
             ``PermissionState``'s JSON object); ``None``: the worker's agent's own (a task
             enqueued before this field) ([AP3-b]).
+        principal: the parent's owner, whom the child's stored state records (spec server [OW1-a]).
     """
 
     subagent: str
@@ -134,6 +135,7 @@ class SubagentTask(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     parent_agent: str
     tool_use_id: str = ""
     permissions: dict[str, Any] | None = None
+    principal: str | None = None
 
 
 class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -241,6 +243,11 @@ class TemplateAgent(Protocol):
         """The agent's options."""
         ...
 
+    @property
+    def state(self) -> Any:
+        """The agent's state (a child's ``principal`` is set there: spec server [OW1-a])."""
+        ...
+
     async def run(self, prompt: str, sink: Callable[[bytes], None]) -> ChildResult:
         """Run ``prompt`` to its end, each envelope line to ``sink``."""
         ...
@@ -275,6 +282,7 @@ def child_runner(template: Callable[[], TemplateAgent], store_of: Callable[[], A
                 raise TaskFailed(f"the payload's permissions are not a permission state: {exc}") from None
             options = options.replace(permission_mode=narrowed.mode, permission_rules=narrowed.rules())
         child = type(parent)(spec.model or parent.model, options=options)
+        child.state.principal = payload.principal  # spec server [OW1-a]: the parent's owner's child
         result = await child.run(payload.task, _discard)
         log.info("worker %s: child %s ended %s", context.worker, payload.subagent, result.stop_reason)
         return ChildOutcome(final_text=result.final_text, stop_reason=result.stop_reason, error=result.error or "")

@@ -144,6 +144,7 @@ async def _start_remote(
         parent_agent=ctx.agent_uuid,
         tool_use_id=call.id,
         permissions=permissions,
+        principal=ctx.state.principal,  # spec server [OW1-a]: the child is the parent's owner's
     )
     await remote.queue.enqueue(
         SUBAGENT_KIND,

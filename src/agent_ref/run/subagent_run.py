@@ -81,6 +81,7 @@ def make_child(ctx: RunContext, spec: AgentSpec, *, background: bool = False) ->
     """A new child of the agent running ``ctx`` (spec §13.2-a); its permissions narrow the parent's (§12.5-f)."""
     child = new_child(ctx.new_agent, ctx.model, ctx.options, ctx.store, spec, background=background)
     child.state.permissions = narrow(ctx.state.permissions, ctx.options.permission_rules, spec.permissions)
+    child.state.principal = ctx.state.principal  # spec server [OW1-a]: a child is its parent's owner's
     return child
 
 

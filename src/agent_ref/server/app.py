@@ -74,11 +74,11 @@ from ..store.core import LogBatch, Store, owner_gone
 from ..store.sessions import InboxBounds
 from ..store.state import roll_back_dead_run
 from ..tools.demo import default_tools
+from .auth import JwtVerifier, Principal, authenticate, owns
 from .http import (
     LOOPBACK_HOSTS,
     MAX_NUMBER_CHARS,
     _agent_uuid,
-    _check_token,
     _HostCheck,
     _json_type,
     _store_failure,
@@ -104,6 +104,7 @@ from .http import (
 from .http import (
     _unknown_keys as _unknown_keys,
 )
+from .owners import owned_agent, principal_of
 from .streams import (
     DONE_LINE,
     JOURNAL_LOST,
@@ -147,7 +148,10 @@ class ServerConfig:
     """The server's limits and options (spec ``spec/server.md``).
 
     Attributes:
-        token: when set, every ``/agent/...`` request needs ``Authorization: Bearer <token>``.
+        token: when set, every ``/agent/...`` request needs ``Authorization: Bearer <token>``
+            (the single-user mode: its principal is ``auth.LOCAL``, spec server [PR1-e]).
+        jwt: when set, the bearer token is a JWT these keys verify, its ``sub`` the principal
+            (spec server §PR1); not together with ``token``.
         max_body_bytes: the largest request body accepted (413 above).
         max_prompt_chars: the longest prompt accepted (422 above).
         max_tool_results: the most tool results one resume may carry (422 above).
@@ -159,6 +163,7 @@ class ServerConfig:
     """
 
     token: str | None = None
+    jwt: JwtVerifier | None = None
     max_body_bytes: int = 256 * 1024
     max_prompt_chars: int = 32_000
     max_tool_results: int = 64
@@ -166,6 +171,15 @@ class ServerConfig:
     shutdown_grace_seconds: float = 10.0
     inbox_bounds: InboxBounds = field(default_factory=InboxBounds)
     storage_timeout: float = DEFAULT_CALL_TIMEOUT
+
+    def __post_init__(self) -> None:
+        """Refuse ``token`` with ``jwt`` (spec server [PR1-e]): one shared user, or principals.
+
+        Raises:
+            ValueError: both were given.
+        """
+        if self.token is not None and self.jwt is not None:
+            raise ValueError("ServerConfig takes token (one user) or jwt (principals), not both")
 
 
 @dataclass(slots=True)
@@ -837,7 +851,10 @@ def _routes(app: _App) -> list[Route]:
     messages = messages_route(
         manager=app.manager, max_body_bytes=app.cfg.max_body_bytes, config=app.cfg, route=app.route
     )
-    return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop, messages]
+    from .owners import list_routes  # spec server [OW2-a]: each principal's own agents and runs
+
+    lists = list_routes(store=app.store, route=app.route)
+    return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop, messages, *lists]
 
 
 @dataclass(slots=True, eq=False)
@@ -855,15 +872,16 @@ class _App:
         """A new agent of this server's configuration."""
         return Agent(self.model_factory(), store=self.store, agent_uuid=agent_uuid, tools=self.toolset, **self.settings)
 
-    async def load(self, agent_uuid: str) -> Agent:
-        """A stored agent, or a 404 that names it (both endpoints that continue an agent).
+    async def load(self, agent_uuid: str, principal: Principal) -> Agent:
+        """A stored agent of ``principal``, or a 404 that names it (both endpoints that continue an agent).
 
-        Only an agent the store does not have is a 404; a store that fails is the server's
+        Another principal's agent is the same 404 as one the store does not have (spec
+        server [OW1-b]); a store that fails is the server's
         error (503 by ``guarded`` for a ``StoreError``, spec server §3.4-a; else 500), whose
         text, which may name the database, stays in the log.
         """
         state = await self.store.load(agent_uuid)
-        if state is None:
+        if state is None or not owns(principal, state.principal):
             raise _Refused(404, "unknown_agent", f"no agent {agent_uuid} in the store")
         agent = self.new_agent(agent_uuid)
         agent.state = state  # the public way to continue a stored agent (Agent.load reads the store again)
@@ -889,7 +907,8 @@ class _App:
 
 async def _guarded(cfg: ServerConfig, request: Request, handler: Callable[[Request], Awaitable[Response]]) -> Response:
     try:
-        _check_token(request, cfg.token)
+        # spec server [PR1-a]: the principal is known before any handler runs; handlers read it here.
+        request.state.principal = authenticate(request, cfg.token, cfg.jwt)
         return await handler(request)
     except _Refused as refused:
         return refused.response()
@@ -920,10 +939,13 @@ def _run_routes(app: _App) -> list[Route]:
         assert prompt is not None
         agent_uuid = _agent_uuid(body, required=False)
         fork = _fork_flag(body, agent_uuid)
-        agent = app.new_agent() if agent_uuid is None else await app.load(agent_uuid)
+        principal = principal_of(request)
+        agent = app.new_agent() if agent_uuid is None else await app.load(agent_uuid, principal)
         try:
             if fork:
                 agent = await agent.fork()  # spec server [SVSE1-a]: the run is the fork's
+            if agent_uuid is None or fork:
+                agent.state.principal = principal.sub  # spec server [OW1-a]: its creator; saved with its first line
             stream = await manager.start(agent, lambda sink: agent.run(prompt, sink))
         except Exception as exc:
             raise _refusal_of(exc) from None
@@ -935,7 +957,7 @@ def _run_routes(app: _App) -> list[Route]:
         agent_uuid = _agent_uuid(body, required=True)
         assert agent_uuid is not None
         results = _tool_results(body, cfg.max_tool_results)
-        agent = await app.load(agent_uuid)
+        agent = await app.load(agent_uuid, principal_of(request))
         try:
             stream = await manager.start(agent, lambda sink: agent.continue_with_tool_results(results, sink))
         except Exception as exc:
@@ -975,7 +997,11 @@ def _follow_route(app: _App) -> Route:
                     400, "invalid_last_event_id", f"Last-Event-ID {last[:80]!r} is not an id of run {run_id}"
                 )
             _, response, after = parsed
-        else:
+        if await owned_agent(principal_of(request), manager, store, run_id) is None:
+            # spec server [OW1-b]: another principal's run is answered as a run that does not exist
+            number = response if last else _response_param(request, None)
+            raise _Refused(404, "unknown_run", f"no response {number} of run {run_id} here")
+        if not last:
             latest = await manager.latest(run_id)
             if latest is None:  # a run made without this server's journal: the store's log
                 latest = len(await _stored_responses(store, run_id)) - 1

@@ -35,7 +35,9 @@ from envelope.interop import InteropError
 from envelope.interop.agui import CUSTOM_PREFIX, EnvelopeToAgui, request_from_run_input
 from envelope.interop.vercel import HEADERS, EnvelopeToVercel, request_from_chat
 
+from .auth import owns
 from .http import _read_json, _refusal_of, _Refused, _tool_results
+from .owners import principal_of
 from .streams import DONE_LINE
 
 if TYPE_CHECKING:
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from ..store.core import Store
     from ..store.state import AgentState
     from .app import RunManager, ServerConfig
+    from .auth import Principal
     from .streams import LiveStream
 
     Handler = Callable[[Request], Awaitable[Response]]
@@ -67,14 +70,16 @@ MAX_CONVERSATION_CHARS: Final = 256
 _VERCEL_HEADER: Final = {"x-vercel-ai-ui-message-stream": HEADERS["x-vercel-ai-ui-message-stream"]}
 
 
-def agent_for_conversation(dialect: str, conversation: str) -> str:
+def agent_for_conversation(dialect: str, conversation: str, principal: str | None = None) -> str:
     """The agent of a conversation: ``<dialect>-`` and 32 hex digits of the id's SHA-256.
 
     Deterministic, so every process of a fleet on one store finds the same agent with no
     stored map (spec server §9.2-a); ``dialect`` (``agui``, ``chat``) keeps the two
-    clients' id spaces apart.
+    clients' id spaces apart, and ``principal`` (a JWT server's ``sub``) each user's: the
+    same thread id of two users names two agents (spec server [OW1-c]).
     """
-    digest = hashlib.sha256(conversation.encode("utf-8")).hexdigest()[:32]
+    scoped = conversation if principal is None else f"{principal}\x00{conversation}"
+    digest = hashlib.sha256(scoped.encode("utf-8")).hexdigest()[:32]
     return f"{dialect}-{digest}"
 
 
@@ -124,14 +129,22 @@ class _Endpoints:
         self.sse = sse
         self.limit = config.max_body_bytes * BODY_FACTOR
 
-    async def agent_of(self, dialect: str, asked: ServerRequest) -> Agent:
+    def conversation_agent(self, dialect: str, conversation: str, principal: Principal) -> str:
+        """The agent id of ``principal``'s conversation: per principal on a JWT server (spec server [OW1-c])."""
+        return agent_for_conversation(dialect, conversation, principal.sub if self.config.jwt is not None else None)
+
+    async def agent_of(self, dialect: str, asked: ServerRequest, principal: Principal) -> Agent:
         """The conversation's agent: loaded from the store, or new (404 to resume one that has no run)."""
-        uuid = agent_for_conversation(dialect, asked.conversation)
+        uuid = self.conversation_agent(dialect, asked.conversation, principal)
         state = await self.store.load(uuid)
+        if state is not None and not owns(principal, state.principal):
+            state = None  # spec server [OW1-b]: not the principal's: as if there were none (a new agent fails to save)
         if state is None:
             if asked.path == "/agent/tool_results":
                 raise _Refused(404, "unknown_conversation", f"conversation {asked.conversation!r} has no run to resume")
-            return self.new_agent(uuid)
+            agent = self.new_agent(uuid)
+            agent.state.principal = principal.sub  # spec server [OW1-a]
+            return agent
         agent = self.new_agent(uuid)
         agent.state = state
         return agent
@@ -159,7 +172,7 @@ class _Endpoints:
         run_id = body["runId"]
         _conversation(run_id, "$.runId")
         _check(asked, body, self.config)
-        agent = await self.agent_of("agui", asked)
+        agent = await self.agent_of("agui", asked, principal_of(request))
         if asked.path == "/agent/tool_results":
             asked = _answers_only(asked, agent.state)
         stream = await self.start(agent, asked)
@@ -176,15 +189,18 @@ class _Endpoints:
             raise _invalid(exc) from None
         _conversation(asked.conversation, "$.id")
         _check(asked, body, self.config)
-        stream = await self.start(await self.agent_of("chat", asked), asked)
+        stream = await self.start(await self.agent_of("chat", asked, principal_of(request)), asked)
         return self.sse(_vercel_chunks(_lines(stream), EnvelopeToVercel()), {**_VERCEL_HEADER, **_headers(stream)})
 
     async def chat_stream(self, request: Request) -> Response:
         """The AI SDK's reconnect: the chat's response being written, from its start; else 204."""
         conversation = request.path_params["id"]
         _conversation(conversation, "id")
-        state = await self.store.load(agent_for_conversation("chat", conversation))
-        if state is None or state.status != "running" or state.run is None:
+        principal = principal_of(request)
+        state = await self.store.load(self.conversation_agent("chat", conversation, principal))
+        if state is None or not owns(principal, state.principal):  # spec server [OW1-b]: as a chat with no run
+            return Response(status_code=204)
+        if state.status != "running" or state.run is None:
             return Response(status_code=204)
         run_id = state.run.run_id
         response = await self.manager.latest(run_id)  # the stored claim may predate the response's index

@@ -29,6 +29,7 @@ except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extr
 from ..errors import StateError, StoreError, UnavailableError
 from ..store.sessions import InboxFullError, InboxStore
 from .http import _read_json, _Refused, _string, _unknown_keys
+from .owners import owned_agent, principal_of
 from .streams import RUN_ID_PATTERN
 
 if TYPE_CHECKING:
@@ -62,6 +63,9 @@ def messages_route(
         bounds = config.inbox_bounds
         _refuse_too_large(bounds, run_id, text)
         store = manager.store
+        if await owned_agent(principal_of(request), manager, store, run_id) is None:
+            # spec server [OW1-b]: a run not known and another principal's run: one answer, as stop's
+            raise _Refused(404, "unknown_run", f"no run {run_id} here")
         if isinstance(store, InboxStore):  # spec [IN1-a]: whichever process answers, through the store
             try:
                 receipt = await _bounded(config, store.inbox_put, run_id, text, bounds=bounds)

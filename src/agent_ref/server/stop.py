@@ -34,7 +34,8 @@ except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extr
 from envelope.delivery import JournalError
 
 from .http import _read_json, _refusal_of, _Refused, _unknown_keys
-from .streams import RUN_ID_PATTERN, stream_agent
+from .owners import owned_agent, principal_of
+from .streams import RUN_ID_PATTERN
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from ..store.core import Store
     from ..store.state import AgentState
     from .app import RunManager
+    from .auth import Principal
 
 __all__ = ["RESEND_SECONDS", "STOP_REASON_TEXT", "WAIT_SECONDS", "listen_for_stops", "stop_route"]
 
@@ -65,17 +67,6 @@ async def _body(request: Request, limit: int) -> None:
         if not body:
             return
     _unknown_keys(await _read_json(request, limit), ())
-
-
-async def _agent_of(manager: RunManager, store: Store, run_id: str) -> str | None:
-    """The agent that owns a run: from this process, else the journal's first line, else the store's log."""
-    here = manager.agents.get(run_id)
-    if here is not None:
-        return here.agent_uuid
-    lines = await manager.io.read(run_id, 0)  # spec server [SL1-a]: off the loop, bounded
-    if not lines:
-        lines = await store.run_log(run_id)
-    return stream_agent(lines)
 
 
 def _runs_it(state: AgentState | None, run_id: str) -> bool:
@@ -140,7 +131,7 @@ def stop_route(
     store: Store,
     manager: RunManager,
     max_body_bytes: int,
-    load: Callable[[str], Awaitable[Agent]],
+    load: Callable[[str, Principal], Awaitable[Agent]],
     route: Callable[[Callable[[Request], Awaitable[Response]]], Callable[[Request], Awaitable[Response]]],
     wait_seconds: float = WAIT_SECONDS,
 ) -> Route:
@@ -151,15 +142,16 @@ def stop_route(
         await _body(request, max_body_bytes)
         if not RUN_ID_PATTERN.fullmatch(run_id):
             raise _Refused(404, "unknown_run", "no such run")
-        agent_uuid = await _agent_of(manager, store, run_id)
-        if agent_uuid is None:
+        principal = principal_of(request)
+        agent_uuid = await owned_agent(principal, manager, store, run_id)
+        if agent_uuid is None:  # spec server [OW1-b]: another principal's run is answered as one not known
             raise _Refused(404, "unknown_run", f"no run {run_id} here")
         state = await store.load(agent_uuid)
         if not _runs_it(state, run_id):
             raise await _finished(store, agent_uuid, run_id, state)
         assert state is not None
         if state.status == "awaiting_frontend_tools":
-            await _abandon(manager, await load(agent_uuid))
+            await _abandon(manager, await load(agent_uuid, principal))
             return await _ended(store, agent_uuid, run_id)
         deadline = time.monotonic() + wait_seconds
         sent = 0.0
@@ -176,7 +168,8 @@ def stop_route(
             await asyncio.sleep(0.05)
             state = await store.load(agent_uuid)
             if state is not None and _runs_it(state, run_id) and state.status == "awaiting_frontend_tools":
-                await _abandon(manager, await load(agent_uuid))  # it reached a pause before the abort: §1.4-b
+                # it reached a pause before the abort: §1.4-b
+                await _abandon(manager, await load(agent_uuid, principal))
             if not _runs_it(await store.load(agent_uuid), run_id):
                 return await _ended(store, agent_uuid, run_id)
             if time.monotonic() > deadline:

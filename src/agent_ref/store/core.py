@@ -76,6 +76,7 @@ class AgentSummary:
         lease_owner: who holds a ``running`` agent.
         lease_expires_at: when the hold ends unless renewed (0 when none).
         updated_at: the last save (seconds since the epoch).
+        principal: who created the agent (spec server [OW1-a]), ``None`` if not recorded.
     """
 
     agent_uuid: str
@@ -85,6 +86,7 @@ class AgentSummary:
     lease_owner: str | None
     lease_expires_at: float
     updated_at: float
+    principal: str | None = None
 
     def lease_alive(self, now: float | None = None) -> bool:
         """Whether a ``running`` agent's owner still holds it (spec §10.2-a; a dead owner here holds none, §10.2-c)."""
@@ -182,6 +184,7 @@ def _summary(state: AgentState, updated_at: float) -> AgentSummary:
         lease_owner=state.lease_owner,
         lease_expires_at=state.lease_expires_at,
         updated_at=updated_at,
+        principal=state.principal,
     )
 
 
@@ -218,8 +221,11 @@ class Store(Protocol):
         """
         ...
 
-    async def agents(self) -> list[AgentSummary]:
-        """Every stored agent, most recently changed first (for ``agent-ref runs``)."""
+    async def agents(self, principal: str | None = None) -> list[AgentSummary]:
+        """Every stored agent, most recently changed first (for ``agent-ref runs``).
+
+        Only ``principal``'s agents when given (spec server [OW2-a]).
+        """
         ...
 
     async def runs(self, agent_uuid: str) -> list[RunRecord]:
@@ -280,9 +286,11 @@ class MemoryStore:
         self._states[agent_uuid] = encode_state(state)  # same version: a lease is not a change of state
         return True
 
-    async def agents(self) -> list[AgentSummary]:
+    async def agents(self, principal: str | None = None) -> list[AgentSummary]:
         """See ``Store.agents``."""
         found = [_summary(decode_state(data), self._updated.get(uuid, 0.0)) for uuid, data in self._states.items()]
+        if principal is not None:
+            found = [a for a in found if a.principal == principal]
         return sorted(found, key=lambda a: a.updated_at, reverse=True)
 
     async def runs(self, agent_uuid: str) -> list[RunRecord]:
@@ -488,6 +496,7 @@ class SQLiteStore:
                     conn.execute("ALTER TABLE agents ADD COLUMN lease_owner TEXT")
                 if "lease_expires_at" not in columns:
                     conn.execute("ALTER TABLE agents ADD COLUMN lease_expires_at REAL NOT NULL DEFAULT 0")
+                _add_principals(conn, columns)
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
@@ -535,17 +544,17 @@ class SQLiteStore:
                 new_version = state.version + 1
                 blob = encode_state(msgspec.structs.replace(state, version=new_version))
                 now = time.time()
-                lease = (state.lease_owner, state.lease_expires_at)
+                lease = (state.lease_owner, state.lease_expires_at, state.principal)
                 if row is None:
                     conn.execute(
                         "INSERT INTO agents (agent_uuid, version, status, state, updated_at, lease_owner,"
-                        " lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        " lease_expires_at, principal) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (state.agent_uuid, new_version, state.status, blob, now, *lease),
                     )
                 else:
                     conn.execute(
                         "UPDATE agents SET version = ?, status = ?, state = ?, updated_at = ?, lease_owner = ?,"
-                        " lease_expires_at = ? WHERE agent_uuid = ? AND version = ?",
+                        " lease_expires_at = ?, principal = ? WHERE agent_uuid = ? AND version = ?",
                         (new_version, state.status, blob, now, *lease, state.agent_uuid, state.version),
                     )
                 if log is not None:
@@ -555,9 +564,16 @@ class SQLiteStore:
                     )
                 if run is not None:
                     conn.execute(
-                        "INSERT INTO runs (run_id, agent_uuid, finished_at, stop_reason, record)"
-                        " VALUES (?, ?, ?, ?, ?)",
-                        (run.run_id, run.agent_uuid, run.finished_at, run.stop_reason, msgspec.json.encode(run)),
+                        "INSERT INTO runs (run_id, agent_uuid, finished_at, stop_reason, record, principal)"
+                        " VALUES (?, ?, ?, ?, ?, ?)",
+                        (
+                            run.run_id,
+                            run.agent_uuid,
+                            run.finished_at,
+                            run.stop_reason,
+                            msgspec.json.encode(run),
+                            state.principal,
+                        ),
                     )
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -605,15 +621,17 @@ class SQLiteStore:
         finally:
             conn.close()
 
-    async def agents(self) -> list[AgentSummary]:
+    async def agents(self, principal: str | None = None) -> list[AgentSummary]:
         """See ``Store.agents``."""
-        return await _off_loop(self.path, self._agents)
+        return await _off_loop(self.path, self._agents, principal)
 
-    def _agents(self) -> list[AgentSummary]:
+    def _agents(self, principal: str | None) -> list[AgentSummary]:
         conn = self._connect()
         try:
+            where, params = ("WHERE principal = ? ", (principal,)) if principal is not None else ("", ())
             rows = conn.execute(
-                "SELECT state, lease_expires_at, updated_at FROM agents ORDER BY updated_at DESC"
+                f"SELECT state, lease_expires_at, updated_at FROM agents {where}ORDER BY updated_at DESC",
+                params,
             ).fetchall()
         finally:
             conn.close()
@@ -857,6 +875,15 @@ _TRANSIENT: Final = frozenset(
         "SQLITE_NOLFS",
     }
 )
+
+
+def _add_principals(conn: sqlite3.Connection, columns: set[str]) -> None:
+    """The columns of who created each agent and run (spec server [OW1-a]; PostgreSQL: migration 0004)."""
+    if "principal" not in columns:
+        conn.execute("ALTER TABLE agents ADD COLUMN principal TEXT")
+        conn.execute("CREATE INDEX IF NOT EXISTS agents_by_principal ON agents (principal, updated_at)")
+    if "principal" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}:
+        conn.execute("ALTER TABLE runs ADD COLUMN principal TEXT")
 
 
 def _failure(message: str, exc: sqlite3.Error) -> StoreError:

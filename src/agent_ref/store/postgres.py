@@ -370,11 +370,13 @@ class PostgresStore:
             if stored != state.version:
                 raise ConflictError(_conflict(state, stored))
             blob = encode_state(msgspec.structs.replace(state, version=new_version))
-            values = (new_version, state.status, blob, time.time(), state.lease_owner, state.lease_expires_at)
+            lease = (state.lease_owner, state.lease_expires_at, state.principal)
+            values = (new_version, state.status, blob, time.time(), *lease)
             if row is None:
                 cur = await conn.execute(
                     "INSERT INTO agents (version, status, state, updated_at, lease_owner, lease_expires_at,"
-                    " agent_uuid) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (agent_uuid) DO NOTHING",
+                    " principal, agent_uuid) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                    " ON CONFLICT (agent_uuid) DO NOTHING",
                     (*values, state.agent_uuid),
                 )
                 if cur.rowcount != 1:  # another process created it since our SELECT
@@ -384,7 +386,7 @@ class PostgresStore:
             else:
                 await conn.execute(
                     "UPDATE agents SET version = %s, status = %s, state = %s, updated_at = %s, lease_owner = %s,"
-                    " lease_expires_at = %s WHERE agent_uuid = %s",
+                    " lease_expires_at = %s, principal = %s WHERE agent_uuid = %s",
                     (*values, state.agent_uuid),
                 )
             if log is not None and log.lines:
@@ -395,9 +397,16 @@ class PostgresStore:
                     )
             if run is not None:
                 await conn.execute(
-                    "INSERT INTO runs (run_id, agent_uuid, finished_at, stop_reason, record)"
-                    " VALUES (%s, %s, %s, %s, %s)",
-                    (run.run_id, run.agent_uuid, run.finished_at, run.stop_reason, msgspec.json.encode(run)),
+                    "INSERT INTO runs (run_id, agent_uuid, finished_at, stop_reason, record, principal)"
+                    " VALUES (%s, %s, %s, %s, %s, %s)",
+                    (
+                        run.run_id,
+                        run.agent_uuid,
+                        run.finished_at,
+                        run.stop_reason,
+                        msgspec.json.encode(run),
+                        state.principal,
+                    ),
                 )
         state.version = new_version
 
@@ -438,10 +447,13 @@ class PostgresStore:
             return cur.rowcount == 1
 
     @_bounded
-    async def agents(self) -> list[AgentSummary]:
+    async def agents(self, principal: str | None = None) -> list[AgentSummary]:
         """See ``Store.agents``."""
+        where, params = ("WHERE principal = %s ", (principal,)) if principal is not None else ("", ())
         rows = await self._rows(
-            "the agents", "SELECT state, lease_expires_at, updated_at FROM agents ORDER BY updated_at DESC", ()
+            "the agents",
+            f"SELECT state, lease_expires_at, updated_at FROM agents {where}ORDER BY updated_at DESC",
+            params,
         )
         out = []
         for blob, expires, updated in rows:

@@ -281,6 +281,8 @@ class AgentState(msgspec.Struct, kw_only=True):
         lease_owner: the process holding a ``running`` agent (spec §10.2-a), else ``None``.
         lease_expires_at: when that hold ends unless renewed (seconds since the epoch).
         container_id: the code-execution container the API gave, sent back on later calls.
+        principal: who created the agent (a server's verified ``sub``, spec server [OW1-a]);
+            ``None`` for an agent made outside a server, or before principals were recorded.
         schema: state layout version.
         version: optimistic-concurrency counter, bumped by every save (spec §4.3).
     """
@@ -312,6 +314,8 @@ class AgentState(msgspec.Struct, kw_only=True):
     #: The last streaming-input message (its per-agent ``seq`` in the store's inbox) given to
     #: the model; saved with the context that holds it, so each is delivered once (spec [IN1-c]).
     inbox_seq: int = 0
+    #: Who created the agent (spec server [OW1-a]); its runs are that principal's too.
+    principal: str | None = None
     schema: int = 1
     version: int = 0
 
