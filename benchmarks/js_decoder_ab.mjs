@@ -1,0 +1,49 @@
+// The JavaScript decoder's Reconstructor.feed against a bare JSON.parse loop, and builds of the
+// decoder against each other, alternated in one node process (issue 43 §3).
+// Run: node --expose-gc benchmarks/js_decoder_ab.mjs LINES_FILE ROUNDS DECODER.mjs [OTHER.mjs ...]
+// LINES_FILE holds one envelope line per line ([DONE] last), as benchmarks/delivery.py writes it
+// (bench_lines(50000, agents=4)). Every round runs every candidate once, in an order rotated
+// round by round, the heap collected before each; each candidate's per-round ratio is its CPU
+// time (process.cpuUsage) over the JSON.parse loop's in the same round, printed as the median
+// and quartiles. Pass a copy of the decoder with one change to see that change's cost beside
+// the original, on the same load.
+import { readFileSync } from "node:fs";
+import { pathToFileURL } from "node:url";
+import { resolve } from "node:path";
+
+const [file, roundsArg, ...paths] = process.argv.slice(2);
+if (!file || !paths.length) throw new Error("usage: js_decoder_ab.mjs LINES_FILE ROUNDS DECODER.mjs [OTHER.mjs ...]");
+const mods = await Promise.all(paths.map((p) => import(pathToFileURL(resolve(p)).href)));
+const lines = readFileSync(file, "utf8").split("\n").slice(0, -1);
+let sink = 0; // keeps the work observable
+const cands = [["JSON.parse loop", () => { for (const line of lines) if (line !== "[DONE]") sink += JSON.parse(line).type.length; }]];
+mods.forEach((mod, i) =>
+  cands.push([paths[i], () => {
+    const rebuilt = new mod.Reconstructor();
+    for (const line of lines) rebuilt.feed(line);
+    if (!rebuilt.done) throw new Error("the stream did not end");
+    sink += 1;
+  }]),
+);
+for (let i = 0; i < 3; i++) for (const [, run] of cands) run(); // warm-up: every candidate compiled first
+const rounds = Number(roundsArg ?? 15);
+const ratios = cands.map(() => []);
+for (let round = 0; round < rounds; round++) {
+  const spent = [];
+  for (let j = 0; j < cands.length; j++) {
+    const k = (round + j) % cands.length;
+    globalThis.gc?.();
+    const start = process.cpuUsage();
+    cands[k][1]();
+    const used = process.cpuUsage(start);
+    spent[k] = used.user + used.system;
+  }
+  cands.forEach((_, k) => ratios[k].push(spent[k] / spent[0]));
+}
+console.log(`node ${process.version}, ${lines.length} lines, ${rounds} rounds; CPU time / JSON.parse loop`);
+for (const [k, [name]] of cands.entries()) {
+  const r = ratios[k].sort((a, b) => a - b);
+  const q = (p) => r[Math.round(p * (r.length - 1))].toFixed(2);
+  console.log(`  ${name}: ${q(0.5)}x (q ${q(0.25)}-${q(0.75)})`);
+}
+if (!sink) throw new Error("nothing ran");
