@@ -27,7 +27,8 @@ export type EnvelopeType =
   | "meta_files"
   | "error"
   | "meta_final"
-  | "meta_compaction";
+  | "meta_compaction"
+  | "meta_status";
 
 /** A JSON payload, or its raw text when it is not strict JSON (envelope-v1 §7.5). */
 export type Payload = unknown;
@@ -90,9 +91,16 @@ export interface ServerToolResultBlock {
   content: string;
 }
 
-/** meta_init, meta_final, meta_files, meta_compaction, error, awaiting_frontend_tools: their JSON in `data`. */
+/** meta_init, meta_final, meta_files, meta_compaction, meta_status, error, awaiting_frontend_tools: their JSON in `data`. */
 export interface DataBlock {
-  type: "meta_init" | "meta_final" | "meta_files" | "meta_compaction" | "error" | "awaiting_frontend_tools";
+  type:
+    | "meta_init"
+    | "meta_final"
+    | "meta_files"
+    | "meta_compaction"
+    | "meta_status"
+    | "error"
+    | "awaiting_frontend_tools";
   complete: boolean;
   data: Payload;
 }

@@ -13,15 +13,20 @@ from validating import assert_valid
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
-#: The envelope types, in order, of the embedded model's calculator run ("What is 5 + (10 * 2)?").
+#: The envelope types, in order, of the embedded model's calculator run ("What is 5 + (10 * 2)?"):
+#: each of its two steps between its step_start and step_finish statuses (envelope-v1 [4.16-d]).
 CALCULATOR_RUN_TYPES = [
     "meta_init",
+    "meta_status",
     "thinking",
     "text",
     "tool_call",
     "tool_result",
+    "meta_status",
+    "meta_status",
     "thinking",
     "text",
+    "meta_status",
     "meta_final",
 ]
 

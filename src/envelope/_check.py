@@ -124,6 +124,8 @@ class CheckSummary(msgspec.Struct, kw_only=True):
         lines: envelope lines (SSE events with data other than ``[DONE]``).
         agents: distinct ``agent`` values among those lines.
         blocks: blocks closed (lines with ``final: true``, images excepted: spec §7.3).
+        errors_sent: of those, ``error`` blocks: failures the server reported (spec §4.13).
+        statuses: of those, ``meta_status`` blocks: routine signals (spec §4.16; check [C5-b]).
         comments: SSE comment lines (keep-alives).
         ids: events that carried an ``id:`` field.
         done: whether ``[DONE]`` arrived.
@@ -150,6 +152,8 @@ class CheckSummary(msgspec.Struct, kw_only=True):
     lines: int = 0
     agents: int = 0
     blocks: int = 0
+    errors_sent: int = 0
+    statuses: int = 0
     comments: int = 0
     ids: int = 0
     done: bool = False
@@ -587,6 +591,11 @@ class ResponseCheck:
             s.agents = len(self._agents)
         if env.final and env.type != "tool_result_image":
             s.blocks += 1
+            # check [C5-b]: failures and routine signals counted apart (spec §4.16-c)
+            if env.type == "error":
+                s.errors_sent += 1
+            elif env.type == "meta_status":
+                s.statuses += 1
         if env.type != "awaiting_frontend_tools":
             return
         # spec §4.11, §5.2: a buffered block, possibly in several lines; kept per agent.

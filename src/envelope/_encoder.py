@@ -36,6 +36,7 @@ from ._types import (
     MetaFiles,
     MetaFinal,
     MetaInit,
+    MetaStatus,
     ServerToolCall,
     ServerToolResult,
     StreamedType,
@@ -72,7 +73,7 @@ Profile = Literal["default", "seed"]
 #: Control types the ``seed`` profile sends as one line whatever its length (spec §10.2):
 #: clients written to the seed parse these on their own line and do not join chunks.
 SEED_WHOLE_TYPES: Final = frozenset(
-    {"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final", "meta_compaction"}
+    {"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final", "meta_compaction", "meta_status"}
 )
 
 
@@ -295,6 +296,7 @@ _JSON_PAYLOAD_TYPES: Final = frozenset(
         "meta_final",
         "meta_files",
         "meta_compaction",
+        "meta_status",
         "error",
         "awaiting_frontend_tools",
         "tool_call",
@@ -350,6 +352,7 @@ _BUFFERED: Final[dict[str, type[Envelope]]] = {
     "meta_final": MetaFinal,
     "meta_files": MetaFiles,
     "meta_compaction": MetaCompaction,
+    "meta_status": MetaStatus,
     "error": Error,
     "awaiting_frontend_tools": AwaitingFrontendTools,
     "tool_call": ToolCall,

@@ -152,9 +152,9 @@ _encode = msgspec.json.Encoder().encode
 #: decoder would read that field.
 _delta_decoder: Final = msgspec.json.Decoder(str)
 #: Types whose block ``data`` is the JSON of the joined deltas (spec §7.5); ``meta_compaction``
-#: is a control block like ``meta_files`` (spec §4.15).
+#: and ``meta_status`` are control blocks like ``meta_files`` (spec §4.15, §4.16).
 _JSON_TYPES: Final = frozenset(
-    {"meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools", "meta_compaction"}
+    {"meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools", "meta_compaction", "meta_status"}
 )
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "MetaFiles",
     "MetaFinal",
     "MetaInit",
+    "MetaStatus",
     "ServerToolCall",
     "ServerToolResult",
     "StreamedType",
@@ -47,7 +48,8 @@ __all__ = [
     "ToolResultImage",
 ]
 
-#: The 14 wire types (spec §4.1): the seed's 13, then ``meta_compaction`` (spec §4.15).
+#: The 15 wire types (spec §4.1): the seed's 13, then ``meta_compaction`` (spec §4.15) and
+#: ``meta_status`` (spec §4.16).
 EnvelopeType = Literal[
     "meta_init",
     "thinking",
@@ -63,6 +65,7 @@ EnvelopeType = Literal[
     "error",
     "meta_final",
     "meta_compaction",
+    "meta_status",
 ]
 #: Types whose deltas are forwarded as they arrive; ``final`` comes as a separate marker.
 StreamedType = Literal["text", "thinking"]
@@ -78,6 +81,7 @@ BufferedType = Literal[
     "error",
     "meta_final",
     "meta_compaction",
+    "meta_status",
 ]
 
 ENVELOPE_TYPES: Final[tuple[EnvelopeType, ...]] = (
@@ -95,6 +99,7 @@ ENVELOPE_TYPES: Final[tuple[EnvelopeType, ...]] = (
     "error",
     "meta_final",
     "meta_compaction",
+    "meta_status",
 )
 STREAMED_TYPES: Final[frozenset[str]] = frozenset({"text", "thinking"})
 BUFFERED_TYPES: Final[frozenset[str]] = frozenset(
@@ -109,6 +114,7 @@ BUFFERED_TYPES: Final[frozenset[str]] = frozenset(
         "error",
         "meta_final",
         "meta_compaction",
+        "meta_status",
     }
 )
 
@@ -214,6 +220,15 @@ class MetaCompaction(_Delta, frozen=True, kw_only=True, tag="meta_compaction"):
     """
 
 
+class MetaStatus(_Delta, frozen=True, kw_only=True, tag="meta_status"):
+    """A routine status signal of the agent; ``delta`` is a JSON object with a ``kind`` (spec §4.16).
+
+    Tool progress, a step's start and finish (with its usage and cost), compaction,
+    retries, hook outcomes, an MCP server's state: what a client shows as a status line,
+    never as a failure (failures stay ``error``, spec §4.13).
+    """
+
+
 class Error(_Delta, frozen=True, kw_only=True, tag="error"):
     """An error; ``delta`` is a JSON error payload."""
 
@@ -238,4 +253,5 @@ Envelope = (
     | Error
     | MetaFinal
     | MetaCompaction
+    | MetaStatus
 )

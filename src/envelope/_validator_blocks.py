@@ -81,7 +81,7 @@ class _BlockRules:
         # spec §10.2-d: the seed profile's clients know only the seed's 13 types
         message = (
             f"{kind} under the {self.profile} profile, whose clients know only the seed's 13 types; "
-            "a seed-profile producer puts compactions in meta_final's `compactions`"
+            "a seed-profile producer puts compactions in meta_final's `compactions` and sends no meta_status"
         )
         out.append(_violation("E119", message, lno, off, agent, kind))
 

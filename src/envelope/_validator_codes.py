@@ -50,7 +50,11 @@ CODES: Final[dict[str, tuple[Severity, str, str]]] = {
     "E116": ("error", "6.7", "line or payload nested deeper than MAX_NESTING_DEPTH (256)"),
     "E117": ("error", "6.4", "line holds an escaped lone surrogate (\\ud800 with no pair)"),
     "W118": ("warning", "2.1", "SSE id that does not increase on the id before it (reported once)"),
-    "E119": ("error", "10.2", "meta_compaction under the seed profile, whose clients know only the seed's 13 types"),
+    "E119": (
+        "error",
+        "10.2",
+        "meta_compaction or meta_status under the seed profile, whose clients know only the seed's 13 types",
+    ),
     # Block level (120-139)
     "E120": ("error", "7.2", "block left open at the end of the stream"),
     "E121": ("error", "5.1", "final marker of a streamed block with a non-empty delta"),
@@ -102,10 +106,10 @@ def explain(code: str) -> str:
 Profile = Literal["default", "seed"]
 #: The control types the seed profile sends whole (spec §10.2-a).
 SEED_WHOLE_TYPES: Final = frozenset(
-    {"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final", "meta_compaction"}
+    {"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final", "meta_compaction", "meta_status"}
 )
-#: Types the seed profile's clients do not know: the types added after the seed (spec §10.2-d).
-SEED_UNKNOWN_TYPES: Final = frozenset({"meta_compaction"})
+#: Types the seed profile's clients do not know: the types added after the seed (spec §10.2-d, §10.2-e).
+SEED_UNKNOWN_TYPES: Final = frozenset({"meta_compaction", "meta_status"})
 
 #: Ids of calls still waiting for a result, per agent and kind. A stream with more
 #: outstanding calls than this loses the oldest, which can only cause a false W165/W166.
@@ -141,6 +145,7 @@ _EXTRAS: Final[dict[str, dict[str, tuple[type, bool]]]] = {
     "error": {},
     "meta_final": {},
     "meta_compaction": {},
+    "meta_status": {},
 }
 _SECTION: Final[dict[str, str]] = {t: f"4.{i + 2}" for i, t in enumerate(ENVELOPE_TYPES)}
 #: The seed's three citation types and the two more the API sends (`content_block_location`,
@@ -159,6 +164,7 @@ _JSON_TYPES: Final = frozenset(
         "tool_call",
         "server_tool_call",
         "meta_compaction",
+        "meta_status",
     }
 )
 _ATOMIC: Final = frozenset({"citation", "tool_result_image"})
@@ -169,8 +175,9 @@ _ID_TYPES: Final = frozenset(t for t, extras in _EXTRAS.items() if "id" in extra
 #: Types with line checks of their own (``Validator._type_checks``).
 _CHECKED: Final = frozenset({"citation", "server_tool_result", "tool_result_image"})
 #: Types whose lines ``Validator._run`` may check inline (the rest always take ``feed``'s path;
-#: ``meta_compaction`` is rare and has its order rule, spec §8.1-b).
-_INLINE_TYPES: Final = _KNOWN_TYPES - _CHECKED - {"meta_compaction"}
+#: ``meta_compaction`` is rare and has its order rule, spec §8.1-b; ``meta_status`` is refused
+#: under the seed profile, spec §10.2-e, which only ``feed``'s path reports).
+_INLINE_TYPES: Final = _KNOWN_TYPES - _CHECKED - {"meta_compaction", "meta_status"}
 _JSON_NAMES: Final[dict[type, str]] = {
     str: "a string",
     bool: "a boolean",

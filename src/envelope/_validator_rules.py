@@ -744,6 +744,64 @@ def _compaction_shape(value: object, what: str) -> list[str]:
     return problems
 
 
+#: spec §4.16: the keys every status object may carry, then each known kind's own
+#: (``{key: (JSON types, required)}``); a kind not listed is checked for the common keys only.
+_STATUS_COMMON: Final = {"kind": (_S, True), "message": (_S, False)}
+_NUMBER: Final = (int, float)
+_STATUS_KINDS: Final[dict[str, dict[str, tuple[tuple[type, ...], bool]]]] = {
+    "tool_progress": {"tool_use_id": (_S, True), "name": (_S, True), "fraction": (_NUMBER, False)},
+    "step_start": {"step": ((int,), True)},
+    "step_finish": {
+        "step": ((int,), True),
+        "usage": ((dict,), True),
+        "cost": ((dict, _NONE), False),
+        "stop_reason": (_S, False),
+    },
+    "compaction": {"phase": (_S, True), "trigger": (_S, False)},
+    "retry": {"attempt": ((int,), True), "delay": (_NUMBER, False)},
+    "hook": {"event": (_S, True), "outcome": (_S, True), "hook": ((int,), False)},
+    "mcp_server": {"state": (_S, True), "server": (_S, False)},
+}
+#: Keys whose value is one of a few words (spec §4.16).
+_STATUS_WORDS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
+    ("compaction", "phase"): ("started", "finished", "failed"),
+    ("mcp_server", "state"): ("connected", "failed"),
+}
+
+#: The kinds that count from 1, and the key that counts (spec §4.16).
+_STATUS_COUNTERS: Final = {"step_start": "step", "step_finish": "step", "retry": "attempt"}
+
+
+def _status_shape(value: object) -> list[str]:
+    """Problems of a ``meta_status`` object (spec §4.16-a): ``kind``, then the kind's own keys."""
+    problems = _keys(value, _STATUS_COMMON, "the object")
+    if problems or not isinstance(value, dict):
+        return problems
+    kind = value["kind"]
+    own = _STATUS_KINDS.get(kind)
+    if own is None:
+        return problems  # spec §4.16-b: a kind this version does not define is allowed
+    what = f"the {kind} status"
+    problems += _keys(value, own, what)
+    for (of, key), words in _STATUS_WORDS.items():
+        word = value.get(key)
+        if of == kind and isinstance(word, str) and word not in words:
+            problems.append(f"{what} key `{key}` must be one of {', '.join(words)}, got {quote(word)}")
+    counter = _STATUS_COUNTERS.get(kind)
+    count = value.get(counter) if counter else None
+    if type(count) is int and count < 1:
+        problems.append(f"{what} key `{counter}` must be an integer >= 1, got {count}")
+    fraction = value.get("fraction")
+    if (
+        kind == "tool_progress"
+        and isinstance(fraction, int | float)
+        and type(fraction) is not bool
+        and not 0 <= fraction <= 1
+    ):
+        problems.append(f"{what} key `fraction` must be between 0 and 1, got {fraction}")
+    return problems
+
+
 _FILE: Final = {"file_id": (_S, True), "filename": (_S, True), "storage_location": (_S, True)}
 _PENDING: Final = {"tool_use_id": (_S, True), "name": (_S, True), "input": ((dict,), True)}
 
@@ -790,6 +848,7 @@ _SHAPES: Final[dict[str, Callable[[object], list[str]]]] = {
     "meta_init": lambda value: _keys(value, _META_INIT, "the object"),
     "meta_final": _meta_final_shape,
     "meta_compaction": lambda value: _compaction_shape(value, "the object"),
+    "meta_status": _status_shape,
     "meta_files": _meta_files_shape,
     "awaiting_frontend_tools": _pending_shape,
     "error": _object_shape,

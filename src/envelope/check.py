@@ -303,6 +303,7 @@ def _render(s: CheckSummary) -> str:
         f"  {_n(s.lines, 'envelope line')}, {_n(s.agents, 'agent')}, {_n(s.blocks, 'block')}, {_n(s.bytes, 'byte')}, "
         f"{_n(s.comments, 'keep-alive comment')}, {_n(s.ids, 'event id')}, {ending}"
         f"{', paused on awaiting_frontend_tools' if s.paused else ''}\n"
+        f"  {_n(s.errors_sent, 'error envelope')}, {_n(s.statuses, 'status signal')}\n"
         f"  time to first byte {_seconds(s.time_to_first_byte)}, to [DONE] {_seconds(s.time_to_done)}, "
         f"{rate}, longest gap {s.longest_gap:.3f} s ({where})\n"
         f"  {s.errors} error(s), {s.warnings} warning(s): {verdict}\n"

@@ -331,5 +331,6 @@ def test_spec_12_8_a_matchers_and_timeouts_work_in_an_agent_run() -> None:
     assert seen == ["calc"]  # blocked, so no PostToolUse
     (sent,) = [b for b in blocks(lines) if b["type"] == "tool_result"]
     assert "the hook did not answer within 0.05 s" in str(sent["content"])
-    errors = [b["data"] for b in blocks(lines) if b["type"] == "error"]
+    assert not [b for b in blocks(lines) if b["type"] == "error"]  # a failed hook is a status ([4.16-c])
+    errors = [b["data"] for b in blocks(lines) if b["type"] == "meta_status" and b["data"]["kind"] == "hook"]
     assert [(e["event"], e["hook"]) for e in errors] == [("PreToolUse", 2)]

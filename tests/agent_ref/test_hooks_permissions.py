@@ -42,10 +42,13 @@ def _sent_result(model: ScriptedModel) -> dict[str, Any]:
 
 
 def _hook_errors(lines: list[bytes]) -> list[dict[str, Any]]:
+    """The failed hooks the stream reports: ``meta_status`` of kind ``hook`` (envelope-v1 [4.16-c]), never ``error``."""
+    found = list(blocks(lines))
+    assert not [b for b in found if b["type"] == "error" and b["data"].get("type") == "hook_error"]
     return [
         b["data"]
-        for b in blocks(lines)
-        if b["type"] == "error" and isinstance(b["data"], dict) and b["data"].get("type") == "hook_error"
+        for b in found
+        if b["type"] == "meta_status" and b["data"].get("kind") == "hook" and b["data"].get("outcome") == "failed"
     ]
 
 
@@ -111,7 +114,7 @@ def test_spec_12_2_b_pre_tool_use_block_is_an_error_result_the_model_sees() -> N
 
 
 def test_spec_12_3_a_a_hook_that_raises_is_reported_not_a_crash(caplog: pytest.LogCaptureFixture) -> None:
-    """A raising observing hook: logged, an ``error`` hook_error envelope, the run goes on [R12.3-a]."""
+    """A raising observing hook: logged, a ``hook`` status (outcome failed), the run goes on [R12.3-a] [4.16-c]."""
 
     def broken(data: HookInput) -> None:
         raise RuntimeError("hook bug")

@@ -33,6 +33,12 @@ def _errors(lines: list[bytes], kind: str) -> list[dict[str, Any]]:
     return [b["data"] for b in blocks(lines) if b["type"] == "error" and b["data"].get("type") == kind]
 
 
+def _hook_failures(lines: list[bytes]) -> list[dict[str, Any]]:
+    """Failed hooks as the stream reports them: ``meta_status`` of kind ``hook`` (envelope-v1 [4.16-c])."""
+    assert not _errors(lines, "hook_error")
+    return [b["data"] for b in blocks(lines) if b["type"] == "meta_status" and b["data"].get("kind") == "hook"]
+
+
 def _user_texts(message: dict[str, Any]) -> list[str]:
     return [str(b.get("text")) for b in message["content"] if b.get("type") == "text"]
 
@@ -163,7 +169,7 @@ def test_r12_7_h_hook_timeout_option_fails_a_slow_hook_closed() -> None:
     lines: list[bytes] = []
     result = run(_agent(hook_timeout=0.05, hooks={"PreToolUse": [lambda d: time.sleep(0.5)]}).run(PROMPT, lines.append))
     assert result.stop_reason == "end_turn"
-    (failure,) = _errors(lines, "hook_error")
+    (failure,) = _hook_failures(lines)
     assert "did not answer within" in failure["message"]
     sent = [b for m in result.conversation_history for b in m["content"] if b.get("type") == "tool_result"]
     assert [b["is_error"] for b in sent] == [True]

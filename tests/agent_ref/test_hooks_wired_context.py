@@ -45,9 +45,9 @@ async def calculator(expression: str, ctx: ToolContext) -> str:
 def _progress(lines: list[bytes]) -> list[dict[str, Any]]:
     out = []
     for env in envelopes(lines):
-        if env["type"] == "error":
+        if env["type"] == "meta_status":
             data = json.loads(env["delta"]) if env.get("delta") else None
-            if isinstance(data, dict) and data.get("type") == "tool_progress":
+            if isinstance(data, dict) and data.get("kind") == "tool_progress":
                 out.append(data)
     return out
 

@@ -34,7 +34,7 @@ def test_spec_1_calculator_run_streams_call_result_answer() -> None:
     assert call["input"] == {"expression": "5 + (10 * 2)"}
     res = next(b for b in rebuilt if b["type"] == "tool_result")
     assert (res["id"], res["content"]) == (call["id"], "25")
-    assert rebuilt[-2]["content"] == "5 + (10 * 2) = 25."
+    assert rebuilt[-3]["content"] == "5 + (10 * 2) = 25."  # then the step_finish status, meta_final
     assert result.stop_reason == "end_turn"
     assert result.steps == 2
     assert result.final_text == "5 + (10 * 2) = 25."

@@ -128,8 +128,10 @@ def test_ap1_a_a_matcher_selects_the_frontend_tool_and_a_failing_hook_is_reporte
     answer = {"tool_use_id": element["tool_use_id"], "content": "ok"}
     result, second = _resume(agent.agent_uuid, store, seen, [answer], hooks=hooks)
     assert matched == ["ok"]
-    errors = [json.loads(e["delta"]) for e in envelopes(second) if e["type"] == "error"]
-    assert [(e["type"], e["event"]) for e in errors] == [("hook_error", "PostToolUse")]
+    assert not [e for e in envelopes(second) if e["type"] == "error"]
+    statuses = [json.loads(e["delta"]) for e in envelopes(second) if e["type"] == "meta_status"]
+    errors = [s for s in statuses if s["kind"] == "hook"]
+    assert [(e["outcome"], e["event"]) for e in errors] == [("failed", "PostToolUse")]
     assert "the audit log is full" in errors[0]["message"]
     assert result.stop_reason == "end_turn"
 

@@ -213,7 +213,8 @@ def test_SC1_a_a_tool_progress_message_is_redacted_before_it_is_cut(
     with caplog.at_level(logging.DEBUG, logger="agent_ref"):
         run(agent.run('call report with {"what": "sync"}', lines.append))
     sent = [json.loads(line) for line in lines if line != b"[DONE]"]
-    notes = [json.loads(env["delta"])["message"] for env in sent if env["type"] == "error"]
+    statuses = [json.loads(env["delta"]) for env in sent if env["type"] == "meta_status"]
+    notes = [s["message"] for s in statuses if s["kind"] == "tool_progress"]
     assert notes, "no progress was sent"
     assert all(note in (f"sync: using {MARKER}", "x" * (MAX_PROGRESS_CHARS - 5) + MARKER[:5]) for note in notes), notes
     _assert_nowhere(SERVER_TOKEN, _everywhere(path, lines, caplog.text))

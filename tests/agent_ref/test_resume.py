@@ -57,7 +57,8 @@ def test_spec_3_1_pause_saves_state_before_awaiting_is_sent() -> None:
     result = asyncio.run(scenario())
     assert seen == ["awaiting_frontend_tools"]
     assert result.stop_reason == "awaiting_frontend_tools"
-    assert types(lines)[-3:] == ["tool_call", "tool_result", "awaiting_frontend_tools"]
+    # the step finishes before the pause (envelope-v1 [4.16-d])
+    assert types(lines)[-4:] == ["tool_call", "tool_result", "meta_status", "awaiting_frontend_tools"]
     assert lines[-1] == b"[DONE]"  # spec §7.1-a: a paused response ends with [DONE] too
     assert "meta_final" not in types(lines)
     pending = meta(lines, "awaiting_frontend_tools")

@@ -96,7 +96,8 @@ def test_spec_6_2_retries_are_bounded() -> None:
     assert payloads[-1]["type"] == "connection_error"
     assert payloads[-1]["attempts"] == 3
     # the discards leave only meta blocks and the final error
-    assert [b["type"] for b in blocks(lines)] == ["meta_init", "error", "meta_final"]
+    # the step's start and its retries are statuses (envelope-v1 [4.16-c]), kept
+    assert [b["type"] for b in blocks(lines) if b["type"] != "meta_status"] == ["meta_init", "error", "meta_final"]
 
 
 def test_spec_6_2_backoff_is_exponential_with_full_jitter_and_capped() -> None:

@@ -311,7 +311,8 @@ def test_spec_8_3_d_count_slowly_reports_rising_fractions_into_a_valid_stream() 
         ("counting 2 of 3", 1 / 3),
         ("counting 3 of 3", 2 / 3),
     ]
-    progress = [json.loads(e["delta"]) for e in envelopes(lines) if e["type"] == "error"]
+    progress = [json.loads(e["delta"]) for e in envelopes(lines) if e["type"] == "meta_status"]
     assert [p["fraction"] for p in progress] == [0.0, 1 / 3, 2 / 3]
-    assert {p["type"] for p in progress} == {"tool_progress"}
+    assert {p["kind"] for p in progress} == {"tool_progress"}
+    assert not [e for e in envelopes(lines) if e["type"] == "error"]  # envelope-v1 [4.16-c]
     assert_valid_responses(lines)

@@ -87,7 +87,7 @@ def _progress(lines: list[bytes]) -> list[dict[str, Any]]:
         if line == b"[DONE]":
             continue
         env = json.loads(line)
-        if env["type"] == "error":
+        if env["type"] == "meta_status":
             out.append(json.loads(env["delta"]))
     return out
 
@@ -111,19 +111,19 @@ async def _step(calls: list[ToolCallRequest], tools: dict[str, Any], base: ToolC
     return [*lines, b"[DONE]"]
 
 
-def test_spec_2_6_b_progress_is_an_error_envelope_of_type_tool_progress_before_the_result() -> None:
-    """Each report is one `error` line with a tool_progress payload; the stream passes --strict [R2.6-b]."""
+def test_spec_2_6_b_progress_is_a_status_envelope_of_kind_tool_progress_before_the_result() -> None:
+    """Each report is one `meta_status` line of kind tool_progress (never `error`); passes --strict [R2.6-b] [4.16-c]."""
     heard: list[ToolProgress] = []
     base = ToolContextBase(agent_uuid=AGENT, run_id="run-9", progress_interval=0, on_progress=heard.append)
     call = ToolCallRequest(id="toolu_1", name="fetch", input={"url": "u"})
     lines = asyncio.run(_step([call], {"fetch": fetch}, base))
     assert_valid(lines)
     assert _progress(lines) == [
-        {"type": "tool_progress", "message": "connecting", "tool_use_id": "toolu_1", "name": "fetch"},
-        {"type": "tool_progress", "message": "reading", "tool_use_id": "toolu_1", "name": "fetch", "fraction": 0.5},
+        {"kind": "tool_progress", "message": "connecting", "tool_use_id": "toolu_1", "name": "fetch"},
+        {"kind": "tool_progress", "message": "reading", "tool_use_id": "toolu_1", "name": "fetch", "fraction": 0.5},
     ]
     kinds = [json.loads(line)["type"] for line in lines[:-1]]
-    assert kinds == ["meta_init", "tool_call", "error", "error", "tool_result", "meta_final"]
+    assert kinds == ["meta_init", "tool_call", "meta_status", "meta_status", "tool_result", "meta_final"]
     assert json.loads(lines[4])["delta"] == "u by agent-1/run-9/toolu_1/fetch"
     assert [(p.message, p.fraction) for p in heard] == [("connecting", None), ("reading", 0.5)]
     # not streamed when the caller says so; the observer still hears every report
@@ -281,7 +281,7 @@ def test_spec_2_6_b_an_agent_run_with_progress_is_strictly_valid() -> None:
         patch.setattr(tool_step_module, "run_tools", with_context)
         run(agent.run("go", lines.append))
     assert_valid(lines)
-    reports = _progress([line for line in lines if line != b"[DONE]"])
+    reports = [r for r in _progress([line for line in lines if line != b"[DONE]"]) if r["kind"] == "tool_progress"]
     assert [r["message"] for r in reports] == ["connecting", "reading"]
     result = model.server.requests[1]["messages"][-1]["content"][0]["content"][0]["text"]
     assert result == f"page by {agent.agent_uuid}/{run_ids[0]}/toolu_1/fetch"

@@ -365,3 +365,25 @@ def test_the_shown_silence_is_over_the_shown_threshold(threshold: float, over: f
     shown = float(seconds_over(gap, threshold))
     assert shown > float(f"{threshold:g}")
     assert abs(shown - gap) <= 0.05 + 1e-9
+
+
+def test_C5_b_error_envelopes_and_statuses_are_counted_apart() -> None:
+    """[C5-b] error blocks and meta_status blocks counted apart (a chunked one once), both printed ([4.16-c])."""
+    from envelope import reconstruct
+    from envelope.check import _render
+
+    lines = (ROOT / "spec" / "conformance" / "valid" / "meta_status.jsonl").read_bytes().splitlines()
+    blocks = reconstruct(lines).to_dict()["agents"]
+    statuses = sum(1 for agent in blocks.values() for b in agent["blocks"] if b["type"] == "meta_status")
+    status_lines = sum(1 for line in lines if b'"type":"meta_status"' in line)
+    assert 10 < statuses < status_lines  # one is chunked: counted once
+    body = sse([line for line in lines if line != b"[DONE]"])
+    check, codes = run([body[i : i + 700] for i in range(0, len(body), 700)])
+    assert codes == []
+    assert (check.summary.statuses, check.summary.errors_sent) == (statuses, 0)
+    assert f"0 error envelopes, {statuses} status signals" in _render(check.summary)
+    error = Emitter(AGENT).buffered("error", '{"type": "api_error", "message": "boom"}')
+    good = valid_lines()
+    check, codes = run([sse([*good[:-1], *error, good[-1]])])
+    assert codes == []
+    assert (check.summary.statuses, check.summary.errors_sent) == (0, 1)

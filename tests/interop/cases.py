@@ -169,7 +169,19 @@ def _block(
         return em.buffered(kind, json.dumps({"type": "overloaded_error", "message": draw(nasty_text)}))
     if kind == "meta_compaction":
         return em.buffered(kind, json.dumps({"trigger": "auto", "pre_tokens": draw(st.integers(0, 10**6))}))
+    if kind == "meta_status":
+        return em.buffered(kind, json.dumps(draw(_statuses)))
     raise AssertionError(kind)
+
+
+#: Status objects (envelope-v1 §4.16): steps that may start twice, finish unstarted or stay
+#: open (AG-UI's verifier must still accept the crossing, interop I4-g), progress, a later kind.
+_statuses = st.one_of(
+    st.builds(lambda n: {"kind": "step_start", "step": n}, st.integers(1, 3)),
+    st.builds(lambda n: {"kind": "step_finish", "step": n, "usage": {"input_tokens": 1}}, st.integers(1, 3)),
+    st.builds(lambda m: {"kind": "tool_progress", "message": m, "tool_use_id": "t", "name": "n"}, small_text),
+    st.builds(lambda m: {"kind": "later", "message": m}, small_text),
+)
 
 
 def _cite(text: str, web: bool, title: str) -> CitationData:
@@ -192,6 +204,7 @@ _KINDS = (
     "meta_files",
     "error",
     "edited_call",
+    "meta_status",
 )
 
 

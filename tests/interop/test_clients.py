@@ -47,7 +47,15 @@ if TYPE_CHECKING:
 
 HERE = ROOT / "tests" / "interop"
 MAIN = "<main>"
-CONTROL = ("meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools", "meta_compaction")
+CONTROL = (
+    "meta_init",
+    "meta_final",
+    "meta_files",
+    "error",
+    "awaiting_frontend_tools",
+    "meta_compaction",
+    "meta_status",
+)
 
 
 def _unavailable(why: str) -> None:

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { readFileSync, readdirSync, existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
-import { DecodeError, Reconstructor, SSEReader, parsePayload, reconstructSSE } from "../../js/envelope-decoder.mjs";
+import { DecodeError, ENVELOPE_TYPES, Reconstructor, SSEReader, parsePayload, reconstructSSE } from "../../js/envelope-decoder.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const GOLDEN = join(ROOT, "fixtures", "golden");
@@ -128,6 +128,20 @@ test("[S7.1-a] meta_compaction, the 14th type (spec §4.15): a control block wit
   assert.deepEqual(blocks.map((b) => b.type), ["text", "meta_compaction", "meta_compaction"]);
   assert.deepEqual(blocks[1], { type: "meta_compaction", complete: true, data: JSON.parse(payload) });
   assert.deepEqual(blocks[2].data, { trigger: "manual", pre_tokens: 0 });
+});
+
+test("[4.16-a] meta_status, the 15th type (spec §4.16): a control block with its JSON as data, not an error", () => {
+  const payload = JSON.stringify({ kind: "tool_progress", message: "1 of 3", tool_use_id: "t", name: "count", fraction: 0.5 });
+  const rebuilt = new Reconstructor();
+  rebuilt.feed(line({ type: "tool_call", id: "t", name: "count", final: true, delta: "{}" }));
+  rebuilt.feed(line({ type: "meta_status", delta: payload.slice(0, 12) }));
+  rebuilt.feed(line({ type: "meta_status", final: true, delta: payload.slice(12) }));
+  rebuilt.feed(line({ type: "meta_status", final: true, delta: '{"kind":"step_finish","step":1,"usage":{}}' }));
+  const blocks = rebuilt.transcript().agents.a.blocks;
+  assert.deepEqual(blocks.map((b) => b.type), ["tool_call", "meta_status", "meta_status"]);
+  assert.deepEqual(blocks[1], { type: "meta_status", complete: true, data: JSON.parse(payload) });
+  assert.deepEqual(blocks[2].data, { kind: "step_finish", step: 1, usage: {} });
+  assert.ok(ENVELOPE_TYPES.includes("meta_status"));
 });
 
 test("[S7.2-a] a lone surrogate anywhere in a line given as a string is refused, raw or escaped, flat or nested", () => {

@@ -352,7 +352,8 @@ def test_a_server_that_cannot_start_is_said_once_per_turn_through_the_server(tmp
     """Issue 37: two turns of one agent through ``agent-ref serve``'s app, a stdio server that exits at once.
 
     The issue saw ``mcp_server_failed: ... Connection closed`` twice per turn on the page.
-    Each response has it once, after ``meta_init``, with the server's own words [R19.7-a].
+    Each response has it once, after ``meta_init``, with the server's own words [R19.7-a],
+    as an ``mcp_server`` status (envelope-v1 [4.16-c]), no ``error``.
     """
     script = "import sys\nprint(\"No module named 'mcp'\", file=sys.stderr)\nsys.exit(1)\n"
     app = create_app(
@@ -368,9 +369,11 @@ def test_a_server_that_cannot_start_is_said_once_per_turn_through_the_server(tmp
             assert answer.status_code == 200, answer.text[:400]
             assert_valid(answer.content)
             agent = {"agent_uuid": answer.headers["x-agent-uuid"]}
-            errors = [json.loads(e["delta"]) for e in envelopes(data_lines(answer.content)) if e["type"] == "error"]
-            failures.append([f"{f['type']}: {f['message']}" for f in errors])
+            sent = envelopes(data_lines(answer.content))
+            assert not [e for e in sent if e["type"] == "error"]
+            statuses = [json.loads(e["delta"]) for e in sent if e["type"] == "meta_status"]
+            failures.append([f"{f['state']}: {f['message']}" for f in statuses if f["kind"] == "mcp_server"])
     assert [len(turn) for turn in failures] == [1, 1]
     for (said,) in failures:
-        assert said.startswith("mcp_server_failed: MCP server 'demo' did not start: "), said
+        assert said.startswith("failed: MCP server 'demo' did not start: "), said
         assert said.endswith("its stderr ended: No module named 'mcp'; its tools are left out"), said

@@ -70,14 +70,17 @@ def test_r19_7_a_a_pause_closes_the_servers_and_the_resume_reopens_them() -> Non
 
 
 def test_r19_7_a_a_server_that_fails_is_a_diagnostic_not_a_crash() -> None:
-    """A server that does not start: an ``error`` mcp_server_failed envelope; the run goes on [R19.7-a]."""
+    """A server that does not start: an ``mcp_server`` status, failed, no ``error``; the run goes on [R19.7-a]."""
     model = ScriptedModel()
     prompt = calling_prompt([("mcp__io__echo", {"text": "x"})])
     servers = {"io": stdio_config("io"), "gone": StdioServer("/nonexistent/mcp-server")}
     lines: list[bytes] = []
     result = asyncio.run(Agent(model, mcp_servers=servers, retry=fast_retry()).run(prompt, lines.append))
     assert result.stop_reason == "end_turn"
-    (failed,) = [e for e in _errors(lines) if e.get("type") == "mcp_server_failed"]
+    assert _errors(lines) == []  # envelope-v1 [4.16-c]: the run goes on, so a status
+    statuses = [json.loads(e["delta"]) for e in envelopes(lines) if e["type"] == "meta_status"]
+    (failed,) = [s for s in statuses if s["kind"] == "mcp_server"]
+    assert (failed["state"], failed["server"]) == ("failed", "gone")
     assert "'gone'" in failed["message"]
     assert _results(lines)["mcp__io__echo"] == "io echoes: x"
 

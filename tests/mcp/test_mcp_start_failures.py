@@ -97,7 +97,7 @@ def test_spec_R19_4_d_the_reason_is_bounded() -> None:
 
 
 def test_spec_R19_7_a_the_stream_says_why_once_per_response() -> None:
-    """The agent's one ``mcp_server_failed`` error of the response names the server's own words [R19.7-a] [R19.4-d]."""
+    """The agent's one failed ``mcp_server`` status of the response names the server's own words [R19.7-a] [R19.4-d]."""
     script = "import sys\nprint('cannot open the database', file=sys.stderr)\nsys.exit(2)\n"
     servers = {"bad": StdioServer(sys.executable, ("-c", script))}
     agent = Agent(ScriptedModel(), tools=default_tools(), retry=fast_retry(), mcp_servers=servers)
@@ -105,6 +105,8 @@ def test_spec_R19_7_a_the_stream_says_why_once_per_response() -> None:
     result = asyncio.run(agent.run("What is 5 + (10 * 2)?", lines.append))
     assert result.stop_reason == "end_turn"
     assert_valid(lines)
-    failures = [json.loads(e["delta"]) for e in envelopes(lines) if e["type"] == "error"]
-    assert [f["type"] for f in failures] == ["mcp_server_failed"]
+    assert not [e for e in envelopes(lines) if e["type"] == "error"]
+    statuses = [json.loads(e["delta"]) for e in envelopes(lines) if e["type"] == "meta_status"]
+    failures = [s for s in statuses if s["kind"] == "mcp_server"]
+    assert [(f["state"], f["server"]) for f in failures] == [("failed", "bad")]
     assert "its stderr ended: cannot open the database" in failures[0]["message"]

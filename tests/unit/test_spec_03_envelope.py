@@ -88,8 +88,8 @@ def test_spec_03_4_strict_decoder_refuses_unknown_members() -> None:
 
 
 def test_spec_04_1_thirteen_types_and_unknown_type() -> None:
-    """[4.1-a] exactly 14 types (the seed's 13 and meta_compaction, §4.15); anything else is refused. [4.1-b] id/name only where defined."""
-    assert len(ENVELOPE_TYPES) == 14
+    """[4.1-a] exactly 15 types (the seed's 13, meta_compaction §4.15, meta_status §4.16); anything else is refused. [4.1-b] id/name only where defined."""
+    assert len(ENVELOPE_TYPES) == 15
     tags = {cls.__struct_config__.tag for cls in envelope.Envelope.__args__}
     assert tags == set(ENVELOPE_TYPES)
     with pytest.raises(ValidationError, match="unknown envelope type 'progress'") as info:

@@ -97,8 +97,8 @@ def test_spec_04_15_a_golden_bytes_of_an_emitted_compaction() -> None:
 
 def test_meta_compaction_is_the_fourteenth_type_and_round_trips() -> None:
     """[4.1-a] the 14th type, buffered; the strict decoder gives a ``MetaCompaction``; encode gives the bytes back."""
-    assert ENVELOPE_TYPES[-1] == "meta_compaction"
-    assert len(ENVELOPE_TYPES) == 14
+    assert ENVELOPE_TYPES[13] == "meta_compaction"  # then meta_status (§4.16)
+    assert len(ENVELOPE_TYPES) == 15
     assert "meta_compaction" in BUFFERED_TYPES
     envelope = decode(GOLDEN_ONE_LINE)
     assert isinstance(envelope, MetaCompaction)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from envelope import StreamValidator, Validator, validate
-from envelope._validator import SEED_WHOLE_TYPES
+from envelope._validator import SEED_UNKNOWN_TYPES, SEED_WHOLE_TYPES
 
 from ._streams import A, complete, env, jsonl, meta_final, meta_init, sse, text
 
@@ -43,6 +43,7 @@ def test_spec_10_2_a_other_types_keep_the_bound_in_the_seed_profile() -> None:
     lines = complete(env("text", False, "y" * 2100), env("text", True, ""))
     assert pairs(lines, "seed") == [("E107", 2)]
     control = {"meta_init", "meta_files", "error", "awaiting_frontend_tools", "meta_final", "meta_compaction"}
+    control.add("meta_status")  # [10.2-e]: sent whole there too, were it sent
     assert control == SEED_WHOLE_TYPES
 
 
@@ -62,10 +63,12 @@ def test_each_control_type_split_is_w129(kind: str) -> None:
         payload = json.dumps({"stop_reason": "end_turn", "total_steps": 1})
     if kind == "meta_compaction":
         payload = json.dumps({"trigger": "auto", "pre_tokens": 1})
+    if kind == "meta_status":
+        payload = json.dumps({"kind": "step_start", "step": 1})
     split = [env(kind, False, payload[:3]), env(kind, True, payload[3:])]
     body = [meta_init(), *split] + ([] if kind == "meta_final" else [meta_final()])
-    # meta_compaction is no seed type at all: E119 on each of its lines besides (spec §10.2-d)
-    unknown = [("E119", 2), ("W129", 2), ("E119", 3)] if kind == "meta_compaction" else [("W129", 2)]
+    # meta_compaction and meta_status are no seed types at all: E119 on each of their lines besides (§10.2-d, e)
+    unknown = [("E119", 2), ("W129", 2), ("E119", 3)] if kind in SEED_UNKNOWN_TYPES else [("W129", 2)]
     assert pairs([*body, "[DONE]"], "seed") == unknown
 
 

@@ -205,6 +205,8 @@ class PrettyPrinter:
             files = data.get("files") if isinstance(data, dict) else None
             names = [str(f.get("filename")) for f in files if isinstance(f, dict)] if isinstance(files, list) else []
             self.out.write(prefix + self._style("36", f"files: {', '.join(names) or '(none)'}") + "\n")
+        elif kind == "meta_status":
+            self._status(prefix, block.get("data"))
         elif kind == "meta_compaction":  # agent-ref spec §15.2-c: the boundary, never dropped (issue 24 §7)
             data = block.get("data")
             data = data if isinstance(data, dict) else {}
@@ -214,6 +216,19 @@ class PrettyPrinter:
             if isinstance(data.get("pre_tokens"), int):
                 text += f", {data['pre_tokens']:,} tokens before"
             self.out.write(prefix + self._style("2", f"── {text} ──") + "\n")
+
+    def _status(self, prefix: str, data: object) -> None:
+        """A ``meta_status`` block (envelope-v1 §4.16): a dim status line, never shown as an error."""
+        data = data if isinstance(data, dict) else {}
+        kind = data.get("kind")
+        if kind == PROGRESS_TYPE:
+            text = f"  … {progress_note(data)}"
+        elif kind in ("step_start", "step_finish"):
+            return  # the run's rhythm: the closing summary line already gives its usage and cost
+        else:
+            detail = data.get("message") or data.get("phase") or data.get("state") or data.get("outcome") or ""
+            text = f"  {kind or 'status'}: {detail}"
+        self.out.write(prefix + self._style("2", text) + "\n")
 
     def _error(self, prefix: str, data: object) -> None:
         """An ``error`` block: a dim note for tool progress (spec R2.6-b), red otherwise."""

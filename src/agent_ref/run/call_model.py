@@ -48,6 +48,10 @@ class Outcome:
     content: list[dict[str, Any]]
     stop_reason: str
     bad_inputs: dict[str, str]  # tool_use id -> why its input cannot be used
+    #: This call's own usage (``Usage``'s keys; envelope-v1 [4.16-d]'s ``step_finish``).
+    usage: dict[str, int] = field(default_factory=dict)
+    #: This call's price: ``{"model", "usd"}``, or ``None`` for a model with no price.
+    cost: dict[str, Any] | None = None
 
 
 def _track_tool_input(event: Any, starts: dict[int, tuple[str, str]], parts: dict[int, list[str]]) -> None:
@@ -76,8 +80,34 @@ def _bad_input_message(stop_reason: str) -> str:
 async def _notify_retry(ctx: RunContext, failure: ApiFailure, attempt: int, wait: float) -> None:
     """``Notification`` (kind ``retry``) before the wait of a retry ([R12.7-e])."""
     text = f"model call attempt {attempt} failed ({failure.type}); retrying in {wait:.1f} s"
+    status = {"kind": "retry", "attempt": attempt, "delay": round(wait, 3), "message": text, "error": failure.type}
+    await ctx.send(ctx.status_envelope(status))  # envelope-v1 [4.16-c]: a retry is a status
     await ctx.fire("Notification", notification=text, notification_kind="retry")
     await ctx.report_hook_failures()
+
+
+def step_start(ctx: RunContext, step: int) -> list[bytes]:
+    """The ``step_start`` status of a step, sent before its model call (envelope-v1 [4.16-d])."""
+    return ctx.status_envelope({"kind": "step_start", "step": step})
+
+
+def step_finish(ctx: RunContext, step: int, outcome: Outcome, stop: str | None) -> list[bytes]:
+    """The ``step_finish`` status of a step: its model call's usage and cost, and the API's stop reason.
+
+    envelope-v1 [4.16-d]: ``usage`` is the step's own call (not the run's running total),
+    ``cost`` its price in USD (``None`` for a model with no price); ``run_stop`` the run's
+    stop reason when the step ends the response's steps.
+    """
+    payload: dict[str, Any] = {
+        "kind": "step_finish",
+        "step": step,
+        "usage": outcome.usage,
+        "cost": outcome.cost,
+        "stop_reason": outcome.stop_reason,
+    }
+    if stop is not None:
+        payload["run_stop"] = stop
+    return ctx.status_envelope(payload)
 
 
 async def model_call(ctx: RunContext, step: int, *, tool_choice_none: bool = False) -> Outcome:
@@ -119,7 +149,13 @@ async def model_call(ctx: RunContext, step: int, *, tool_choice_none: bool = Fal
         ctx.context_tokens = call_tokens(usage)  # spec §15.1-a: the next threshold check
         ctx.add_usage(usage)
         run.steps += 1
-        return _turn(ctx, call)
+        outcome = _turn(ctx, call)
+        one = Usage()
+        one.add(usage)
+        outcome.usage = one.to_dict()
+        usd = cost_usd(ctx.model.name, one, ctx.options.prices)
+        outcome.cost = None if usd is None else {"model": ctx.model.name, "usd": usd}
+        return outcome
 
 
 @dataclass(slots=True)

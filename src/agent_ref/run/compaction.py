@@ -98,8 +98,8 @@ Messages = list[dict[str, Any]]
 class CompactionError(Exception):
     """A compactor could not compact (its summary call failed, or it produced nothing).
 
-    The agent reports it as an ``error`` envelope of type ``compaction_failed`` and goes
-    on with the context as it was (spec [R15.4-a]).
+    The agent reports it as a ``meta_status`` of kind ``compaction``, phase ``failed``
+    (envelope-v1 §4.16), and goes on with the context as it was (spec [R15.4-a]).
     """
 
 
@@ -323,6 +323,8 @@ async def compact_before_call(ctx: RunContext) -> None:
         trigger=trigger,
         summarize=lambda msgs: summarize(ctx, msgs),
     )
+    # envelope-v1 [4.16-c]: a compaction is a status (seed 004's "compacting"), then its boundary
+    await ctx.send(ctx.status_envelope({"kind": "compaction", "phase": "started", "trigger": trigger}))
     try:
         new = await compactor.compact(request)
         if new is not None and context_problems(new):
@@ -333,10 +335,13 @@ async def compact_before_call(ctx: RunContext) -> None:
         # [R15.4-a]: the run goes on with the context it had; the stream says why.
         message = scrub.public(str(exc) if isinstance(exc, CompactionError) else f"{type(exc).__name__}: {exc}")
         log.warning("agent %s: compaction failed: %s", ctx.agent_uuid, message)
-        await ctx.send(ctx.error_envelope({"type": "compaction_failed", "message": message[:500], "trigger": trigger}))
+        failed = {"kind": "compaction", "phase": "failed", "message": message[:500], "trigger": trigger}
+        await ctx.send(ctx.status_envelope(failed))
         return
     if new is not None:
         await _replace_context(ctx, new, trigger, tokens, compactor.strategy)
+    else:  # the compactor found nothing to do: the started status still ends
+        await ctx.send(ctx.status_envelope({"kind": "compaction", "phase": "finished", "trigger": trigger}))
 
 
 async def _blocked(ctx: RunContext, trigger: Trigger, tokens: int) -> bool:

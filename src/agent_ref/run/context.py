@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..models.pricing import cost_usd
 from ..policy.hooks import HookDecision, HookFailure, HookInput, run_hooks
+from ..tools.context import status_lines
 from ..tools.core import ToolCallRequest, ToolOutcome, error_outcome
 from ..tracing import NOOP, default_tracing
 
@@ -255,24 +256,33 @@ class RunContext:
         await self.fire(event, tool_name=call.name, tool_use_id=call.id, tool_input=call.input, result=done.text)
 
     def hook_failure_lines(self) -> list[bytes]:
-        """One ``error`` envelope per failed hook (spec §12.3-a), and forget them."""
+        """One ``meta_status`` of kind ``hook`` per failed hook (spec §12.3-a, envelope-v1 §4.16), and forget them.
+
+        The run goes on past a failed hook, so its failure is the hook's outcome, not the
+        run's: a status, never an ``error`` (envelope-v1 [4.16-c]).
+        """
         failures, self.hook_failures = self.hook_failures, []
         lines: list[bytes] = []
         for failure in failures:
             payload = {
-                "type": "hook_error",
+                "kind": "hook",
                 "event": failure.event,
+                "outcome": "failed",
                 "hook": failure.index,
                 "message": f"a {failure.event} hook failed: {failure.message}",
             }
-            lines += self.emitter.buffered("error", json.dumps(payload, ensure_ascii=False))
+            lines += status_lines(self.emitter, payload)
         return lines
 
     async def report_hook_failures(self) -> None:
-        """Send the ``error`` envelopes of the hooks that failed since the last report."""
+        """Send the ``meta_status`` lines of the hooks that failed since the last report."""
         lines = self.hook_failure_lines()
         if lines:
             await self.response.send(lines)
+
+    def status_envelope(self, payload: Mapping[str, Any]) -> list[bytes]:
+        """A ``meta_status`` envelope of this agent with ``payload`` (none under the seed profile; §4.16)."""
+        return status_lines(self.emitter, payload)
 
     def error_envelope(self, payload: Mapping[str, Any]) -> list[bytes]:
         """An ``error`` envelope of this agent with ``payload``."""

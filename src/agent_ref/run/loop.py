@@ -25,7 +25,7 @@ from ..store import sessions
 from ..store.record import add_prompt_context, append_assistant, append_user, take_back_prompt, tool_uses
 from ..tools.core import ToolCallRequest, ToolOutcome, run_tools
 from . import background, checkpoints, loop_guard, subagent_run
-from .call_model import RunFailed, close_open, model_call
+from .call_model import Outcome, RunFailed, close_open, model_call, step_finish, step_start
 from .compaction import compact_before_call
 from .finish import (
     STOP_AWAITING,
@@ -75,35 +75,37 @@ async def steps(ctx: RunContext, step: int) -> str:
         if options.max_budget_usd is not None and (ctx.run.cost_usd or 0.0) >= options.max_budget_usd:
             return STOP_MAX_BUDGET  # spec §5.3-a: checked before each call
         await compact_before_call(ctx)  # spec §15: before each call, never inside a block
+        await ctx.send(step_start(ctx, step))  # envelope-v1 §4.16
         outcome = await model_call(ctx, step)  # prepare (params), the API call with retries (§6)
         append_assistant(ctx.state, outcome.content)
-        if outcome.stop_reason == "pause_turn":
-            step += 1  # spec §1.2-c: send the turn back as is
-            continue
-        calls = tool_uses(outcome.content)
-        if not calls or outcome.stop_reason not in ("tool_use", "max_tokens"):
-            if ctx.inbox is not None and not await ctx.inbox.close_if_empty(ctx.state):
-                await sessions.deliver(ctx, after_end=True)  # spec §S2.2-a: the user spoke; one more step
-                step += 1
-                continue
-            if await background.wait_unseen(ctx):
-                step += 1  # spec §14.4: one more step to see the tasks' results
-                continue
-            end = await structured_end(ctx, outcome.stop_reason)  # spec §17: None asks again
-            if end is None:
-                step += 1
-                continue
-            return end
-        paused_on = await run_step_tools(ctx, calls, outcome.bad_inputs)  # tools and approvals (§2, §12)
-        if ctx.loop_stop is not None:
-            return loop_guard.STOP_LOOP_DETECTED  # spec §16: a repeat with no can_use_tool
-        if ctx.interrupt is not None:
-            return STOP_INTERRUPTED  # spec §12.4-c
-        if paused_on:
-            await background.wait_running(ctx)  # spec §14.5: a pause leaves no task running
-            ctx.state.current_step = step
-            return STOP_AWAITING
+        # spec §1.2-c: a pause_turn sends the turn back as is
+        stop = None if outcome.stop_reason == "pause_turn" else await _after_call(ctx, step, outcome)
+        await ctx.send(step_finish(ctx, step, outcome, stop))  # envelope-v1 [4.16-d]: after the step's tools
+        if stop is not None:
+            return stop
         step += 1
+
+
+async def _after_call(ctx: RunContext, step: int, outcome: Outcome) -> str | None:
+    """The rest of a step after its model call: the end of the turn, or its tools; ``None``: go on to the next step."""
+    calls = tool_uses(outcome.content)
+    if not calls or outcome.stop_reason not in ("tool_use", "max_tokens"):
+        if ctx.inbox is not None and not await ctx.inbox.close_if_empty(ctx.state):
+            await sessions.deliver(ctx, after_end=True)  # spec §S2.2-a: the user spoke; one more step
+            return None
+        if await background.wait_unseen(ctx):
+            return None  # spec §14.4: one more step to see the tasks' results
+        return await structured_end(ctx, outcome.stop_reason)  # spec §17: None asks again
+    paused_on = await run_step_tools(ctx, calls, outcome.bad_inputs)  # tools and approvals (§2, §12)
+    if ctx.loop_stop is not None:
+        return loop_guard.STOP_LOOP_DETECTED  # spec §16: a repeat with no can_use_tool
+    if ctx.interrupt is not None:
+        return STOP_INTERRUPTED  # spec §12.4-c
+    if paused_on:
+        await background.wait_running(ctx)  # spec §14.5: a pause leaves no task running
+        ctx.state.current_step = step
+        return STOP_AWAITING
+    return None
 
 
 async def traced_steps(ctx: RunContext, step: int) -> str:
@@ -182,7 +184,11 @@ async def drive(ctx: RunContext, abort: asyncio.Event, step: int, opening: list[
 
 @contextlib.asynccontextmanager
 async def _mcp_servers(ctx: RunContext) -> AsyncIterator[list[bytes]]:
-    """Open the options' MCP servers for one response and add their tools; ``error`` lines for those that failed."""
+    """Open the options' MCP servers for one response and add their tools; ``meta_status`` lines for those that failed.
+
+    A server that fails leaves the run without its tools and the run goes on: a status
+    of kind ``mcp_server`` (envelope-v1 [4.16-c]), not an ``error``.
+    """
     servers = ctx.options.mcp_servers
     if not servers:
         yield []
@@ -195,7 +201,7 @@ async def _mcp_servers(ctx: RunContext) -> AsyncIterator[list[bytes]]:
     try:
         await toolset.__aenter__()
     except MissingExtraError as exc:
-        yield ctx.error_envelope({"type": "mcp_server_failed", "message": str(exc)})
+        yield ctx.status_envelope({"kind": "mcp_server", "state": "failed", "message": str(exc)})
         return
     try:
         own = dict(ctx.tools)
@@ -203,7 +209,7 @@ async def _mcp_servers(ctx: RunContext) -> AsyncIterator[list[bytes]]:
         notes: list[bytes] = []
         for name, why in toolset.failed.items():
             message = f"MCP server {name!r} {why}; its tools are left out"
-            notes += ctx.error_envelope({"type": "mcp_server_failed", "message": message})
+            notes += ctx.status_envelope({"kind": "mcp_server", "server": name, "state": "failed", "message": message})
         yield notes
     finally:
         ctx.tools = own

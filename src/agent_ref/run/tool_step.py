@@ -34,7 +34,7 @@ from . import background as background_tasks
 from . import checkpoints, loop_guard, subagent_run
 from . import extras as run_extras
 from .background import TERMINAL
-from .call_model import model_call
+from .call_model import model_call, step_finish, step_start
 from .compaction import compact_before_call
 from .finish import STOP_MAX_STEPS
 from .subagent_run import ChildPaused
@@ -349,6 +349,7 @@ async def run_subagent(ctx: RunContext, call: ToolCallRequest) -> ToolOutcome | 
 async def last_call(ctx: RunContext, step: int) -> str:
     """``max_steps`` reached: one call with ``tool_choice: none`` so the model can answer (spec §5.2)."""
     await compact_before_call(ctx)  # spec §15: before each call, never inside a block
+    await ctx.send(step_start(ctx, step))  # envelope-v1 [4.16-d]: the last call is a step too
     outcome = await model_call(ctx, step, tool_choice_none=True)
     append_assistant(ctx.state, outcome.content)
     calls = tool_uses(outcome.content)
@@ -357,4 +358,5 @@ async def last_call(ctx: RunContext, step: int) -> str:
         ctx.answered = {}
         blocks = [(await ctx.answer_error(call, "not run: the run reached max_steps")).block for call in calls]
         append_user(ctx.state, blocks)
+    await ctx.send(step_finish(ctx, step, outcome, STOP_MAX_STEPS))
     return STOP_MAX_STEPS

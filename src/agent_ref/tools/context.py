@@ -3,8 +3,9 @@
 Owns: ``ToolContext`` (the agent and run ids, the tool use id, the store, a
 ``progress(message, fraction=None)`` callback; spec ``spec/agent-ref.md`` §2.6),
 ``ToolContextBase`` (what the caller of ``run_tools`` knows of the run), the progress
-payload and ``ProgressStream``, which sends progress as ``error`` envelopes of type
-``tool_progress`` (§2.6-b) without breaking a call's contiguous result group (§2.3-a).
+payload and ``ProgressStream``, which sends progress as ``meta_status`` envelopes of kind
+``tool_progress`` (§2.6-b) without breaking a call's contiguous result group (§2.3-a),
+and ``status_lines``, the one way the agent sends a status signal (envelope-v1 §4.16).
 Does not own: running the tools (``tools/core.py``) or the wire form (``envelope.Emitter``).
 """
 
@@ -26,14 +27,27 @@ if TYPE_CHECKING:
 
     from envelope import Emitter
 
-__all__ = ["ToolContext", "ToolContextBase", "ToolProgress", "ToolStore"]
+__all__ = ["STATUS_TYPE", "ToolContext", "ToolContextBase", "ToolProgress", "ToolStore", "status_lines"]
 
 log = logging.getLogger("agent_ref")
 
-#: The ``type`` of the ``error`` payload that carries tool progress (spec §2.6-b).
+#: The envelope type of the agent's routine status signals (envelope-v1 §4.16).
+STATUS_TYPE: Final = "meta_status"
+#: The ``kind`` of the ``meta_status`` payload that carries tool progress (spec §2.6-b).
 PROGRESS_TYPE: Final = "tool_progress"
 #: Longest progress message sent; longer ones are cut (spec §2.6-b: one line, and a line, not a log).
 MAX_PROGRESS_CHARS: Final = 300
+
+
+def status_lines(emitter: Emitter, payload: Mapping[str, Any]) -> list[bytes]:
+    """The ``meta_status`` lines of ``payload`` (a ``kind`` and its keys), or none under the seed profile.
+
+    envelope-v1 §4.16: a routine signal is a status, never an ``error``; §10.2-e: a
+    ``seed``-profile stream carries none, since its clients know only the seed's types.
+    """
+    if emitter.profile == "seed":
+        return []
+    return emitter.buffered(STATUS_TYPE, json.dumps(payload, ensure_ascii=False))
 
 
 class ToolStore(Protocol):
@@ -71,9 +85,9 @@ class ToolProgress:
     fraction: float | None = None
 
     def payload(self) -> dict[str, Any]:
-        """The ``error`` envelope's JSON payload: ``type``, ``message``, ``tool_use_id``, ``name``, ``fraction``?."""
+        """The ``meta_status`` payload: ``kind``, ``message``, ``tool_use_id``, ``name``, ``fraction``?."""
         out: dict[str, Any] = {
-            "type": PROGRESS_TYPE,
+            "kind": PROGRESS_TYPE,
             "message": self.message,
             "tool_use_id": self.tool_use_id,
             "name": self.name,
@@ -232,9 +246,10 @@ class ProgressStream:
                 if item is None or self._closed:
                     continue
                 self._last[key] = time.monotonic()
-                payload = json.dumps(item.payload(), ensure_ascii=False)
+                lines = status_lines(self._emitter, item.payload())
                 try:
-                    await self.send(self._emitter.buffered("error", payload))
+                    if lines:
+                        await self.send(lines)
                 except Exception as exc:  # the sink failed (the client is gone): the next result send says so
                     self._failed = exc
                     self._closed = True

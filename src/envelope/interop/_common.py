@@ -52,9 +52,10 @@ __all__ = [
 #: The terminator line of an envelope stream and of a UI message stream.
 DONE_LINE: Final = b"[DONE]"
 
-#: The control types: no counterpart in either protocol, carried as extension events.
+#: The control types: no counterpart in either protocol, carried as extension events
+#: (``meta_status`` too, and AG-UI's steps beside it: spec/interop.md [I4-g]).
 CONTROL_TYPES: Final = frozenset(
-    {"meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools", "meta_compaction"}
+    {"meta_init", "meta_final", "meta_files", "error", "awaiting_frontend_tools", "meta_compaction", "meta_status"}
 )
 #: Types a target protocol sends whole (held until the block completes).
 WHOLE_TYPES: Final = CONTROL_TYPES | {"tool_result", "server_tool_result"}

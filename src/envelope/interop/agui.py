@@ -90,6 +90,7 @@ class EnvelopeToAgui(EnvelopeReader):
         self._pending: list[str] = []  # awaiting_frontend_tools ids of the run's agent
         self._suspended: set[str] = set()
         self._last_msg: dict[str, str] = {}
+        self._steps: dict[str, list[str]] = {}  # per agent: its AG-UI steps still open (I4-g)
         self.message_prefix = message_prefix
 
     def _ref(self, agent: str, kind: str) -> str:
@@ -109,22 +110,43 @@ class EnvelopeToAgui(EnvelopeReader):
         self._sub_active = set()
         self._sub_done = set()
         self._suspended = set()
+        self._steps = {}
         return [event]
 
     def _on_run_end(self) -> list[Any]:
-        out: list[Any] = [self._sub_finish(agent) for agent in sorted(self._sub_active)]
+        out: list[Any] = [e for agent in sorted(self._sub_active) for e in self._sub_finish(agent)]
+        out += self._close_steps(self.main) if self.main is not None else []
         self._sub_active.clear()
         event: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self._current_run}
         if self._pending:
             event["outcome"] = {"type": "success", "pendingToolCallIds": list(self._pending)}
         return [*out, event]
 
-    def _sub_finish(self, agent: str) -> dict[str, Any]:
+    def _sub_finish(self, agent: str) -> list[dict[str, Any]]:
         self._sub_done.add(agent)
         event: dict[str, Any] = {"type": "SUBAGENT_FINISHED", "subagentRunId": agent}
         if agent in self._suspended:
             event["outcome"] = {"type": "suspended"}
-        return event
+        return [*self._close_steps(agent), event]
+
+    def _close_steps(self, agent: str) -> list[dict[str, Any]]:
+        """``STEP_FINISHED`` for the agent's steps still open: AG-UI's verifier ends nothing with one open (I4-g)."""
+        names = self._steps.pop(agent, [])
+        return [self._attr(agent, {"type": "STEP_FINISHED", "stepName": name}) for name in names]
+
+    def _native_step(self, agent: str, data: object) -> list[dict[str, Any]]:
+        """AG-UI's own step events beside a ``step_start``/``step_finish`` status (spec/interop.md I4-g)."""
+        if not isinstance(data, dict) or type(data.get("step")) is not int:
+            return []
+        kind, name = data.get("kind"), f"step {data['step']}"
+        open_steps = self._steps.setdefault(agent, [])
+        if kind == "step_start" and name not in open_steps:
+            open_steps.append(name)
+            return [self._attr(agent, {"type": "STEP_STARTED", "stepName": name})]
+        if kind == "step_finish" and name in open_steps:
+            open_steps.remove(name)
+            return [self._attr(agent, {"type": "STEP_FINISHED", "stepName": name})]
+        return []
 
     def _on_agent(self, agent: str) -> list[Any]:
         if agent == self.main or agent in self._sub_done:
@@ -232,9 +254,11 @@ class EnvelopeToAgui(EnvelopeReader):
                 ids = [c.get("tool_use_id") for c in data if isinstance(c, dict)]
                 self._pending += [i for i in ids if isinstance(i, str)]
             self._suspended.add(agent)
+        if block.type == "meta_status":
+            out += self._native_step(agent, data)
         if block.type == "meta_final" and agent in self._sub_active:
             self._sub_active.discard(agent)
-            out.append(self._sub_finish(agent))
+            out += self._sub_finish(agent)
         return out
 
     def _on_piece(self, block: OpenBlock, text: str, images: list[ImageRef], final: bool) -> list[Any]:

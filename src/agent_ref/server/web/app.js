@@ -417,6 +417,19 @@ class Turn {
         if (data.type === "tool_progress") return h("div", { class: "block note progress", text: `${data.name || data.tool || "tool"}: ${data.message || ""}` });
         return h("div", { class: "block error", role: "alert", text: `${data.type || "error"}: ${data.message || ""}` });
       }
+      case "meta_status": {
+        // envelope-v1 §4.16: a routine signal, drawn as a status line (role status), never as an error
+        const d = block.data && typeof block.data === "object" ? block.data : {};
+        if (d.kind === "step_start") return null; // its step_finish says what the step did
+        let text = `${d.kind || "status"}: ${d.message || d.phase || d.state || d.outcome || ""}`;
+        if (d.kind === "tool_progress") text = `${d.name || "tool"}: ${d.message || ""}`;
+        if (d.kind === "step_finish") {
+          const u = d.usage && typeof d.usage === "object" ? d.usage : {};
+          const usd = d.cost && typeof d.cost.usd === "number" ? ` · $${d.cost.usd.toFixed(4)}` : "";
+          text = `step ${d.step}: ${u.input_tokens ?? 0} in / ${u.output_tokens ?? 0} out${usd}`;
+        }
+        return h("div", { class: "block note status", role: "status", "data-kind": String(d.kind || ""), text });
+      }
       case "meta_files": {
         const files = (block.data && block.data.files) || [];
         return h("div", { class: "block files" }, "Files: ", files.map((f) => h("code", { text: ` ${f.filename} ` })));

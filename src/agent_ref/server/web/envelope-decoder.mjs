@@ -39,6 +39,7 @@ export const ENVELOPE_TYPES = Object.freeze([
   "meta_init", "thinking", "text", "citation", "tool_call", "server_tool_call", "tool_result",
   "tool_result_image", "server_tool_result", "awaiting_frontend_tools", "meta_files", "error", "meta_final",
   "meta_compaction", // spec §4.15: the 14th type; a control block like meta_files (its JSON in `data`)
+  "meta_status", // spec §4.16: the 15th type; a routine status signal, a control block like meta_compaction
 ]);
 const KNOWN = new Set(ENVELOPE_TYPES);
 const CITATION_FIELDS = [
