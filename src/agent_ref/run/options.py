@@ -34,6 +34,7 @@ from .subagents import DEFAULT_MAX_SUBAGENTS_PER_STEP, AgentSpec, check_specs
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from pathlib import Path
 
     from envelope import Profile
 
@@ -173,6 +174,7 @@ class AgentOptions:
         checkpoints: save each completed step (and each tool call's start and end) before
             the next model call, so a run whose process died is continued from its last
             step instead of closed ``lost`` (spec [CK1.1-a]). A root agent's runs only.
+        workspace: the directory the workspace tools work in (None: no workspace).
 
     Raises:
         ConfigError: naming the option: duplicate tool names, an unknown hook event, a tool
@@ -218,6 +220,7 @@ class AgentOptions:
     memory: LongTermMemory | None = None
     memory_timeout: float = DEFAULT_MEMORY_TIMEOUT
     checkpoints: bool = False
+    workspace: Path | None = None
     #: The checked ``output_schema`` (built from it; not an argument).
     output: StructuredOutput | None = field(default=None, init=False, compare=False)
 
