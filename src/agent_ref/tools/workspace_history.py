@@ -197,8 +197,8 @@ def _seen(dir_fd: int, entry: os.DirEntry[str], rel: str, blobs: BlobCache, prev
         return None
     key = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
     before = previous.get(rel)
-    if before is not None and before.kind == "file" and before.key == key and before.ref and blobs.has(before.ref):
-        return Seen("file", mode, before.ref, key)
+    if before is not None and before.kind == "file" and before.key == key and before.ref:
+        return Seen("file", mode, before.ref, key)  # its bytes are checked when a record needs them
     ref = "" if info.st_size > MAX_SNAPSHOT_FILE_BYTES else _read_file(dir_fd, entry.name, info, blobs)
     return Seen("file", mode, ref, key)
 
