@@ -1,4 +1,4 @@
-"""Benchmark: the per-step workspace snapshot (spec agent-ref [WS1-b]) on a 10,000-file tree.
+"""Benchmark: the per-step workspace snapshot (spec agent-ref [WU1-b]) on a 10,000-file tree.
 
 Owns: timing, in one ``group``, a plain tree walk (``os.walk`` and an ``lstat`` of each
 entry: the least any snapshot must do), ``cp -r`` of the tree (copying everything each

@@ -1,4 +1,4 @@
-"""Every change in the workspace undoable: per-step snapshots, undo, rewind, diff (spec agent-ref §WS1)."""
+"""Every change in the workspace undoable: per-step snapshots, undo, rewind, diff (spec agent-ref §WU1)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from agent_ref import Agent, ScriptedModel, SQLiteStore
 from agent_ref.cli.commands import main
 from agent_ref.tools.core import tool
 from agent_ref_support import meta
-from workspace_support import Tree, tree
+from undo_support import Tree, tree
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -103,13 +103,13 @@ def run_two_steps(
     return agent, root, db, trees, streams
 
 
-def test_spec_WS1_a_undeclared_writes_and_a_subprocess_are_undone(
+def test_spec_WU1_a_undeclared_writes_and_a_subprocess_are_undone(
     tmp_path: Path,
     validated_sink: Callable[..., ValidatedSink],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """[WS1-a] [WS1-c] A plain tool and a subprocess change the tree; undo puts back bytes, modes, links, dirs."""
+    """[WU1-a] [WU1-c] A plain tool and a subprocess change the tree; undo puts back bytes, modes, links, dirs."""
     agent, root, db, trees, _ = run_two_steps(tmp_path, validated_sink, monkeypatch)
     assert trees[0] != trees[1] != trees[2]
     assert trees[2]["by_subprocess.txt"] == ("file", 0o644 & ~_umask(), b"sub\n")
@@ -118,7 +118,7 @@ def test_spec_WS1_a_undeclared_writes_and_a_subprocess_are_undone(
     assert "steps undone: 2" in capsys.readouterr().err
     assert main(["undo", agent.agent_uuid, "--to-step", "0", "--db", str(db)]) == 0
     assert tree(root) == trees[0]  # every byte, mode, link, empty and deleted directory, and .git/HEAD
-    assert (tmp_path / "outside" / "theirs.txt").read_text() == "written through a link, outside\n"  # [WS1-e]
+    assert (tmp_path / "outside" / "theirs.txt").read_text() == "written through a link, outside\n"  # [WU1-e]
     assert os.readlink(root / "link") == "keep.txt"
 
 
@@ -128,10 +128,10 @@ def _umask() -> int:
     return mask
 
 
-def test_spec_WS1_f_each_step_summarised_in_meta_final(
+def test_spec_WU1_f_each_step_summarised_in_meta_final(
     tmp_path: Path, validated_sink: Callable[..., ValidatedSink], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """[WS1-f] meta_final.workspace_steps says each step's file step, run step, counts and paths."""
+    """[WU1-f] meta_final.workspace_steps says each step's file step, run step, counts and paths."""
     _, _, _, _, streams = run_two_steps(tmp_path, validated_sink, monkeypatch)
     first: list[dict[str, Any]] = meta(streams[0], "meta_final")["workspace_steps"]
     assert len(first) == 1
@@ -147,13 +147,13 @@ def test_spec_WS1_f_each_step_summarised_in_meta_final(
     assert "- empty" in second[0]["paths"]
 
 
-def test_spec_WS1_c_undo_refuses_a_file_changed_since(
+def test_spec_WU1_c_undo_refuses_a_file_changed_since(
     tmp_path: Path,
     validated_sink: Callable[..., ValidatedSink],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """[WS1-c] A file changed outside the agent since the snapshot refuses the whole undo, naming it."""
+    """[WU1-c] A file changed outside the agent since the snapshot refuses the whole undo, naming it."""
     agent, root, db, _, _ = run_two_steps(tmp_path, validated_sink, monkeypatch)
     (root / "by_subprocess.txt").write_text("the user's edit\n")
     before = tree(root)
@@ -164,13 +164,13 @@ def test_spec_WS1_c_undo_refuses_a_file_changed_since(
     assert tree(root) == before
 
 
-def test_spec_WS1_g_diff_prints_each_steps_unified_diff(
+def test_spec_WU1_g_diff_prints_each_steps_unified_diff(
     tmp_path: Path,
     validated_sink: Callable[..., ValidatedSink],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """[WS1-g] `agent-ref diff AGENT --step N`: text as unified diff; binary, modes, links, dirs one line."""
+    """[WU1-g] `agent-ref diff AGENT --step N`: text as unified diff; binary, modes, links, dirs one line."""
     agent, root, db, _, _ = run_two_steps(tmp_path, validated_sink, monkeypatch)
     capsys.readouterr()
     assert main(["diff", agent.agent_uuid, "--step", "1", "--db", str(db)]) == 0
@@ -197,13 +197,13 @@ def _dir_mode() -> str:
     return f"{0o777 & ~_umask():04o}"
 
 
-def test_spec_WS1_h_rewind_restores_the_workspace(
+def test_spec_WU1_h_rewind_restores_the_workspace(
     tmp_path: Path,
     validated_sink: Callable[..., ValidatedSink],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """[WS1-h] `agent-ref rewind --to-step 0` takes the workspace back with the history; --help says so."""
+    """[WU1-h] `agent-ref rewind --to-step 0` takes the workspace back with the history; --help says so."""
     agent, root, db, trees, _ = run_two_steps(tmp_path, validated_sink, monkeypatch)
     assert main(["rewind", agent.agent_uuid, "--to-step", "0", "--db", str(db)]) == 0
     assert tree(root) == trees[0]

@@ -1,4 +1,4 @@
-"""The workspace history's worst inputs: caches, bounds, FIFOs, modes, crashes mid-restore (spec §WS1)."""
+"""The workspace history's worst inputs: caches, bounds, FIFOs, modes, crashes mid-restore (spec §WU1)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from agent_ref.tools.core import tool
 from agent_ref.tools.snapshots import UndoConflict, restore_files
 from agent_ref.tools.workspace_history import BlobCache, begin_step, history_dir, scan
 from agent_ref_support import meta
-from workspace_support import tree
+from undo_support import tree
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,8 +59,8 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return ws
 
 
-def test_spec_WS1_b_unchanged_files_are_not_read_again(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """[WS1-b] The stat shortcut: a second scan of an unchanged tree reads no file; a touched one is read."""
+def test_spec_WU1_b_unchanged_files_are_not_read_again(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """[WU1-b] The stat shortcut: a second scan of an unchanged tree reads no file; a touched one is read."""
     for i in range(20):
         (root / f"f{i}.txt").write_text(str(i))
     blobs = BlobCache(history_dir("agent-x"))
@@ -83,10 +83,10 @@ def test_spec_WS1_b_unchanged_files_are_not_read_again(root: Path, monkeypatch: 
     assert reads == ["f3.txt"]
 
 
-def test_spec_WS1_b_undo_needs_only_the_store(
+def test_spec_WU1_b_undo_needs_only_the_store(
     root: Path, tmp_path: Path, validated_sink: Callable[..., ValidatedSink]
 ) -> None:
-    """[WS1-b] With the cache gone (another machine of a fleet), undo still restores from the store's records."""
+    """[WU1-b] With the cache gone (another machine of a fleet), undo still restores from the store's records."""
     store = SQLiteStore(tmp_path / "agents.db")
     agent = _agent(root, store)
     _run(agent, validated_sink(), {"path": "a.txt", "text": "changed\n"}, {"path": "d/b.txt", "text": "new\n"})
@@ -96,10 +96,10 @@ def test_spec_WS1_b_undo_needs_only_the_store(
     assert tree(root) == {"a.txt": ("file", (root / "a.txt").stat().st_mode & 0o777, b"a\n")}
 
 
-def test_spec_WS1_b_a_damaged_cache_records_nothing_and_says_so(
+def test_spec_WU1_b_a_damaged_cache_records_nothing_and_says_so(
     root: Path, tmp_path: Path, validated_sink: Callable[..., ValidatedSink]
 ) -> None:
-    """[WS1-b] [WS1-d] Bytes in the cache that do not match their digest are never restored: the step says why."""
+    """[WU1-b] [WU1-d] Bytes in the cache that do not match their digest are never restored: the step says why."""
     store = MemoryStore()
     agent = _agent(root, store)
 
@@ -120,10 +120,10 @@ def test_spec_WS1_b_a_damaged_cache_records_nothing_and_says_so(
     assert asyncio.run(store.snapshots(agent.agent_uuid, 0)) == []
 
 
-def test_spec_WS1_d_a_file_over_the_bound_is_named_not_kept(
+def test_spec_WU1_d_a_file_over_the_bound_is_named_not_kept(
     root: Path, monkeypatch: pytest.MonkeyPatch, validated_sink: Callable[..., ValidatedSink]
 ) -> None:
-    """[WS1-d] A changed file over the size bound is in ``not_kept``; undo restores the rest and leaves it."""
+    """[WU1-d] A changed file over the size bound is in ``not_kept``; undo restores the rest and leaves it."""
     monkeypatch.setattr(workspace_history, "MAX_SNAPSHOT_FILE_BYTES", 10)
     store = MemoryStore()
     agent = _agent(root, store)
@@ -135,10 +135,10 @@ def test_spec_WS1_d_a_file_over_the_bound_is_named_not_kept(
     assert sorted(tree(root)) == ["a.txt", "big.txt"]
 
 
-def test_spec_WS1_d_too_many_entries_runs_the_step_unrecorded(
+def test_spec_WU1_d_too_many_entries_runs_the_step_unrecorded(
     root: Path, monkeypatch: pytest.MonkeyPatch, validated_sink: Callable[..., ValidatedSink]
 ) -> None:
-    """[WS1-d] A workspace over the entry bound: the tool still runs, nothing is recorded, the summary says why."""
+    """[WU1-d] A workspace over the entry bound: the tool still runs, nothing is recorded, the summary says why."""
     monkeypatch.setattr(workspace_history, "MAX_WORKSPACE_ENTRIES", 3)
     for i in range(5):
         (root / f"n{i}").write_text("")
@@ -152,10 +152,10 @@ def test_spec_WS1_d_too_many_entries_runs_the_step_unrecorded(
     assert asyncio.run(store.snapshots(agent.agent_uuid, 0)) == []
 
 
-def test_spec_WS1_c_a_fifo_is_never_opened_and_a_chmod_since_refuses(
+def test_spec_WU1_c_a_fifo_is_never_opened_and_a_chmod_since_refuses(
     root: Path, validated_sink: Callable[..., ValidatedSink]
 ) -> None:
-    """[WS1-c] A FIFO in the workspace does not hang a snapshot; a mode changed since the step refuses undo."""
+    """[WU1-c] A FIFO in the workspace does not hang a snapshot; a mode changed since the step refuses undo."""
     os.mkfifo(root / "pipe")
     store = MemoryStore()
     agent = _agent(root, store)
@@ -176,10 +176,10 @@ def _umask() -> int:
     return mask
 
 
-def test_spec_WS1_h_a_restore_cut_short_is_finished_by_running_it_again(
+def test_spec_WU1_h_a_restore_cut_short_is_finished_by_running_it_again(
     root: Path, monkeypatch: pytest.MonkeyPatch, validated_sink: Callable[..., ValidatedSink]
 ) -> None:
-    """[WS1-h] A crash after the first file written: the same undo again finishes it, the records kept until then."""
+    """[WU1-h] A crash after the first file written: the same undo again finishes it, the records kept until then."""
     for i in range(4):
         (root / f"f{i}.txt").write_text(f"old {i}\n")
     before = tree(root)
@@ -208,10 +208,10 @@ def test_spec_WS1_h_a_restore_cut_short_is_finished_by_running_it_again(
     assert asyncio.run(store.snapshots(agent.agent_uuid, 0)) == []
 
 
-def test_spec_WS1_a_concurrent_calls_of_one_step_are_one_file_step(
+def test_spec_WU1_a_concurrent_calls_of_one_step_are_one_file_step(
     root: Path, validated_sink: Callable[..., ValidatedSink]
 ) -> None:
-    """[WS1-a] Several calls in one step, run concurrently, make one record: one file step to undo."""
+    """[WU1-a] Several calls in one step, run concurrently, make one record: one file step to undo."""
     store = MemoryStore()
     agent = _agent(root, store)
     calls = [{"path": f"c/{i}.txt", "text": str(i)} for i in range(4)]
@@ -221,8 +221,8 @@ def test_spec_WS1_a_concurrent_calls_of_one_step_are_one_file_step(
     assert [s for s, _ in asyncio.run(store.snapshots(agent.agent_uuid, 0))] == [1]
 
 
-def test_spec_WS1_a_no_workspace_no_store_records_nothing(root: Path) -> None:
-    """[WS1-a] Without a workspace, an agent id or a store keeping snapshots there is no baseline."""
+def test_spec_WU1_a_no_workspace_no_store_records_nothing(root: Path) -> None:
+    """[WU1-a] Without a workspace, an agent id or a store keeping snapshots there is no baseline."""
     assert asyncio.run(begin_step(None, MemoryStore(), "a")) is None
     assert asyncio.run(begin_step(root, MemoryStore(), "")) is None
     assert asyncio.run(begin_step(root, object(), "a")) is None

@@ -670,7 +670,7 @@ async def _undo(args: argparse.Namespace) -> int:
 
 
 async def _diff(args: argparse.Namespace) -> int:
-    return await diff_command(args, _store)  # spec [WS1-g]
+    return await diff_command(args, _store)  # spec [WU1-g]
 
 
 def _add_undo(sub: Any) -> None:

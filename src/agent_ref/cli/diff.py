@@ -1,4 +1,4 @@
-"""``agent-ref diff AGENT --step N``: the unified diff of what one file step changed (spec [WS1-g]).
+"""``agent-ref diff AGENT --step N``: the unified diff of what one file step changed (spec [WU1-g]).
 
 Owns: the ``diff`` subcommand (``add_diff_command``, ``diff_command``) and ``render_step``
 (the records of one step as text: unified diffs for text files, one line for a binary

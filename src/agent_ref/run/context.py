@@ -160,7 +160,7 @@ class RunContext:
         span: this response's run span (``tracing.NOOP`` outside one, spec §20).
         step_span: the step span open now, if any.
         workspace_steps: what each step of this response changed in the workspace, for
-            ``meta_final.workspace_steps`` (spec [WS1-f]).
+            ``meta_final.workspace_steps`` (spec [WU1-f]).
     """
 
     options: AgentOptions

@@ -201,7 +201,7 @@ def _meta_final(
     if structured is not None:
         meta["structured_output"] = msgspec.to_builtins(structured[0])  # spec §17.2-a
     if ctx.workspace_steps:
-        meta["workspace_steps"] = ctx.workspace_steps  # spec [WS1-f]: each step's change, summarised
+        meta["workspace_steps"] = ctx.workspace_steps  # spec [WU1-f]: each step's change, summarised
     if compactions and ctx.options.profile == "seed":
         meta["compactions"] = compactions  # spec §15.2-c, envelope spec §10.2-d: no boundary envelope under seed
     return meta

@@ -99,7 +99,7 @@ async def run_step_tools(
     """Route the step's calls, run the backend ones and the subagents, record; return the ones it pauses on.
 
     After it, ``ctx.interrupt`` or ``ctx.loop_stop`` says whether the step stopped the run.
-    With a workspace, what the step changed there is recorded for undo (spec [WS1-a]).
+    With a workspace, what the step changed there is recorded for undo (spec [WU1-a]).
     """
     baseline = await workspace_history.begin_step(ctx.options.workspace, ctx.store, ctx.agent_uuid)
     try:

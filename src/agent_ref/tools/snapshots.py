@@ -79,7 +79,7 @@ class Entry(msgspec.Struct, frozen=True, omit_defaults=True):
     """A path's state: a directory, a file with its bytes, or a symbolic link with its target.
 
     ``mode`` is the permission bits (``0o777``) when the record keeps them (a workspace step,
-    spec [WS1-c]); ``None`` (the memory tool's and ``writes=`` records) matches any mode.
+    spec [WU1-c]); ``None`` (the memory tool's and ``writes=`` records) matches any mode.
     """
 
     kind: Kind

@@ -4,11 +4,11 @@ Owns: ``scan`` (the workspace's entries, read without following a link), ``BlobC
 (the content-addressed copy of what the workspace held at the last snapshot, outside the
 workspace), ``begin_step`` and ``StepBaseline.finish`` (one step's before and after, the
 difference recorded in the store under the agent's step) and ``StepSummary`` (what the
-stream says of it). Spec ``spec/agent-ref.md`` §WS1.
+stream says of it). Spec ``spec/agent-ref.md`` §WU1.
 Does not own: the records' format, their step numbers, undo and its conflict check
 (``tools/snapshots.py``), nor where a step begins and ends (``run/tool_step.py``).
 
-How it works (spec [WS1-a]): at a step's start every entry under the workspace is listed
+How it works (spec [WU1-a]): at a step's start every entry under the workspace is listed
 (``os.scandir`` on directories opened with ``O_NOFOLLOW``); a file whose size, mtime, ctime
 and inode match the last snapshot's is taken as unchanged, any other is read and its bytes
 put in the cache under their sha256. At the step's end the same walk again; each entry that
@@ -49,9 +49,9 @@ __all__ = [
     "step_changes",
 ]
 
-#: Most entries a workspace snapshot lists; a larger workspace is not snapshotted (spec [WS1-d]).
+#: Most entries a workspace snapshot lists; a larger workspace is not snapshotted (spec [WU1-d]).
 MAX_WORKSPACE_ENTRIES: Final = 100_000
-#: Most paths a step's summary names; the rest are counted (spec [WS1-f]).
+#: Most paths a step's summary names; the rest are counted (spec [WU1-f]).
 MAX_SUMMARY_PATHS: Final = 20
 
 log = logging.getLogger("agent_ref")
@@ -84,7 +84,7 @@ def history_dir(agent_uuid: str) -> str:
     """Where an agent's workspace cache lives: ``$XDG_CACHE_HOME/agent-ref/workspace-history/<key>``.
 
     The key is a digest of the agent's uuid (any string is then a safe name). Outside every
-    workspace, so no tool the agent runs there sees or changes it (spec [WS1-b]).
+    workspace, so no tool the agent runs there sees or changes it (spec [WU1-b]).
     """
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     key = hashlib.sha256(agent_uuid.encode()).hexdigest()[:32]
@@ -265,7 +265,7 @@ def _same(a: Seen | None, b: Seen | None) -> bool:
 def step_changes(root: str, before: Manifest, after: Manifest, blobs: BlobCache) -> tuple[list[FileChange], list[str]]:
     """The changes between two snapshots as absolute-path ``FileChange``s, and the changed paths not kept.
 
-    A file over ``MAX_SNAPSHOT_FILE_BYTES`` on either side is not kept (spec [WS1-d]): it is
+    A file over ``MAX_SNAPSHOT_FILE_BYTES`` on either side is not kept (spec [WU1-d]): it is
     named in the second list and undo leaves it as it is.
     """
     found: list[FileChange] = []
@@ -288,7 +288,7 @@ def step_changes(root: str, before: Manifest, after: Manifest, blobs: BlobCache)
 
 
 class StepSummary(msgspec.Struct, frozen=True):
-    """What one step changed in the workspace, as ``meta_final.workspace_steps`` carries it (spec [WS1-f]).
+    """What one step changed in the workspace, as ``meta_final.workspace_steps`` carries it (spec [WU1-f]).
 
     Attributes:
         step: the agent's file step the change was recorded as (``agent-ref diff --step``).
@@ -336,7 +336,7 @@ class StepBaseline:
         """Snapshot again, record the difference under the agent's step; its summary (``None``: no change).
 
         A snapshot that cannot be taken (the workspace grew past ``MAX_WORKSPACE_ENTRIES``,
-        the cache is damaged) records nothing and says why in the summary (spec [WS1-d]).
+        the cache is damaged) records nothing and says why in the summary (spec [WU1-d]).
         """
         blobs = self.blobs
         if self.failed is not None or blobs is None:
@@ -359,7 +359,7 @@ async def begin_step(workspace: Path | str | None, store: object, agent_uuid: st
 
     Nothing is recorded without a workspace, an agent id, or a store keeping snapshots. A
     snapshot that cannot be taken (not a directory, too many entries, the cache not
-    writable) does not stop the step: its ``finish`` says why (spec [WS1-d]).
+    writable) does not stop the step: its ``finish`` says why (spec [WU1-d]).
     """
     if workspace is None or not agent_uuid or not isinstance(store, SnapshotStore):
         return None

@@ -1,4 +1,4 @@
-"""Helpers of the workspace undo tests (spec agent-ref §WS1): a tree's exact state, links not followed."""
+"""Helpers of the workspace undo tests (spec agent-ref §WU1): a tree's exact state, links not followed."""
 
 from __future__ import annotations
 
