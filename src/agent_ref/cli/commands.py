@@ -44,6 +44,7 @@ from ..run.loop_guard import DEFAULT_LOOP_LIMIT
 from ..run.response import DONE_LINE
 from ..tools.context import PROGRESS_TYPE, progress_note
 from ..tools.result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES
+from .diff import add_diff_command, diff_command
 from .flags import (
     CliError,
     OneLineParser,
@@ -684,6 +685,10 @@ async def _undo(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _diff(args: argparse.Namespace) -> int:
+    return await diff_command(args, _store)  # spec [WU1-g]
+
+
 def _add_undo(sub: Any) -> None:
     undo = _subcommand(
         sub,
@@ -691,8 +696,10 @@ def _add_undo(sub: Any) -> None:
         help="put back the files the agent's tools changed after step N",
         description=(
             "Restore every file the agent's file-changing tools (the memory tool, tools declaring\n"
-            "writes=) changed after its step N, as it was when step N ended (0: before any change).\n"
-            "A file changed since by someone else refuses the whole undo; nothing is written then."
+            "writes=) changed after its step N, and with a workspace everything any tool, MCP server\n"
+            "or subprocess changed in it, as it was when step N ended (0: before any change): bytes,\n"
+            "modes, links, directories. A file changed since by someone else refuses the whole undo;\n"
+            "nothing is written then. `agent-ref diff AGENT --step N` shows what a step changed."
         ),
         epilog="example:\n  agent-ref undo AGENT_UUID --to-step 2",
     )
@@ -760,6 +767,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_abandon(sub)
     _add_rewind(sub)
     _add_undo(sub)
+    add_diff_command(sub)
     add_serve_command(sub)
     from ..fleet.worker import add_worker_command  # issue 30 §5: `agent-ref worker` (spec cli-agent-ref, worker)
 
@@ -930,7 +938,9 @@ def _add_rewind(sub: Any) -> None:
         description=(
             "Rewind an agent's context: keep its first N steps (assistant turns), or what it was before a\n"
             "run. Run records and logs are kept. A paused agent is rewound only to before its paused run,\n"
-            "which is abandoned. Files are not reverted."
+            "which is abandoned. The files the agent changed after that point are put back first (what the\n"
+            "memory tool and tools declaring writes= changed, and everything in its workspace); a file\n"
+            "changed since by someone else refuses the whole rewind, and nothing changes then."
         ),
         epilog="examples:\n  agent-ref rewind AGENT_UUID --to-step 2\n  agent-ref rewind AGENT_UUID --to-run RUN_ID",
     )
@@ -1019,6 +1029,7 @@ def _run_command(args: argparse.Namespace) -> int:
         "rewind": _rewind,
         "undo": _undo,
         "tools": tools_main,
+        "diff": _diff,
     }[args.command]
     where = f"agent-ref {args.command}"
     try:

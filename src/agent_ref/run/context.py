@@ -160,6 +160,8 @@ class RunContext:
         inbox: messages ``Agent.send`` queued for the next step boundary (spec §S2).
         span: this response's run span (``tracing.NOOP`` outside one, spec §20).
         step_span: the step span open now, if any.
+        workspace_steps: what each step of this response changed in the workspace, for
+            ``meta_final.workspace_steps`` (spec [WU1-f]).
     """
 
     options: AgentOptions
@@ -187,6 +189,7 @@ class RunContext:
     inbox: Inbox | None = None
     span: Any = NOOP
     step_span: Any = None
+    workspace_steps: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def tracing(self) -> Tracing:

@@ -200,6 +200,8 @@ def _meta_final(
         meta["conversation_history"] = run.history
     if structured is not None:
         meta["structured_output"] = msgspec.to_builtins(structured[0])  # spec §17.2-a
+    if ctx.workspace_steps:
+        meta["workspace_steps"] = ctx.workspace_steps  # spec [WU1-f]: each step's change, summarised
     if compactions and ctx.options.profile == "seed":
         meta["compactions"] = compactions  # spec §15.2-c, envelope spec §10.2-d: no boundary envelope under seed
     return meta

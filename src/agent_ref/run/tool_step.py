@@ -16,6 +16,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from ..policy.hooks import HookFailure, HookInput, run_hooks
 from ..policy.permissions import (
     CallKind,
@@ -27,6 +29,7 @@ from ..policy.permissions import (
 )
 from ..store.record import append_assistant, append_user, tool_uses
 from ..store.state import PendingCall
+from ..tools import workspace_history
 from ..tools.context import ToolContextBase
 from ..tools.core import ToolCallRequest, ToolOutcome, error_outcome, run_tools
 from ..tools.workspace import with_change
@@ -97,7 +100,21 @@ async def run_step_tools(
     """Route the step's calls, run the backend ones and the subagents, record; return the ones it pauses on.
 
     After it, ``ctx.interrupt`` or ``ctx.loop_stop`` says whether the step stopped the run.
+    With a workspace, what the step changed there is recorded for undo (spec [WU1-a]).
     """
+    baseline = await workspace_history.begin_step(ctx.options.workspace, ctx.store, ctx.agent_uuid)
+    try:
+        return await _step_tools(ctx, calls, bad_inputs)
+    finally:
+        if baseline is not None:
+            summary = await baseline.finish(ctx.store, ctx.agent_uuid, ctx.run.run_id, ctx.step)
+            if summary is not None:
+                ctx.workspace_steps.append(msgspec.to_builtins(summary))
+
+
+async def _step_tools(
+    ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapping[str, str]
+) -> list[ToolCallRequest]:
     ctx.answered = {}
     ctx.interrupt = None
     ctx.loop_stop = None

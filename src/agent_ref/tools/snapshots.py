@@ -64,7 +64,7 @@ MAX_SNAPSHOT_FILE_BYTES: Final = 10_000_000
 #: Most entries one capture walks below one path.
 MAX_SNAPSHOT_ENTRIES: Final = 10_000
 
-Kind = Literal["file", "dir"]
+Kind = Literal["file", "dir", "link"]
 
 
 class SnapshotError(AgentRefError):
@@ -75,11 +75,25 @@ class UndoConflict(AgentRefError):
     """A file changed since the recorded after-content: nothing was restored; the message names it."""
 
 
-class Entry(msgspec.Struct, frozen=True):
-    """A path's state: a directory, or a file with its bytes."""
+class Entry(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A path's state: a directory, a file with its bytes, or a symbolic link with its target.
+
+    ``mode`` is the permission bits (``0o777``) when the record keeps them (a workspace step,
+    spec [WU1-c]); ``None`` (the memory tool's and ``writes=`` records) matches any mode.
+    """
 
     kind: Kind
     content: bytes = b""
+    mode: int | None = None
+
+
+def _matches(now: object, recorded: Entry | None) -> bool:
+    """Whether the entry found ``now`` is the ``recorded`` one (its mode only when it was kept)."""
+    if recorded is None or not isinstance(now, Entry):
+        return now == recorded
+    if recorded.mode is None:
+        return now.kind == recorded.kind and now.content == recorded.content
+    return now == recorded
 
 
 class FileChange(msgspec.Struct, frozen=True):
@@ -188,8 +202,8 @@ def _open_parent(path: str) -> tuple[int, str] | None:
 def _read(path: str) -> Entry | Literal["other", "linked"] | None:
     """The entry at ``path`` without following a link on the way or at the end.
 
-    ``"other"``: the path is a link or special file; ``"linked"``: a directory on the way
-    to it is a link (spec RU1-g).
+    ``"other"``: the path is a special file (a link is an entry of kind ``"link"``, its
+    target read, never followed); ``"linked"``: a directory on the way to it is a link (spec RU1-g).
     """
     try:
         found = _open_parent(path)
@@ -211,7 +225,9 @@ def _read_at(fd: int, name: str, path: str) -> Entry | Literal["other"] | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     if stat.S_ISDIR(info.st_mode):
-        return Entry("dir")
+        return Entry("dir", mode=stat.S_IMODE(info.st_mode) & 0o777)
+    if stat.S_ISLNK(info.st_mode):
+        return Entry("link", os.fsencode(os.readlink(name, dir_fd=fd)))
     if not stat.S_ISREG(info.st_mode):
         return "other"
     if info.st_size > MAX_SNAPSHOT_FILE_BYTES:
@@ -227,7 +243,8 @@ def _read_at(fd: int, name: str, path: str) -> Entry | Literal["other"] | None:
     with os.fdopen(file_fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             return "other"
-        return Entry("file", f.read(MAX_SNAPSHOT_FILE_BYTES + 1))
+        mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode) & 0o777
+        return Entry("file", f.read(MAX_SNAPSHOT_FILE_BYTES + 1), mode)
 
 
 def _names_in(path: str) -> list[str]:
@@ -280,8 +297,8 @@ def capture(paths: Iterable[str]) -> dict[str, Entry | None]:
         parent = os.path.dirname(path)
         while parent != os.path.dirname(parent):
             found = _read(parent)
-            if isinstance(found, Entry) or found is None:
-                out[parent] = found
+            if found is None or (isinstance(found, Entry) and found.kind != "link"):
+                out[parent] = None if found is None else Entry(found.kind, found.content)
             parent = os.path.dirname(parent)
         stack = [path]
         seen = 0
@@ -291,8 +308,9 @@ def capture(paths: Iterable[str]) -> dict[str, Entry | None]:
             seen += 1
             if seen > MAX_SNAPSHOT_ENTRIES:
                 raise SnapshotError(f"{path}: has more than {MAX_SNAPSHOT_ENTRIES:,} entries; too many to snapshot")
-            if not (isinstance(found, Entry) or found is None):
+            if not (isinstance(found, Entry) or found is None) or (found is not None and found.kind == "link"):
                 continue  # a link or special file, or one on the way: neither followed nor kept
+            found = None if found is None else Entry(found.kind, found.content)  # RU1-a: no modes kept
             out[here] = found
             if found is not None and found.kind == "dir":
                 try:
@@ -386,17 +404,17 @@ def _check_restorable(target: dict[str, Entry | None], expected: dict[str, Entry
     """Refuse the undo (``UndoConflict``) if any path changed since it was recorded (spec RU1-c)."""
     for path in sorted(target):
         now = _read(path)
-        if now == target[path]:
+        if _matches(now, target[path]):
             continue
-        if now != expected[path]:
+        if not _matches(now, expected[path]):
             if now == LINKED:
                 what = "a directory on its way is now a symbolic link, which undo never follows"
-            elif now == "other":
+            elif now == "other" or (isinstance(now, Entry) and now.kind == "link"):
                 what = "is now a link or special file"
             else:
                 what = "changed since it was recorded"
             raise UndoConflict(f"{path}: {what}; nothing was restored (undo to step {to_step} refused)")
-        if isinstance(now, Entry) and now.kind == "dir" and (target[path] is None or target[path] != now):
+        if isinstance(now, Entry) and now.kind == "dir" and not _matches(now, target[path]):
             try:
                 names = _names_in(path)
             except _Linked:
@@ -468,24 +486,36 @@ def _remove(fd: int, name: str, now: Entry | Literal["other"] | None) -> bool:
 
 def _make(fd: int, name: str, now: Entry | Literal["other"] | None, want: Entry) -> bool:
     """Make ``name`` in the directory ``fd`` what ``want`` says; whether anything was written."""
-    if want == now:
+    if _matches(now, want):
         return False
-    if isinstance(now, Entry) and now.kind != want.kind:
-        _remove(fd, name, now)
+    if now is not None and not (isinstance(now, Entry) and now.kind == want.kind != "link"):
+        _remove(fd, name, now)  # another kind, a link to point elsewhere, or a special file
+        now = None
     if want.kind == "dir":
-        os.mkdir(name, 0o700, dir_fd=fd)
+        if now is None:
+            os.mkdir(name, 0o700, dir_fd=fd)
+        if want.mode is not None:
+            inner = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            try:
+                os.fchmod(inner, want.mode)
+            finally:
+                os.close(inner)
+    elif want.kind == "link":
+        os.symlink(os.fsdecode(want.content), name, dir_fd=fd)  # made, never followed
     else:
-        _write(fd, name, want.content)
+        _write(fd, name, want.content, want.mode)
     return True
 
 
-def _write(fd: int, name: str, content: bytes) -> None:
+def _write(fd: int, name: str, content: bytes, mode: int | None = None) -> None:
     """Write ``content`` to ``name`` in the directory ``fd`` through a temporary name renamed over it."""
     tmp = f".undo-tmp-{secrets.token_hex(8)}"
     file_fd = os.open(tmp, _CREATE_FLAGS, 0o600, dir_fd=fd)
     try:
         with os.fdopen(file_fd, "wb") as f:
             f.write(content)
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
         os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
     except BaseException:
         with contextlib.suppress(OSError):
