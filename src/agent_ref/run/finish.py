@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from ..models.pricing import price_for
+from ..store.files import files_api_fetch, keep_files
 from ..store.record import append_user, last_text, tool_uses
 from ..store.state import PendingCall, RunState, run_record
 from . import extras as run_extras
@@ -211,6 +212,9 @@ async def finish(ctx: RunContext, stop_reason: str, *, error_payload: dict[str, 
     if error_payload is not None:
         response.stage(ctx.error_envelope(error_payload))
     files = run.files  # spec §5.6-c: the run's own files, once, at its end (a pause kept them in the state)
+    backend = ctx.options.file_backend
+    if files and backend is not None:  # [SF1-a]: kept beside the store, named as they are
+        await keep_files(backend, files, files_api_fetch(getattr(ctx.model, "client", None)))
     if files:
         response.stage(ctx.emitter.buffered("meta_files", json.dumps({"files": files}, ensure_ascii=False)))
     structured, ctx.structured = ctx.structured, None

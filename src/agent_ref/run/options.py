@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ..models.core import Model
     from ..policy.permissions import CanUseTool
     from ..store.core import Store
+    from ..store.files import DirectoryFiles
     from ..tools.core import Tool
     from ..tools.mcp import McpServerConfig
     from ..tools.memory_store import LongTermMemory
@@ -176,6 +177,9 @@ class AgentOptions:
             each fresh run of a root agent into its system prompt, updated after the run
             (spec §21.5-a). Children do not get it.
         memory_timeout: seconds a retrieve or an update may take (spec §21.3-a).
+        file_backend: where the files a run produced are kept (``store.files.DirectoryFiles``):
+            downloaded from the Files API when the run ends, named in ``meta_files`` with
+            their real filename and the server's URL (spec [SF1-a]); ``None``: not kept.
         checkpoints: save each completed step (and each tool call's start and end) before
             the next model call, so a run whose process died is continued from its last
             step instead of closed ``lost`` (spec [CK1.1-a]). A root agent's runs only.
@@ -225,6 +229,7 @@ class AgentOptions:
     tracing: Tracing | None = None
     memory: LongTermMemory | None = None
     memory_timeout: float = DEFAULT_MEMORY_TIMEOUT
+    file_backend: DirectoryFiles | None = None
     checkpoints: bool = False
     #: The checked ``output_schema`` (built from it; not an argument).
     output: StructuredOutput | None = field(default=None, init=False, compare=False)

@@ -837,7 +837,10 @@ def _routes(app: _App) -> list[Route]:
     messages = messages_route(
         manager=app.manager, max_body_bytes=app.cfg.max_body_bytes, config=app.cfg, route=app.route
     )
-    return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop, messages]
+    from .files import files_routes  # spec server §FS: the stored files the runs name in meta_files
+
+    files = files_routes(app.settings, app.route)
+    return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop, messages, *files]
 
 
 @dataclass(slots=True, eq=False)
