@@ -143,7 +143,8 @@ class Agent:
         self.store: Store = options.store if options.store is not None else MemoryStore()
         self.tools: dict[str, Tool] = {t.name: t for t in options.tools}
         if options.subagents:  # spec §14.3-a
-            self.tools[background.TASK_STATUS_TOOL] = background.status_tool(lambda: self.state)
+            joins = getattr(options.background_queue, "queue", None)  # [SA3-b]: task_status(wait=true)
+            self.tools[background.TASK_STATUS_TOOL] = background.status_tool(lambda: self.state, joins)
         client = getattr(model, "client", None)
         # spec §6.3-b: what this process holds never reaches a stream, a store or a log.
         scrub.hold([getattr(client, "api_key", None), getattr(client, "auth_token", None), *options.secrets])
@@ -431,7 +432,8 @@ class Agent:
         if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
             run.base_tail = len(messages[-1]["content"])
         state.run = run
-        state.tasks = []  # spec §14.2: tasks belong to one run
+        # spec §14.2: tasks belong to one run, but a detached one outlives it until its result is seen ([SA3-b])
+        state.tasks = [t for t in state.tasks if t.detached and not t.notified]
         if self.parent is None:  # spec §12.5: a root run starts with the mode; a child's was narrowed at spawn
             mode = self.options.effective_permission_mode
             # [AP3-b]: a worker's background child starts from its parent's narrowing: that mode is its floor.

@@ -161,7 +161,7 @@ def test_spec_14_3_a_reserved_names_and_the_background_flag() -> None:
     with pytest.raises(ConfigError, match="a tool is named 'task_status'"):
         Agent(ScriptedModel(), tools=[mine], subagents={"r": AgentSpec("d")})
     specs = {"r": AgentSpec("d")}
-    assert spawn_tool_definition(specs)["input_schema"]["properties"]["background"]["type"] == "boolean"
+    assert spawn_tool_definition(specs)["input_schema"]["properties"]["run_in_background"]["type"] == "boolean"
     assert parse_spawn({"agent": "r", "task": "t", "background": True}, specs) == ("r", specs["r"], "t")
 
 

@@ -102,9 +102,8 @@ def test_spec_13_2_a_children_inherit_model_store_and_retry_unless_overridden() 
     assert len(parent_model.requests) == 2  # spawn, then answer
     tools = [t["name"] for t in parent_model.requests[0]["tools"]]
     assert SUBAGENT_TOOL in tools
-    assert "tools" not in child_model.requests[0] or SUBAGENT_TOOL not in [
-        t["name"] for t in child_model.requests[0]["tools"]
-    ]
+    # [SA2-a]: a depth-1 child spawns from its parent's subagents (the default depth is 3)
+    assert SUBAGENT_TOOL in [t["name"] for t in child_model.requests[0]["tools"]]
     lines: list[bytes] = []
     inherited = _parent(ScriptedModel(), store=store)
     run(inherited.run(PARALLEL, lines.append))

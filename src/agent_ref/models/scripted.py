@@ -18,6 +18,8 @@ Does not own: the agent loop. What it answers (spec ``spec/agent-ref.md`` §8):
 * "Research X in the background [and check on it | and confirm]" with ``spawn_subagent``:
   a background spawn, with "confirm" a ``confirm`` call, with "check" a ``task_status``
   poll, then an end of turn; after a task notification, an answer with the task's result;
+* "Join the background task" with ``task_status``: a notification that arrived answers;
+  else one ``task_status(wait=true)`` call, then an answer with each task's result;
 * "... in parallel, then confirm" with ``spawn_subagent`` and ``confirm``: the spawning
   calls and a ``confirm`` call in one step; a child whose task says "confirm" and that
   has a ``confirm`` tool calls it (a child that pauses the run);
@@ -94,6 +96,16 @@ _ERROR_TYPES: Final = {
 }
 _YES: Final = re.compile(r"\b(yes|y|true|ok|okay|confirm(ed)?|approve(d)?|sure)\b", re.IGNORECASE)
 _SPAWN: Final = "spawn_subagent"
+
+
+def _spawn_input(agent: str, task: str, *, background: bool = False) -> dict[str, Any]:
+    """A spawning call's input in the Claude Agent SDK's ``Agent`` tool shape (spec [SA1-a])."""
+    made: dict[str, Any] = {"subagent_type": agent, "description": task[:40], "prompt": task}
+    if background:
+        made["run_in_background"] = True
+    return made
+
+
 _MEMORY: Final = "memory"
 _NOTES: Final = "/memories/notes.md"
 _NOTES_HEAD: Final = "# Notes\n"
@@ -311,7 +323,7 @@ class _Script:
             return
         prompt = self.prompt
         lowered = prompt.lower()
-        if self._background(prompt):
+        if self._join_background(prompt) or self._background(prompt):
             return
         if self._subagents_and_confirm(prompt):
             return
@@ -440,7 +452,7 @@ class _Script:
         self.thinking(f"This asks for parallel work on {len(topics)} topics; one subagent each.")
         self.text(f"I will start {len(topics)} subagents in parallel.")
         for topic in topics:
-            self.tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}"})
+            self.tool_use(_SPAWN, _spawn_input(agent, f"Research {topic}"))
         self.stop_reason = "tool_use"
         return True
 
@@ -512,7 +524,7 @@ class _Script:
                 return False
             agent = (self._spawn_names() or ["researcher"])[0]
             self.text(f"I will research {topic} in the background.")
-            self.tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}", "background": True})
+            self.tool_use(_SPAWN, _spawn_input(agent, f"Research {topic}", background=True))
             self.stop_reason = "tool_use"
             return True
         lowered = prompt.lower()
@@ -541,6 +553,28 @@ class _Script:
             self.text(f"The task is {status.get('status')}; I will report when it ends.")
             return True
         self.text(f"The research on {topic} runs in the background; I will report when it ends.")
+        return True
+
+    def _join_background(self, prompt: str) -> bool:
+        """ "Join the background task": its notification, else a ``task_status(wait=true)`` call (spec [SA3-b])."""
+        if not re.search(r"\bjoin\s+the\s+background\s+tasks?\b", prompt, re.IGNORECASE) or (
+            "task_status" not in self.tools
+        ):
+            return False
+        notes = self._notifications()
+        polled = self.result_of("task_status")
+        if notes:
+            self.text("The background task reported back: " + " | ".join(notes))
+        elif polled is not None:
+            reports = json.loads(polled[0]).get("tasks", []) if polled[0].startswith("{") else []
+            said = [f"{r.get('status')}: {r.get('result', '')}" for r in reports] or [polled[0]]
+            self.text("Joined the background task: " + " | ".join(said))
+        elif self.tools_allowed:
+            self.text("Let me wait for the background task.")
+            self.tool_use("task_status", {"wait": True})
+            self.stop_reason = "tool_use"
+        else:
+            self.text("I cannot wait for the background task now.")
         return True
 
     def _notifications(self) -> list[str]:
@@ -586,7 +620,7 @@ class _Script:
         self.thinking(f"Parallel work on {len(topics)} topics, and the user wants to confirm.")
         self.text(f"I will start {len(topics)} subagents and ask you to confirm.")
         for topic in topics:
-            self.tool_use(_SPAWN, {"agent": agent, "task": f"Research {topic}"})
+            self.tool_use(_SPAWN, _spawn_input(agent, f"Research {topic}"))
         self.tool_use("confirm", {"question": _question(prompt)})
         self.stop_reason = "tool_use"
         return True
@@ -594,7 +628,8 @@ class _Script:
     def _spawn_names(self) -> list[str]:
         for tool_def in self.request.get("tools") or []:
             if isinstance(tool_def, dict) and tool_def.get("name") == _SPAWN:
-                enum = tool_def.get("input_schema", {}).get("properties", {}).get("agent", {}).get("enum")
+                properties = tool_def.get("input_schema", {}).get("properties", {})
+                enum = (properties.get("subagent_type") or properties.get("agent") or {}).get("enum")
                 if isinstance(enum, list):
                     return [str(n) for n in enum]
         return []
@@ -757,10 +792,13 @@ def _requested_calls(prompt: str) -> tuple[list[tuple[str, dict[str, Any]]], lis
     decoder = json.JSONDecoder()
     calls: list[tuple[str, dict[str, Any]]] = []
     problems: list[str] = []
+    read_to = 0
     for match in _CALL.finditer(prompt):
+        if match.start() < read_to:
+            continue  # a phrase inside an input already read (a nested subagent's prompt, [SA2-a])
         name = match.group(1)
         try:
-            value, _ = decoder.raw_decode(prompt, match.end())
+            value, read_to = decoder.raw_decode(prompt, match.end())
         except json.JSONDecodeError as exc:
             problems.append(f"the input of {name} is not valid JSON ({exc.msg} at character {exc.pos + 1})")
             continue

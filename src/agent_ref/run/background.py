@@ -22,6 +22,7 @@ import asyncio
 import json
 import logging
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -49,6 +50,8 @@ log = logging.getLogger("agent_ref")
 TASK_STATUS_TOOL: Final = "task_status"
 #: The end states of a task (spec §14.2).
 TERMINAL: Final = frozenset({"completed", "failed", "killed"})
+#: Followers of detached queue tasks let go when their response ended ([SA3-a]): not a kill.
+_RELEASED: Final[weakref.WeakSet[asyncio.Task[None]]] = weakref.WeakSet()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,12 +64,16 @@ class BackgroundQueue:
             any other one fails ``result unknown`` instead (spec scaleout §6.4-a).
         max_attempts: claims a task may have before it fails.
         poll_seconds: how often the parent re-reads a task it waits on (it is woken by NOTIFY too).
+        outlive: a task does not hold its response: the response ends while it runs, and a later
+            response of the agent (in any process) is notified of it or joins it with
+            ``task_status(wait=true)`` (spec [SA3-a]).
     """
 
     queue: TaskQueue
     idempotent: frozenset[str] = field(default_factory=frozenset)
     max_attempts: int = 3
     poll_seconds: float = 0.5
+    outlive: bool = False
 
 
 async def start(ctx: RunContext, call: ToolCallRequest, name: str, spec: AgentSpec, task: str) -> ToolOutcome:
@@ -135,7 +142,12 @@ async def _start_remote(
     from ..fleet.worker import SUBAGENT_KIND, SubagentTask
 
     record = BackgroundTask(
-        task_id="task_" + uuid.uuid4().hex[:16], tool_use_id=call.id, name=name, agent_uuid=child_uuid, task=task
+        task_id="task_" + uuid.uuid4().hex[:16],
+        tool_use_id=call.id,
+        name=name,
+        agent_uuid=child_uuid,
+        task=task,
+        detached=remote.outlive,
     )
     payload = SubagentTask(
         subagent=name,
@@ -170,8 +182,11 @@ def _settle_remote(record: BackgroundTask, row: Task) -> None:
 
 
 async def _run_remote(ctx: RunContext, record: BackgroundTask, remote: BackgroundQueue) -> None:
-    """Follow the task on the queue until it ends; cancelled (the run ends otherwise): kill it there (§14.6)."""
-    started = False
+    """Follow the task on the queue until it ends; cancelled (the run ends otherwise): kill it there (§14.6).
+
+    A follower released at the end of its response ([SA3-a]) stops following and leaves the task as it is.
+    """
+    started = record.status == "running"
     try:
         while True:
             row = await remote.queue.wait(record.task_id, remote.poll_seconds)
@@ -187,6 +202,8 @@ async def _run_remote(ctx: RunContext, record: BackgroundTask, remote: Backgroun
             if row.done:
                 break
     except asyncio.CancelledError:
+        if asyncio.current_task() in _RELEASED:
+            raise  # [SA3-a]: the response ended; the task goes on, a later response follows it
         record.status = "killed"
         with_kill = asyncio.ensure_future(remote.queue.kill(record.task_id, "the parent run ended"))
         await asyncio.gather(with_kill, return_exceptions=True)
@@ -196,6 +213,11 @@ async def _run_remote(ctx: RunContext, record: BackgroundTask, remote: Backgroun
         record.status = "failed"
         record.result = scrub.public(f"{type(exc).__name__}: {exc}")[:500]
         return
+    await _ended_remote(ctx, record, row)
+
+
+async def _ended_remote(ctx: RunContext, record: BackgroundTask, row: Task) -> None:
+    """A queue task has ended: its record settled, ``SubagentStop`` told ([AP4-a])."""
     _settle_remote(record, row)
     stop = str(row.result.get("stop_reason", "")) if isinstance(row.result, dict) else row.status
     await ctx.fire(
@@ -226,24 +248,29 @@ def _report(record: BackgroundTask) -> dict[str, str]:
     return item
 
 
-def status_tool(state_of: Callable[[], AgentState]) -> Tool:
+def status_tool(state_of: Callable[[], AgentState], queue: TaskQueue | None = None) -> Tool:
     """The ``task_status`` tool of the agent whose state ``state_of`` gives: one background task, or all (spec §14.3).
 
     ``state_of`` is called at each use: an agent's state object is replaced when it is loaded.
+    With the agent's background ``queue``, ``wait`` joins detached tasks ([SA3-b]).
     """
 
     @tool(name=TASK_STATUS_TOOL)
-    async def task_status(task_id: str = "") -> str:
-        """Check on background tasks started with spawn_subagent(background=true).
+    async def task_status(task_id: str = "", wait: bool = False) -> str:
+        """Check on background tasks started with spawn_subagent(run_in_background=true).
 
         Args:
             task_id: the task to report on; empty for every task of this run.
+            wait: wait until the task (or every task) has ended, then report; for tasks that
+                outlive their response (a queue's), including ones started in an earlier response.
         """
         tasks = state_of().tasks
         records = [t for t in tasks if not task_id or t.task_id == task_id]
         if task_id and not records:
             known = ", ".join(t.task_id for t in tasks) or "none"
             raise ValueError(f"unknown task {task_id!r}; tasks of this run: {known}")
+        if wait and queue is not None:
+            await _join(queue, [r for r in records if r.detached and r.status not in TERMINAL])
         for record in records:
             if record.status in TERMINAL:
                 record.notified = True  # the model has seen the result: no notification too
@@ -251,6 +278,44 @@ def status_tool(state_of: Callable[[], AgentState]) -> Tool:
         return json.dumps(reports[0] if task_id else {"tasks": reports})
 
     return task_status
+
+
+async def _join(queue: TaskQueue, records: list[BackgroundTask], poll: float = 0.5) -> None:
+    """Wait on the queue until each detached task has ended, and settle its record ([SA3-b])."""
+    for record in records:
+        row = await queue.wait(record.task_id, poll)
+        while not row.done:
+            record.status = "running" if row.status == "running" else record.status
+            row = await queue.wait(record.task_id, poll)
+        _settle_remote(record, row)
+
+
+async def refresh(ctx: RunContext) -> None:
+    """Before a model call: detached tasks nobody follows are read from the queue ([SA3-b]).
+
+    One that ended meanwhile is settled (and notified by ``deliver``); one still running is
+    followed again in this response. Without a queue, or if the queue cannot be read, the
+    task is left as it is (``task_status`` reports it so).
+    """
+    remote: BackgroundQueue | None = getattr(ctx.options, "background_queue", None)
+    for record in ctx.state.tasks:
+        follower = ctx.live_tasks.get(record.task_id)
+        if not record.detached or record.status in TERMINAL or remote is None:
+            continue
+        if follower is not None and not follower.done():
+            continue
+        try:
+            row = await remote.queue.get(record.task_id)
+        except Exception:
+            log.exception("background task %s: the queue could not be read", record.task_id)
+            continue
+        if row is None:
+            record.status = "failed"
+            record.result = "the task is no longer on the queue"
+        elif row.done:
+            await _ended_remote(ctx, record, row)
+        else:
+            ctx.live_tasks[record.task_id] = asyncio.ensure_future(_run_remote(ctx, record, remote))
 
 
 def notification(record: BackgroundTask) -> str:
@@ -272,14 +337,26 @@ def deliver(state: AgentState) -> None:
         append_user(state, blocks)
 
 
-def _live(ctx: RunContext) -> list[asyncio.Future[None]]:
-    return [t for t in ctx.live_tasks.values() if not t.done()]
+def _live(ctx: RunContext, *, detached: bool | None = None) -> list[asyncio.Future[None]]:
+    """The running followers (``detached``: only those of detached tasks, or only the others)."""
+    kept = {r.task_id for r in ctx.state.tasks if detached is None or r.detached == detached}
+    return [t for task_id, t in ctx.live_tasks.items() if not t.done() and task_id in kept]
 
 
 async def wait_running(ctx: RunContext) -> None:
-    """Wait for every running task of the run (their output streams meanwhile) (spec §14.4, §14.5)."""
-    while live := _live(ctx):
+    """Wait for every running task of the run (their output streams meanwhile) (spec §14.4, §14.5).
+
+    Detached tasks ([SA3-a]) do not hold the response: their followers are let go (the
+    tasks run on; a later response follows them), so a pause or an end leaves none behind.
+    """
+    while live := _live(ctx, detached=False):
         await asyncio.wait(live)
+    released = _live(ctx, detached=True)
+    for follower in released:
+        if isinstance(follower, asyncio.Task):
+            _RELEASED.add(follower)
+        follower.cancel()
+    await asyncio.gather(*released, return_exceptions=True)
 
 
 async def wait_unseen(ctx: RunContext) -> bool:
@@ -293,10 +370,12 @@ async def kill_all(ctx: RunContext) -> None:
     live = _live(ctx)
     if not live:
         return
+    cancelled = {task_id for task_id, task in ctx.live_tasks.items() if task in live}
     for task in live:
         task.cancel()
     await asyncio.gather(*live, return_exceptions=True)
     for record in ctx.state.tasks:
-        if record.status not in TERMINAL:
+        # a detached task let go earlier in the response is not followed here: it runs on ([SA3-a])
+        if record.status not in TERMINAL and (record.task_id in cancelled or not record.detached):
             record.status = "killed"
     await close_open(ctx, every_agent=True)

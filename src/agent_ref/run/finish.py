@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from ..models.pricing import price_for
+from ..store.files import files_api_fetch, keep_files
 from ..store.record import append_user, last_text, tool_uses
 from ..store.state import PendingCall, RunState, run_record
 from . import extras as run_extras
@@ -62,6 +63,12 @@ class AgentResult:
             ``output_schema`` and the run ended with a valid one (a msgspec type's instance,
             or the JSON value), else ``None`` (spec §17).
         compactions: the compaction boundaries of the run, in order (spec §15).
+        final_message: the run's last assistant message as the API gave it (``role`` and
+            ``content``), ``None`` before any (seed 000's ``final_message``, [SF2-a]).
+        container_id: the code-execution container the API gave the agent, ``None`` if none
+            ([SF2-a]).
+        agent_logs: what the run did, one entry a step, tool result, compaction and end
+            (``{"action": ...}``, [SF2-b]).
     """
 
     agent_uuid: str
@@ -76,6 +83,42 @@ class AgentResult:
     error: str | None = None
     structured_output: Any = None
     compactions: list[dict[str, Any]] = field(default_factory=list)
+    final_message: dict[str, Any] | None = None
+    container_id: str | None = None
+    agent_logs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def agent_logs(
+    history: list[dict[str, Any]], stop_reason: str, compactions: list[dict[str, Any]], error: str | None
+) -> list[dict[str, Any]]:
+    """The run's action log from what it recorded ([SF2-b]): its turns, tool results, compactions, its end."""
+    logs: list[dict[str, Any]] = []
+    step = 0
+    for message in history:
+        content = message.get("content")
+        blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+        if message.get("role") == "assistant":
+            step += 1
+            calls = [str(b.get("name")) for b in blocks if b.get("type") == "tool_use"]
+            logs.append({"action": "model_turn", "step": step, "tool_calls": calls})
+            continue
+        for block in blocks:
+            if block.get("type") == "tool_result":
+                item = {"action": "tool_result", "tool_use_id": block.get("tool_use_id")}
+                logs.append({**item, "is_error": bool(block.get("is_error", False))})
+    logs += [{"action": "compaction", **c} for c in compactions]
+    end: dict[str, Any] = {"action": "stop", "stop_reason": stop_reason}
+    if error is not None:
+        end["error"] = error
+    logs.append(end)
+    return logs
+
+
+def _final_message(history: list[dict[str, Any]]) -> dict[str, Any] | None:
+    for message in reversed(history):
+        if message.get("role") == "assistant":
+            return {"role": "assistant", "content": list(message.get("content") or [])}
+    return None
 
 
 async def pause(ctx: RunContext) -> AgentResult:
@@ -121,7 +164,8 @@ async def save_paused(ctx: RunContext) -> AgentResult:
     state.lease_expires_at = 0.0
     run_extras.end_paused(ctx, STOP_AWAITING)  # spec §20.3-a: the traceparent is saved with the pause
     await ctx.store.save(state, log=ctx.response.batch())
-    return result_of(ctx.run, state.agent_uuid, STOP_AWAITING, pending=list(state.pending_frontend))
+    pending = list(state.pending_frontend)
+    return result_of(ctx.run, state.agent_uuid, STOP_AWAITING, pending=pending, container_id=state.container_id)
 
 
 def result_of(
@@ -133,8 +177,10 @@ def result_of(
     error: str | None = None,
     structured: tuple[Any] | None = None,
     compactions: list[dict[str, Any]] | None = None,
+    container_id: str | None = None,
 ) -> AgentResult:
     """The ``AgentResult`` of ``run`` as it stands (a pause or an end)."""
+    history = list(run.history)
     return AgentResult(
         agent_uuid=agent_uuid,
         run_id=run.run_id,
@@ -144,10 +190,13 @@ def result_of(
         usage=run.usage.to_dict(),
         cost_usd=run.cost_usd,
         pending_frontend_tools=pending or [],
-        conversation_history=list(run.history),
+        conversation_history=history,
         error=error,
         structured_output=structured[0] if structured is not None else None,
         compactions=compactions or [],
+        final_message=_final_message(history),
+        container_id=container_id,
+        agent_logs=agent_logs(history, stop_reason, compactions or [], error),
     )
 
 
@@ -163,6 +212,9 @@ async def finish(ctx: RunContext, stop_reason: str, *, error_payload: dict[str, 
     if error_payload is not None:
         response.stage(ctx.error_envelope(error_payload))
     files = run.files  # spec §5.6-c: the run's own files, once, at its end (a pause kept them in the state)
+    backend = ctx.options.file_backend
+    if files and backend is not None:  # [SF1-a]: kept beside the store, named as they are
+        await keep_files(backend, files, files_api_fetch(getattr(ctx.model, "client", None)))
     if files:
         response.stage(ctx.emitter.buffered("meta_files", json.dumps({"files": files}, ensure_ascii=False)))
     structured, ctx.structured = ctx.structured, None
@@ -180,7 +232,15 @@ async def finish(ctx: RunContext, stop_reason: str, *, error_payload: dict[str, 
     await ctx.store.save(state, log=response.batch(), run=record)
     await response.flush()
     error = error_payload["message"] if error_payload and stop_reason == STOP_ERROR else None
-    return result_of(run, state.agent_uuid, stop_reason, error=error, structured=structured, compactions=compactions)
+    return result_of(
+        run,
+        state.agent_uuid,
+        stop_reason,
+        error=error,
+        structured=structured,
+        compactions=compactions,
+        container_id=state.container_id,
+    )
 
 
 def _meta_final(

@@ -67,6 +67,7 @@ async def steps(ctx: RunContext, step: int) -> str:
     while True:
         ctx.step = step
         ctx.enter_step(step)  # spec §20.2-a: a step span from its model call to its tools' end
+        await background.refresh(ctx)  # [SA3-b]: detached tasks of earlier responses, read from the queue
         background.deliver(ctx.state)  # spec §14.4: ended tasks are notified before the next call
         await sessions.deliver(ctx)  # spec §S2.1: messages sent meanwhile join the user turn
         await checkpoints.at_step(ctx, step)  # [CK1.2-a]: saved before the model call (checkpoint mode)

@@ -30,7 +30,7 @@ from ..tools.result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES, MIN_TOOL_RESULT_
 from .loop_guard import DEFAULT_LOOP_LIMIT
 from .retry import RetryPolicy
 from .structured import DEFAULT_STRUCTURED_RETRIES, OutputSchema, StructuredOutput
-from .subagents import DEFAULT_MAX_SUBAGENTS_PER_STEP, AgentSpec, check_specs
+from .subagents import DEFAULT_MAX_SUBAGENT_DEPTH, DEFAULT_MAX_SUBAGENTS_PER_STEP, AgentSpec, check_specs
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ..models.core import Model
     from ..policy.permissions import CanUseTool
     from ..store.core import Store
+    from ..store.files import DirectoryFiles
     from ..tools.core import Tool
     from ..tools.mcp import McpServerConfig
     from ..tools.memory_store import LongTermMemory
@@ -85,6 +86,8 @@ _PLAIN: Final = (
     "request_options",
     "server_tools",
     "max_subagents_per_step",
+    "max_subagent_depth",
+    "subagent_depth",
     "loop_limit",
     "max_structured_output_retries",
     "memory_timeout",
@@ -152,6 +155,10 @@ class AgentOptions:
         max_subagents_per_step: children one step may have running at once (background tasks
             of earlier steps still running count); the spawning calls past it are answered
             ``is_error`` and start nothing (spec §13.9-a).
+        max_subagent_depth: levels of subagents below the root: a child at this depth is not
+            offered the spawning tool; the ones above it spawn from the same ``subagents``
+            (spec [SA2-a]). Children inherit it.
+        subagent_depth: how deep these options' agent is (0: a root; set by ``for_child``).
         compactor: compacts the API context before a model call once it reaches the
             compactor's threshold (``SummarizingCompactor``, ``ToolResultTrimmer``; spec §15).
         loop_limit: the same tool with the same input this many times in a row goes to
@@ -171,6 +178,9 @@ class AgentOptions:
             each fresh run of a root agent into its system prompt, updated after the run
             (spec §21.5-a). Children do not get it.
         memory_timeout: seconds a retrieve or an update may take (spec §21.3-a).
+        file_backend: where the files a run produced are kept (``store.files.DirectoryFiles``):
+            downloaded from the Files API when the run ends, named in ``meta_files`` with
+            their real filename and the server's URL (spec [SF1-a]); ``None``: not kept.
         checkpoints: save each completed step (and each tool call's start and end) before
             the next model call, so a run whose process died is continued from its last
             step instead of closed ``lost`` (spec [CK1.1-a]). A root agent's runs only.
@@ -210,6 +220,8 @@ class AgentOptions:
     permission_rules: Sequence[PermissionRule] = ()
     subagents: Mapping[str, AgentSpec] = field(default_factory=dict)
     max_subagents_per_step: int = DEFAULT_MAX_SUBAGENTS_PER_STEP
+    max_subagent_depth: int = DEFAULT_MAX_SUBAGENT_DEPTH
+    subagent_depth: int = 0
     compactor: Compactor | None = None
     loop_limit: int | None = DEFAULT_LOOP_LIMIT
     output_schema: OutputSchema | None = None
@@ -219,6 +231,7 @@ class AgentOptions:
     tracing: Tracing | None = None
     memory: LongTermMemory | None = None
     memory_timeout: float = DEFAULT_MEMORY_TIMEOUT
+    file_backend: DirectoryFiles | None = None
     checkpoints: bool = False
     workspace: Path | None = None
     #: The checked ``output_schema`` (built from it; not an argument).
@@ -261,6 +274,10 @@ class AgentOptions:
         cap = self.max_subagents_per_step
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:  # spec §13.9-a
             raise ConfigError(f"max_subagents_per_step must be an integer of at least 1, got {cap!r}")
+        for name, low in (("max_subagent_depth", 1), ("subagent_depth", 0)):  # [SA2-a]
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name} must be an integer of at least {low}, got {value!r}")
         owned = sorted(set(self.request_options) & AGENT_OWNED_PARAMS)
         if owned:
             raise ConfigError(
@@ -307,12 +324,18 @@ class AgentOptions:
     ) -> AgentOptions:
         """A child's options: ``spec``'s settings, the rest inherited from these (spec §13.2-a).
 
-        A child has no subagents, budget, secrets of its own, history streaming or output
-        schema. A background child gets no frontend tools: nobody waits for it, so it cannot
-        pause (§14.5).
+        A child spawns from its parent's ``subagents`` one level deeper, unless it is at
+        ``max_subagent_depth`` (then it has none: [SA2-a]); it has no budget, secrets of its
+        own, history streaming or output schema. A background child gets no frontend tools:
+        nobody waits for it, so it cannot pause (§14.5).
         """
         tools = [t for t in spec.tools if t.executor != "frontend"] if background else spec.tools
+        depth = self.subagent_depth + 1
         return AgentOptions(
+            subagents=self.subagents if depth < self.max_subagent_depth else {},
+            max_subagents_per_step=self.max_subagents_per_step,
+            max_subagent_depth=self.max_subagent_depth,
+            subagent_depth=depth,
             tools=tools,
             server_tools=self.server_tools if spec.server_tools is None else spec.server_tools,
             store=spec.store or store,

@@ -26,12 +26,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_SUBAGENTS_PER_STEP",
+    "DEFAULT_MAX_SUBAGENT_DEPTH",
     "SUBAGENT_TOOL",
     "AgentSpec",
+    "background_flag",
     "check_specs",
     "demo_subagents",
     "over_cap",
     "parse_spawn",
+    "spawn_input",
     "spawn_tool_definition",
 ]
 
@@ -41,6 +44,8 @@ SUBAGENT_TOOL: Final = "spawn_subagent"
 #: otherwise ([R13.9-a]): twice the default backend-tool concurrency, and as many topics as
 #: the embedded model fans out to.
 DEFAULT_MAX_SUBAGENTS_PER_STEP: Final = 8
+#: Levels of subagents below a root agent, unless ``Agent(max_subagent_depth=...)`` says otherwise ([SA2-a]).
+DEFAULT_MAX_SUBAGENT_DEPTH: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +91,7 @@ def check_specs(specs: Mapping[str, AgentSpec], tool_names: Sequence[str]) -> No
 
 
 def spawn_tool_definition(specs: Mapping[str, AgentSpec]) -> dict[str, Any]:
-    """The API tool definition of ``SUBAGENT_TOOL`` for these children."""
+    """The API tool definition of ``SUBAGENT_TOOL`` for these children, in the SDK's input shape ([SA1-a])."""
     listing = "; ".join(f"{name}: {spec.description}" for name, spec in specs.items())
     return {
         "name": SUBAGENT_TOOL,
@@ -97,9 +102,10 @@ def spawn_tool_definition(specs: Mapping[str, AgentSpec]) -> dict[str, Any]:
         "input_schema": {
             "type": "object",
             "properties": {
-                "agent": {"type": "string", "enum": list(specs), "description": "the subagent's name"},
-                "task": {"type": "string", "description": "what the subagent should do"},
-                "background": {
+                "subagent_type": {"type": "string", "enum": list(specs), "description": "the subagent's name"},
+                "description": {"type": "string", "description": "a short (3-5 word) description of the task"},
+                "prompt": {"type": "string", "description": "what the subagent should do"},
+                "run_in_background": {
                     "type": "boolean",
                     "description": (
                         "run it in the background: the result is a task id at once; you are notified "
@@ -107,15 +113,50 @@ def spawn_tool_definition(specs: Mapping[str, AgentSpec]) -> dict[str, Any]:
                     ),
                 },
             },
-            "required": ["agent", "task"],
+            "required": ["subagent_type", "description", "prompt"],
         },
     }
 
 
+#: The SDK's ``Agent``/``Task`` input keys and the ones ``spawn_subagent`` took before ([SA1-b]).
+_KEYS: Final = (("subagent_type", "agent"), ("prompt", "task"), ("run_in_background", "background"))
+
+
+def _field(tool_input: Mapping[str, Any], sdk: str, old: str) -> tuple[Any, str | None]:
+    """The value of one input field given in either shape, or why both were given and differ."""
+    if sdk in tool_input and old in tool_input and tool_input[sdk] != tool_input[old]:
+        return None, f"give {sdk!r} or {old!r}, not both with different values"
+    return (tool_input[sdk] if sdk in tool_input else tool_input.get(old)), None
+
+
+def spawn_input(tool_input: Mapping[str, Any]) -> tuple[Any, Any, Any] | str:
+    """The name, task and background flag of a spawning call in either input shape ([SA1-b]); or a clash."""
+    values: list[Any] = []
+    for sdk, old in _KEYS:
+        value, clash = _field(tool_input, sdk, old)
+        if clash is not None:
+            return clash
+        values.append(value)
+    return values[0], values[1], values[2]
+
+
+def background_flag(tool_input: Mapping[str, Any]) -> bool | str:
+    """Whether a spawning call runs in the background (``run_in_background``/``background``); or why not."""
+    given = spawn_input(tool_input)
+    if isinstance(given, str):
+        return given
+    flag = False if given[2] is None else given[2]
+    if not isinstance(flag, bool):
+        return "run_in_background must be true or false"
+    return flag
+
+
 def parse_spawn(tool_input: Mapping[str, Any], specs: Mapping[str, AgentSpec]) -> tuple[str, AgentSpec, str] | str:
-    """The child's name, spec and task from a spawning call; or why the call cannot run."""
-    name = tool_input.get("agent")
-    task = tool_input.get("task")
+    """The child's name, spec and task from a spawning call (either input shape, [SA1-b]); or why it cannot run."""
+    given = spawn_input(tool_input)
+    if isinstance(given, str):
+        return given
+    name, task, _ = given
     if not isinstance(name, str) or name not in specs:
         return f"unknown subagent {name!r}; known: {', '.join(specs) or 'none'}"
     if not isinstance(task, str) or not task.strip():

@@ -41,7 +41,7 @@ from .call_model import model_call, step_finish, step_start
 from .compaction import compact_before_call
 from .finish import STOP_MAX_STEPS
 from .subagent_run import ChildPaused
-from .subagents import SUBAGENT_TOOL, over_cap, parse_spawn
+from .subagents import SUBAGENT_TOOL, background_flag, over_cap, parse_spawn
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -224,7 +224,7 @@ async def _cap_spawns(
     kept: list[ToolCallRequest] = []
     for call in spawns:
         starts = not isinstance(parse_spawn(call.input, ctx.options.subagents), str) and isinstance(
-            call.input.get("background", False), bool
+            background_flag(call.input), bool
         )
         if not starts or used < cap:
             used += starts
@@ -347,12 +347,12 @@ async def run_subagent(ctx: RunContext, call: ToolCallRequest) -> ToolOutcome | 
     it (§13.5-a).
     """
     parsed = parse_spawn(call.input, ctx.options.subagents)
-    in_background = call.input.get("background", False)
+    in_background = background_flag(call.input)  # [SA1-b]: run_in_background, or background
     done: ToolOutcome | ChildPaused
     if isinstance(parsed, str):
         done = error_outcome(ctx.emitter, call, parsed)
-    elif not isinstance(in_background, bool):
-        done = error_outcome(ctx.emitter, call, "background must be true or false")
+    elif isinstance(in_background, str):
+        done = error_outcome(ctx.emitter, call, in_background)
     elif in_background:
         done = await background_tasks.start(ctx, call, *parsed)
     else:

@@ -851,10 +851,12 @@ def _routes(app: _App) -> list[Route]:
     messages = messages_route(
         manager=app.manager, max_body_bytes=app.cfg.max_body_bytes, config=app.cfg, route=app.route
     )
+    from .files import files_routes  # spec server §FS: the stored files the runs name in meta_files
     from .owners import list_routes  # spec server [OW2-a]: each principal's own agents and runs
 
     lists = list_routes(store=app.store, route=app.route)
-    return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop, messages, *lists]
+    files = files_routes(app.settings, app.route)
+    return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop, messages, *lists, *files]
 
 
 @dataclass(slots=True, eq=False)

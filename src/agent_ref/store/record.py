@@ -21,16 +21,17 @@ log = logging.getLogger("agent_ref")
 
 
 def append_user(state: AgentState, blocks: list[dict[str, Any]]) -> None:
-    """Append a user turn to the context and the run's history; in the context, merge into a
-    trailing user turn so roles keep alternating."""
+    """Append a user turn to the context and the run's history, merged into a trailing user turn
+    in both, so roles keep alternating and the history records the turn as the API saw it
+    (a message sent during a run joins the tool results it was sent with: spec [SF3-a])."""
     messages = state.messages
     run = state.run
     assert run is not None
-    if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
-        messages[-1]["content"].extend(blocks)
-    else:
-        messages.append({"role": "user", "content": list(blocks)})
-    run.history.append({"role": "user", "content": list(blocks)})
+    for turns in (messages, run.history):
+        if turns and turns[-1].get("role") == "user" and isinstance(turns[-1].get("content"), list):
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": "user", "content": list(blocks)})
 
 
 def append_assistant(state: AgentState, content: list[dict[str, Any]]) -> None:

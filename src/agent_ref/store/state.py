@@ -231,6 +231,8 @@ class BackgroundTask(msgspec.Struct, kw_only=True):
         status: see ``TaskStatus``.
         result: the final text (completed) or why it failed.
         notified: the parent's model has been given the result (a notification or a poll).
+        detached: a queue task that may outlive the response that started it (spec [SA3-a]);
+            kept by the agent's later runs until its result is seen.
     """
 
     task_id: str
@@ -241,6 +243,7 @@ class BackgroundTask(msgspec.Struct, kw_only=True):
     status: TaskStatus = "pending"
     result: str = ""
     notified: bool = False
+    detached: bool = False
 
 
 class RunMark(msgspec.Struct, kw_only=True):

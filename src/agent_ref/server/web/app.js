@@ -205,6 +205,13 @@ function readRun(url, turn, options = {}) {
 // ------------------------------------------------------------------ a turn (prompt + its responses)
 
 const SPAWN_TOOL = "spawn_subagent";
+// [SA1-b]: a spawning call names its child and task in the SDK's shape (subagent_type, description,
+// prompt) or the older one (agent, task); the card shows either.
+const spawnName = (block) => {
+  const named = block.input.subagent_type ?? block.input.agent;
+  return typeof named === "string" ? named : block.name;
+};
+const spawnTask = (input) => String(input.description ?? input.prompt ?? input.task ?? "");
 
 class Turn {
   constructor(prompt) {
@@ -378,7 +385,7 @@ class Turn {
         const spawn = block.name === SPAWN_TOOL && block.input && typeof block.input === "object";
         const head = spawn
           ? h("div", { class: "tool-head" }, h("span", { class: "kind", text: "subagent" }),
-            h("span", { class: "tool-name", text: typeof block.input.agent === "string" ? block.input.agent : block.name }), h("span", { class: "task-text", text: String(block.input.task ?? "") }))
+            h("span", { class: "tool-name", text: spawnName(block) }), h("span", { class: "task-text", text: spawnTask(block.input) }))
           : h("div", { class: "tool-head" }, h("span", { class: "kind", text: block.type === "tool_call" ? "tool" : "server tool" }),
             h("span", { class: "tool-name", text: block.name }), h("code", { text: input }));
         const children = h("div", { class: "children" });
