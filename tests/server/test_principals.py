@@ -79,7 +79,7 @@ def test_spec_pr1_f_refused_tokens_are_401_saying_which(served: tuple[Served, Pa
         "no token": ({}, "unauthorized"),
         "not a JWT": (bearer("not-a-jwt"), "token_invalid"),
         "forged": (bearer(mint(other, "alice")), "token_invalid"),
-        "alg none": (bearer(jwt.encode(claims("alice"), None, algorithm="none")), "token_invalid"),
+        "alg none": (bearer(jwt.encode(claims("alice"), "", algorithm="none")), "token_invalid"),
         "expired": (bearer(mint(server.secret, "alice", exp=now - 120)), "token_expired"),
         "nbf ahead": (bearer(mint(server.secret, "alice", nbf=now + 600)), "token_not_yet_valid"),
         "wrong iss": (bearer(mint(server.secret, "alice", iss="https://evil.test")), "token_wrong_issuer"),
@@ -116,7 +116,7 @@ def test_spec_ow1_b_another_principals_paused_run_is_404_on_every_endpoint(serve
     assert before[1] == "awaiting_frontend_tools"
     assert before[2] == "alice"  # [OW1-a]: the creator is recorded
     gone, gone_agent = absent_id(), absent_id()
-    answer = {"agent_uuid": agent, "tool_results": [{"tool_use_id": call_id, "content": "yes"}]}
+    answer: dict[str, Any] = {"agent_uuid": agent, "tool_results": [{"tool_use_id": call_id, "content": "yes"}]}
     tries: list[tuple[str, str, dict[str, Any], str, str]] = [
         ("GET", f"/agent/runs/{run_id}/stream", {}, run_id, gone),
         ("GET", f"/agent/runs/{run_id}/stream", {"headers": {"Last-Event-ID": f"{run_id}:0:1"}}, run_id, gone),

@@ -76,7 +76,7 @@ def test_spec_pr1_b_jwks_keys_rs256_and_es256_and_no_algorithm_confusion(tmp_pat
     }
     bad = {
         "hs256 with the public key": _hs256(pem),
-        "none": jwt.encode(claims("alice"), None, algorithm="none"),
+        "none": jwt.encode(claims("alice"), "", algorithm="none"),
         "a key not in the JWKS": jwt.encode(claims("alice"), stranger, algorithm="ES256", headers={"kid": "e1"}),
     }
     try:
