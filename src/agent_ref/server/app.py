@@ -104,6 +104,8 @@ from .http import (
 from .http import (
     _unknown_keys as _unknown_keys,
 )
+from .links import LOCAL_PRINCIPAL, link_grants, link_route, principal_of, with_link
+from .quotas import Quotas, QuotaState, admit_run
 from .streams import (
     DONE_LINE,
     JOURNAL_LOST,
@@ -156,6 +158,9 @@ class ServerConfig:
         inbox_bounds: what a run's inbox may hold waiting (spec server [IB1-a]; 429 past it).
         storage_timeout: seconds a request waits for one store call made in a worker thread
             (the inbox's), ``503`` past it (spec server [SL1-c]).
+        link_keys: the keys resume links are signed with (the first) and accepted under
+            (``links.link_keys``; spec server [RL1-c]); empty: no links.
+        quotas: the limits per principal (spec server [QU1-a]).
     """
 
     token: str | None = None
@@ -166,6 +171,8 @@ class ServerConfig:
     shutdown_grace_seconds: float = 10.0
     inbox_bounds: InboxBounds = field(default_factory=InboxBounds)
     storage_timeout: float = DEFAULT_CALL_TIMEOUT
+    link_keys: tuple[bytes, ...] = ()
+    quotas: Quotas = field(default_factory=Quotas)
 
 
 @dataclass(slots=True)
@@ -809,7 +816,7 @@ def create_app(
         reload=reload,
         continues=continues,
     )
-    app = _App(store, manager, cfg, model_factory, toolset, settings)
+    app = _App(store, manager, cfg, model_factory, toolset, settings, QuotaState(cfg.quotas))
     starlette = Starlette(
         routes=_routes(app),
         lifespan=lambda _: _lifespan(app),
@@ -835,9 +842,10 @@ def _routes(app: _App) -> list[Route]:
     from .messages import messages_route  # spec server: streaming input to a working run
 
     messages = messages_route(
-        manager=app.manager, max_body_bytes=app.cfg.max_body_bytes, config=app.cfg, route=app.route
+        manager=app.manager, max_body_bytes=app.cfg.max_body_bytes, config=app.cfg, route=app.route, quota=app.quota
     )
-    return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop, messages]
+    link = link_route(store=app.store, manager=app.manager, keys=app.cfg.link_keys, route=app.route)
+    return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop, messages, link]
 
 
 @dataclass(slots=True, eq=False)
@@ -850,6 +858,8 @@ class _App:
     model_factory: Callable[[], Model]
     toolset: list[Tool]
     settings: dict[str, Any]
+    #: The quotas' per-process counts (spec server §QU).
+    quota: QuotaState
 
     def new_agent(self, agent_uuid: str | None = None) -> Agent:
         """A new agent of this server's configuration."""
@@ -878,19 +888,24 @@ class _App:
             sep="\n",
         )
 
-    def route(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        """``handler`` behind the app's checks (the token), its refusals answered as JSON."""
+    def route(
+        self, handler: Callable[[Request], Awaitable[Response]], *, link: bool = False
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """``handler`` behind the app's checks (the token; a resume link instead where ``link``), refusals as JSON."""
 
         async def endpoint(request: Request) -> Response:
-            return await _guarded(self.cfg, request, handler)
+            return await _guarded(self.cfg, request, handler, link=link)
 
         return endpoint
 
 
-async def _guarded(cfg: ServerConfig, request: Request, handler: Callable[[Request], Awaitable[Response]]) -> Response:
+async def _guarded(
+    cfg: ServerConfig, request: Request, handler: Callable[[Request], Awaitable[Response]], *, link: bool = False
+) -> Response:
     try:
-        _check_token(request, cfg.token)
-        return await handler(request)
+        if not (link and link_grants(request, cfg.link_keys)):  # spec server [RL1-a]: ?token= on the stream only
+            _check_token(request, cfg.token)
+        return with_link(request, cfg.link_keys, await handler(request))  # spec server [RL1-d]
     except _Refused as refused:
         return refused.response()
     except JournalError as exc:  # spec server §3.4-a: the database (store or journal) failed: 503, naming nothing
@@ -921,12 +936,14 @@ def _run_routes(app: _App) -> list[Route]:
         agent_uuid = _agent_uuid(body, required=False)
         fork = _fork_flag(body, agent_uuid)
         agent = app.new_agent() if agent_uuid is None else await app.load(agent_uuid)
-        try:
-            if fork:
-                agent = await agent.fork()  # spec server [SVSE1-a]: the run is the fork's
-            stream = await manager.start(agent, lambda sink: agent.run(prompt, sink))
-        except Exception as exc:
-            raise _refusal_of(exc) from None
+        # spec server [QU1-a]: the quotas before anything is created (the fork included)
+        async with admit_run(app.quota, app.store, principal_of(request), default=LOCAL_PRINCIPAL):
+            try:
+                if fork:
+                    agent = await agent.fork()  # spec server [SVSE1-a]: the run is the fork's
+                stream = await manager.start(agent, lambda sink: agent.run(prompt, sink))
+            except Exception as exc:
+                raise _refusal_of(exc) from None
         return app.sse(stream.follow(), _headers(stream))
 
     async def tool_results(request: Request) -> Response:
@@ -936,10 +953,11 @@ def _run_routes(app: _App) -> list[Route]:
         assert agent_uuid is not None
         results = _tool_results(body, cfg.max_tool_results)
         agent = await app.load(agent_uuid)
-        try:
-            stream = await manager.start(agent, lambda sink: agent.continue_with_tool_results(results, sink))
-        except Exception as exc:
-            raise _refusal_of(exc) from None
+        async with admit_run(app.quota, app.store, principal_of(request), default=LOCAL_PRINCIPAL):  # [QU1-a]
+            try:
+                stream = await manager.start(agent, lambda sink: agent.continue_with_tool_results(results, sink))
+            except Exception as exc:
+                raise _refusal_of(exc) from None
         return app.sse(stream.follow(), _headers(stream))
 
     return [
@@ -987,7 +1005,7 @@ def _follow_route(app: _App) -> Route:
             return app.sse(stream.follow(after), _headers(stream))
         return await _finished(app, run_id, response, after, last)
 
-    return Route("/agent/runs/{run_id}/stream", app.route(follow), methods=["GET"])
+    return Route("/agent/runs/{run_id}/stream", app.route(follow, link=True), methods=["GET"])
 
 
 async def _finished(app: _App, run_id: str, response: int, after: int, last: str | None) -> Response:
