@@ -169,6 +169,7 @@ def test_spec_rc9_a_serve_and_run_share_the_agent_options() -> None:
     serve_only = {"--host", "--port", "--token", "--allowed-host", "--keepalive", "--otlp", "--pace"}
     serve_only |= {"--inbox-messages", "--inbox-bytes", "--inbox-message-bytes", "--storage-timeout"}  # IB1, SL1
     serve_only |= {"--jwt-secret-file", "--jwks-file", "--jwt-issuer", "--jwt-audience"}  # spec server PR1, RC13-a
+    serve_only |= {"--link-key-file", "--max-runs-in-flight", "--messages-per-minute", "--budget-usd"}  # RL1, QU1
     assert options("run") - run_only == options("serve") - serve_only
     assert {"--subagents", "--memory", "--compact-threshold", "--loop-limit", "--model", "--replay"} <= options("serve")
 

@@ -131,6 +131,7 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     )
     _jwt_arguments(server)
     _bounds_arguments(p)
+    _access_arguments(p)
     add_agent_options(p)
     add_store_options(p)
 
@@ -219,6 +220,41 @@ def _bounds_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _access_arguments(p: argparse.ArgumentParser) -> None:
+    access = p.add_argument_group("resume links and quotas per principal (spec server RL1, QU1)")
+    access.add_argument(
+        "--link-key-file",
+        default=None,
+        metavar="PATH",
+        help="keys that sign resume links, one a line (16+ bytes), the first signs, all are accepted; give every "
+        "process of a fleet the same file (default: a key derived from --token; no links without either)",
+    )
+    access.add_argument(
+        "--max-runs-in-flight", type=int, default=None, metavar="N", help="runs working at once (default: no limit)"
+    )
+    access.add_argument(
+        "--messages-per-minute",
+        type=int,
+        default=None,
+        metavar="N",
+        help="messages to working runs in any minute, per process (default: no limit)",
+    )
+    access.add_argument(
+        "--budget-usd",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="what finished runs may cost in a UTC day; past it new runs are 429 (default: no limit)",
+    )
+
+
+def _quotas(args: argparse.Namespace) -> Any:
+    """The quotas of the checked arguments (spec server [QU1-a])."""
+    from ..server.quotas import Quotas
+
+    return Quotas(args.max_runs_in_flight, args.messages_per_minute, args.budget_usd)
+
+
 def resolve_token(given: str | None, environ: Mapping[str, str]) -> str | None:
     """The bearer token: ``--token`` if given, else ``$AGENT_REF_TOKEN``; empty means none (spec server §5.2-a)."""
     token = given if given is not None else environ.get(TOKEN_ENV, "")
@@ -250,11 +286,25 @@ def _check(args: argparse.Namespace) -> None:
             f"{args.inbox_message_bytes} is more than --inbox-bytes {args.inbox_bytes}",
             "a message must fit in the inbox: pass at most --inbox-bytes",
         )
+    for flag, count in (
+        ("--max-runs-in-flight", args.max_runs_in_flight),
+        ("--messages-per-minute", args.messages_per_minute),
+    ):
+        if count is not None and count < 1:
+            raise CliError(flag, f"{count} is not a quota", "pass 1 or more (leave it out for no limit)")
+    if args.budget_usd is not None and not (math.isfinite(args.budget_usd) and args.budget_usd > 0):
+        raise CliError("--budget-usd", f"{args.budget_usd:g} is not a budget", "pass dollars above 0")
     if not (math.isfinite(args.storage_timeout) and args.storage_timeout > 0):
         raise CliError(
             "--storage-timeout", f"{args.storage_timeout:g} is not a number of seconds", "pass a number above 0"
         )
     check_db(args.db, must_exist=False)
+    from ..server.links import LinkKeyError, link_keys
+
+    try:  # spec server [RL1-c]: read once, before anything listens
+        args.link_keys = link_keys(args.link_key_file, resolve_token(args.token, os.environ))
+    except LinkKeyError as exc:
+        raise CliError("--link-key-file", str(exc), "one key of 16 or more bytes a line; the first signs") from None
 
 
 def serve_main(args: argparse.Namespace) -> int:
@@ -390,6 +440,7 @@ def _app(args: argparse.Namespace, factory: Any, config: dict[str, Any], verifie
     store, journal = _storage(args.db, args.storage_timeout)
     tools = config.pop("tools")
     bounds = InboxBounds(args.inbox_messages, args.inbox_bytes, args.inbox_message_bytes)
+    token = resolve_token(args.token, os.environ)
     return create_app(
         store=store,
         model_factory=factory,
@@ -397,11 +448,13 @@ def _app(args: argparse.Namespace, factory: Any, config: dict[str, Any], verifie
         agent_config=config,
         journal=journal,
         config=ServerConfig(
-            token=resolve_token(args.token, os.environ),
+            token=token,
             jwt=verifier,
             keepalive_seconds=args.keepalive,
             inbox_bounds=bounds,
             storage_timeout=args.storage_timeout,
+            link_keys=args.link_keys,
+            quotas=_quotas(args),
         ),
     )
 

@@ -74,7 +74,7 @@ from ..store.core import LogBatch, Store, owner_gone
 from ..store.sessions import InboxBounds
 from ..store.state import roll_back_dead_run
 from ..tools.demo import default_tools
-from .auth import JwtVerifier, Principal, authenticate, owns
+from .auth import LOCAL, JwtVerifier, Principal, authenticate, owns
 from .http import (
     LOOPBACK_HOSTS,
     MAX_NUMBER_CHARS,
@@ -104,7 +104,9 @@ from .http import (
 from .http import (
     _unknown_keys as _unknown_keys,
 )
+from .links import LINK_HOLDER, link_grants, link_route, linked_run, with_link
 from .owners import owned_agent, principal_of
+from .quotas import Quotas, QuotaState, admit_run
 from .streams import (
     DONE_LINE,
     JOURNAL_LOST,
@@ -160,6 +162,9 @@ class ServerConfig:
         inbox_bounds: what a run's inbox may hold waiting (spec server [IB1-a]; 429 past it).
         storage_timeout: seconds a request waits for one store call made in a worker thread
             (the inbox's), ``503`` past it (spec server [SL1-c]).
+        link_keys: the keys resume links are signed with (the first) and accepted under
+            (``links.link_keys``; spec server [RL1-c]); empty: no links.
+        quotas: the limits per principal (spec server [QU1-a]).
     """
 
     token: str | None = None
@@ -171,6 +176,8 @@ class ServerConfig:
     shutdown_grace_seconds: float = 10.0
     inbox_bounds: InboxBounds = field(default_factory=InboxBounds)
     storage_timeout: float = DEFAULT_CALL_TIMEOUT
+    link_keys: tuple[bytes, ...] = ()
+    quotas: Quotas = field(default_factory=Quotas)
 
     def __post_init__(self) -> None:
         """Refuse ``token`` with ``jwt`` (spec server [PR1-e]): one shared user, or principals.
@@ -823,7 +830,7 @@ def create_app(
         reload=reload,
         continues=continues,
     )
-    app = _App(store, manager, cfg, model_factory, toolset, settings)
+    app = _App(store, manager, cfg, model_factory, toolset, settings, QuotaState(cfg.quotas))
     starlette = Starlette(
         routes=_routes(app),
         lifespan=lambda _: _lifespan(app),
@@ -849,14 +856,15 @@ def _routes(app: _App) -> list[Route]:
     from .messages import messages_route  # spec server: streaming input to a working run
 
     messages = messages_route(
-        manager=app.manager, max_body_bytes=app.cfg.max_body_bytes, config=app.cfg, route=app.route
+        manager=app.manager, max_body_bytes=app.cfg.max_body_bytes, config=app.cfg, route=app.route, quota=app.quota
     )
     from .files import files_routes  # spec server §FS: the stored files the runs name in meta_files
     from .owners import list_routes  # spec server [OW2-a]: each principal's own agents and runs
 
     lists = list_routes(store=app.store, route=app.route)
     files = files_routes(app.settings, app.route)
-    return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop, messages, *lists, *files]
+    link = link_route(store=app.store, manager=app.manager, keys=app.cfg.link_keys, route=app.route)
+    return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop, messages, *lists, *files, link]
 
 
 @dataclass(slots=True, eq=False)
@@ -869,6 +877,8 @@ class _App:
     model_factory: Callable[[], Model]
     toolset: list[Tool]
     settings: dict[str, Any]
+    #: The quotas' per-process counts (spec server §QU).
+    quota: QuotaState
 
     def new_agent(self, agent_uuid: str | None = None) -> Agent:
         """A new agent of this server's configuration."""
@@ -898,20 +908,27 @@ class _App:
             sep="\n",
         )
 
-    def route(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        """``handler`` behind the app's checks (the token), its refusals answered as JSON."""
+    def route(
+        self, handler: Callable[[Request], Awaitable[Response]], *, link: bool = False
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """``handler`` behind the app's checks (the token; a resume link instead where ``link``), refusals as JSON."""
 
         async def endpoint(request: Request) -> Response:
-            return await _guarded(self.cfg, request, handler)
+            return await _guarded(self.cfg, request, handler, link=link)
 
         return endpoint
 
 
-async def _guarded(cfg: ServerConfig, request: Request, handler: Callable[[Request], Awaitable[Response]]) -> Response:
+async def _guarded(
+    cfg: ServerConfig, request: Request, handler: Callable[[Request], Awaitable[Response]], *, link: bool = False
+) -> Response:
     try:
-        # spec server [PR1-a]: the principal is known before any handler runs; handlers read it here.
-        request.state.principal = authenticate(request, cfg.token, cfg.jwt)
-        return await handler(request)
+        if link and link_grants(request, cfg.link_keys):  # spec server [RL1-a]: ?token= on the stream only
+            request.state.principal = LINK_HOLDER  # the link is its holder's right to this one run's stream
+        else:
+            # spec server [PR1-a]: the principal is known before any handler runs; handlers read it here.
+            request.state.principal = authenticate(request, cfg.token, cfg.jwt)
+        return with_link(request, cfg.link_keys, await handler(request))  # spec server [RL1-d]
     except _Refused as refused:
         return refused.response()
     except JournalError as exc:  # spec server §3.4-a: the database (store or journal) failed: 503, naming nothing
@@ -943,14 +960,16 @@ def _run_routes(app: _App) -> list[Route]:
         fork = _fork_flag(body, agent_uuid)
         principal = principal_of(request)
         agent = app.new_agent() if agent_uuid is None else await app.load(agent_uuid, principal)
-        try:
-            if fork:
-                agent = await agent.fork()  # spec server [SVSE1-a]: the run is the fork's
-            if agent_uuid is None or fork:
-                agent.state.principal = principal.sub  # spec server [OW1-a]: its creator; saved with its first line
-            stream = await manager.start(agent, lambda sink: agent.run(prompt, sink))
-        except Exception as exc:
-            raise _refusal_of(exc) from None
+        # spec server [QU1-a]: the quotas before anything is created (the fork included)
+        async with admit_run(app.quota, app.store, principal.sub, default=LOCAL.sub):
+            try:
+                if fork:
+                    agent = await agent.fork()  # spec server [SVSE1-a]: the run is the fork's
+                if agent_uuid is None or fork:
+                    agent.state.principal = principal.sub  # spec server [OW1-a]: its creator; saved with its first line
+                stream = await manager.start(agent, lambda sink: agent.run(prompt, sink))
+            except Exception as exc:
+                raise _refusal_of(exc) from None
         return app.sse(stream.follow(), _headers(stream))
 
     async def tool_results(request: Request) -> Response:
@@ -959,11 +978,13 @@ def _run_routes(app: _App) -> list[Route]:
         agent_uuid = _agent_uuid(body, required=True)
         assert agent_uuid is not None
         results = _tool_results(body, cfg.max_tool_results)
-        agent = await app.load(agent_uuid, principal_of(request))
-        try:
-            stream = await manager.start(agent, lambda sink: agent.continue_with_tool_results(results, sink))
-        except Exception as exc:
-            raise _refusal_of(exc) from None
+        principal = principal_of(request)
+        agent = await app.load(agent_uuid, principal)
+        async with admit_run(app.quota, app.store, principal.sub, default=LOCAL.sub):  # [QU1-a]
+            try:
+                stream = await manager.start(agent, lambda sink: agent.continue_with_tool_results(results, sink))
+            except Exception as exc:
+                raise _refusal_of(exc) from None
         return app.sse(stream.follow(), _headers(stream))
 
     return [
@@ -999,7 +1020,7 @@ def _follow_route(app: _App) -> Route:
                     400, "invalid_last_event_id", f"Last-Event-ID {last[:80]!r} is not an id of run {run_id}"
                 )
             _, response, after = parsed
-        if await owned_agent(principal_of(request), manager, store, run_id) is None:
+        if linked_run(request) != run_id and await owned_agent(principal_of(request), manager, store, run_id) is None:
             # spec server [OW1-b]: another principal's run is answered as a run that does not exist
             number = response if last else _response_param(request, None)
             raise _Refused(404, "unknown_run", f"no response {number} of run {run_id} here")
@@ -1015,7 +1036,7 @@ def _follow_route(app: _App) -> Route:
             return app.sse(stream.follow(after), _headers(stream))
         return await _finished(app, run_id, response, after, last)
 
-    return Route("/agent/runs/{run_id}/stream", app.route(follow), methods=["GET"])
+    return Route("/agent/runs/{run_id}/stream", app.route(follow, link=True), methods=["GET"])
 
 
 async def _finished(app: _App, run_id: str, response: int, after: int, last: str | None) -> Response:

@@ -30,6 +30,7 @@ from ..errors import StateError, StoreError, UnavailableError
 from ..store.sessions import InboxFullError, InboxStore
 from .http import _read_json, _Refused, _string, _unknown_keys
 from .owners import owned_agent, principal_of
+from .quotas import rate_limited
 from .streams import RUN_ID_PATTERN
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
     from ..store.sessions import InboxBounds, InboxReceipt
     from .app import RunManager, ServerConfig
+    from .quotas import QuotaState
 
 __all__ = ["messages_route"]
 
@@ -49,8 +51,9 @@ def messages_route(
     max_body_bytes: int,
     config: ServerConfig,
     route: Callable[[Callable[[Request], Awaitable[Response]]], Callable[[Request], Awaitable[Response]]],
+    quota: QuotaState | None = None,
 ) -> Route:
-    """The ``POST /agent/runs/{run_id}/messages`` route, with the app's checks (``route``)."""
+    """The ``POST /agent/runs/{run_id}/messages`` route, with the app's checks (``route``) and ``quota``."""
 
     async def messages(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -97,7 +100,7 @@ def messages_route(
             raise _Refused(409, "not_accepting", f"run {run_id}: {exc}", run_id=run_id) from None
         return JSONResponse({"run_id": run_id, "agent_uuid": agent.agent_uuid, "queued": queued}, status_code=202)
 
-    return Route("/agent/runs/{run_id}/messages", route(messages), methods=["POST"])
+    return Route("/agent/runs/{run_id}/messages", route(rate_limited(quota, messages)), methods=["POST"])
 
 
 def _refuse_too_large(bounds: InboxBounds, run_id: str, text: str) -> None:
