@@ -126,7 +126,7 @@ def _median_ms(fn: Callable[[], object], rounds: int = 5) -> float:
     return statistics.median(times) * 1000
 
 
-def main(files: int = FILES) -> int:
+def measure(files: int = FILES) -> int:
     """Print each measurement's median (ms) and its ratio to the walk and to ``cp -r``."""
     with tempfile.TemporaryDirectory() as tmp:
         root, cache = Path(tmp, "ws"), Path(tmp, "cache")
@@ -150,7 +150,7 @@ def main(files: int = FILES) -> int:
     return 0
 
 
-def cli() -> int:
+def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.bench_workspace_snapshot [--files N]``."""
     import argparse
 
@@ -159,8 +159,8 @@ def cli() -> int:
         description="What a workspace snapshot per step costs, against a plain walk and cp -r, in one run.",
     )
     parser.add_argument("--files", type=int, default=FILES, help=f"files in the tree (default {FILES:,})")
-    return main(parser.parse_args().files)
+    return measure(parser.parse_args(argv).files)
 
 
 if __name__ == "__main__":
-    sys.exit(cli())
+    sys.exit(main())
