@@ -76,8 +76,10 @@ def test_message_sent_to_another_process_reaches_the_run(tmp_path: Path) -> None
     messages = records[0].messages
     assert user_texts(messages).count(NOTE) == 1  # delivered once
     at = next(i for i, m in enumerate(messages) if m["role"] == "user" and NOTE in json.dumps(m))
-    # at the step boundary: after the first step's tool results, before the next model turn
-    assert [b["type"] for b in messages[at - 1]["content"]] == ["tool_result"]
+    # at the step boundary: in the user turn of the first step's tool results, after them, as the API
+    # request carried it (spec agent-ref [SF3-a]), before the next model turn
+    assert [b["type"] for b in messages[at]["content"]] == ["tool_result", "text"]
+    assert messages[at - 1]["role"] == "assistant"
     assert messages[at + 1]["role"] == "assistant"
     assert "9" in json.dumps(messages[-1])  # the model answered it
 
