@@ -166,10 +166,12 @@ def test_sb4_b_output_streams_as_progress_before_the_result(workspace: Path) -> 
             for line in group:
                 seen.append(line)
                 env = json.loads(line)
-                if env["type"] == "error" and "first-line" in json.loads(env["delta"])["message"]:
+                if env["type"] == "error" and json.loads(env["delta"])["message"] == "first-line":
                     (workspace / "go").touch()
 
-        call = ToolCallRequest(id="toolu_p", name="Bash", input={"command": command, "timeout": 30_000})
+        call = ToolCallRequest(
+            id="toolu_p", name="Bash", input={"command": command, "timeout": 30_000, "description": "wait"}
+        )
         base = ToolContextBase(agent_uuid=AGENT, run_id="run-1", progress_interval=0)
         [done] = await run_tools([call], tools, Emitter(AGENT), send, context=base)
         return done
