@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import tempfile
@@ -105,12 +106,12 @@ def test_sb3_a_a_timeout_kills_the_command_and_its_children(workspace: Path, uns
     done = run(
         Shell(workspace, unsandboxed=unsandboxed),
         f"echo begun; (sleep 300{marker} &); sleep 301{marker}; echo never",
-        timeout_ms=1500,
+        timeout_ms=3000,
     )
-    assert done.timed_out_ms == 1500
+    assert done.timed_out_ms == 3000
     assert "begun" in done.output
     assert "never" not in done.output
-    assert "[timed out after 1500 ms" in done.text()
+    assert "[timed out after 3000 ms" in done.text()
     assert processes_with(f"sleep 300{marker}") == []
     assert processes_with(f"sleep 301{marker}") == []
 
@@ -145,9 +146,10 @@ def test_sb2_c_forks_and_memory_are_bounded(workspace: Path) -> None:
     assert word == "BOUNDED"
     assert int(count) < 48
     assert errno == "11"  # EAGAIN
-    bomb = run(shell, "bomb() { bomb | bomb & }; bomb; echo lit", timeout_ms=3000)
+    name = f"bomb{uuid.uuid4().hex[:8]}"
+    bomb = run(shell, f"{name}() {{ {name} | {name} & }}; {name}; echo lit", timeout_ms=3000)
     assert bomb.exit_code is not None or bomb.signal is not None
-    assert processes_with("bomb") == []
+    assert processes_with(name) == []
 
 
 def test_sb1_d_the_cwd_persists_and_never_leaves_the_workspace(workspace: Path) -> None:
@@ -176,3 +178,30 @@ def test_sb4_c_exit_codes_and_signals_are_in_the_result(workspace: Path) -> None
     bare = run(Shell(workspace, unsandboxed=True), "kill -TERM $$")
     assert bare.signal == "SIGTERM"
     assert "[killed by SIGTERM]" in bare.text()
+
+
+def test_sb3_a_a_cancelled_call_kills_its_command_first(workspace: Path) -> None:
+    """An abort (the call's task cancelled) kills the command's tree before the cancellation ends the call [SB3-a]."""
+    marker = f"{uuid.uuid4().int % 100000}"
+    shell = Shell(workspace)
+
+    async def go() -> None:
+        task = asyncio.ensure_future(shell.run(f"touch up; sleep 330.{marker}", 60_000, lambda _: None))
+        while not (workspace / "up").exists():
+            await asyncio.sleep(0.02)  # waits for the command to be running
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    async def at_once() -> None:  # cancelled while the sandbox is still being started
+        for _ in range(5):
+            task = asyncio.ensure_future(shell.run(f"sleep 331.{marker}", 60_000, lambda _: None))
+            await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(go())
+    asyncio.run(at_once())
+    assert processes_with(f"sleep 330.{marker}") == []
+    assert processes_with(f"sleep 331.{marker}") == []

@@ -260,3 +260,14 @@ def test_sb1_d_the_agent_runs_bash_with_the_scripted_model(workspace: Path) -> N
     texts = [json.loads(line) for line in lines if line != b"[DONE]"]
     answer = "".join(e["delta"] for e in texts if e["type"] == "text")
     assert f"Bash gave: 2 data.txt\n{workspace.resolve()}\n[exit code 0]" in answer
+
+
+def test_sb1_b_the_sandbox_tests_fail_in_ci_when_bwrap_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without bwrap the sandbox tests skip loudly, and under CI=true they fail instead [SB1-b]."""
+    monkeypatch.setenv("PATH", "/nonexistent-agent-ref-dir")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must run the sandbox tests"):
+        need_bwrap()
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception, match="SANDBOX TESTS DID NOT RUN: bubblewrap"):
+        need_bwrap()

@@ -26,7 +26,8 @@ from .jail import Confinement, SandboxLimits, bwrap_argv, clean_env, sandbox_pro
 from .output import DEFAULT_MAX_OUTPUT_BYTES, BoundedOutput
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Coroutine
+    from typing import Any
 
 __all__ = ["MAX_BACKGROUND", "RunResult", "SandboxUnavailable", "Shell"]
 
@@ -166,7 +167,7 @@ class Shell:
         """
         read_end, write_end = os.pipe()
         try:
-            process, confinement = await self._spawn(command, write_end)
+            process, confinement = await _uncancelled_spawn(self._spawn(command, write_end))
         except BaseException:
             os.close(read_end)
             os.close(write_end)
@@ -261,6 +262,23 @@ class Shell:
         """Kill every background command (the owner of the tools is done with them)."""
         for key in list(self._jobs):
             await self.kill(key)
+
+
+async def _uncancelled_spawn(
+    spawning: Coroutine[Any, Any, tuple[asyncio.subprocess.Process, Confinement]],
+) -> tuple[asyncio.subprocess.Process, Confinement]:
+    """The spawn run to its end even when the call is cancelled meanwhile; then it is killed (spec [SB3-a])."""
+    task = asyncio.ensure_future(spawning)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            process, confinement = await task
+            confinement.kill(process.pid)
+            with contextlib.suppress(ProcessLookupError):
+                await process.wait()
+            confinement.close()
+        raise
 
 
 async def _to_end(process: asyncio.subprocess.Process, confinement: Confinement, feed: Callable[[bytes], None]) -> None:
