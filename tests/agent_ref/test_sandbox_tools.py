@@ -166,7 +166,7 @@ def test_sb4_b_output_streams_as_progress_before_the_result(workspace: Path) -> 
             for line in group:
                 seen.append(line)
                 env = json.loads(line)
-                if env["type"] == "error" and json.loads(env["delta"])["message"] == "first-line":
+                if env["type"] == "meta_status" and json.loads(env["delta"])["message"] == "first-line":
                     (workspace / "go").touch()
 
         call = ToolCallRequest(
@@ -180,7 +180,7 @@ def test_sb4_b_output_streams_as_progress_before_the_result(workspace: Path) -> 
     assert "timed out" not in done.text
     assert done.text == "first-line\nsecond-line\n[exit code 0]"
     kinds = [json.loads(line)["type"] for line in seen]
-    assert kinds.index("error") < kinds.index("tool_result")
+    assert kinds.index("meta_status") < kinds.index("tool_result")
 
 
 def test_sb4_b_a_one_megabyte_line_through_the_agent_is_strictly_valid(workspace: Path) -> None:
