@@ -87,7 +87,8 @@ def test_message_sent_to_b_reaches_the_run_on_a(
     (record,) = _records(pg_schema_url, agent_uuid)
     assert user_texts(record.messages).count(NOTE) == 1
     at = next(i for i, m in enumerate(record.messages) if m["role"] == "user" and NOTE in json.dumps(m))
-    assert [blk["type"] for blk in record.messages[at - 1]["content"]] == ["tool_result"]
+    # in the tool results' user turn, after them, as the API request carried it (spec agent-ref [SF3-a])
+    assert [blk["type"] for blk in record.messages[at]["content"]] == ["tool_result", "text"]
     assert "9" in record.final_text
 
 
