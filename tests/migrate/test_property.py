@@ -55,8 +55,8 @@ def citation(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def block(draw: st.DrawFn, era: Era) -> dict[str, Any]:
-    # meta_compaction (spec §4.15) is newer than the legacy XML format: no tag of it to migrate
-    skip = ("meta_init", "citation", "tool_result_image", "meta_compaction")
+    # meta_compaction (spec §4.15) and meta_status (§4.16) are newer than the legacy XML format: no tag to migrate
+    skip = ("meta_init", "citation", "tool_result_image", "meta_compaction", "meta_status")
     kind = draw(st.sampled_from([t for t in ENVELOPE_TYPES if t not in skip]))
     b: dict[str, Any] = {"type": kind}
     if kind in ("thinking", "text"):

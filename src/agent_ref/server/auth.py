@@ -25,6 +25,7 @@ from envelope._extras import import_failed
 
 try:
     import jwt
+    import starlette  # noqa: F401  # the module's own name in the error when the server extra is missing
 except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
     raise import_failed(exc, __name__, "server") from None  # pragma: no cover
 

@@ -19,6 +19,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from envelope._extras import import_failed
+
+try:
+    import starlette  # noqa: F401  # the module's own name in the error when the server extra is missing
+except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extra, not the module
+    raise import_failed(exc, __name__, "server") from None  # pragma: no cover  # in a subprocess (tests/install)
+
 from .http import _Refused
 from .owners import principal_of
 

@@ -408,14 +408,16 @@ CREATE TABLE IF NOT EXISTS agents (
     state BLOB NOT NULL,
     updated_at REAL NOT NULL,
     lease_owner TEXT,
-    lease_expires_at REAL NOT NULL DEFAULT 0
+    lease_expires_at REAL NOT NULL DEFAULT 0,
+    principal TEXT
 );
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     agent_uuid TEXT NOT NULL,
     finished_at REAL NOT NULL,
     stop_reason TEXT NOT NULL,
-    record BLOB NOT NULL
+    record BLOB NOT NULL,
+    principal TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_agent ON runs (agent_uuid, finished_at);
 CREATE TABLE IF NOT EXISTS envelope_log (
@@ -879,11 +881,21 @@ _TRANSIENT: Final = frozenset(
 
 def _add_principals(conn: sqlite3.Connection, columns: set[str]) -> None:
     """The columns of who created each agent and run (spec server [OW1-a]; PostgreSQL: migration 0004)."""
+    # A new file has them from _SCHEMA; an older one gets them here. Two stores opening one older
+    # file together may both try: the second's "duplicate column" is the first's success.
     if "principal" not in columns:
-        conn.execute("ALTER TABLE agents ADD COLUMN principal TEXT")
-        conn.execute("CREATE INDEX IF NOT EXISTS agents_by_principal ON agents (principal, updated_at)")
+        _add_column(conn, "ALTER TABLE agents ADD COLUMN principal TEXT")
     if "principal" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}:
-        conn.execute("ALTER TABLE runs ADD COLUMN principal TEXT")
+        _add_column(conn, "ALTER TABLE runs ADD COLUMN principal TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS agents_by_principal ON agents (principal, updated_at)")
+
+
+def _add_column(conn: sqlite3.Connection, statement: str) -> None:
+    try:
+        conn.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):
+            raise
 
 
 def _failure(message: str, exc: sqlite3.Error) -> StoreError:
