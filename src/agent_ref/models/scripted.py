@@ -49,6 +49,9 @@ Does not own: the agent loop. What it answers (spec ``spec/agent-ref.md`` §8):
   delete ..." (R8.3-c);
 * "count slowly to N" with a ``count_slowly`` tool: a ``count_slowly`` call with ``n``;
   after the result, an answer quoting it (R8.3-d);
+* "fix the failing test: read `T`, run `C`, replace `OLD` with `NEW` in `F`" with the
+  ``Read``, ``Edit`` and ``Bash`` tools: one call a step (Read T, Bash C, Edit F, Bash C
+  again), then an answer saying whether the test passes now (spec [WD1-a]);
 * anything else: a short streamed greeting.
 
 It honours ``max_tokens``: it counts a token per 4 characters of output and, at the
@@ -784,7 +787,13 @@ _DEMO_STRING: Final = "demo"
 
 def _demo_prompt(script: _Script) -> bool:
     """The demo prompts of spec §8.3, in order; whether one answered."""
-    return _generic_calls(script) or _mcp_demo(script) or _delete_draft(script) or _count_slowly(script)
+    return (
+        _generic_calls(script)
+        or _mcp_demo(script)
+        or _delete_draft(script)
+        or _count_slowly(script)
+        or _fix_failing_test(script)
+    )
 
 
 def _requested_calls(prompt: str) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
@@ -928,6 +937,64 @@ def _count_slowly(script: _Script) -> bool:
         return False
     script.text(f"Counting to {n}, slowly.")
     script.tool_use("count_slowly", {"n": n})
+    script.stop_reason = "tool_use"
+    return True
+
+
+_FIX: Final = re.compile(r"\bfix\s+the\s+failing\s+test\b", re.IGNORECASE)
+_FIX_READ: Final = re.compile(r"\bread\s+`([^`]+)`", re.IGNORECASE)
+_FIX_RUN: Final = re.compile(r"\brun\s+`([^`]+)`", re.IGNORECASE)
+_FIX_REPLACE: Final = re.compile(r"\breplace\s+`([^`]+)`\s+with\s+`([^`]*)`\s+in\s+`([^`]+)`", re.IGNORECASE)
+_EXIT_CODE: Final = re.compile(r"^\[exit code (-?\d+)\]$", re.MULTILINE)
+
+
+def _fix_plan(prompt: str) -> list[tuple[str, str, dict[str, Any]]] | None:
+    """The workspace demo's four calls (what is said, tool, input), or ``None`` when the prompt is not one ([WD1-a])."""
+    read, run, replace = _FIX_READ.search(prompt), _FIX_RUN.search(prompt), _FIX_REPLACE.search(prompt)
+    if not _FIX.search(prompt) or read is None or run is None or replace is None:
+        return None
+    command = {"command": run.group(1), "description": "Run the test"}
+    old, new, path = replace.groups()
+    return [
+        (f"First I read the test, {read.group(1)}.", "Read", {"file_path": read.group(1)}),
+        ("Now I run it to see it fail.", "Bash", command),
+        (f"The test fails; I fix {path}.", "Edit", {"file_path": path, "old_string": old, "new_string": new}),
+        ("I run the test again.", "Bash", command),
+    ]
+
+
+def _exit_code(text: str) -> int | None:
+    """The exit code a ``Bash`` result ends with (its last ``[exit code N]`` line), if any."""
+    codes = _EXIT_CODE.findall(text)
+    return int(codes[-1]) if codes else None
+
+
+def _fix_failing_test(script: _Script) -> bool:
+    """ "fix the failing test: read, run, replace ... in ...": Read, Bash, Edit, Bash, one a step ([WD1-a])."""
+    plan = _fix_plan(script.prompt)
+    if plan is None or not {"Read", "Edit", "Bash"} <= script.tools:
+        return False
+    done = [(name, text, is_error) for name, text, is_error in script.results if name in ("Read", "Edit", "Bash")]
+    for name, text, is_error in done:
+        if is_error:
+            script.text(f"I stopped: {name} failed: {text}")
+            return True
+    if len(done) == 2 and _exit_code(done[1][1]) == 0:
+        script.text("The test already passes, so I changed nothing.")
+        return True
+    if len(done) >= len(plan):
+        code = _exit_code(done[-1][1])
+        said = "passes now" if code == 0 else f"still fails (exit code {code})"
+        script.text(f"I edited {plan[2][2]['file_path']} and the test {said}.")
+        return True
+    if not script.tools_allowed:
+        script.text(f"I may not use tools now, so I stopped after {len(done)} of {len(plan)} calls.")
+        return True
+    said, name, arguments = plan[len(done)]
+    if not done:
+        script.thinking("A failing test: read it, watch it fail, fix the code, run it again.")
+    script.text(said)
+    script.tool_use(name, arguments)
     script.stop_reason = "tool_use"
     return True
 
