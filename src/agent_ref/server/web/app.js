@@ -332,13 +332,14 @@ class Turn {
       if (seenCalls.has(b.id)) edits.set(b.id, b);
       else seenCalls.add(b.id);
     }
+    const progress = runningProgress(blocks, calls); // spec server [PW1-c]: drawn in the running call's card
     const body = h("div", { class: "blocks" });
     const child = Boolean(node.parent_agent) && !node.orphan; // its task is on the spawning call's head
     const sent = child ? [] : this.sent.filter((m) => m.agent === undefined || m.agent === agent);
     const said = (m) => h("div", { class: "user sent", "data-sent": "true", text: m.text });
     blocks.forEach((block, i) => {
       for (const m of sent) if (m.at === i) body.append(said(m)); // where it was sent
-      const view = this.blockView(agent, block, i, { ...context, results, calls, edits });
+      const view = this.blockView(agent, block, i, { ...context, results, calls, edits, progress });
       if (view) body.append(view);
     });
     for (const m of sent) if (m.at >= blocks.length) body.append(said(m));
@@ -358,7 +359,7 @@ class Turn {
     );
   }
 
-  blockView(agent, block, i, { results, calls, pending, waitingAgents, edits = new Map() }) {
+  blockView(agent, block, i, { results, calls, pending, waitingAgents, edits = new Map(), progress = new Map() }) {
     const key = `${agent}:${i}`;
     const cls = (name) => `block ${name}${block.complete ? "" : " incomplete"}`;
     switch (block.type) {
@@ -392,6 +393,10 @@ class Turn {
         const states = { pending, waitingAgents };
         for (const child of block.agents || []) children.append(this.agentView(child, states));
         const card = h("div", { class: cls(spawn ? "tool spawn" : "tool"), "data-tool-use-id": block.id }, head, children);
+        const change = editDiff(block.name, edit ? edit.input : block.input); // spec server [PW1-b]
+        if (change) card.insertBefore(change, children);
+        const news = progress.get(block.id);
+        if (news) card.insertBefore(h("div", { class: "tool-progress" }, news.map(statusLine)), children);
         if (edit) {
           card.dataset.edited = "true";
           card.insertBefore(h("div", { class: "tool-edit", text: `edited before it ran · the model asked: ${shown(block.input)}` }), children);
@@ -404,7 +409,7 @@ class Turn {
         } else if (result && denied !== undefined) {
           card.dataset.denied = "true"; // the person said no: not a result the tool gave
           card.append(h("div", { class: "tool-result denied", text: `denied: ${result.content}` }));
-        } else if (result) card.append(resultView(result));
+        } else if (result) card.append(resultView(result, block.name));
         else if (pending.has(block.id)) {
           const answer = this.answered.get(block.id);
           card.append(h("div", { class: "tool-result pending", text: answer ? `you answered: ${answer}` : "waiting for your answer" }));
@@ -428,14 +433,8 @@ class Turn {
         // envelope-v1 §4.16: a routine signal, drawn as a status line (role status), never as an error
         const d = block.data && typeof block.data === "object" ? block.data : {};
         if (d.kind === "step_start") return null; // its step_finish says what the step did
-        let text = `${d.kind || "status"}: ${d.message || d.phase || d.state || d.outcome || ""}`;
-        if (d.kind === "tool_progress") text = `${d.name || "tool"}: ${d.message || ""}`;
-        if (d.kind === "step_finish") {
-          const u = d.usage && typeof d.usage === "object" ? d.usage : {};
-          const usd = d.cost && typeof d.cost.usd === "number" ? ` · $${d.cost.usd.toFixed(4)}` : "";
-          text = `step ${d.step}: ${u.input_tokens ?? 0} in / ${u.output_tokens ?? 0} out${usd}`;
-        }
-        return h("div", { class: "block note status", role: "status", "data-kind": String(d.kind || ""), text });
+        if (d.kind === "tool_progress" && [...progress.values()].some((news) => news.includes(block))) return null; // in its call
+        return statusLine(block);
       }
       case "meta_files": {
         const files = (block.data && block.data.files) || [];
@@ -465,12 +464,106 @@ class Turn {
   }
 }
 
-function resultView(block) {
-  const view = h("div", { class: "tool-result" }, block.content);
+/** A meta_status block as its status line (envelope-v1 §4.16): role status, never an error. */
+function statusLine(block) {
+  const d = block.data && typeof block.data === "object" ? block.data : {};
+  let text = `${d.kind || "status"}: ${d.message || d.phase || d.state || d.outcome || ""}`;
+  if (d.kind === "tool_progress") text = `${d.name || "tool"}: ${d.message || ""}`;
+  if (d.kind === "step_finish") {
+    const u = d.usage && typeof d.usage === "object" ? d.usage : {};
+    const usd = d.cost && typeof d.cost.usd === "number" ? ` · $${d.cost.usd.toFixed(4)}` : "";
+    text = `step ${d.step}: ${u.input_tokens ?? 0} in / ${u.output_tokens ?? 0} out${usd}`;
+  }
+  return h("div", { class: "block note status", role: "status", "data-kind": String(d.kind || ""), text });
+}
+
+/** spec server [PW1-c]: call id -> the tool_progress blocks that came while that call ran (before its result). */
+function runningProgress(blocks, calls) {
+  const progress = new Map();
+  const answered = new Set();
+  for (const b of blocks) {
+    if (b.type === "tool_result" && b.id) answered.add(b.id);
+    const d = b.type === "meta_status" && b.data && typeof b.data === "object" ? b.data : null;
+    if (!d || d.kind !== "tool_progress" || !calls.has(d.tool_use_id) || answered.has(d.tool_use_id)) continue;
+    if (!progress.has(d.tool_use_id)) progress.set(d.tool_use_id, []);
+    progress.get(d.tool_use_id).push(b);
+  }
+  return progress;
+}
+
+const SHELL_TOOLS = new Set(["Bash", "BashOutput"]);
+/** How a shell result says it ended (spec agent-ref [SB4-c], [SB5-a]); what follows it are notes. */
+const SHELL_END = /^\[(?:exit code (-?\d+)|killed by \S+|exited: (?:exit code (-?\d+)|killed by \S+)|running|killed)\]$/;
+const TIMED_OUT = /^\[timed out after \d+ ms: .*\]$/;
+const CUT_NOTE = /^\[agent-ref: output cut: .*\]$/;
+
+function resultView(block, callName) {
+  const name = callName || block.name;
+  const text = typeof block.content === "string" ? block.content : "";
+  const shell = SHELL_TOOLS.has(name) && !block.is_error ? shellView(text) : null;
+  const view = shell || diffOf(text) || h("div", { class: "tool-result" }, block.content);
   for (const image of block.images || []) {
     if (/^(data:image\/|https?:)/.test(image.src)) view.append(h("img", { src: image.src, alt: image.media_type }));
   }
   return view;
+}
+
+/** spec server [PW1-a]: a shell result as a monospace block, its cut note and its end (the exit code) set apart; null if it has no end line. */
+function shellView(text) {
+  const lines = text.split("\n");
+  let end = lines.length - 1;
+  while (end >= 0 && !SHELL_END.test(lines[end])) end--;
+  if (end < 0) return null;
+  const from = end > 0 && TIMED_OUT.test(lines[end - 1]) ? end - 1 : end;
+  const output = lines.slice(0, from);
+  const foot = h("div", { class: "shell-foot" }, lines.slice(from).map((line) => {
+    const match = SHELL_END.exec(line);
+    const code = match && (match[1] ?? match[2]);
+    if (code === undefined || code === null) return h("span", { class: "shell-note", text: line.slice(1, -1) });
+    return h("span", { class: `exit-code ${code === "0" ? "ok" : "fail"}`, "data-exit-code": code, text: `exit code ${code}` });
+  }));
+  const shown = output.length
+    ? h("pre", { class: "shell-output" }, output.map((line) => (CUT_NOTE.test(line) ? h("span", { class: "cut-note", text: `${line}\n` }) : `${line}\n`)))
+    : h("div", { class: "shell-empty", text: "(no output)" });
+  return h("div", { class: "tool-result shell" }, shown, foot);
+}
+
+/** One line of a diff, its class by its first character (spec server [PW1-b]). */
+function diffLine(line) {
+  let kind = "ctx";
+  if (line.startsWith("+++ ") || line.startsWith("--- ") || line.startsWith("diff ")) kind = "file";
+  else if (line.startsWith("@@")) kind = "hunk";
+  else if (line.startsWith("+")) kind = "add";
+  else if (line.startsWith("-")) kind = "del";
+  else if (line.startsWith("\\")) kind = "meta";
+  return h("span", { class: `diff-line ${kind}`, text: line }); // a block: one line each
+}
+
+/** A text that holds a unified diff (a `--- `/`+++ ` pair and a hunk), drawn as one with the text before it kept; else null. */
+function diffOf(text, cls = "tool-result") {
+  const lines = String(text).split("\n");
+  const start = lines.findIndex((line, i) => line.startsWith("--- ") && (lines[i + 1] || "").startsWith("+++ ") && (lines[i + 2] || "").startsWith("@@"));
+  if (start < 0) return null;
+  const before = lines.slice(0, start).join("\n");
+  const body = lines.slice(start);
+  while (body.length && body[body.length - 1] === "") body.pop();
+  return h("div", { class: `${cls} diff-view` }, before ? h("div", { class: "diff-said", text: before }) : null,
+    h("pre", { class: "diff" }, body.map(diffLine)));
+}
+
+/** spec server [PW1-b]: an Edit's input as the lines it takes out and puts in; a Write's content as added lines. */
+function editDiff(name, input) {
+  if (!input || typeof input !== "object" || typeof input.file_path !== "string") return null;
+  const split = (text) => (text.endsWith("\n") ? text.slice(0, -1) : text).split("\n");
+  let lines;
+  if (name === "Edit" && typeof input.old_string === "string" && typeof input.new_string === "string") {
+    const all = input.replace_all === true ? " (every occurrence)" : "";
+    lines = [`--- ${input.file_path}`, `+++ ${input.file_path}`, `@@ replace${all} @@`,
+      ...split(input.old_string).map((l) => `-${l}`), ...split(input.new_string).map((l) => `+${l}`)];
+  } else if (name === "Write" && typeof input.content === "string") {
+    lines = [`+++ ${input.file_path}`, `@@ the whole file @@`, ...split(input.content).map((l) => `+${l}`)];
+  } else return null;
+  return h("div", { class: "tool-change diff-view" }, h("pre", { class: "diff" }, lines.map(diffLine)));
 }
 
 // ------------------------------------------------------------------ flows
@@ -518,7 +611,10 @@ async function approvalAnswer(call, root) {
   const original = JSON.stringify(call.input || {}, null, 2);
   $("#approval-title").textContent = child ? `A subagent (${call.agent.slice(0, 8)}) wants to run a tool` : "Approve this tool call?";
   $("#approval-name").textContent = call.name;
-  $("#approval-reason").textContent = String(call.approval.reason || "");
+  const reason = String(call.approval.reason || ""); // spec server [PW1-b]: a reason carrying a diff shows it as one
+  const drawn = diffOf(reason, "approval-diff");
+  if (drawn) $("#approval-reason").replaceChildren(drawn);
+  else $("#approval-reason").textContent = reason;
   $("#approval-input").value = original;
   $("#approval-message").value = "";
   $("#approval-error").hidden = true;
