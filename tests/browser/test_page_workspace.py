@@ -124,3 +124,23 @@ def test_spec_PW1_b_an_edit_awaiting_approval_shows_its_diff_in_the_dialog(page:
         page.wait_for_function("() => window.agentRef.turns[0].responses[1].rebuilt.done")
         stored_responses(base, run_id(page), 2)
     assert BUGGY in (workspace / "calc.py").read_text()  # denied: not edited
+
+
+def test_spec_PW1_c_progress_is_drawn_in_the_call_while_it_runs(page: Any, workspace: Path) -> None:
+    """[PW1-c]: a Bash that waits on a file shows its streamed last line inside its card before any result."""
+    command = "echo started; while [ ! -e go ]; do sleep 0.05; done; echo finished"
+    call = {"command": command, "description": "Wait for go", "timeout": 60000}
+    with _served(workspace) as base:
+        ask(page, base, f"call Bash with {json.dumps(call)}")
+        card = _card(page, "Bash")
+        try:
+            card.locator(".tool-progress .status[data-kind='tool_progress']", has_text="Bash: started").wait_for()
+            assert card.locator(".tool-result").count() == 0  # still running: the line is news, not the result
+            assert page.locator(".agent > .blocks > .status[data-kind='tool_progress']").count() == 0
+        finally:
+            (workspace / "go").touch()  # the command ends whatever was seen
+        page.wait_for_selector(".final")
+        stored_responses(base, run_id(page), 1)
+    assert card.locator(".shell-output").inner_text() == "started\nfinished\n"
+    assert card.locator(".exit-code.ok").inner_text() == "exit code 0"
+    assert card.locator(".tool-progress .status").first.inner_text() == "Bash: Wait for go"
