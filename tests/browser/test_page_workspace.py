@@ -144,3 +144,25 @@ def test_spec_PW1_c_progress_is_drawn_in_the_call_while_it_runs(page: Any, works
     assert card.locator(".shell-output").inner_text() == "started\nfinished\n"
     assert card.locator(".exit-code.ok").inner_text() == "exit code 0"
     assert card.locator(".tool-progress .status").first.inner_text() == "Bash: Wait for go"
+
+
+def test_spec_PW1_a_b_a_write_shows_its_content_and_a_timed_out_command_its_end(page: Any, workspace: Path) -> None:
+    """[PW1-b]: a Write's content as + lines; [PW1-a]: a command killed at its timeout, the timeout and end in the foot."""
+    write = {"file_path": "notes/todo.txt", "content": "one\ntwo\n"}
+    slow = {"command": "echo begun; sleep 30", "timeout": 300}
+    with _served(workspace) as base:
+        ask(page, base, f"call Write with {json.dumps(write)} call Bash with {json.dumps(slow)}")
+        page.wait_for_selector(".final")
+        stored_responses(base, run_id(page), 1)
+    assert (workspace / "notes" / "todo.txt").read_text() == "one\ntwo\n"
+    change = _card(page, "Write").locator(".tool-change")
+    assert change.locator(".diff-line.add").all_inner_texts() == ["+one", "+two"]
+    assert change.locator(".diff-line.file").all_inner_texts() == ["+++ notes/todo.txt"]
+    assert change.locator(".diff-line.del").count() == 0
+    bash = _card(page, "Bash")
+    assert bash.locator(".shell-output").inner_text() == "begun\n"
+    notes = bash.locator(".shell-foot > *")
+    assert notes.first.inner_text().startswith("timed out after 300 ms")
+    assert bash.locator(".shell-foot .exit-code.ok").count() == 0
+    assert "SIGKILL" in bash.locator(".shell-foot").inner_text()  # killed by it (or 137 = 128+9, said so)
+    assert "[timed out" not in bash.locator(".shell-output").inner_text()
