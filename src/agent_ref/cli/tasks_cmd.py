@@ -18,6 +18,9 @@ from .flags import CliError, add_store_options, check_db, formatter
 
 if TYPE_CHECKING:
     import argparse
+    from pathlib import Path
+
+    from ..store.core import Store
 
 __all__ = ["DEFAULT_TIMEOUT", "add_tasks_command", "tasks_main"]
 
@@ -54,6 +57,17 @@ def add_tasks_command(sub: Any) -> None:
     add_store_options(p)
 
 
+def _open(db: str | Path) -> Store:
+    """The store ``--db`` names, as every command opens it: a ``postgresql://`` URL or an SQLite file."""
+    if isinstance(db, str) and db.startswith(("postgresql://", "postgres://")):
+        from ..store.postgres import PostgresStore
+
+        return PostgresStore(db)
+    from ..store.core import SQLiteStore
+
+    return SQLiteStore(db)
+
+
 async def tasks_main(args: argparse.Namespace) -> int:
     """Run ``agent-ref tasks``; the exit status (0 listed or all ended, 1 ``--wait`` timed out).
 
@@ -61,12 +75,11 @@ async def tasks_main(args: argparse.Namespace) -> int:
         CliError: a ``--timeout`` that is not a positive number, an agent the store does not have.
     """
     from ..fleet.joining import ENDED, agent_tasks, join_tasks, queue_for
-    from .commands import _store
 
     if not args.timeout > 0 or args.timeout == float("inf"):
         raise CliError("--timeout", f"{args.timeout:g} is not a positive number of seconds", "pass e.g. --timeout 60")
     check_db(str(args.db), must_exist=True)
-    store = _store(args.db)
+    store = _open(args.db)
     queue = queue_for(store)
     try:
         if args.wait:
