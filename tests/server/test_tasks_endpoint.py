@@ -95,3 +95,11 @@ def test_bj1_b_no_token_is_401(served: Served, alices: str) -> None:
     """The endpoint is behind the app's guard like every other [BJ1-b]."""
     with httpx2.Client(timeout=30) as client:
         assert client.get(f"{served.base}/agents/{alices}/tasks").status_code == 401
+
+
+def test_bj1_b_an_admin_reads_anyones_tasks(served: Served, alices: str) -> None:
+    """A token with the admin claim reads alice's agent's tasks, as every endpoint lets an admin [BJ1-b]."""
+    with httpx2.Client(timeout=30) as client:
+        answer = client.get(f"{served.base}/agents/{alices}/tasks", headers=served.headers("root", admin=True))
+    assert answer.status_code == 200, answer.text
+    assert [t["status"] for t in answer.json()["tasks"]] == ["completed"]
