@@ -57,6 +57,7 @@ from .flags import (
     model_factory,
 )
 from .serve import add_serve_command
+from .tasks_cmd import add_tasks_command, tasks_main
 from .tools_cmd import add_tools_command, tools_main
 
 if TYPE_CHECKING:
@@ -773,6 +774,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_worker_command(sub)
     add_tools_command(sub)  # issue 41 §8: `agent-ref tools` (spec cli-agent-ref RCT1)
+    add_tasks_command(sub)  # issue 41 §6: `agent-ref tasks AGENT` (spec agent-ref [BJ1-a])
     return parser
 
 
@@ -1029,6 +1031,7 @@ def _run_command(args: argparse.Namespace) -> int:
         "rewind": _rewind,
         "undo": _undo,
         "tools": tools_main,
+        "tasks": tasks_main,
         "diff": _diff,
     }[args.command]
     where = f"agent-ref {args.command}"

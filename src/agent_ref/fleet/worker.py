@@ -31,7 +31,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Protocol
+from typing import Annotated, Any, Final, Protocol
 
 import msgspec
 
@@ -127,6 +127,9 @@ class SubagentTask(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             ``PermissionState``'s JSON object); ``None``: the worker's agent's own (a task
             enqueued before this field) ([AP3-b]).
         principal: the parent's owner, whom the child's stored state records (spec server [OW1-a]).
+        depth: the child's level below its root (1: a root's child), as ``for_child`` would make it ([SA4-a]).
+        max_depth: the root's ``max_subagent_depth``; ``None``: the worker's agent's own (a task
+            enqueued before this field) ([SA4-a]).
     """
 
     subagent: str
@@ -136,6 +139,8 @@ class SubagentTask(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     tool_use_id: str = ""
     permissions: dict[str, Any] | None = None
     principal: str | None = None
+    depth: Annotated[int, msgspec.Meta(ge=1)] = 1
+    max_depth: Annotated[int, msgspec.Meta(ge=1)] | None = None
 
 
 class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -191,6 +196,16 @@ class ChildOptions(Protocol):
     @property
     def subagents(self) -> Mapping[str, ChildSpec]:
         """The subagents by name."""
+        ...
+
+    @property
+    def subagent_depth(self) -> int:
+        """How deep these options' agent is (0: a root)."""
+        ...
+
+    @property
+    def max_subagent_depth(self) -> int:
+        """Levels of subagents below the root."""
         ...
 
     def for_child(
@@ -274,7 +289,7 @@ def child_runner(template: Callable[[], TemplateAgent], store_of: Callable[[], A
         # child (the dead attempt's state, and its lease, stay under the announced id): spec scaleout §6.8-b.
         agent_uuid = payload.agent_uuid if context.attempt == 1 else None
         # [AP3-a]: a background child: a call that needs approval is denied, never paused.
-        options = parent.options.for_child(spec, store_of(), agent_uuid=agent_uuid, background=True)
+        options = _at_depth(parent.options, payload).for_child(spec, store_of(), agent_uuid=agent_uuid, background=True)
         if payload.permissions is not None:  # [AP3-b]: the parent's narrowed mode and rules, not the worker's
             try:
                 narrowed = msgspec.convert(payload.permissions, PermissionState)
@@ -288,6 +303,22 @@ def child_runner(template: Callable[[], TemplateAgent], store_of: Callable[[], A
         return ChildOutcome(final_text=result.final_text, stop_reason=result.stop_reason, error=result.error or "")
 
     return run_child
+
+
+def _at_depth(options: ChildOptions, payload: SubagentTask) -> ChildOptions:
+    """The worker's agent's options placed where the child's parent stands: its depth and its root's limit ([SA4-a]).
+
+    ``for_child`` then builds the child one level deeper, with no ``subagents`` at the limit.
+
+    Raises:
+        TaskFailed: a child deeper than the limit (no parent could have spawned it).
+    """
+    limit = options.max_subagent_depth if payload.max_depth is None else payload.max_depth
+    if payload.depth > limit:
+        raise TaskFailed(f"the child's depth {payload.depth} is past its root's max_subagent_depth {limit}")
+    if payload.depth - 1 == options.subagent_depth and limit == options.max_subagent_depth:
+        return options
+    return options.replace(subagent_depth=payload.depth - 1, max_subagent_depth=limit)
 
 
 def worker_name() -> str:

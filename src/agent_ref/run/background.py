@@ -157,6 +157,8 @@ async def _start_remote(
         tool_use_id=call.id,
         permissions=permissions,
         principal=ctx.state.principal,  # spec server [OW1-a]: the child is the parent's owner's
+        depth=ctx.options.subagent_depth + 1,  # [SA4-a]: the worker builds it where for_child would
+        max_depth=ctx.options.max_subagent_depth,
     )
     await remote.queue.enqueue(
         SUBAGENT_KIND,

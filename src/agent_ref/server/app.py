@@ -860,8 +860,9 @@ def _routes(app: _App) -> list[Route]:
     )
     from .files import files_routes  # spec server §FS: the stored files the runs name in meta_files
     from .owners import list_routes  # spec server [OW2-a]: each principal's own agents and runs
+    from .tasks import tasks_routes  # spec agent-ref [BJ1-b]: an agent's background tasks, long-polled
 
-    lists = list_routes(store=app.store, route=app.route)
+    lists = list_routes(store=app.store, route=app.route) + tasks_routes(store=app.store, route=app.route)
     files = files_routes(app.settings, app.route)
     link = link_route(store=app.store, manager=app.manager, keys=app.cfg.link_keys, route=app.route)
     return [*interop, *_page_routes(), *_run_routes(app), _follow_route(app), stop, messages, *lists, *files, link]
