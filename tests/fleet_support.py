@@ -57,6 +57,8 @@ HANDLERS: dict[str, Handler] = {"record": record}
 
 #: Seconds the worker's model waits before each call (a child slow enough to kill mid-task).
 CHILD_SECONDS_ENV = "FLEET_CHILD_SECONDS"
+#: A file the worker's model waits for before each call (a child held running until the test lets it go).
+CHILD_GATE_ENV = "FLEET_CHILD_GATE"
 #: The background subagents of the fleet agent (parent and worker build the same ones).
 SUBAGENTS = {"researcher": AgentSpec(description="researches one topic")}
 
@@ -64,22 +66,28 @@ SUBAGENTS = {"researcher": AgentSpec(description="researches one topic")}
 class SlowModel:
     """A ``ScriptedModel`` that waits ``seconds`` before each call (so a test can kill its worker mid-run)."""
 
-    def __init__(self, seconds: float) -> None:
-        """Wrap a fresh ``ScriptedModel``."""
+    def __init__(self, seconds: float, gate: str | None = None) -> None:
+        """Wrap a fresh ``ScriptedModel``; with ``gate``, each call first waits (at most 120 s) for that file."""
         self.inner = ScriptedModel()
         self.name = self.inner.name
         self.seconds = seconds
+        self.gate = gate
 
     async def stream(self, params: dict[str, Any]) -> AsyncIterator[Any]:
-        """Sleep, then the scripted model's events."""
+        """Sleep (and wait for the gate file), then the scripted model's events."""
         await asyncio.sleep(self.seconds)
+        if self.gate is not None:
+            for _ in range(1200):  # a hang guard, not a synchronisation: the test creates the file
+                if os.path.exists(self.gate):
+                    break
+                await asyncio.sleep(0.1)
         async for event in self.inner.stream(params):
             yield event
 
 
 def fleet_agent() -> Agent:
     """The parent agent as a worker knows it (``agent-ref worker --agent fleet_support:fleet_agent``)."""
-    model = SlowModel(float(os.environ.get(CHILD_SECONDS_ENV, "0")))
+    model = SlowModel(float(os.environ.get(CHILD_SECONDS_ENV, "0")), os.environ.get(CHILD_GATE_ENV))
     return Agent(model, subagents=SUBAGENTS, retry=RetryPolicy(max_attempts=1))
 
 

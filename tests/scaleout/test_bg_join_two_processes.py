@@ -2,7 +2,7 @@
 
 Alice's agent runs here (its principal set as a server sets it) with
 ``BackgroundQueue(outlive=True)``: its response ends with the task pending. An ``agent-ref
-worker`` process (a slow model, so the task is seen running) claims it; an ``agent-ref serve
+worker`` process (its model held by a file the test creates, so the task is seen running) claims it; an ``agent-ref serve
 --jwt-secret-file`` process on the same database answers ``GET /agents/{id}/tasks``, and
 ``agent-ref tasks`` runs as its own process. Both show the task running, then joined
 completed with its result; bob sees none of alice's child on any list, and the child's
@@ -29,7 +29,7 @@ from agent_ref.store.postgres import PostgresStore
 from agent_ref_support import assert_valid_responses
 from browser.agent_server import serving
 from cli_support import clean_env
-from fleet_support import CHILD_SECONDS_ENV, SUBAGENTS, WorkerProcess, wait_until
+from fleet_support import CHILD_GATE_ENV, SUBAGENTS, WorkerProcess, wait_until
 from principals_support import AUDIENCE, ISSUER, absent_id, as_absent, bearer, mint
 
 if TYPE_CHECKING:
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
 _URL = re.compile(r"(http://127\.0\.0\.1:\d+)")
 WORKER_ARGS = ("--agent", "fleet_support:fleet_agent", "--lease", "30", "--poll", "0.2")
-#: The worker's model waits this long before its call: long enough to see the task running.
-CHILD_SECONDS = "12"
 
 
 async def _alice_run(url: str) -> tuple[str, str, list[bytes]]:
@@ -97,7 +95,8 @@ def test_bj1_a_a_detached_child_is_polled_and_joined_from_outside(pg_schema_url:
     command = [sys.executable, "-m", "agent_ref", "serve", "--db", url, "--port", "0"]
     command += ["--jwt-secret-file", str(tmp_path / "jwt.secret"), "--jwt-issuer", ISSUER, "--jwt-audience", AUDIENCE]
     alice, bob = bearer(mint(secret, "alice")), bearer(mint(secret, "bob"))
-    worker = WorkerProcess(url, "w1", tmp_path / "w1.log", *WORKER_ARGS, env={CHILD_SECONDS_ENV: CHILD_SECONDS})
+    gate = tmp_path / "let-the-child-answer"  # the child stays running until the test creates it
+    worker = WorkerProcess(url, "w1", tmp_path / "w1.log", *WORKER_ARGS, env={CHILD_GATE_ENV: str(gate)})
     try:
         with serving(command, url=_URL, env=clean_env()) as base, httpx2.Client(timeout=60) as client:
             row = wait_until(
@@ -129,6 +128,7 @@ def test_bj1_a_a_detached_child_is_polled_and_joined_from_outside(pg_schema_url:
             as_absent(refused, agent, client.get(f"{base}/agents/{gone}/tasks", headers=bob), gone)
             assert refused.status_code == 404
             assert refused.json()["error"]["type"] == "unknown_agent"
+            gate.touch()
             joined = _cli(url, agent, "--wait", "--timeout", "90")
             assert joined.returncode == 0, joined.stderr
             (done,) = _lines(joined)
