@@ -13,6 +13,7 @@ Does not own: running the command or reading its output (``sandbox/shell.py``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import logging
@@ -32,13 +33,14 @@ __all__ = [
     "bwrap_argv",
     "clean_env",
     "sandbox_problem",
+    "sandbox_status",
 ]
 
 log = logging.getLogger("agent_ref")
 
 #: How to get bubblewrap, said whenever ``Bash`` is refused for the lack of it (spec [SB1-b]).
 INSTALL_HINT: Final = (
-    "install bubblewrap (`apt install bubblewrap`), or opt in to running commands without a sandbox "
+    "install bubblewrap (`apt-get install bubblewrap`), or opt in to running commands without a sandbox "
     "(`--unsandboxed-bash`, `bash_tools(root, unsandboxed=True)`)"
 )
 #: Host directories bound read-only when they are directories (symlinks, as on merged-/usr
@@ -256,3 +258,20 @@ def _new_pids_cgroup(max_processes: int) -> Path | None:
             made.rmdir()
         return None
     return made
+
+
+async def sandbox_status(*, unsandboxed: bool) -> dict[str, str] | None:
+    """The ``meta_status`` payload a response with a workspace opens with, if any (spec [WS5-b]).
+
+    ``mode: "unsandboxed"`` when ``Bash`` runs on the host by choice; ``mode: "unavailable"``
+    when it should be sandboxed and no working ``bwrap`` is here (every call will be
+    refused, and the message says how to install it); ``None`` when the sandbox works.
+    The probe runs in a thread: its first run starts a process.
+    """
+    if unsandboxed:
+        message = "Bash runs UNSANDBOXED (--unsandboxed-bash): the host's filesystem and network are reachable"
+        return {"kind": "sandbox", "mode": "unsandboxed", "message": message}
+    problem = await asyncio.to_thread(sandbox_problem)
+    if problem is None:
+        return None
+    return {"kind": "sandbox", "mode": "unavailable", "message": f"Bash calls will be refused: {problem}"}
