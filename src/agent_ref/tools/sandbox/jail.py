@@ -14,14 +14,18 @@ Does not own: running the command or reading its output (``sandbox/shell.py``).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
+import errno
 import itertools
 import logging
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -200,12 +204,9 @@ class Confinement:
                     os.kill(other, signal.SIGKILL)
 
     def close(self) -> None:
-        """Remove the cgroup (it is empty once its processes are reaped)."""
+        """Remove the cgroup (it is empty once its processes are reaped) (spec [SB3-c])."""
         if self.cgroup is not None:
-            try:
-                self.cgroup.rmdir()
-            except OSError as exc:
-                log.warning("sandbox: cannot remove cgroup %s: %s", self.cgroup, exc)
+            _remove(self.cgroup)
             self.cgroup = None
 
     @property
@@ -241,12 +242,93 @@ def _own_pids_cgroup() -> Path | None:
     return None
 
 
+#: The prefix of the cgroups a command runs in: ``agent-ref-bash-PID-N`` (PID: the agent's process).
+CGROUP_PREFIX: Final = "agent-ref-bash-"
+#: The cgroups this process made and has not removed yet; ``_remove_live`` empties them at exit.
+_live: set[Path] = set()
+
+
+def _remove(cgroup: Path) -> None:
+    """Kill what is left in ``cgroup``, wait for it to exit, then remove the cgroup; failures are logged."""
+    _live.discard(cgroup)
+    for _ in range(50):  # a fork racing the kill adds a process; each pass kills and waits for what is there
+        pids = _cgroup_pids(cgroup)
+        if not pids:
+            break
+        for other in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(other, signal.SIGKILL)
+        _wait_exits(pids, timeout_ms=200)
+    for attempt in range(_RMDIR_TRIES):
+        try:
+            cgroup.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            # busy: a killed process that has exited is still counted until its parent reaps it
+            if exc.errno != errno.EBUSY or attempt == _RMDIR_TRIES - 1:
+                log.warning("sandbox: cannot remove cgroup %s: %s", cgroup, exc)
+                return
+            time.sleep(0.01)
+
+
+#: Tries of ``rmdir`` on a busy cgroup, 10 ms apart (its last processes being reaped).
+_RMDIR_TRIES: Final = 200
+
+
+def _wait_exits(pids: list[int], *, timeout_ms: int) -> None:
+    """Wait until every process of ``pids`` has exited (its pidfd turns readable), at most ``timeout_ms`` each."""
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:  # gone already
+            continue
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            poller.poll(timeout_ms)
+        finally:
+            os.close(fd)
+
+
+@atexit.register
+def _remove_live() -> None:
+    """At the interpreter's exit: the cgroups of commands still running (background ones) go (spec [SB3-c])."""
+    for cgroup in list(_live):
+        _remove(cgroup)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the empty cgroups left by agent processes that are gone (killed before ``atexit`` ran)."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        owner = entry.name.removeprefix(CGROUP_PREFIX).split("-", 1)[0]
+        if entry.name.startswith(CGROUP_PREFIX) and owner.isdigit() and not _alive(int(owner)):
+            with contextlib.suppress(OSError):  # a cgroup with processes in it is busy: left alone
+                os.rmdir(entry.path)
+
+
 def _new_pids_cgroup(max_processes: int) -> Path | None:
     """A fresh ``pids`` cgroup bounded to ``max_processes``, or ``None`` where none can be made."""
     parent = _own_pids_cgroup()
     if parent is None or not (parent / "cgroup.procs").is_file():
         return None
-    made = parent / f"agent-ref-bash-{os.getpid()}-{next(_serial)}"
+    _sweep(parent)
+    made = parent / f"{CGROUP_PREFIX}{os.getpid()}-{next(_serial)}"
     try:
         made.mkdir()
     except OSError:
@@ -257,6 +339,7 @@ def _new_pids_cgroup(max_processes: int) -> Path | None:
         with contextlib.suppress(OSError):
             made.rmdir()
         return None
+    _live.add(made)
     return made
 
 
