@@ -217,3 +217,23 @@ def test_spec_WS5_d_undo_restores_a_bash_made_change(
     assert main(["undo", agent.agent_uuid, "--to-step", "0", "--db", str(db)]) == 0
     assert tree(root) == before
     assert (root / "kept.txt").read_text() == "original\n"
+
+
+def test_spec_WS5_b_a_child_states_the_inherited_mode_under_its_own_agent(
+    root: Path, validated_sink: Callable[..., ValidatedSink]
+) -> None:
+    """[WS5-b] [WS5-c] An unsandboxed parent's child runs Bash unsandboxed too, and says so once, as itself."""
+    task = _child_task(_call("Bash", {"command": "echo child > c.txt"}))
+    agent = Agent(ScriptedModel(), workspace=root, unsandboxed_bash=True, subagents={"w": AgentSpec(description="x")})
+    sink = validated_sink()
+    _run(agent, 'call spawn_subagent with {"agent": "w", "task": ' + task + "}", sink)
+    assert (root / "c.txt").read_text() == "child\n"
+    agents = reconstruct(list(sink)).to_dict()["agents"]
+    modes = {
+        uuid: [b["data"]["mode"] for b in a["blocks"] if b["type"] == "meta_status" and b["data"]["kind"] == "sandbox"]
+        for uuid, a in agents.items()
+    }
+    assert len(modes) == 2
+    assert all(found == ["unsandboxed"] for found in modes.values()), modes
+    (result,) = _results(list(sink), "Bash")
+    assert "ran UNSANDBOXED" in result["content"]
