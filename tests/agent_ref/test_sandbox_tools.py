@@ -67,14 +67,14 @@ def test_sb1_a_the_inputs_are_the_sdks() -> None:
 def test_sb1_b_without_bwrap_bash_is_refused_with_how_to_install_it(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A PATH without bwrap: the call is an error naming `apt install bubblewrap` and the opt-in; nothing ran [SB1-b]."""
+    """A PATH without bwrap: the call is an error naming `apt-get install bubblewrap` and the opt-in; nothing ran [SB1-b]."""
     monkeypatch.setenv("PATH", str(workspace))  # no bwrap there
     tools = _by_name(bash_tools(workspace))
     lines: list[bytes] = []
     done = asyncio.run(_call(tools, "Bash", {"command": "touch ran"}, lines))
     assert done.is_error
     assert "Bash is refused: bubblewrap (bwrap) is not on PATH" in done.text
-    assert "apt install bubblewrap" in done.text
+    assert "apt-get install bubblewrap" in done.text
     assert "--unsandboxed-bash" in done.text
     assert not (workspace / "ran").exists()
 
@@ -97,7 +97,7 @@ def test_sb1_b_a_bwrap_that_cannot_sandbox_is_probed_once_and_refused(
         done = asyncio.run(_call(tools, "Bash", {"command": "touch ran"}, []))
         assert done.is_error
         assert "cannot make a sandbox here: No permissions to create new namespace" in done.text
-        assert "apt install bubblewrap" in done.text
+        assert "apt-get install bubblewrap" in done.text
     assert count.read_text() == "x\n"  # probed once, then cached
     assert not (workspace / "ran").exists()
 

@@ -107,3 +107,53 @@ def test_spec_RCW1_b_rule_flags_take_the_sdk_forms(tmp_path: Path, capsys: pytes
     assert (work / "src" / "a.py").read_text() == "a\n"
     assert not (work / "b.py").exists()
     assert "awaiting" in capsys.readouterr().out
+
+
+def test_spec_RCW2_a_run_with_workspace_gives_bash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """[RCW2-a] `run --workspace DIR`: a recorded Bash call runs (sandboxed, or refused naming apt-get without bwrap)."""
+    from agent_ref.tools.sandbox import sandbox_problem
+
+    work = tmp_path / "work"
+    work.mkdir()
+    replay = tmp_path / "replay.json"
+    calls = [("Bash", {"command": "echo hi > hi.txt"})]
+    replay.write_text(json.dumps([event for call in replay_calls(calls) for event in call]))
+    db = str(tmp_path / "a.db")
+    assert main(["run", "sh", "--replay", str(replay), "--workspace", str(work), "--db", db]) == 0
+    lines = _sse_lines(capsys.readouterr().out)
+    (result,) = [json.loads(line) for line in lines if line.startswith(b"{") and b'"tool_result"' in line]
+    assert result["name"] == "Bash"
+    if sandbox_problem() is None:
+        assert "[exit code 0]" in result["delta"]
+        assert (work / "hi.txt").read_text() == "hi\n"
+    else:  # the other branch is the next test's, with bwrap hidden on purpose
+        assert "apt-get install bubblewrap" in result["delta"]
+        assert not (work / "hi.txt").exists()
+
+
+def test_spec_RCW2_b_unsandboxed_bash_opts_in_and_needs_a_workspace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[RCW2-b] `--unsandboxed-bash` with bwrap hidden: the command runs, the stream says the mode; alone: exit 2."""
+    empty = tmp_path / "no-bwrap"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    work = tmp_path / "work"
+    work.mkdir()
+    replay = tmp_path / "replay.json"
+    calls = [("Bash", {"command": "echo hi > hi.txt"})]
+    replay.write_text(json.dumps([event for call in replay_calls(calls) for event in call]))
+    db = str(tmp_path / "a.db")
+    argv = ["run", "sh", "--replay", str(replay), "--workspace", str(work), "--db", db]
+    assert main([*argv, "--unsandboxed-bash"]) == 0
+    lines = _sse_lines(capsys.readouterr().out)
+    assert (work / "hi.txt").read_text() == "hi\n"
+    statuses = [json.loads(line) for line in lines if line.startswith(b"{") and b'"meta_status"' in line]
+    sandbox = [json.loads(s["delta"]) for s in statuses if '"sandbox"' in s["delta"]]
+    assert [s["mode"] for s in sandbox] == ["unsandboxed"]
+    assert main(["run", "x", "--unsandboxed-bash", "--db", db]) == 2
+    err = capsys.readouterr().err
+    assert "--unsandboxed-bash: error: there is no Bash without --workspace" in err
+    assert err.count("\n") == 1
+    serve = _parser().parse_args(["serve", "--workspace", str(work), "--unsandboxed-bash"])
+    assert serve.unsandboxed_bash is True

@@ -199,7 +199,8 @@ def test_spec_WS4_a_options_refuse_a_missing_workspace_and_rebuild_on_replace(tm
         AgentOptions(workspace=tmp_path / "none")
     options = AgentOptions(workspace=tmp_path)
     again = options.replace(max_steps=3)
-    assert [t.name for t in again.tools] == ["Read", "Write", "Edit", "Glob", "Grep"]
+    files = ["Read", "Write", "Edit", "Glob", "Grep"]
+    assert [t.name for t in again.tools] == [*files, "Bash", "BashOutput", "KillShell"]  # and Bash: [WS5-a]
     schemas = {t.name: t.input_schema for t in workspace_tools(tmp_path)}
     assert schemas["Read"]["required"] == ["file_path"]
     assert schemas["Edit"]["required"] == ["file_path", "old_string", "new_string"]

@@ -152,7 +152,14 @@ def _add_memory_and_tools(agent: argparse._ArgumentGroup) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="give the model Read, Write, Edit, Glob and Grep confined to DIR (spec RCW1-a; default: none)",
+        help="give the model Read, Write, Edit, Glob and Grep confined to DIR, and Bash, BashOutput and "
+        "KillShell in a bubblewrap sandbox over DIR (spec RCW1-a, RCW2-a; default: none)",
+    )
+    agent.add_argument(
+        "--unsandboxed-bash",
+        action="store_true",
+        help="with --workspace, run Bash on the host without bubblewrap: the host's files and network are "
+        "reachable (said in the stream; spec RCW2-b)",
     )
     agent.add_argument(
         "--compact-threshold",
@@ -297,13 +304,16 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _workspace_config(args: argparse.Namespace) -> dict[str, Any]:
-    """``--workspace DIR``: the workspace tools over DIR (spec RCW1-a)."""
+    """``--workspace DIR``: the workspace tools and Bash over DIR; ``--unsandboxed-bash`` (spec RCW1-a, RCW2)."""
     workspace = getattr(args, "workspace", None)
+    unsandboxed = bool(getattr(args, "unsandboxed_bash", False))
     if workspace is None:
+        if unsandboxed:  # spec RCW2-b: the opt-in names a mode of the workspace's Bash, which there is none of
+            raise CliError("--unsandboxed-bash", "there is no Bash without --workspace", "pass --workspace DIR too")
         return {}
     if not workspace.is_dir():
         raise CliError(str(workspace), "is not a directory", "pass --workspace an existing directory")
-    return {"workspace": workspace}
+    return {"workspace": workspace, "unsandboxed_bash": unsandboxed}
 
 
 def _memory_store(root: Path) -> Any:

@@ -178,9 +178,19 @@ async def drive(ctx: RunContext, abort: asyncio.Event, step: int, opening: list[
     heartbeat = asyncio.ensure_future(_heartbeat(ctx))
     try:
         async with _mcp_servers(ctx) as notes:  # [R19.7-a]: closed however the response ends
-            return await _drive_loop(ctx, abort, step, [*opening, *notes])
+            return await _drive_loop(ctx, abort, step, [*opening, *await _sandbox_note(ctx), *notes])
     finally:
         heartbeat.cancel()
+
+
+async def _sandbox_note(ctx: RunContext) -> list[bytes]:
+    """With a workspace, a ``meta_status`` of kind ``sandbox`` when Bash is unsandboxed or refused (spec [WS5-b])."""
+    if ctx.options.workspace is None:
+        return []
+    from ..tools.sandbox import sandbox_status
+
+    payload = await sandbox_status(unsandboxed=ctx.options.unsandboxed_bash)
+    return [] if payload is None else ctx.status_envelope(payload)
 
 
 @contextlib.asynccontextmanager

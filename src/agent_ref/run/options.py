@@ -184,7 +184,12 @@ class AgentOptions:
         checkpoints: save each completed step (and each tool call's start and end) before
             the next model call, so a run whose process died is continued from its last
             step instead of closed ``lost`` (spec [CK1.1-a]). A root agent's runs only.
-        workspace: the directory the workspace tools work in (None: no workspace).
+        workspace: the directory the workspace tools work in (None: no workspace): ``Read``,
+            ``Write``, ``Edit``, ``Glob``, ``Grep``, and ``Bash``, ``BashOutput``, ``KillShell``
+            in a bubblewrap sandbox (spec [WS4-a], [WS5-a]). Children inherit it ([WS5-c]).
+        unsandboxed_bash: with a workspace, run ``Bash`` on the host, without bubblewrap: a
+            mode named so in the tool's description, in each result and once in each
+            response's stream (spec [SB1-c], [WS5-b]). Children inherit it.
 
     Raises:
         ConfigError: naming the option: duplicate tool names, an unknown hook event, a tool
@@ -234,6 +239,7 @@ class AgentOptions:
     file_backend: DirectoryFiles | None = None
     checkpoints: bool = False
     workspace: Path | None = None
+    unsandboxed_bash: bool = False
     #: The checked ``output_schema`` (built from it; not an argument).
     output: StructuredOutput | None = field(default=None, init=False, compare=False)
 
@@ -252,7 +258,7 @@ class AgentOptions:
         put(self, "mcp_servers", dict(self.mcp_servers or {}))
         if self.workspace is not None:  # spec [WS4-a]: the workspace tools join the agent's own
             own = [t for t in self.tools if not _from_workspace(t)]  # ``replace`` builds them again
-            put(self, "tools", (*own, *_workspace_tools(self.workspace)))
+            put(self, "tools", (*own, *_workspace_tools(self.workspace, unsandboxed=self.unsandboxed_bash)))
         if self.retry is None:  # the keyword form's ``retry=None`` means the default policy
             put(self, "retry", RetryPolicy())
         self._check()
@@ -360,6 +366,9 @@ class AgentOptions:
             loop_limit=self.loop_limit,
             tracing=self.tracing,  # spec §20.6-a: one trace; memory stays the root's (§21.5-a)
             background=background,  # [AP3-a]: a background task cannot pause its parent's run
+            # [WS5-c]: the parent's workspace (its file tools and a shell of the child's own) and sandbox mode
+            workspace=self.workspace,
+            unsandboxed_bash=self.unsandboxed_bash,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -381,23 +390,29 @@ class AgentOptions:
         return out
 
 
+#: The modules whose tools ``workspace`` makes: the file tools and the sandboxed shell's.
+_WORKSPACE_MODULES: Final = ("agent_ref.tools.workspace", "agent_ref.tools.sandbox.tools")
+
+
 def _from_workspace(made: Tool) -> bool:
-    """``made`` is one of the workspace tools (its function defined in that package)."""
-    return getattr(made.fn, "__module__", None) == "agent_ref.tools.workspace"
+    """``made`` is one of the tools ``workspace`` makes (its function defined in those modules)."""
+    return getattr(made.fn, "__module__", None) in _WORKSPACE_MODULES
 
 
-def _workspace_tools(root: Path) -> list[Tool]:
-    """The workspace tools over ``root`` ([WS4-a]).
+def _workspace_tools(root: Path, *, unsandboxed: bool) -> list[Tool]:
+    """The workspace tools over ``root`` ([WS4-a]), then ``Bash`` and its two in the sandbox ([WS5-a]).
 
     Raises:
         ConfigError: ``root`` is not an existing directory.
     """
+    from ..tools.sandbox import bash_tools
     from ..tools.workspace import WorkspaceError, workspace_tools
 
     try:
-        return workspace_tools(root)
+        files = workspace_tools(root)
     except WorkspaceError as exc:
         raise ConfigError(f"workspace: {exc}") from None
+    return [*files, *bash_tools(root, unsandboxed=unsandboxed)]
 
 
 def _rules(rules: object) -> tuple[PermissionRule, ...]:

@@ -6,7 +6,7 @@ workspace ``root``; see ``sandbox/tools.py``.
 
 from __future__ import annotations
 
-from .jail import INSTALL_HINT, SandboxLimits, sandbox_problem
+from .jail import INSTALL_HINT, SandboxLimits, sandbox_problem, sandbox_status
 from .output import DEFAULT_MAX_OUTPUT_BYTES, BoundedOutput
 from .shell import RunResult, SandboxUnavailable, Shell
 from .tools import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, bash_tools
@@ -23,4 +23,5 @@ __all__ = [
     "Shell",
     "bash_tools",
     "sandbox_problem",
+    "sandbox_status",
 ]

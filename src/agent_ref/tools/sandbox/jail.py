@@ -13,14 +13,19 @@ Does not own: running the command or reading its output (``sandbox/shell.py``).
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import contextlib
+import errno
 import itertools
 import logging
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -32,13 +37,14 @@ __all__ = [
     "bwrap_argv",
     "clean_env",
     "sandbox_problem",
+    "sandbox_status",
 ]
 
 log = logging.getLogger("agent_ref")
 
 #: How to get bubblewrap, said whenever ``Bash`` is refused for the lack of it (spec [SB1-b]).
 INSTALL_HINT: Final = (
-    "install bubblewrap (`apt install bubblewrap`), or opt in to running commands without a sandbox "
+    "install bubblewrap (`apt-get install bubblewrap`), or opt in to running commands without a sandbox "
     "(`--unsandboxed-bash`, `bash_tools(root, unsandboxed=True)`)"
 )
 #: Host directories bound read-only when they are directories (symlinks, as on merged-/usr
@@ -198,12 +204,9 @@ class Confinement:
                     os.kill(other, signal.SIGKILL)
 
     def close(self) -> None:
-        """Remove the cgroup (it is empty once its processes are reaped)."""
+        """Remove the cgroup (it is empty once its processes are reaped) (spec [SB3-c])."""
         if self.cgroup is not None:
-            try:
-                self.cgroup.rmdir()
-            except OSError as exc:
-                log.warning("sandbox: cannot remove cgroup %s: %s", self.cgroup, exc)
+            _remove(self.cgroup)
             self.cgroup = None
 
     @property
@@ -239,12 +242,93 @@ def _own_pids_cgroup() -> Path | None:
     return None
 
 
+#: The prefix of the cgroups a command runs in: ``agent-ref-bash-PID-N`` (PID: the agent's process).
+CGROUP_PREFIX: Final = "agent-ref-bash-"
+#: The cgroups this process made and has not removed yet; ``_remove_live`` empties them at exit.
+_live: set[Path] = set()
+
+
+def _remove(cgroup: Path) -> None:
+    """Kill what is left in ``cgroup``, wait for it to exit, then remove the cgroup; failures are logged."""
+    _live.discard(cgroup)
+    for _ in range(50):  # a fork racing the kill adds a process; each pass kills and waits for what is there
+        pids = _cgroup_pids(cgroup)
+        if not pids:
+            break
+        for other in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(other, signal.SIGKILL)
+        _wait_exits(pids, timeout_ms=200)
+    for attempt in range(_RMDIR_TRIES):
+        try:
+            cgroup.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            # busy: a killed process that has exited is still counted until its parent reaps it
+            if exc.errno != errno.EBUSY or attempt == _RMDIR_TRIES - 1:
+                log.warning("sandbox: cannot remove cgroup %s: %s", cgroup, exc)
+                return
+            time.sleep(0.01)
+
+
+#: Tries of ``rmdir`` on a busy cgroup, 10 ms apart (its last processes being reaped).
+_RMDIR_TRIES: Final = 200
+
+
+def _wait_exits(pids: list[int], *, timeout_ms: int) -> None:
+    """Wait until every process of ``pids`` has exited (its pidfd turns readable), at most ``timeout_ms`` each."""
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:  # gone already
+            continue
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            poller.poll(timeout_ms)
+        finally:
+            os.close(fd)
+
+
+@atexit.register
+def _remove_live() -> None:
+    """At the interpreter's exit: the cgroups of commands still running (background ones) go (spec [SB3-c])."""
+    for cgroup in list(_live):
+        _remove(cgroup)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the empty cgroups left by agent processes that are gone (killed before ``atexit`` ran)."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        owner = entry.name.removeprefix(CGROUP_PREFIX).split("-", 1)[0]
+        if entry.name.startswith(CGROUP_PREFIX) and owner.isdigit() and not _alive(int(owner)):
+            with contextlib.suppress(OSError):  # a cgroup with processes in it is busy: left alone
+                os.rmdir(entry.path)
+
+
 def _new_pids_cgroup(max_processes: int) -> Path | None:
     """A fresh ``pids`` cgroup bounded to ``max_processes``, or ``None`` where none can be made."""
     parent = _own_pids_cgroup()
     if parent is None or not (parent / "cgroup.procs").is_file():
         return None
-    made = parent / f"agent-ref-bash-{os.getpid()}-{next(_serial)}"
+    _sweep(parent)
+    made = parent / f"{CGROUP_PREFIX}{os.getpid()}-{next(_serial)}"
     try:
         made.mkdir()
     except OSError:
@@ -255,4 +339,22 @@ def _new_pids_cgroup(max_processes: int) -> Path | None:
         with contextlib.suppress(OSError):
             made.rmdir()
         return None
+    _live.add(made)
     return made
+
+
+async def sandbox_status(*, unsandboxed: bool) -> dict[str, str] | None:
+    """The ``meta_status`` payload a response with a workspace opens with, if any (spec [WS5-b]).
+
+    ``mode: "unsandboxed"`` when ``Bash`` runs on the host by choice; ``mode: "unavailable"``
+    when it should be sandboxed and no working ``bwrap`` is here (every call will be
+    refused, and the message says how to install it); ``None`` when the sandbox works.
+    The probe runs in a thread: its first run starts a process.
+    """
+    if unsandboxed:
+        message = "Bash runs UNSANDBOXED (--unsandboxed-bash): the host's filesystem and network are reachable"
+        return {"kind": "sandbox", "mode": "unsandboxed", "message": message}
+    problem = await asyncio.to_thread(sandbox_problem)
+    if problem is None:
+        return None
+    return {"kind": "sandbox", "mode": "unavailable", "message": f"Bash calls will be refused: {problem}"}
