@@ -323,6 +323,12 @@ def serve_main(args: argparse.Namespace) -> int:
         _try_agent(factory, config)
         provider = _tracing(args.otlp)
         verifier = jwt_verifier(args, os.environ)
+        if verifier is not None:  # spec server [RL3-a] [RL3-b]: the link key of a JWT server
+            from ..server.links import jwt_link_keys
+
+            args.link_keys, links_off = jwt_link_keys(args.link_keys, verifier)
+            if links_off is not None:
+                sys.stderr.write(links_off + "\n")
     except CliError as exc:
         sys.stderr.write(f"{exc}\n")
         return 2

@@ -214,7 +214,8 @@ async def finish(ctx: RunContext, stop_reason: str, *, error_payload: dict[str, 
     files = run.files  # spec §5.6-c: the run's own files, once, at its end (a pause kept them in the state)
     backend = ctx.options.file_backend
     if files and backend is not None:  # [SF1-a]: kept beside the store, named as they are
-        await keep_files(backend, files, files_api_fetch(getattr(ctx.model, "client", None)))
+        fetch = files_api_fetch(getattr(ctx.model, "client", None))
+        await keep_files(backend, files, fetch, principal=state.principal, run_id=run.run_id)  # server [FS2-a]
     if files:
         response.stage(ctx.emitter.buffered("meta_files", json.dumps({"files": files}, ensure_ascii=False)))
     structured, ctx.structured = ctx.structured, None

@@ -851,7 +851,13 @@ def _routes(app: _App) -> list[Route]:
         store=app.store, manager=app.manager, max_body_bytes=app.cfg.max_body_bytes, load=app.load, route=app.route
     )
     interop = interop_routes(
-        store=app.store, manager=app.manager, config=app.cfg, new_agent=app.new_agent, route=app.route, sse=app.sse
+        store=app.store,
+        manager=app.manager,
+        config=app.cfg,
+        new_agent=app.new_agent,
+        route=app.route,
+        sse=app.sse,
+        quota=app.quota,
     )
     from .messages import messages_route  # spec server: streaming input to a working run
 

@@ -18,7 +18,9 @@ except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extr
     raise import_failed(exc, __name__, "server") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from ..store.files import FILES_PATH, DirectoryFiles, FileIdError
+from .auth import owns
 from .http import _Refused
+from .owners import principal_of
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -33,7 +35,9 @@ def files_routes(
 ) -> list[Route]:
     """``GET /files/{file_id}`` when the agent has a ``file_backend`` ([FS1-a]); none otherwise.
 
-    ``route`` puts the handler behind the app's checks (the token, refusals as JSON).
+    ``route`` puts the handler behind the app's checks (the token, refusals as JSON). A
+    file is served only to the principal whose run produced it, or an admin; another's is
+    the same ``404 unknown_file`` as a missing one (spec server [FS2-a]).
     """
     backend = settings.get("file_backend")
     if not isinstance(backend, DirectoryFiles):
@@ -45,8 +49,8 @@ def files_routes(
             stored = await backend.get(file_id)
         except FileIdError as exc:  # [FS1-b]: a path or an escape is refused before the disk is looked at
             raise _Refused(400, "invalid_file_id", str(exc)) from None
-        if stored is None:
-            raise _Refused(404, "unknown_file", "no such file")
+        if stored is None or not owns(principal_of(request), stored.principal):
+            raise _Refused(404, "unknown_file", "no such file")  # spec server [FS2-a]: another's is as missing
         headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, no-store"}
         return FileResponse(stored.path, filename=stored.filename, headers=headers)
 

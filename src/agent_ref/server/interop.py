@@ -35,9 +35,10 @@ from envelope.interop import InteropError
 from envelope.interop.agui import CUSTOM_PREFIX, EnvelopeToAgui, request_from_run_input
 from envelope.interop.vercel import HEADERS, EnvelopeToVercel, request_from_chat
 
-from .auth import owns
+from .auth import LOCAL, owns
 from .http import _read_json, _refusal_of, _Refused, _tool_results
 from .owners import principal_of
+from .quotas import admit_run
 from .streams import DONE_LINE
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from ..store.state import AgentState
     from .app import RunManager, ServerConfig
     from .auth import Principal
+    from .quotas import QuotaState
     from .streams import LiveStream
 
     Handler = Callable[[Request], Awaitable[Response]]
@@ -91,6 +93,7 @@ def interop_routes(
     new_agent: Callable[[str], Agent],
     route: Callable[[Handler], Handler],
     sse: Callable[[AsyncIterator[bytes], Mapping[str, str]], EventSourceResponse],
+    quota: QuotaState | None = None,
 ) -> list[Route]:
     """The routes ``create_app`` mounts (spec server §9).
 
@@ -101,8 +104,9 @@ def interop_routes(
         new_agent: a new ``Agent`` with the given id, configured as the app's agents are.
         route: wraps a handler with the token check and the JSON error answers.
         sse: the app's SSE response (keep-alive comments, headers).
+        quota: the app's per-principal quota counts (spec server [QU2-a]); ``None``: no quotas.
     """
-    endpoints = _Endpoints(store=store, manager=manager, config=config, new_agent=new_agent, sse=sse)
+    endpoints = _Endpoints(store=store, manager=manager, config=config, new_agent=new_agent, sse=sse, quota=quota)
     return [
         Route("/agui", route(endpoints.agui), methods=["POST"]),
         Route("/api/chat", route(endpoints.chat), methods=["POST"]),
@@ -121,8 +125,10 @@ class _Endpoints:
         config: ServerConfig,
         new_agent: Callable[[str], Agent],
         sse: Callable[[AsyncIterator[bytes], Mapping[str, str]], EventSourceResponse],
+        quota: QuotaState | None = None,
     ) -> None:
         self.store = store
+        self.quota = quota
         self.manager = manager
         self.config = config
         self.new_agent = new_agent
@@ -149,7 +155,18 @@ class _Endpoints:
         agent.state = state
         return agent
 
-    async def start(self, agent: Agent, asked: ServerRequest) -> LiveStream:
+    async def start(self, agent: Agent, asked: ServerRequest, principal: Principal) -> LiveStream:
+        """Start the run ``asked`` names through the app's run manager, behind the quotas (spec server [QU2-a]).
+
+        The quotas are checked before the run manager saves anything: a refused request
+        leaves no agent, no run, no journal line (spec server [QU1-a]).
+        """
+        if self.quota is None:
+            return await self._start(agent, asked)
+        async with admit_run(self.quota, self.store, principal.sub, default=LOCAL.sub):
+            return await self._start(agent, asked)
+
+    async def _start(self, agent: Agent, asked: ServerRequest) -> LiveStream:
         """Start the run ``asked`` names through the app's run manager (its refusals as ``/agent/...``'s)."""
         manager = self.manager
         try:
@@ -172,10 +189,11 @@ class _Endpoints:
         run_id = body["runId"]
         _conversation(run_id, "$.runId")
         _check(asked, body, self.config)
-        agent = await self.agent_of("agui", asked, principal_of(request))
+        principal = principal_of(request)
+        agent = await self.agent_of("agui", asked, principal)
         if asked.path == "/agent/tool_results":
             asked = _answers_only(asked, agent.state)
-        stream = await self.start(agent, asked)
+        stream = await self.start(agent, asked, principal)
         answered = {r["tool_use_id"] for r in asked.body.get("tool_results", ())}
         converter = EnvelopeToAgui(thread_id=asked.conversation, run_id=run_id, message_prefix=_prefix(stream))
         return self.sse(_agui_events(_lines(stream), converter, answered), _headers(stream))
@@ -189,7 +207,8 @@ class _Endpoints:
             raise _invalid(exc) from None
         _conversation(asked.conversation, "$.id")
         _check(asked, body, self.config)
-        stream = await self.start(await self.agent_of("chat", asked, principal_of(request)), asked)
+        principal = principal_of(request)
+        stream = await self.start(await self.agent_of("chat", asked, principal), asked, principal)
         return self.sse(_vercel_chunks(_lines(stream), EnvelopeToVercel()), {**_VERCEL_HEADER, **_headers(stream)})
 
     async def chat_stream(self, request: Request) -> Response:

@@ -41,12 +41,14 @@ if TYPE_CHECKING:
 
     from ..store.core import Store
     from .app import RunManager
+    from .auth import JwtVerifier
 
 __all__ = [
     "LINK_HEADER",
     "LINK_HOLDER",
     "LINK_TTL_SECONDS",
     "LinkKeyError",
+    "jwt_link_keys",
     "link_grants",
     "link_keys",
     "link_route",
@@ -61,6 +63,11 @@ LINK_HEADER: Final = "X-Resume-Token"
 EXPIRES_HEADER: Final = "X-Resume-Expires"
 #: What the key derived from ``--token`` is for, so it signs nothing else (spec server [RL1-c]).
 _DERIVED: Final = b"agent-ref resume links v1"
+#: The line ``agent-ref serve`` prints when a JWKS server has no link key (spec server [RL3-b]).
+LINKS_OFF_JWKS: Final = (
+    "agent-ref serve: resume links are off: --jwks-file keys are public and cannot sign links;"
+    " pass --link-key-file (the same file on every process) to turn them on"
+)
 #: The ``request.state`` attribute a request admitted by a link carries: the run it may follow.
 _LINK_RUN: Final = "link_run"
 
@@ -110,6 +117,23 @@ def link_keys(key_file: str | Path | None, token: str | None) -> tuple[bytes, ..
     if not keys:
         raise LinkKeyError(f"{key_file}: no key in it (one a line; the first signs)")
     return tuple(keys)
+
+
+def jwt_link_keys(keys: tuple[bytes, ...], verifier: JwtVerifier | None) -> tuple[tuple[bytes, ...], str | None]:
+    """The link keys of a JWT server, and the line to print when it has none (spec server [RL3-a], [RL3-b]).
+
+    ``keys`` are ``link_keys``' (a ``--link-key-file``'s, kept as they are). Without them,
+    an HS256 server (``--jwt-secret-file``) derives one from its secret as [RL1-c] does
+    from ``--token`` (HMAC-SHA-256 of the fixed label, keyed by the secret), so a fleet that
+    shares the secret shares links; a JWKS server (public keys only) mints no links and
+    says so in ``LINKS_OFF_JWKS``.
+    """
+    if keys or verifier is None:
+        return keys, None
+    secrets = [key for _, algorithm, key in verifier.keys if algorithm == "HS256" and isinstance(key, bytes)]
+    if not secrets:
+        return (), LINKS_OFF_JWKS
+    return (hmac.new(secrets[0], _DERIVED, hashlib.sha256).digest(),), None
 
 
 def link_grants(request: Request, keys: Sequence[bytes]) -> bool:

@@ -32,9 +32,10 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from ..store.core import Store
+    from ..store.state import RunRecord
     from .app import RunManager
 
-__all__ = ["LIST_LIMIT", "list_routes", "owned_agent", "principal_of", "run_agent"]
+__all__ = ["LIST_LIMIT", "list_routes", "owned_agent", "principal_of", "run_agent", "runs_of"]
 
 #: The most agents ``GET /agents`` and ``GET /agent/runs`` answer with, newest first (spec server [OW2-a]).
 LIST_LIMIT: Final = 100
@@ -77,6 +78,19 @@ async def owned_agent(principal: Principal, manager: RunManager, store: Store, r
     return agent_uuid if state is not None and owns(principal, state.principal) else None
 
 
+async def runs_of(store: Store, agent_uuids: list[str]) -> dict[str, list[RunRecord]]:
+    """The completed runs of each agent: the store's one-query ``runs_of``, else one ``runs`` per agent.
+
+    The project's stores all have ``runs_of`` (spec server [OW3-a]); a store of the
+    ``Store`` protocol without it still lists, at one query an agent.
+    """
+    batch = getattr(store, "runs_of", None)
+    if batch is not None:
+        found: dict[str, list[RunRecord]] = await batch(agent_uuids)
+        return found
+    return {uuid: await store.runs(uuid) for uuid in agent_uuids}
+
+
 def list_routes(
     *,
     store: Store,
@@ -107,8 +121,10 @@ def list_routes(
 
     async def runs(request: Request) -> Response:
         out: list[dict[str, Any]] = []
-        for summary in await listed(request):
-            records = await store.runs(summary.agent_uuid)
+        summaries = await listed(request)
+        every = await runs_of(store, [s.agent_uuid for s in summaries])  # spec server [OW3-a]: one query
+        for summary in summaries:
+            records = every[summary.agent_uuid]
             done = {r.run_id for r in records}
             out += [
                 {"run_id": r.run_id, "agent_uuid": r.agent_uuid, "status": "finished", "stop_reason": r.stop_reason}

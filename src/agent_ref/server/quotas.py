@@ -27,7 +27,7 @@ except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extr
     raise import_failed(exc, __name__, "server") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from .http import _Refused
-from .owners import principal_of
+from .owners import principal_of, runs_of
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -215,8 +215,9 @@ async def admit_run(
     if quotas.budget_usd is not None:
         since = day_start(now)
         spent = 0.0
-        for summary in mine:
-            spent += sum(r.cost_usd or 0.0 for r in await store.runs(summary.agent_uuid) if r.finished_at >= since)
+        every = await runs_of(store, [s.agent_uuid for s in mine])  # spec server [OW3-a]: one query
+        for records in every.values():
+            spent += sum(r.cost_usd or 0.0 for r in records if r.finished_at >= since)
         state.check_budget(principal, spent, now)
     with state.start(principal):
         yield

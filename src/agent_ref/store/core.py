@@ -297,6 +297,10 @@ class MemoryStore:
         """See ``Store.runs``."""
         return list(self._runs.get(agent_uuid, []))
 
+    async def runs_of(self, agent_uuids: Sequence[str]) -> dict[str, list[RunRecord]]:
+        """See ``SQLiteStore.runs_of``."""
+        return {uuid: list(self._runs.get(uuid, [])) for uuid in agent_uuids}
+
     async def record_snapshot(self, agent_uuid: str, run_id: str, run_step: int, data: bytes) -> int:
         """See ``snapshots.SnapshotStore.record_snapshot``."""
         rows = self._snapshots.setdefault(agent_uuid, [])
@@ -667,6 +671,31 @@ class SQLiteStore:
         finally:
             conn.close()
         return [msgspec.json.decode(r[0], type=RunRecord) for r in rows]
+
+    async def runs_of(self, agent_uuids: Sequence[str]) -> dict[str, list[RunRecord]]:
+        """The completed runs of each of ``agent_uuids`` (oldest first), read in one query.
+
+        For the run list (spec server [OW3-a]): one store round trip, not one per agent.
+        Every id asked is a key; an agent with no run maps to ``[]``.
+        """
+        return await _off_loop(self.path, self._runs_of, list(agent_uuids))
+
+    def _runs_of(self, agent_uuids: list[str]) -> dict[str, list[RunRecord]]:
+        out: dict[str, list[RunRecord]] = {uuid: [] for uuid in agent_uuids}
+        if not agent_uuids:
+            return out
+        marks = ",".join("?" * len(agent_uuids))
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                f"SELECT agent_uuid, record FROM runs WHERE agent_uuid IN ({marks}) ORDER BY finished_at, rowid",
+                agent_uuids,
+            ).fetchall()
+        finally:
+            conn.close()
+        for uuid, record in rows:
+            out[str(uuid)].append(msgspec.json.decode(record, type=RunRecord))
+        return out
 
     async def record_snapshot(self, agent_uuid: str, run_id: str, run_step: int, data: bytes) -> int:
         """See ``snapshots.SnapshotStore.record_snapshot``."""

@@ -57,12 +57,18 @@ class StoredFile:
         filename: its real name (a base name: no directory part).
         size: its length in bytes.
         path: where its bytes are.
+        principal: who owns it: the principal of the run that produced it (spec server
+            [FS2-a]); ``None`` when none was recorded (a file kept before owners were, or
+            by an agent with no principal).
+        run_id: the run that produced it, when recorded.
     """
 
     file_id: str
     filename: str
     size: int
     path: Path
+    principal: str | None = None
+    run_id: str | None = None
 
 
 def check_file_id(file_id: str) -> str:
@@ -104,27 +110,36 @@ class DirectoryFiles:
         """Keep files under ``root``."""
         self.root = Path(root)
 
-    def _put(self, file_id: str, filename: str, data: bytes) -> StoredFile:
+    def _put(self, file_id: str, filename: str, data: bytes, principal: str | None, run_id: str | None) -> StoredFile:
         self.root.mkdir(parents=True, exist_ok=True)
         name = _clean_name(filename, file_id)
         path = self.root / file_id
         partial = self.root / f".{file_id}.partial"
         partial.write_bytes(data)
         os.replace(partial, path)  # a reader never sees half a file
-        record = {"filename": name, "size": len(data)}
+        record: dict[str, Any] = {"filename": name, "size": len(data)}
+        if principal is not None:  # spec server [FS2-a]: the owner beside the bytes
+            record["principal"] = principal
+        if run_id is not None:
+            record["run_id"] = run_id
         meta = self.root / f".{file_id}.json.partial"
         meta.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
         os.replace(meta, self.root / f"{file_id}.json")
-        return StoredFile(file_id=file_id, filename=name, size=len(data), path=path)
+        return StoredFile(file_id, name, len(data), path, principal, run_id)
 
-    async def put(self, file_id: str, filename: str, data: bytes) -> StoredFile:
+    async def put(
+        self, file_id: str, filename: str, data: bytes, *, principal: str | None = None, run_id: str | None = None
+    ) -> StoredFile:
         """Store ``data`` as ``file_id`` named ``filename`` (its base name); replaces one stored before.
+
+        ``principal`` and ``run_id`` (the producing run's owner and id) are recorded beside
+        it; the server serves the file only to that principal or an admin (spec server [FS2-a]).
 
         Raises:
             FileIdError: ``file_id`` is not a plain name.
         """
         check_file_id(file_id)
-        return await asyncio.to_thread(self._put, file_id, filename, bytes(data))
+        return await asyncio.to_thread(self._put, file_id, filename, bytes(data), principal, run_id)
 
     def _get(self, file_id: str) -> StoredFile | None:
         record_path = self.root / f"{file_id}.json"
@@ -135,7 +150,15 @@ class DirectoryFiles:
             return None
         if not path.is_file() or path.is_symlink():
             return None
-        return StoredFile(file_id=file_id, filename=str(record["filename"]), size=int(record["size"]), path=path)
+        owner, run_id = record.get("principal"), record.get("run_id")
+        return StoredFile(
+            file_id=file_id,
+            filename=str(record["filename"]),
+            size=int(record["size"]),
+            path=path,
+            principal=owner if isinstance(owner, str) else None,
+            run_id=run_id if isinstance(run_id, str) else None,
+        )
 
     async def get(self, file_id: str) -> StoredFile | None:
         """The stored file ``file_id``, or ``None`` if there is none.
@@ -158,8 +181,18 @@ def files_api_fetch(client: Any) -> Fetch:
     return fetch
 
 
-async def keep_files(backend: DirectoryFiles, files: list[dict[str, str]], fetch: Fetch) -> None:
+async def keep_files(
+    backend: DirectoryFiles,
+    files: list[dict[str, str]],
+    fetch: Fetch,
+    *,
+    principal: str | None = None,
+    run_id: str | None = None,
+) -> None:
     """Fetch and store each of a run's ``meta_files`` items not stored yet; name it as stored ([SF1-a]).
+
+    ``principal`` and ``run_id`` are the producing run's, recorded as each file's owner
+    (spec server [FS2-a]).
 
     A stored item's ``filename`` is the real one and its ``storage_location`` the server's
     URL (``file_url``). A file that cannot be fetched or stored keeps the Files API id and
@@ -171,7 +204,7 @@ async def keep_files(backend: DirectoryFiles, files: list[dict[str, str]], fetch
             continue  # already kept, or an id that cannot be a stored name
         try:
             filename, data = await fetch(file_id)
-            stored = await backend.put(file_id, filename, data)
+            stored = await backend.put(file_id, filename, data, principal=principal, run_id=run_id)
         except Exception:
             log.exception("file %s could not be fetched and stored; it stays in the Files API", file_id)
             continue

@@ -53,7 +53,7 @@ from .sessions import InboxBounds, InboxReceipt
 from .state import AgentState, RunRecord, decode_state, encode_state
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Coroutine
+    from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 
     from psycopg.rows import TupleRow
 
@@ -471,6 +471,21 @@ class PostgresStore:
             (agent_uuid,),
         )
         return [msgspec.json.decode(bytes(r[0]), type=RunRecord) for r in rows]  # type: ignore[call-overload]  # BYTEA
+
+    @_bounded
+    async def runs_of(self, agent_uuids: Sequence[str]) -> dict[str, list[RunRecord]]:
+        """See ``SQLiteStore.runs_of``: one query for every agent asked (spec server [OW3-a])."""
+        out: dict[str, list[RunRecord]] = {uuid: [] for uuid in agent_uuids}
+        if not out:
+            return out
+        rows = await self._rows(
+            f"the runs of {len(out)} agents",
+            "SELECT agent_uuid, record FROM runs WHERE agent_uuid = ANY(%s) ORDER BY finished_at, position",
+            (list(out),),
+        )
+        for uuid, record in rows:
+            out[str(uuid)].append(msgspec.json.decode(bytes(record), type=RunRecord))  # type: ignore[call-overload]
+        return out
 
     @_bounded
     async def record_snapshot(self, agent_uuid: str, run_id: str, run_step: int, data: bytes) -> int:
