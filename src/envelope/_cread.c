@@ -6,7 +6,7 @@
  * for each of them: a line that is exactly a known prefix (type, agent, "final":false,
  * "delta": as this codec encodes them), one JSON string, and the open block's tail (its
  * id and name as this codec encodes them, then "}") is a chunk of that key's open block:
- * its delta is appended to the block's parts and its size counted. It returns the index
+ * its delta is decoded to UTF-8 and gathered for the block (its size counted in code points). It returns the index
  * of the first line it did not take; that line, and every later one, is the caller's.
  *
  * A line is taken only when the reference would take it with the same effect, so that
@@ -28,8 +28,12 @@
  * the answer of bytes.decode("utf-8"), strict, without building the str.
  *
  * Within one call no block opens or closes (only continuation lines are taken), so each
- * key's block is looked up once per call and kept in a small table; the sizes are written
- * back to the blocks when the call returns, whatever ended it.
+ * key's block is looked up once per call and kept in a small table. No str is built per
+ * delta: each block's deltas are gathered as UTF-8 in a buffer of the call, appended to the
+ * block's bytearray (_Open.buf) and its size written back when the call returns, whatever
+ * ended it; Python decodes that bytearray to one str when the block's parts are next read
+ * or appended to (_Open.flush). Building one str per delta and joining them at the end
+ * was where the compiled read path lost to bare msgspec (11x its last-level data misses).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -38,16 +42,6 @@
 #include <string.h>
 
 #define MAX_ENTRIES 16
-#define SMALL_BUF 4096
-
-typedef struct {
-    PyObject *prefix; /* bytes, owned */
-    PyObject *tail;   /* bytes, owned */
-    PyObject *block;  /* owned */
-    PyObject *parts;  /* list, owned */
-    Py_ssize_t size;
-    int dirty;
-} Entry;
 
 static int
 hexval(unsigned char c)
@@ -96,125 +90,191 @@ plain_run(const unsigned char *p, const unsigned char *end)
     return p;
 }
 
-/* The str of the JSON string s[0:n] (quotes included), or NULL with no error set when the
- * reference must judge it; NULL with an error set only for a failed allocation. */
-static PyObject *
-decode_string(const unsigned char *s, Py_ssize_t n, unsigned char *small)
+/* A block's bytes gathered during one call: its deltas' UTF-8, appended to the block's
+ * buffer (``_Open.buf``, a bytearray) once, when the call returns. */
+typedef struct {
+    unsigned char *data;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+} Scratch;
+
+typedef struct {
+    PyObject *prefix; /* bytes, owned */
+    PyObject *tail;   /* bytes, owned */
+    PyObject *block;  /* owned */
+    PyObject *buf;    /* the block's bytearray, owned */
+    Scratch gathered; /* this call's bytes for buf */
+    Py_ssize_t size;
+} Entry;
+
+/* Room for `more` bytes after s->len; 0 with MemoryError set when none. */
+static int
+reserve(Scratch *s, Py_ssize_t more)
+{
+    if (s->data != NULL && s->len + more <= s->cap) {
+        return 1;
+    }
+    Py_ssize_t cap = s->cap ? s->cap : 1024;
+    while (cap < s->len + more) {
+        cap *= 2;
+    }
+    unsigned char *data = (unsigned char *)PyMem_Realloc(s->data, (size_t)cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    s->data = data;
+    s->cap = cap;
+    return 1;
+}
+
+/* The code points of s[0:n] when it is UTF-8 as Python's strict decoder reads it (no
+ * overlong form, no surrogate, nothing past U+10FFFF, no sequence cut short); -1 when not. */
+static Py_ssize_t
+utf8_count(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    Py_ssize_t count = 0;
+    while (i < n) {
+        /* ASCII, eight bytes at a time while aligned runs last */
+        while (i + 8 <= n) {
+            uint64_t word;
+            memcpy(&word, s + i, 8);
+            if (word & 0x8080808080808080ULL) {
+                break;
+            }
+            i += 8;
+            count += 8;
+        }
+        if (i >= n) {
+            break;
+        }
+        unsigned char c = s[i];
+        count++;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c < 0xC2) {
+            return -1; /* a continuation byte first, or an overlong two-byte form */
+        }
+        if (c < 0xE0) {
+            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) {
+                return -1;
+            }
+            i += 2;
+            continue;
+        }
+        if (c < 0xF0) {
+            if (i + 2 >= n) {
+                return -1;
+            }
+            unsigned char c1 = s[i + 1];
+            unsigned char lo = c == 0xE0 ? 0xA0 : 0x80; /* no overlong form */
+            unsigned char hi = c == 0xED ? 0x9F : 0xBF; /* no surrogate */
+            if (c1 < lo || c1 > hi || (s[i + 2] & 0xC0) != 0x80) {
+                return -1;
+            }
+            i += 3;
+            continue;
+        }
+        if (c < 0xF5) {
+            if (i + 3 >= n) {
+                return -1;
+            }
+            unsigned char c1 = s[i + 1];
+            unsigned char lo = c == 0xF0 ? 0x90 : 0x80; /* no overlong form */
+            unsigned char hi = c == 0xF4 ? 0x8F : 0xBF; /* nothing past U+10FFFF */
+            if (c1 < lo || c1 > hi || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80) {
+                return -1;
+            }
+            i += 4;
+            continue;
+        }
+        return -1;
+    }
+    return count;
+}
+
+/* Decode the JSON string s[0:n] (quotes included) into out[0:...] (room for n - 2 bytes: an
+ * escape never decodes longer than it is); the bytes written, or -1 when the reference must
+ * judge it (not one JSON string this pass reads). The bytes are UTF-8 only if the caller's
+ * check says so: raw bytes are copied as they are. */
+static Py_ssize_t
+decode_string(const unsigned char *s, Py_ssize_t n, unsigned char *out)
 {
     if (n < 2 || s[0] != '"' || s[n - 1] != '"') {
-        return NULL;
+        return -1;
     }
-    const unsigned char *p = s + 1;
+    const unsigned char *q = s + 1;
     const unsigned char *end = s + n - 1;
-    /* The common case: no escape, decoded in place. */
-    const unsigned char *q = plain_run(p, end);
-    PyObject *out;
-    if (q == end) {
-        out = PyUnicode_DecodeUTF8((const char *)p, end - p, NULL);
+    Py_ssize_t w = 0;
+    while (q < end) {
+        const unsigned char *run = plain_run(q, end);
+        memcpy(out + w, q, (size_t)(run - q));
+        w += run - q;
+        q = run;
+        if (q == end) {
+            break;
+        }
+        if (*q != '\\' || q + 1 >= end) {
+            return -1; /* a quote inside, a control, or a backslash last */
+        }
+        unsigned char e = q[1];
+        switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+            out[w++] = e;
+            break;
+        case 'b':
+            out[w++] = '\b';
+            break;
+        case 'f':
+            out[w++] = '\f';
+            break;
+        case 'n':
+            out[w++] = '\n';
+            break;
+        case 'r':
+            out[w++] = '\r';
+            break;
+        case 't':
+            out[w++] = '\t';
+            break;
+        case 'u': {
+            if (q + 6 > end) {
+                return -1;
+            }
+            int h0 = hexval(q[2]), h1 = hexval(q[3]), h2 = hexval(q[4]), h3 = hexval(q[5]);
+            if (h0 < 0 || h1 < 0 || h2 < 0 || h3 < 0) {
+                return -1;
+            }
+            unsigned int cp = (unsigned int)((h0 << 12) | (h1 << 8) | (h2 << 4) | h3);
+            if (cp >= 0xD800 && cp <= 0xDFFF) {
+                return -1; /* surrogates: the Python path's (spec 6.4) */
+            }
+            if (cp < 0x80) {
+                out[w++] = (unsigned char)cp;
+            }
+            else if (cp < 0x800) {
+                out[w++] = (unsigned char)(0xC0 | (cp >> 6));
+                out[w++] = (unsigned char)(0x80 | (cp & 0x3F));
+            }
+            else {
+                out[w++] = (unsigned char)(0xE0 | (cp >> 12));
+                out[w++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+                out[w++] = (unsigned char)(0x80 | (cp & 0x3F));
+            }
+            q += 4;
+            break;
+        }
+        default:
+            return -1;
+        }
+        q += 2;
     }
-    else {
-        if (*q != '\\') {
-            return NULL; /* a quote inside, or a control: not one JSON string */
-        }
-        Py_ssize_t room = end - p; /* an escape never decodes longer than it is */
-        unsigned char *buf = room <= SMALL_BUF ? small : (unsigned char *)PyMem_Malloc(room);
-        if (buf == NULL) {
-            PyErr_NoMemory();
-            return NULL;
-        }
-        Py_ssize_t w = q - p;
-        memcpy(buf, p, w);
-        int ok = 1;
-        while (q < end) {
-            unsigned char c = *q;
-            if (c == '"' || c < 0x20) {
-                ok = 0;
-                break;
-            }
-            if (c != '\\') {
-                const unsigned char *run = plain_run(q, end);
-                if (run == q) {
-                    ok = 0; /* a control byte */
-                    break;
-                }
-                memcpy(buf + w, q, run - q);
-                w += run - q;
-                q = run;
-                continue;
-            }
-            if (q + 1 >= end) {
-                ok = 0;
-                break;
-            }
-            unsigned char e = q[1];
-            switch (e) {
-            case '"':
-            case '\\':
-            case '/':
-                buf[w++] = e;
-                break;
-            case 'b':
-                buf[w++] = '\b';
-                break;
-            case 'f':
-                buf[w++] = '\f';
-                break;
-            case 'n':
-                buf[w++] = '\n';
-                break;
-            case 'r':
-                buf[w++] = '\r';
-                break;
-            case 't':
-                buf[w++] = '\t';
-                break;
-            case 'u': {
-                if (q + 6 > end) {
-                    ok = 0;
-                    break;
-                }
-                int h0 = hexval(q[2]), h1 = hexval(q[3]), h2 = hexval(q[4]), h3 = hexval(q[5]);
-                if (h0 < 0 || h1 < 0 || h2 < 0 || h3 < 0) {
-                    ok = 0;
-                    break;
-                }
-                unsigned int cp = (unsigned int)((h0 << 12) | (h1 << 8) | (h2 << 4) | h3);
-                if (cp >= 0xD800 && cp <= 0xDFFF) {
-                    ok = 0; /* surrogates: the Python path's (spec 6.4) */
-                    break;
-                }
-                if (cp < 0x80) {
-                    buf[w++] = (unsigned char)cp;
-                }
-                else if (cp < 0x800) {
-                    buf[w++] = (unsigned char)(0xC0 | (cp >> 6));
-                    buf[w++] = (unsigned char)(0x80 | (cp & 0x3F));
-                }
-                else {
-                    buf[w++] = (unsigned char)(0xE0 | (cp >> 12));
-                    buf[w++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-                    buf[w++] = (unsigned char)(0x80 | (cp & 0x3F));
-                }
-                q += 4;
-                break;
-            }
-            default:
-                ok = 0;
-            }
-            if (!ok) {
-                break;
-            }
-            q += 2;
-        }
-        out = ok ? PyUnicode_DecodeUTF8((const char *)buf, w, NULL) : NULL;
-        if (buf != small) {
-            PyMem_Free(buf);
-        }
-    }
-    if (out == NULL && PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-        PyErr_Clear(); /* not UTF-8: the Python path's error */
-    }
-    return out;
+    return w;
 }
 
 /* The entry of the block that line s[0:n] continues: found in the table, or looked up and
@@ -297,23 +357,33 @@ find_entry(const unsigned char *s, Py_ssize_t n, Entry *entries, int *count, PyO
             Py_DECREF(prefix);
             return NULL;
         }
-        PyObject *parts = PyObject_GetAttrString(block, "parts");
-        if (parts == NULL) {
+        PyObject *buf = PyObject_GetAttrString(block, "buf");
+        if (buf == NULL) {
             Py_DECREF(tail);
             Py_DECREF(prefix);
             return NULL;
         }
+        if (buf == Py_None) {
+            Py_DECREF(buf);
+            buf = PyByteArray_FromStringAndSize(NULL, 0);
+            if (buf == NULL || PyObject_SetAttrString(block, "buf", buf) < 0) {
+                Py_XDECREF(buf);
+                Py_DECREF(tail);
+                Py_DECREF(prefix);
+                return NULL;
+            }
+        }
         PyObject *size_obj = PyObject_GetAttrString(block, "size");
         if (size_obj == NULL) {
-            Py_DECREF(parts);
+            Py_DECREF(buf);
             Py_DECREF(tail);
             Py_DECREF(prefix);
             return NULL;
         }
         Py_ssize_t size = PyLong_AsSsize_t(size_obj);
         Py_DECREF(size_obj);
-        if ((size == -1 && PyErr_Occurred()) || !PyList_Check(parts)) {
-            Py_DECREF(parts);
+        if ((size == -1 && PyErr_Occurred()) || !PyByteArray_Check(buf)) {
+            Py_DECREF(buf);
             Py_DECREF(tail);
             Py_DECREF(prefix);
             return NULL;
@@ -323,31 +393,44 @@ find_entry(const unsigned char *s, Py_ssize_t n, Entry *entries, int *count, PyO
         entry->tail = tail;
         Py_INCREF(block);
         entry->block = block;
-        entry->parts = parts;
+        entry->buf = buf;
+        entry->gathered.data = NULL;
+        entry->gathered.len = 0;
+        entry->gathered.cap = 0;
         entry->size = size;
-        entry->dirty = 0;
         return entry;
     }
     return NULL;
 }
 
-/* Write the sizes back and release the table; -1 when a write failed (an error is set). */
+/* Append each block's gathered bytes to its buffer, write its size back, and release the
+ * table; -1 when a write failed (an error is set). */
 static int
 release(Entry *entries, int count)
 {
     int status = 0;
     for (int e = 0; e < count; e++) {
-        if (entries[e].dirty && status == 0) {
-            PyObject *size = PyLong_FromSsize_t(entries[e].size);
-            if (size == NULL || PyObject_SetAttrString(entries[e].block, "size", size) < 0) {
+        Entry *entry = &entries[e];
+        if (entry->gathered.len && status == 0) {
+            Py_ssize_t old = PyByteArray_GET_SIZE(entry->buf);
+            PyObject *size = NULL;
+            if (PyByteArray_Resize(entry->buf, old + entry->gathered.len) < 0) {
                 status = -1;
+            }
+            else {
+                memcpy(PyByteArray_AS_STRING(entry->buf) + old, entry->gathered.data, (size_t)entry->gathered.len);
+                size = PyLong_FromSsize_t(entry->size);
+                if (size == NULL || PyObject_SetAttrString(entry->block, "size", size) < 0) {
+                    status = -1;
+                }
             }
             Py_XDECREF(size);
         }
-        Py_DECREF(entries[e].prefix);
-        Py_DECREF(entries[e].tail);
-        Py_DECREF(entries[e].block);
-        Py_DECREF(entries[e].parts);
+        PyMem_Free(entry->gathered.data);
+        Py_DECREF(entry->prefix);
+        Py_DECREF(entry->tail);
+        Py_DECREF(entry->block);
+        Py_DECREF(entry->buf);
     }
     return status;
 }
@@ -378,7 +461,6 @@ route_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Entry entries[MAX_ENTRIES];
     int count = 0;
-    unsigned char small[SMALL_BUF];
     Py_ssize_t i = start;
     Py_ssize_t total = PyList_GET_SIZE(data);
     for (; i < total; i++) {
@@ -404,99 +486,31 @@ route_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (n < plen + tlen || memcmp(s + n - tlen, PyBytes_AS_STRING(entry->tail), tlen) != 0) {
             break;
         }
-        PyObject *delta = decode_string(s + plen, n - plen - tlen, small);
-        if (delta == NULL) {
-            if (PyErr_Occurred()) {
-                release(entries, count);
-                return NULL;
-            }
+        Py_ssize_t room = n - plen - tlen - 2; /* the string's bytes between its quotes */
+        if (room < 0) {
             break;
         }
-        Py_ssize_t size = PyUnicode_GET_LENGTH(delta);
-        if (entry->size + size > max_size) {
-            Py_DECREF(delta);
+        Scratch *gathered = &entry->gathered;
+        if (!reserve(gathered, room)) {
+            release(entries, count);
+            return NULL;
+        }
+        unsigned char *out = gathered->data + gathered->len;
+        Py_ssize_t w = decode_string(s + plen, n - plen - tlen, out);
+        if (w < 0) {
             break;
         }
-        if (size) {
-            if (PyList_Append(entry->parts, delta) < 0) {
-                Py_DECREF(delta);
-                release(entries, count);
-                return NULL;
-            }
-            entry->size += size;
-            entry->dirty = 1;
+        Py_ssize_t size = utf8_count(out, w);
+        if (size < 0 || entry->size + size > max_size) {
+            break; /* not UTF-8, or past the limit: the Python path's error */
         }
-        Py_DECREF(delta);
+        gathered->len += w;
+        entry->size += size;
     }
     if (release(entries, count) < 0) {
         return NULL;
     }
     return PyLong_FromSsize_t(i);
-}
-
-/* Whether s[0:n] is UTF-8 as Python's strict decoder reads it (no overlong form, no
- * surrogate, nothing past U+10FFFF, no sequence cut short), without building the str. */
-static int
-utf8_ok(const unsigned char *s, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    while (i < n) {
-        /* ASCII, eight bytes at a time while aligned runs last */
-        while (i + 8 <= n) {
-            uint64_t word;
-            memcpy(&word, s + i, 8);
-            if (word & 0x8080808080808080ULL) {
-                break;
-            }
-            i += 8;
-        }
-        if (i >= n) {
-            break;
-        }
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c < 0xC2) {
-            return 0; /* a continuation byte first, or an overlong two-byte form */
-        }
-        if (c < 0xE0) {
-            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) {
-                return 0;
-            }
-            i += 2;
-            continue;
-        }
-        if (c < 0xF0) {
-            if (i + 2 >= n) {
-                return 0;
-            }
-            unsigned char c1 = s[i + 1];
-            unsigned char lo = c == 0xE0 ? 0xA0 : 0x80; /* no overlong form */
-            unsigned char hi = c == 0xED ? 0x9F : 0xBF; /* no surrogate */
-            if (c1 < lo || c1 > hi || (s[i + 2] & 0xC0) != 0x80) {
-                return 0;
-            }
-            i += 3;
-            continue;
-        }
-        if (c < 0xF5) {
-            if (i + 3 >= n) {
-                return 0;
-            }
-            unsigned char c1 = s[i + 1];
-            unsigned char lo = c == 0xF0 ? 0x90 : 0x80; /* no overlong form */
-            unsigned char hi = c == 0xF4 ? 0x8F : 0xBF; /* nothing past U+10FFFF */
-            if (c1 < lo || c1 > hi || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80) {
-                return 0;
-            }
-            i += 4;
-            continue;
-        }
-        return 0;
-    }
-    return 1;
 }
 
 static PyObject *
@@ -507,7 +521,7 @@ is_utf8(PyObject *self, PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "is_utf8(bytes)");
         return NULL;
     }
-    return PyBool_FromLong(utf8_ok((const unsigned char *)PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg)));
+    return PyBool_FromLong(utf8_count((const unsigned char *)PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg)) >= 0);
 }
 
 static PyMethodDef methods[] = {

@@ -5,7 +5,8 @@ the answer of strict ``bytes.decode("utf-8")`` without building the str), and
 ``route_run``, the compiled build's form of ``Reconstructor._feed_run``'s fast path over a
 run of lines: each line that is exactly a known prefix (type, agent, ``final: false``,
 as this codec encodes them), one JSON string, and its open block's tail (``_Open.tail``)
-has its delta appended to that block, in C, with no call per line. The same test as the
+has its delta appended to that block, in C, with no call per line: as UTF-8 to the block's
+``buf`` (a bytearray, made when it is ``None``), which ``_Open.flush`` decodes to one str. The same test as the
 Python fast path, and a subset of what it takes: a line with an escaped surrogate, paired
 or lone, whitespace, bytes that are not UTF-8, or a block at ``max_block_bytes`` is left to
 the Python path, which is the reference and holds every check (spec §6.4, spec/limits.md
@@ -33,7 +34,7 @@ def route_run(
         start: the first line to try.
         fast: each known prefix and its ``(agent, type)`` key.
         sizes: the distinct lengths of the prefixes.
-        opened: the open blocks by key; each has ``parts``, ``size`` and ``tail``.
+        opened: the open blocks by key; each has ``buf``, ``size`` and ``tail``.
         max_size: ``max_block_bytes``: a line that would take its block past it is left.
 
     Raises:

@@ -197,6 +197,7 @@ class _Open:
 
     __slots__ = (
         "agent",
+        "buf",
         "citations",
         "complete",
         "dropped",
@@ -229,8 +230,21 @@ class _Open:
         #: block ends with after its delta value (its ``id`` and ``name`` as this codec
         #: encodes them, then ``}``); ``None`` when the block takes no fast path
         self.tail: bytes | None = None
+        #: the compiled build's ``_cread.route_run``: the UTF-8 of the deltas it appended
+        #: after ``parts``, decoded once into ``parts`` by ``flush``; ``None`` in the pure build
+        self.buf: bytearray | None = None
+
+    def flush(self) -> None:
+        """Move the deltas gathered in ``buf`` to ``parts`` (one str), before ``parts`` is read or appended to."""
+        buf = self.buf
+        if buf is not None:
+            self.buf = None
+            if buf:
+                self.parts.append(buf.decode("utf-8"))
 
     def snapshot(self) -> Block:
+        if self.buf is not None:
+            self.flush()
         if len(self.parts) > 1:
             self.parts = ["".join(self.parts)]
         return Block(
@@ -383,6 +397,8 @@ class Reconstructor:
             block.size += len(delta)
             if block.size > self.max_block_bytes:
                 raise self._too_big(block, position, index)
+            if block.buf is not None:
+                block.flush()
             block.parts.append(delta)
         if after is State.IDLE:
             self._close_block(block, position, index)
@@ -645,6 +661,8 @@ class Reconstructor:
                     continue  # pragma: no cover  # feed() raised
             if size:
                 block.size += size
+                if block.buf is not None:
+                    block.flush()
                 block.parts.append(delta)
             if after is not is_open:
                 block.complete = True
