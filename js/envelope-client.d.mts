@@ -28,6 +28,20 @@ export interface ReconnectInfo {
   error: unknown;
 }
 
+/** The clock of resume links (spec server [RL2-c]): wall-clock ms and timers; tests pass a fake one. */
+export interface LinkClock {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(id: unknown): void;
+}
+
+/** A resume link the run holds (spec server [RL2-a]). */
+export interface ResumeLink {
+  token: string;
+  /** Unix seconds (`X-Resume-Expires`, or the refresh's `expires_at`). */
+  expiresAt: number;
+}
+
 export interface ConnectOptions {
   /** A JSON body: the request is a POST of it (`{prompt}` for `/agent/run`). Without it, a GET. */
   body?: unknown;
@@ -44,6 +58,8 @@ export interface ConnectOptions {
   api?: string | URL;
   /** Called before each resumption's wait. */
   onReconnect?: (info: ReconnectInfo) => void;
+  /** The clock of link lifetimes and refresh timers (Date.now and the global timers); not of the backoff. */
+  clock?: LinkClock;
 }
 
 /** One SSE event of the run: its data (an envelope line or `[DONE]`), its id, the response it belongs to. */
@@ -100,6 +116,10 @@ export class Run implements AsyncIterable<Envelope> {
   readonly pending: PendingCall[] | null;
   /** True once the run is over (a response ended with `[DONE]` and no pause). */
   readonly done: boolean;
+  /** The resume link held (from `X-Resume-Token` or a refresh), or null: resumptions then use the headers. */
+  readonly link: ResumeLink | null;
+  /** Why the last timed refresh failed (the next resumption refreshes again), or null. */
+  readonly linkError: unknown;
   /** The first HTTP response, once it answered 2xx. */
   readonly started: Promise<Response>;
   /** Settles when the run is over (or rejects with what ended it). */
@@ -116,6 +136,10 @@ export class Run implements AsyncIterable<Envelope> {
    * its closing lines. Rejects with HTTPError (409 `run_finished` if it had ended).
    */
   stop(): Promise<StopAnswer>;
+  /** The run's stream URL with `?token=` of the current link (for `EventSource`), or null without a link. */
+  streamUrl(options?: { response?: number }): string | null;
+  /** `POST …/runs/{id}/link` with the run's headers: a fresh link; rejects with HTTPError (404 `links_off`). */
+  refreshLink(): Promise<ResumeLink>;
 }
 
 /** The server's answer to a stop (spec server §1.4-a). */

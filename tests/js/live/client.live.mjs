@@ -38,7 +38,7 @@ test("[S7.3-a] envelopes, events and transcripts of one run agree with an undist
     })(),
   ]);
   report(run);
-  assert.equal(asked, 2); // the POST and the resumption, each with the token
+  assert.equal(asked, 1); // the POST; the resumption went with the run's resume link instead ([RL2-a], tests/js/test_links_client.py)
   assert.equal(run.reconnects, 1);
   const reference = await undisturbed(base, auth, run.runId, 1);
   assert.deepEqual(envelopes, reference.lines.filter((l) => l !== DONE).map((l) => JSON.parse(l)));

@@ -7,6 +7,10 @@
 // offering the run as envelopes, raw events and the growing transcript. Does not own:
 // rendering, asking the user, retrying a request that never got an answer (that is the
 // caller's `fetch` option). stop() asks the server to stop the run (spec server §1.4).
+// Resume links (spec server §RL, [RL2-a]..): a response that carries `X-Resume-Token` makes
+// the run's own GETs of its stream (resumptions, continuations) go with `?token=` and none
+// of the caller's headers; the link is refreshed with the caller's headers at 4/5 of its
+// life and when a resumption is refused `401 token_expired`.
 //
 //   import { connect } from "./envelope-client.mjs";
 //   const run = connect("/agent/run", { body: { prompt: "hi" }, headers: { Authorization: `Bearer ${token}` } });
@@ -49,6 +53,15 @@ function abortError(signal) {
   err.name = "AbortError";
   return err;
 }
+
+/** The clock of link lifetimes and refresh timers (spec server [RL2-c]): wall-clock ms and its timers. */
+const REAL_CLOCK = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (id) => clearTimeout(id),
+};
+/** The part of a link's life after which it is refreshed (spec server [RL1-b], [RL2-c]). */
+const REFRESH_AT = 4 / 5;
 
 function sleep(ms, signal) {
   return new Promise((resolve, reject) => {
@@ -119,6 +132,7 @@ export class Run {
       maxMs: options.backoff?.maxMs ?? 4000,
       factor: options.backoff?.factor ?? 2,
       onReconnect: options.onReconnect ?? null,
+      clock: options.clock ?? REAL_CLOCK,
     };
     this._abort = new AbortController();
     this.signal = this._abort.signal;
@@ -141,6 +155,14 @@ export class Run {
     this.pending = null;
     /** True once a response ended with `[DONE]` and no pause: the run is over. */
     this.done = false;
+    /** The resume link held (spec server [RL2-a]): `{token, expiresAt}` (Unix seconds), or null. */
+    this.link = null;
+    /** Why the last timed refresh of the link failed (the next resumption refreshes again), or null. */
+    this.linkError = null;
+    this._linkDue = null; // the clock's ms at which the link is refreshed
+    this._linkTimer = null;
+    this._refreshing = null;
+    this._reading = false;
     this._rebuilt = new Reconstructor();
     this._events = [];
     this._error = null;
@@ -249,12 +271,105 @@ export class Run {
       // The closing response of the pause (spec server §1.4-b): follow it like a continuation.
       const next = new URL(`runs/${encodeURIComponent(this.runId)}/stream`, this.api);
       next.searchParams.set("response", String((this.response ?? 0) + 1));
-      const closing = await this._fetch(next);
+      const closing = await this._getStream(next);
       if (!closing.ok) throw new HTTPError(closing.status, await readError(closing), next.href);
       this.pending = null;
       this._nextResponse(closing);
     }
     return answer;
+  }
+
+  /**
+   * The URL of the run's stream with the current link (spec server [RL2-d]), for code
+   * that reads it with `EventSource` (which cannot send `Authorization`); `response`
+   * picks a response (`?response=N`). Null while no link is held.
+   */
+  streamUrl({ response } = {}) {
+    if (this.link === null || this.runId === null) return null;
+    const url = new URL(`runs/${encodeURIComponent(this.runId)}/stream`, this.api);
+    if (response !== undefined) url.searchParams.set("response", String(response));
+    url.searchParams.set("token", this.link.token);
+    return url.href;
+  }
+
+  /**
+   * A fresh link now (spec server [RL1-e]): `POST {api}runs/{runId}/link` with the run's
+   * headers. Resolves with the new `link`; rejects with HTTPError (404 `links_off` when
+   * the server mints none) and the link held stays as it was.
+   */
+  refreshLink() {
+    if (this._refreshing !== null) return this._refreshing;
+    this._refreshing = (async () => {
+      if (this.runId === null) throw new Error("the run's id is not known yet: no link to refresh");
+      const url = new URL(`runs/${encodeURIComponent(this.runId)}/link`, this.api);
+      const response = await this._options.fetch(url.href, { method: "POST", headers: await this._headers({}), signal: this.signal });
+      const answer = await readError(response);
+      if (!response.ok) throw new HTTPError(response.status, answer, url.href);
+      if (!answer || typeof answer.token !== "string" || !Number.isInteger(answer.expires_at)) {
+        throw new HTTPError(response.status, answer, url.href);
+      }
+      this.linkError = null;
+      this._setLink(answer.token, answer.expires_at, response.headers.get("Date"));
+      return this.link;
+    })().finally(() => {
+      this._refreshing = null;
+    });
+    return this._refreshing;
+  }
+
+  /**
+   * Hold a link: its life is measured on the server's clock (`X-Resume-Expires` minus the
+   * answer's `Date`) and counted on the client's from now, so a client whose clock is off
+   * still refreshes at 4/5 of it (spec server [RL2-c]).
+   */
+  _setLink(token, expiresAt, date) {
+    const clock = this._options.clock;
+    const served = date ? Date.parse(date) : NaN;
+    const lifeMs = Math.max(0, expiresAt * 1000 - (Number.isFinite(served) ? served : clock.now()));
+    this.link = { token, expiresAt };
+    this._linkDue = clock.now() + lifeMs * REFRESH_AT;
+    this._armLink();
+  }
+
+  /** While a response is read, a timer refreshes the link at its due time; a failure is kept in linkError. */
+  _armLink() {
+    const clock = this._options.clock;
+    if (this._linkTimer !== null) clock.clearTimeout(this._linkTimer);
+    this._linkTimer = null;
+    if (!this._reading || this.link === null || this.signal.aborted) return;
+    this._linkTimer = clock.setTimeout(() => {
+      this._linkTimer = null;
+      this.refreshLink().catch((err) => {
+        this.linkError = err;
+      });
+    }, Math.max(0, this._linkDue - clock.now()));
+  }
+
+  _disarmLink() {
+    this._reading = false;
+    this._armLink();
+  }
+
+  /**
+   * GET a stream of this run the client asks for by itself (a resumption, a continuation):
+   * with a link, `?token=` and only `headers` (none of the caller's: the link is the whole
+   * right, spec server [RL2-a]), refreshed first when due, and once more when the server
+   * says `401 token_expired` ([RL2-b]); without one, as any request of the run.
+   */
+  async _getStream(url, headers = {}) {
+    if (this.link === null) return this._fetch(url, { headers });
+    if (this._options.clock.now() >= this._linkDue) await this.refreshLink();
+    for (let refreshed = false; ; refreshed = true) {
+      if (this.signal.aborted) throw abortError(this.signal);
+      const linked = new URL(url);
+      linked.searchParams.set("token", this.link.token);
+      const response = await this._options.fetch(linked.href, { method: "GET", headers: { ...headers }, signal: this.signal });
+      if (response.status !== 401) return response;
+      const body = await readError(response);
+      const error = new HTTPError(401, body, url.href); // the link stays out of the error's text
+      if (refreshed || error.type !== "token_expired") throw error;
+      await this.refreshLink();
+    }
   }
 
   _changed() {
@@ -333,7 +448,7 @@ export class Run {
     const url = new URL(`runs/${encodeURIComponent(this.runId)}/stream`, this.api);
     url.searchParams.set("response", String((this.response ?? 0) + 1));
     for (let failures = 0; ; failures++) {
-      const response = await this._fetch(url);
+      const response = await this._getStream(url);
       if (response.ok) return response;
       const error = new HTTPError(response.status, await readError(response), url.href);
       if (response.status !== 404 || failures >= this._options.retries) throw error;
@@ -343,7 +458,16 @@ export class Run {
 
   /** Read one response to its `[DONE]`, resuming it while it breaks (spec server §2.3-a, §7.4). */
   async _follow(response) {
-    this._take(response, true);
+    this._reading = true;
+    try {
+      this._take(response, true);
+      return await this._following(response);
+    } finally {
+      this._disarmLink();
+    }
+  }
+
+  async _following(response) {
     const state = { seq: -1, applied: 0 };
     let failures = 0;
     for (;;) {
@@ -382,9 +506,10 @@ export class Run {
     else url.searchParams.set("response", String(this.response ?? 0));
     let response;
     try {
-      response = await this._fetch(url, { headers });
+      response = await this._getStream(url, headers);
     } catch (err) {
-      if (this.signal.aborted || !(err instanceof TypeError)) throw err; // only "nothing answered" is retried
+      // only "nothing answered" is retried (the resumption or the link's refresh)
+      if (this.signal.aborted || !(err instanceof TypeError)) throw err;
       return { failed: err };
     }
     if (response.status === 204) {
@@ -406,6 +531,11 @@ export class Run {
     const index = response.headers.get("X-Response-Index");
     if (runId && this.runId === null) this.runId = runId;
     if (agent && this.agentUuid === null) this.agentUuid = agent;
+    const token = response.headers.get("X-Resume-Token");
+    const expires = response.headers.get("X-Resume-Expires");
+    if (token && expires !== null && /^\d+$/.test(expires) && (runId === null || runId === this.runId)) {
+      this._setLink(token, Number(expires), response.headers.get("Date")); // spec server [RL2-a]
+    }
     if (index !== null && /^\d+$/.test(index)) this.response = Number(index);
     else if (fresh) this.response = null; // learnt from the event ids, if any
   }
