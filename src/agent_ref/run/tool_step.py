@@ -12,6 +12,7 @@ running a child (``run/subagent_run.py``, ``run/background.py``), the hook machi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,7 @@ from .subagent_run import ChildPaused
 from .subagents import SUBAGENT_TOOL, background_flag, over_cap, parse_spawn
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import AsyncIterator, Mapping
 
     from ..tracing import RefusalReason
     from .context import RunContext
@@ -102,12 +103,24 @@ async def run_step_tools(
     After it, ``ctx.interrupt`` or ``ctx.loop_stop`` says whether the step stopped the run.
     With a workspace, what the step changed there is recorded for undo (spec [WU1-a]).
     """
+    async with workspace_step(ctx, ctx.step):
+        return await _step_tools(ctx, calls, bad_inputs)
+
+
+@contextlib.asynccontextmanager
+async def workspace_step(ctx: RunContext, run_step: int) -> AsyncIterator[None]:
+    """Bracket what runs inside with two workspace snapshots, recorded as run step ``run_step``.
+
+    Used by a step's tools and by the calls a person approved at a resume (spec [WU1-a],
+    [WM1-a]); without a workspace or a snapshot store it records nothing. The record is
+    kept also when the body raised.
+    """
     baseline = await workspace_history.begin_step(ctx.options.workspace, ctx.store, ctx.agent_uuid)
     try:
-        return await _step_tools(ctx, calls, bad_inputs)
+        yield
     finally:
         if baseline is not None:
-            summary = await baseline.finish(ctx.store, ctx.agent_uuid, ctx.run.run_id, ctx.step)
+            summary = await baseline.finish(ctx.store, ctx.agent_uuid, ctx.run.run_id, run_step)
             if summary is not None:
                 ctx.workspace_steps.append(msgspec.to_builtins(summary))
 
