@@ -306,14 +306,14 @@ def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
     ``--memory``, ``--subagents``), limits and permissions.
     """
     parts = [*_program(), "resume", agent_uuid, "--db", str(args.db)]
-    for action in _resume_agent_actions():
-        value = getattr(args, action.dest, action.default)
-        if value == action.default or value is None:
+    for dest, default in _resume_agent_defaults().items():
+        value = getattr(args, dest, default)
+        if value == default or value is None:
             continue
-        flag = action.option_strings[0]
-        if isinstance(action, argparse._StoreTrueAction):
+        flag = f"--{dest.removesuffix('_rules')}-tool" if dest.endswith("_rules") else f"--{dest.replace('_', '-')}"
+        if isinstance(value, bool):
             parts.append(flag)
-        elif isinstance(action, argparse._AppendAction):
+        elif isinstance(value, list):
             for item in value:
                 parts += [flag, str(item)]
         else:
@@ -324,11 +324,14 @@ def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
     return shlex.join(parts)
 
 
-def _resume_agent_actions() -> list[argparse.Action]:
-    """The agent and permission options of ``resume``, as ``add_agent_options`` defines them."""
+def _resume_agent_defaults() -> dict[str, Any]:
+    """The agent and permission options of ``resume`` by dest, with their defaults (``add_agent_options``).
+
+    Each is spelled ``--DEST`` with dashes, the rules ``--allow-tool`` and the like.
+    """
     probe = argparse.ArgumentParser(add_help=False)
     add_agent_options(probe, resume=True)
-    return [a for a in probe._actions if a.option_strings]
+    return vars(probe.parse_args([]))
 
 
 def _counted(calls: Sequence[PendingCall]) -> str:
