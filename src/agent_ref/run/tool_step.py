@@ -34,6 +34,7 @@ from ..tools import workspace_history
 from ..tools.context import ToolContextBase
 from ..tools.core import ToolCallRequest, ToolOutcome, error_outcome, run_tools
 from ..tools.workspace import with_change
+from ..tools.workspace.files import MAX_PREVIEW_CHARS
 from . import background as background_tasks
 from . import checkpoints, loop_guard, subagent_run
 from . import extras as run_extras
@@ -162,6 +163,18 @@ async def _step_tools(
     return []
 
 
+def _approval_reason(ctx: RunContext, call: ToolCallRequest, reason: str) -> str:
+    """The approval's reason with what it approves: a Write's or Edit's diff, a Bash's command ([WS3-c]).
+
+    A ``Bash`` shows its command also when the agent has no ``workspace=`` (its tools
+    given as ``bash_tools(root)``; spec [WM1-e]).
+    """
+    command = call.input.get("command")
+    if ctx.options.workspace is None and call.name == "Bash" and isinstance(command, str):
+        return f"{reason}\ncommand: {command[:MAX_PREVIEW_CHARS]}"
+    return with_change(ctx.options.workspace, call, reason)
+
+
 async def _refuse(ctx: RunContext, call: ToolCallRequest, text: str) -> ToolOutcome:
     """Answer a call that is not run with an ``is_error`` result: checkpointed, then sent ([CK1.3-c])."""
     done = error_outcome(ctx.emitter, call, text)
@@ -196,7 +209,7 @@ async def _route(ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapp
             continue
         if isinstance(permitted, Approval):
             # spec §12.6: a durable ask pauses the run on the call, as a frontend call does.
-            routed.approvals[call.id] = with_change(ctx.options.workspace, permitted.call, permitted.reason)  # [WS3-c]
+            routed.approvals[call.id] = _approval_reason(ctx, permitted.call, permitted.reason)  # [WS3-c]
             routed.frontend.append(permitted.call)
             continue
         tool_def = ctx.tools.get(permitted.name)
