@@ -22,14 +22,15 @@ def _sse_lines(text: str) -> list[bytes]:
 
 
 def test_spec_RCT1_a_tools_lists_the_agents_tools_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """[RCT1-a] `agent-ref tools` prints name, description and input_schema; `--workspace` adds the five."""
+    """[RCT1-a] [WM1-c] `agent-ref tools` prints name, description and input_schema; `--workspace` adds the eight."""
     assert main(["tools"]) == 0
     plain = json.loads(capsys.readouterr().out)
     assert "calculator" in [t["name"] for t in plain]
     assert "Read" not in [t["name"] for t in plain]
     assert main(["tools", "--workspace", str(tmp_path)]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [t["name"] for t in listed][-5:] == ["Read", "Write", "Edit", "Glob", "Grep"]
+    names = ["Read", "Write", "Edit", "Glob", "Grep", "Bash", "BashOutput", "KillShell"]
+    assert [t["name"] for t in listed][-8:] == names
     assert all(set(t) == {"name", "description", "input_schema"} for t in listed)
 
 
@@ -63,7 +64,7 @@ def test_spec_RCT1_b_bad_calls_are_one_line_errors(tmp_path: Path, capsys: pytes
         (["tools", "call"], "needs the tool's NAME"),
         (["tools", "call", "Read", "--workspace", str(tmp_path), "--input", "{oops"], "--input: error: is not JSON"),
         (["tools", "call", "Read", "--workspace", str(tmp_path), "--input", "[1]"], "is a JSON list, not an object"),
-        (["tools", "--workspace", str(tmp_path / "none")], "must be an existing directory"),
+        (["tools", "--workspace", str(tmp_path / "none")], "is not a directory; pass --workspace an existing"),
     ]:
         assert main(argv) == 2, argv
         captured = capsys.readouterr()

@@ -19,6 +19,7 @@ import: ``--version`` and ``--help`` answer without loading the ``anthropic`` SD
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -40,10 +41,8 @@ from .. import __version__
 from ..defaults import DEFAULT_CLAUDE_MODEL
 from ..errors import AgentRefError, ConflictError
 from ..models.replay import ReplayError
-from ..run.loop_guard import DEFAULT_LOOP_LIMIT
 from ..run.response import DONE_LINE
 from ..tools.context import PROGRESS_TYPE, progress_note
-from ..tools.result_bound import DEFAULT_MAX_TOOL_RESULT_BYTES
 from .diff import add_diff_command, diff_command
 from .flags import (
     CliError,
@@ -61,7 +60,6 @@ from .tasks_cmd import add_tasks_command, tasks_main
 from .tools_cmd import add_tools_command, tools_main
 
 if TYPE_CHECKING:
-    import argparse
     from collections.abc import Awaitable, Callable, Sequence
 
     from ..agent import Agent, AgentResult
@@ -300,34 +298,40 @@ def _program(argv0: str | None = None) -> list[str]:
 
 
 def _resume_command(args: argparse.Namespace, agent_uuid: str) -> str:
+    """The ``resume`` command that goes on with this run, every agent option it had carried (spec [WM1-b]).
+
+    Each option ``resume`` shares with ``run`` whose value is not its default is written
+    again (the rules under their ``resume`` spelling, ``--allow-tool``), so the resumed run
+    rebuilds the same tools (``--workspace``, ``--unsandboxed-bash``, ``--mcp-config``,
+    ``--memory``, ``--subagents``), limits and permissions.
+    """
     parts = [*_program(), "resume", agent_uuid, "--db", str(args.db)]
-    if args.model:
-        parts += ["--model", args.model]
-    if args.replay:
-        parts += ["--replay", str(args.replay)]
-    if args.memory is not None:
-        parts += ["--memory", str(args.memory)]
-    if args.mcp_config is not None:
-        parts += ["--mcp-config", str(args.mcp_config)]
-    if args.memory_store is not None:  # spec RC12-a: the resumed run remembers into the same store
-        parts += ["--memory-store", str(args.memory_store)]
-    if args.compact_threshold is not None:
-        parts += ["--compact-threshold", str(args.compact_threshold)]
-    if args.loop_limit != DEFAULT_LOOP_LIMIT:
-        parts += ["--loop-limit", str(args.loop_limit)]
-    if args.max_tool_result_bytes != DEFAULT_MAX_TOOL_RESULT_BYTES:  # spec R2.4-e: the resume keeps the bound
-        parts += ["--max-tool-result-bytes", str(args.max_tool_result_bytes)]
-    if args.subagents != "demo":  # spec RC9-b: the resume registers what the run had
-        parts += ["--subagents", args.subagents]
-    if args.permission_mode is not None:  # spec RC11-c: the resume runs with the run's permissions
-        parts += ["--permission-mode", args.permission_mode]
-    for behavior in ("allow", "deny", "ask"):
-        for glob in getattr(args, f"{behavior}_rules"):
-            parts += [f"--{behavior}-tool", glob]
+    for dest, default in _resume_agent_defaults().items():
+        value = getattr(args, dest, default)
+        if value == default or value is None:
+            continue
+        flag = f"--{dest.removesuffix('_rules')}-tool" if dest.endswith("_rules") else f"--{dest.replace('_', '-')}"
+        if isinstance(value, bool):
+            parts.append(flag)
+        elif isinstance(value, list):
+            for item in value:
+                parts += [flag, str(item)]
+        else:
+            parts += [flag, str(value)]
     if args.pretty:
         parts.append("--pretty")
     parts += ["--results", "-"]
     return shlex.join(parts)
+
+
+def _resume_agent_defaults() -> dict[str, Any]:
+    """The agent and permission options of ``resume`` by dest, with their defaults (``add_agent_options``).
+
+    Each is spelled ``--DEST`` with dashes, the rules ``--allow-tool`` and the like.
+    """
+    probe = argparse.ArgumentParser(add_help=False)
+    add_agent_options(probe, resume=True)
+    return vars(probe.parse_args([]))
 
 
 def _counted(calls: Sequence[PendingCall]) -> str:

@@ -1,7 +1,7 @@
 """``agent-ref tools``: the agent's tools as JSON, and one call run as the agent runs it (issue 41 §8).
 
 Owns: the ``tools`` subcommand (``add_tools_command``, ``tools_main``): ``agent-ref tools
-[--workspace DIR]`` prints the tools' definitions (name, description, input_schema) as a
+[--workspace DIR [--unsandboxed-bash]]`` prints the tools' definitions (name, description, input_schema) as a
 JSON array; ``agent-ref tools call NAME --workspace DIR --input JSON`` runs one call through
 ``run_tools`` (the agent's executor: its timeout, its result bound, permissions as
 ``full``) and prints its ``tool_result`` envelopes as SSE lines, in a whole stream
@@ -43,29 +43,45 @@ def add_tools_command(sub: Any) -> None:
         epilog=(
             "examples:\n"
             "  agent-ref tools --workspace .\n"
+            '  agent-ref tools call Bash --workspace . --input \'{"command": "ls"}\'\n'
             '  agent-ref tools call Read --workspace . --input \'{"file_path": "README.md", "limit": 5}\''
         ),
     )
     p.add_argument("action", nargs="?", choices=("call",), help="call: run one call of the tool NAME")
     p.add_argument("name", nargs="?", metavar="NAME", help="the tool to call")
-    p.add_argument("--workspace", type=Path, default=None, metavar="DIR", help="add the workspace tools over DIR")
+    p.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="add the workspace tools over DIR, and Bash, BashOutput and KillShell in the sandbox",
+    )
+    p.add_argument(
+        "--unsandboxed-bash",
+        action="store_true",
+        help="with --workspace, run Bash on the host without bubblewrap (spec RCW2-b)",
+    )
     p.add_argument("--input", default="{}", metavar="JSON", help="the call's input, a JSON object (default: {})")
     p.add_argument("--max-bytes", type=int, default=2048, help="bound on each envelope line (default: 2048)")
     p.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
 
 
-def _tools(workspace: Path | None) -> list[Tool]:
-    """The tools an agent built with these flags has: the default ones, and the workspace's."""
-    from ..tools.demo import default_tools
-    from ..tools.workspace import WorkspaceError, workspace_tools
+def _tools(args: argparse.Namespace) -> list[Tool]:
+    """The tools an agent built with these flags has, as ``AgentOptions`` builds them (spec [WM1-c]).
 
-    tools = default_tools()
-    if workspace is not None:
-        try:
-            tools += workspace_tools(workspace)
-        except WorkspaceError as exc:
-            raise CliError(str(workspace), str(exc).split(": ", 1)[-1], "pass --workspace a directory") from None
-    return tools
+    The default ones, and with ``--workspace`` the five file tools and ``Bash``,
+    ``BashOutput``, ``KillShell`` over it (``--unsandboxed-bash`` as ``run`` takes it).
+    """
+    from ..errors import ConfigError
+    from ..run.options import AgentOptions
+    from ..tools.demo import default_tools
+    from .flags import _workspace_config
+
+    config = _workspace_config(args)  # the same checks as run and serve (spec RCW2-b)
+    try:
+        return list(AgentOptions(tools=default_tools(), **config).tools)
+    except ConfigError as exc:
+        raise CliError(str(args.workspace), str(exc).split(": ", 1)[-1], "pass --workspace a directory") from None
 
 
 def _input(text: str) -> dict[str, Any]:
@@ -119,7 +135,7 @@ async def tools_main(args: argparse.Namespace) -> int:
     Raises:
         CliError: a missing NAME, an unknown tool, an input that is not a JSON object, a bad workspace.
     """
-    tools = _tools(args.workspace)
+    tools = _tools(args)
     if args.action is None:
         if args.name is not None:
             raise CliError("agent-ref tools", f"unexpected {args.name!r}", "use `agent-ref tools call NAME`")

@@ -106,6 +106,9 @@ _KEY_WORDS: Final = (
     r"|client[_-]?secret|password|passwd|pwd|token|auth|authorization|credentials?|cookie|session[_-]?id"
 )
 _AUTH_SCHEMES: Final = r"(?:bearer|basic|token|digest|apikey)"
+# A key word is a key, not a file's name: ``/etc/passwd: outside the workspace`` is a path
+# and its error, not a password (spec [WM1-d]); ``db_password=``, ``x-api-key:`` still are.
+_KEY: Final = rf"(?<![/\\])(?i:{_KEY_WORDS})"
 
 _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
@@ -174,15 +177,13 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "quoted keyed value",
         # "api_key": "...", 'password': '...', x-api-key="..." (JSON, reprs, k="v").
-        re.compile(
-            rf"(?i:{_KEY_WORDS})[\"']?\s{{0,8}}[:=]\s{{0,8}}(?P<q>[\"'])(?P<v>(?:\\.|(?!(?P=q))[^\\\n]){{1,2048}})(?P=q)"
-        ),
+        re.compile(rf"{_KEY}[\"']?\s{{0,8}}[:=]\s{{0,8}}(?P<q>[\"'])(?P<v>(?:\\.|(?!(?P=q))[^\\\n]){{1,2048}})(?P=q)"),
         _keep("v"),
     ),
     _Rule(
         "keyed value with an auth scheme",
         # Authorization: Bearer xyz, authorization=Basic xyz: keep the scheme.
-        re.compile(rf"(?i:{_KEY_WORDS})[\"']?\s{{0,8}}[:=]\s{{0,8}}(?i:{_AUTH_SCHEMES})\s{{1,8}}(?P<v>[^\s\"',;&]+)"),
+        re.compile(rf"{_KEY}[\"']?\s{{0,8}}[:=]\s{{0,8}}(?i:{_AUTH_SCHEMES})\s{{1,8}}(?P<v>[^\s\"',;&]+)"),
         _keep("v"),
     ),
     _Rule(
@@ -190,7 +191,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         # x-api-key: xyz, aws_secret_access_key=xyz, password=xyz&next=1, "token":xyz, and a
         # quoted value left open (a cut text): its first word at least.
         re.compile(
-            rf"(?i:{_KEY_WORDS})[\"']?\s{{0,8}}[:=]\s{{0,8}}[\"']?(?!(?i:{_AUTH_SCHEMES})\s)"
+            rf"{_KEY}[\"']?\s{{0,8}}[:=]\s{{0,8}}[\"']?(?!(?i:{_AUTH_SCHEMES})\s)"
             rf"(?P<v>[^\s\"',;&)}}\]\[]+)"
         ),
         _keep("v"),

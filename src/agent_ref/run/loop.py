@@ -43,7 +43,7 @@ from .finish import (
 )
 from .response import _ClientGone, _NothingSent
 from .structured import structured_end
-from .tool_step import last_call, run_step_tools
+from .tool_step import last_call, run_step_tools, workspace_step
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -319,8 +319,11 @@ async def resume_children(ctx: RunContext) -> bool:
     state.pending_frontend, state.pending_children, state.pending_backend_results = [], [], []
     state.pending_order = []
     by_id = resuming.by_id
-    await run_approved(ctx, resuming.approved, by_id)
-    outcomes, paused = await subagent_run.resume_children(ctx, resuming.children, resuming.results, owners)
+    # [WM1-a]: the approved calls and the resumed children end the paused step; what they
+    # change in the workspace is recorded as that step's, for undo, rewind and diff.
+    async with workspace_step(ctx, state.current_step):
+        await run_approved(ctx, resuming.approved, by_id)
+        outcomes, paused = await subagent_run.resume_children(ctx, resuming.children, resuming.results, owners)
     await ctx.report_hook_failures()
     for tool_use_id, done in outcomes.items():
         by_id[tool_use_id] = done.block

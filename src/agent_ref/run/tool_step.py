@@ -12,6 +12,7 @@ running a child (``run/subagent_run.py``, ``run/background.py``), the hook machi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from ..tools import workspace_history
 from ..tools.context import ToolContextBase
 from ..tools.core import ToolCallRequest, ToolOutcome, error_outcome, run_tools
 from ..tools.workspace import with_change
+from ..tools.workspace.files import MAX_PREVIEW_CHARS
 from . import background as background_tasks
 from . import checkpoints, loop_guard, subagent_run
 from . import extras as run_extras
@@ -44,7 +46,7 @@ from .subagent_run import ChildPaused
 from .subagents import SUBAGENT_TOOL, background_flag, over_cap, parse_spawn
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import AsyncIterator, Mapping
 
     from ..tracing import RefusalReason
     from .context import RunContext
@@ -102,12 +104,24 @@ async def run_step_tools(
     After it, ``ctx.interrupt`` or ``ctx.loop_stop`` says whether the step stopped the run.
     With a workspace, what the step changed there is recorded for undo (spec [WU1-a]).
     """
+    async with workspace_step(ctx, ctx.step):
+        return await _step_tools(ctx, calls, bad_inputs)
+
+
+@contextlib.asynccontextmanager
+async def workspace_step(ctx: RunContext, run_step: int) -> AsyncIterator[None]:
+    """Bracket what runs inside with two workspace snapshots, recorded as run step ``run_step``.
+
+    Used by a step's tools and by the calls a person approved at a resume (spec [WU1-a],
+    [WM1-a]); without a workspace or a snapshot store it records nothing. The record is
+    kept also when the body raised.
+    """
     baseline = await workspace_history.begin_step(ctx.options.workspace, ctx.store, ctx.agent_uuid)
     try:
-        return await _step_tools(ctx, calls, bad_inputs)
+        yield
     finally:
         if baseline is not None:
-            summary = await baseline.finish(ctx.store, ctx.agent_uuid, ctx.run.run_id, ctx.step)
+            summary = await baseline.finish(ctx.store, ctx.agent_uuid, ctx.run.run_id, run_step)
             if summary is not None:
                 ctx.workspace_steps.append(msgspec.to_builtins(summary))
 
@@ -149,6 +163,18 @@ async def _step_tools(
     return []
 
 
+def _approval_reason(ctx: RunContext, call: ToolCallRequest, reason: str) -> str:
+    """The approval's reason with what it approves: a Write's or Edit's diff, a Bash's command ([WS3-c]).
+
+    A ``Bash`` shows its command also when the agent has no ``workspace=`` (its tools
+    given as ``bash_tools(root)``; spec [WM1-e]).
+    """
+    command = call.input.get("command")
+    if ctx.options.workspace is None and call.name == "Bash" and isinstance(command, str):
+        return f"{reason}\ncommand: {command[:MAX_PREVIEW_CHARS]}"
+    return with_change(ctx.options.workspace, call, reason)
+
+
 async def _refuse(ctx: RunContext, call: ToolCallRequest, text: str) -> ToolOutcome:
     """Answer a call that is not run with an ``is_error`` result: checkpointed, then sent ([CK1.3-c])."""
     done = error_outcome(ctx.emitter, call, text)
@@ -183,7 +209,7 @@ async def _route(ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapp
             continue
         if isinstance(permitted, Approval):
             # spec §12.6: a durable ask pauses the run on the call, as a frontend call does.
-            routed.approvals[call.id] = with_change(ctx.options.workspace, permitted.call, permitted.reason)  # [WS3-c]
+            routed.approvals[call.id] = _approval_reason(ctx, permitted.call, permitted.reason)  # [WS3-c]
             routed.frontend.append(permitted.call)
             continue
         tool_def = ctx.tools.get(permitted.name)
