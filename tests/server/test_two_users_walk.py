@@ -30,6 +30,8 @@ from validating import assert_valid
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    import httpx2
+
 #: The node side: the JS client reads one run as its owner, then the same id and an absent one as another user.
 READ = """
 const { connect, HTTPError } = await import(process.env.CLIENT);
@@ -156,7 +158,7 @@ def test_the_lists_show_each_user_only_their_own(walk: Walk) -> None:
     assert bob_agents
 
 
-def _thread_pair(walk: Walk, path: str, make: Any) -> None:
+def _thread_pair(walk: Walk, path: str, make: Any) -> list[httpx2.Response]:
     """One shared thread id: two agents, each answer valid, bob's answer holds nothing of alice's words."""
     mine = post(walk.base, path, make(ALICE_SAYS), headers=bearer(walk.alice))
     theirs = post(walk.base, path, make(BOB_SAYS), headers=bearer(walk.bob))
@@ -172,12 +174,34 @@ def _thread_pair(walk: Walk, path: str, make: Any) -> None:
     assert bob_later.status_code == 200, bob_later.text
     assert "alice-only-words" not in bob_later.text
     assert _agent_of(walk, walk.bob, bob_later.headers["x-run-id"]) == bob_agent
+    return [mine, theirs, bob_later]
 
 
 def _run_input(text: str) -> dict[str, Any]:
-    """An AG-UI ``RunAgentInput`` as ``HttpAgent`` posts it, on the thread both users name."""
-    user = {"id": "u1", "role": "user", "content": text}
-    return {"threadId": "t-shared", "runId": "r1", "messages": [user], "tools": [], "context": [], "state": {}}
+    """An AG-UI ``RunAgentInput`` made by ``ag-ui-protocol``'s own model, on the thread both users name."""
+    from ag_ui.core import RunAgentInput, UserMessage
+
+    user = UserMessage(id="u1", role="user", content=text)
+    made = RunAgentInput(
+        thread_id="t-shared", run_id="r1", state={}, messages=[user], tools=[], context=[], forwarded_props={}
+    )
+    body: dict[str, Any] = made.model_dump(by_alias=True, exclude_none=True)
+    return body
+
+
+def _agui_texts(answer: httpx2.Response) -> str:
+    """Every event of an ``/agui`` answer parsed by ``ag-ui-protocol``'s models; the text they carry."""
+    from ag_ui.core import Event
+    from pydantic import TypeAdapter
+
+    from envelope import SSEReader
+
+    adapter: TypeAdapter[Any] = TypeAdapter(Event)
+    reader = SSEReader()
+    events = [adapter.validate_json(e.data) for e in [*reader.feed(answer.content), *reader.close()]]
+    assert events
+    assert events[0].type == "RUN_STARTED"
+    return json.dumps([e.model_dump(by_alias=True, exclude_none=True) for e in events])
 
 
 def _chat(text: str) -> dict[str, Any]:
@@ -188,7 +212,10 @@ def _chat(text: str) -> dict[str, Any]:
 
 def test_agui_one_thread_id_is_two_agents(walk: Walk) -> None:
     """[OW1-c] ``/agui``: alice's thread and bob's same thread id are two agents; bob never sees her words."""
-    _thread_pair(walk, "/agui", _run_input)
+    mine, theirs, later = _thread_pair(walk, "/agui", _run_input)
+    assert "alice-only-words" in _agui_texts(mine)
+    assert "alice-only-words" not in _agui_texts(theirs) + _agui_texts(later)
+    assert "bob-only-words" in _agui_texts(theirs)
 
 
 def test_chat_one_chat_id_is_two_agents(walk: Walk) -> None:
