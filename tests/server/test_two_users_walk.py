@@ -3,7 +3,9 @@
 One ``agent-ref serve --jwt-secret-file F`` started as a user starts it (scripted model, the
 default); alice and bob hold HS256 tokens minted here with PyJWT. Each starts a run, then:
 the project's JS client in node reads alice's run whole with her token and gets bob's reading
-of it refused exactly as an absent id; ``/agui`` and ``/api/chat`` with one shared thread id
+of it refused exactly as an absent id; ``/agui`` (its input and events through
+``ag-ui-protocol``'s models) and ``/api/chat`` (also through the AI SDK's ``DefaultChatTransport``
+and ``readUIMessageStream``, from tests/interop's pinned packages) with one shared thread id
 give two agents; ``GET /agents`` and ``GET /agent/runs`` list each user's own. Every stream
 obtained goes through the strict validator.
 """
@@ -21,6 +23,7 @@ import pytest
 
 from browser.page_support import stored_responses
 from envelope import reconstruct
+from interop.test_clients import node as interop_node  # noqa: F401 (a fixture: node with the pinned clients)
 from js.js_support import ROOT, tool
 from principals_support import absent_id, as_absent, bearer, mint
 from serve_cli_support import agent_ref_serve
@@ -52,6 +55,27 @@ async function refused(id) {
 }
 const out = { events, transcript: own.transcript(), foreign: await refused(RUN), absent: await refused(ABSENT) };
 console.log(JSON.stringify(out));
+"""
+#: The node side (cwd tests/interop): the AI SDK's own ``DefaultChatTransport`` posts a chat, ``readUIMessageStream`` reads it.
+CHAT = """
+const { DefaultChatTransport, readUIMessageStream } = await import("ai");
+const { BASE, TOKEN, TEXT } = process.env;
+const runs = [];
+const fetching = async (url, init) => {
+  const answer = await fetch(url, init);
+  runs.push(answer.headers.get("x-run-id"));
+  return answer;
+};
+const transport = new DefaultChatTransport({
+  api: `${BASE}/api/chat`,
+  headers: { Authorization: `Bearer ${TOKEN}` },
+  fetch: fetching,
+});
+const messages = [{ id: "m1", role: "user", parts: [{ type: "text", text: TEXT }] }];
+const stream = await transport.sendMessages({ chatId: "c-ai-shared", messages, trigger: "submit-message" });
+let message = null;
+for await (const m of readUIMessageStream({ stream, terminateOnError: true })) message = m;
+console.log(JSON.stringify({ message, runs }));
 """
 ALICE_SAYS = "alice-only-words: What is 2 + 2?"
 BOB_SAYS = "bob-only-words: What is 3 + 3?"
@@ -230,3 +254,32 @@ def test_bob_cannot_follow_alices_run_by_its_id(walk: Walk) -> None:
     absent = get(walk.base, f"/agent/runs/{unknown}/stream", headers=bearer(walk.bob))
     as_absent(refused, walk.alice_run, absent, unknown)
     assert absent.status_code == 404
+
+
+def _ai_chat(node: str, walk: Walk, token: str, text: str) -> tuple[str, str]:
+    """One chat turn through the AI SDK's client code: the message it rebuilt (as JSON) and the run id."""
+    done = subprocess.run(
+        [node, "--input-type=module", "-e", CHAT],
+        cwd=ROOT / "tests" / "interop",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "BASE": walk.base, "TOKEN": token, "TEXT": text},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout)
+    (run_id,) = seen["runs"]
+    assert seen["message"] is not None
+    stored_responses(walk.base, run_id, 1, token=token)  # strict validator inside
+    return json.dumps(seen["message"]), run_id
+
+
+def test_chat_through_the_ai_sdk_one_chat_id_is_two_agents(interop_node: str, walk: Walk) -> None:  # noqa: F811
+    """[OW1-c] ``/api/chat`` through ``ai``'s ``DefaultChatTransport``: one chat id, two agents, none of her words for bob."""
+    mine, alice_run = _ai_chat(interop_node, walk, walk.alice, ALICE_SAYS)
+    theirs, bob_run = _ai_chat(interop_node, walk, walk.bob, BOB_SAYS)
+    assert _agent_of(walk, walk.alice, alice_run) != _agent_of(walk, walk.bob, bob_run)
+    assert "alice-only-words" in mine
+    assert "alice-only-words" not in theirs
+    assert "bob-only-words" in theirs
