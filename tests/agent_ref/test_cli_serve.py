@@ -172,7 +172,7 @@ def test_spec_rc9_a_serve_and_run_share_the_agent_options() -> None:
     serve_only |= {"--link-key-file", "--max-runs-in-flight", "--messages-per-minute", "--budget-usd"}  # RL1, QU1
     assert options("run") - run_only == options("serve") - serve_only
     assert {"--subagents", "--memory", "--compact-threshold", "--loop-limit", "--model", "--replay"} <= options("serve")
-    assert {"--workspace", "--unsandboxed-bash"} <= options("serve") & options("run")  # spec RCW2-a, RCW2-b
+    assert {"--workspace", "--unsandboxed-bash", "--files-dir"} <= options("serve") & options("run")  # RCW2, RCF1-a
 
 
 def test_spec_rc4_a_serve_help_has_a_description_and_examples() -> None:

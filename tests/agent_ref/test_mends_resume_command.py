@@ -28,6 +28,7 @@ NOT_DEFAULT = [
     "--max-steps", "3", "--max-tokens", "99", "--max-budget-usd", "0.5", "--max-bytes", "4096",
     "--profile", "seed", "--thinking", "1024", "--subagents", "none", "--checkpoints",
     "--memory", "mem", "--memory-store", "notes", "--workspace", "ws", "--unsandboxed-bash",
+    "--files-dir", "files",
     "--compact-threshold", "5000", "--loop-limit", "7", "--max-tool-result-bytes", "100",
     "--mcp-config", "m.json", "--permission-mode", "auto",
     "--allow", "Read", "--allow", "Bash(git status:*)", "--deny", "Write(secret/**)", "--ask", "Edit",

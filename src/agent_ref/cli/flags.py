@@ -122,12 +122,39 @@ def add_agent_options(p: argparse.ArgumentParser, *, resume: bool = False) -> No
         help="children the model may spawn: demo, a researcher with the confirm tool; none (default: demo)",
     )
     _add_memory_and_tools(agent)
+    _add_workspace_and_files(agent)
     agent.add_argument(
         "--checkpoints",
         action="store_true",
         help="save each step so a run whose process died is continued (agent-ref recover), not lost",
     )
     add_permission_options(p, resume=resume)
+
+
+def _add_workspace_and_files(agent: argparse._ArgumentGroup) -> None:
+    """The agent options about the workspace the tools work in and where produced files are kept."""
+    agent.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="give the model Read, Write, Edit, Glob and Grep confined to DIR, and Bash, BashOutput and "
+        "KillShell in a bubblewrap sandbox over DIR (spec RCW1-a, RCW2-a; default: none)",
+    )
+    agent.add_argument(
+        "--unsandboxed-bash",
+        action="store_true",
+        help="with --workspace, run Bash on the host without bubblewrap: the host's files and network are "
+        "reachable (said in the stream; spec RCW2-b)",
+    )
+    agent.add_argument(
+        "--files-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep the files a run produces in DIR (seed 000's file backend; serve answers them at "
+        "/files/ID with their filename, to their owner; spec RCF1-a; default: none)",
+    )
 
 
 def _add_memory_and_tools(agent: argparse._ArgumentGroup) -> None:
@@ -146,20 +173,6 @@ def _add_memory_and_tools(agent: argparse._ArgumentGroup) -> None:
         metavar="DIR",
         help="long-term memory in DIR (FileMemory): notes recalled into the system prompt before each run, "
         "'remember that ...' kept after it (made when missing; default: none)",
-    )
-    agent.add_argument(
-        "--workspace",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="give the model Read, Write, Edit, Glob and Grep confined to DIR, and Bash, BashOutput and "
-        "KillShell in a bubblewrap sandbox over DIR (spec RCW1-a, RCW2-a; default: none)",
-    )
-    agent.add_argument(
-        "--unsandboxed-bash",
-        action="store_true",
-        help="with --workspace, run Bash on the host without bubblewrap: the host's files and network are "
-        "reachable (said in the stream; spec RCW2-b)",
     )
     agent.add_argument(
         "--compact-threshold",
@@ -298,6 +311,8 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
         config["subagents"] = demo_subagents()
     config.update(permission_config(args))
     config.update(_workspace_config(args))
+    if getattr(args, "files_dir", None) is not None:
+        config["file_backend"] = _files_dir(args.files_dir)
     if getattr(args, "checkpoints", False):
         config["checkpoints"] = True  # spec/agent-ref.md [CK1.1-a]
     return config
@@ -314,6 +329,15 @@ def _workspace_config(args: argparse.Namespace) -> dict[str, Any]:
     if not workspace.is_dir():
         raise CliError(str(workspace), "is not a directory", "pass --workspace an existing directory")
     return {"workspace": workspace, "unsandboxed_bash": unsandboxed}
+
+
+def _files_dir(root: Path) -> Any:
+    """``--files-dir DIR``: a ``DirectoryFiles`` over DIR (spec RCF1-a); a path that is not a directory is refused."""
+    from ..store.files import DirectoryFiles
+
+    if root.exists() and not root.is_dir():
+        raise CliError(str(root), "is not a directory", "pass --files-dir a directory (it is made when missing)")
+    return DirectoryFiles(root)
 
 
 def _memory_store(root: Path) -> Any:
