@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     "text",
     [
         "/etc/passwd: outside the workspace /srv/ws",
-        "/home/u/.config/token: permission denied",
+        "/etc/app/token: permission denied",
         "/run/secrets/api_key: no such file",
-        "C:\\Users\\u\\password: access is denied",
+        "C:\\app\\password: access is denied",
     ],
 )
 def test_spec_WM1_d_a_path_ending_in_a_key_word_is_kept(text: str) -> None:

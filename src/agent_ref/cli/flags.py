@@ -43,6 +43,7 @@ __all__ = [
     "formatter",
     "mcp_tools",
     "model_factory",
+    "workspace_config",
 ]
 
 #: ``--subagents`` values: the children registered with each agent (spec RC9-b).
@@ -310,7 +311,7 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
     if args.subagents == "demo":
         config["subagents"] = demo_subagents()
     config.update(permission_config(args))
-    config.update(_workspace_config(args))
+    config.update(workspace_config(args))
     if getattr(args, "files_dir", None) is not None:
         config["file_backend"] = _files_dir(args.files_dir)
     if getattr(args, "checkpoints", False):
@@ -318,7 +319,7 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
     return config
 
 
-def _workspace_config(args: argparse.Namespace) -> dict[str, Any]:
+def workspace_config(args: argparse.Namespace) -> dict[str, Any]:
     """``--workspace DIR``: the workspace tools and Bash over DIR; ``--unsandboxed-bash`` (spec RCW1-a, RCW2)."""
     workspace = getattr(args, "workspace", None)
     unsandboxed = bool(getattr(args, "unsandboxed_bash", False))

@@ -75,9 +75,9 @@ def _tools(args: argparse.Namespace) -> list[Tool]:
     from ..errors import ConfigError
     from ..run.options import AgentOptions
     from ..tools.demo import default_tools
-    from .flags import _workspace_config
+    from .flags import workspace_config
 
-    config = _workspace_config(args)  # the same checks as run and serve (spec RCW2-b)
+    config = workspace_config(args)  # the same checks as run and serve (spec RCW2-b)
     try:
         return list(AgentOptions(tools=default_tools(), **config).tools)
     except ConfigError as exc:
