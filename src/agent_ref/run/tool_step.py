@@ -138,7 +138,7 @@ async def _step_tools(
     if ctx.interrupt is not None or ctx.loop_stop is not None:
         # spec §12.4-c, §16: a stopped step answers the calls not yet answered and ends the run.
         for call in [*routed.backend, *routed.spawns, *routed.frontend]:
-            routed.outcomes[call.id] = await _refuse(ctx, call, "not run: the run was interrupted")
+            routed.outcomes[call.id] = await refuse(ctx, call, "not run: the run was interrupted")
         append_user(ctx.state, [routed.outcomes[c.id].block for c in calls])
         return []
     spawns = await _cap_spawns(ctx, routed.spawns, routed.outcomes)
@@ -175,7 +175,7 @@ def _approval_reason(ctx: RunContext, call: ToolCallRequest, reason: str) -> str
     return with_change(ctx.options.workspace, call, reason)
 
 
-async def _refuse(ctx: RunContext, call: ToolCallRequest, text: str) -> ToolOutcome:
+async def refuse(ctx: RunContext, call: ToolCallRequest, text: str) -> ToolOutcome:
     """Answer a call that is not run with an ``is_error`` result: checkpointed, then sent ([CK1.3-c])."""
     done = error_outcome(ctx.emitter, call, text)
     ctx.answered[call.id] = done.block
@@ -191,12 +191,12 @@ async def _route(ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapp
     for call in calls:
         if call.id in bad_inputs:
             # spec §1.3-a: a cut or unparseable call is answered, never run.
-            routed.outcomes[call.id] = await _refuse(ctx, call, bad_inputs[call.id])
+            routed.outcomes[call.id] = await refuse(ctx, call, bad_inputs[call.id])
             continue
         if ctx.interrupt is not None or ctx.loop_stop is not None:
             # [R12.7-c]: after an abort, the step's later calls are answered, never asked about.
             ctx.tracing.refused_call(name=call.name, call_id=call.id, reason="interrupted", arguments=call.input)
-            routed.outcomes[call.id] = await _refuse(ctx, call, "not run: the run was interrupted")
+            routed.outcomes[call.id] = await refuse(ctx, call, "not run: the run was interrupted")
             continue
         permitted = await permit(ctx, call)
         if isinstance(permitted, str):
@@ -205,7 +205,7 @@ async def _route(ctx: RunContext, calls: list[ToolCallRequest], bad_inputs: Mapp
             ctx.tracing.refused_call(
                 name=call.name, call_id=call.id, reason=reason, message=str(permitted), arguments=call.input
             )  # spec [IN3-a]
-            routed.outcomes[call.id] = await _refuse(ctx, call, str(permitted))  # a plain str to encode
+            routed.outcomes[call.id] = await refuse(ctx, call, str(permitted))  # a plain str to encode
             continue
         if isinstance(permitted, Approval):
             # spec §12.6: a durable ask pauses the run on the call, as a frontend call does.
@@ -256,7 +256,7 @@ async def _cap_spawns(
             used += starts
             kept.append(call)
             continue
-        outcomes[call.id] = await _refuse(ctx, call, over_cap(cap, running))
+        outcomes[call.id] = await refuse(ctx, call, over_cap(cap, running))
     return kept
 
 
