@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from ..policy.hooks import keep_going
 from ..store import sessions
 from ..store.record import add_prompt_context, append_assistant, append_user, take_back_prompt, tool_uses
-from ..tools.core import ToolCallRequest, ToolOutcome, run_tools
 from . import background, checkpoints, loop_guard, subagent_run
 from .call_model import Outcome, RunFailed, close_open, model_call, step_finish, step_start
 from .compaction import compact_before_call
@@ -43,11 +42,12 @@ from .finish import (
 )
 from .response import _ClientGone, _NothingSent
 from .structured import structured_end
-from .tool_step import last_call, run_step_tools, workspace_step
+from .tool_step import last_call, refuse, run_backend, run_step_tools, workspace_step
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from ..tools.core import ToolCallRequest
     from .context import RunContext
 
 __all__ = ["drive", "steps", "traced_steps", "turn"]
@@ -338,34 +338,40 @@ async def resume_children(ctx: RunContext) -> bool:
 
 
 async def run_approved(ctx: RunContext, approved: list[ToolCallRequest], by_id: dict[str, dict[str, Any]]) -> None:
-    """Run the calls a person approved through the normal runner (timeout, PostToolUse; spec §12.6-c).
+    """Run the calls a person approved as the step's calls run (``run_backend``; spec §12.6-c, [MA1-c]).
 
-    After a denial with ``interrupt`` they are answered as not run instead (spec §12.4-c).
+    They get their context (the paused step's), their spans and their checkpoint: the
+    resume's other answers (denials, frontend results) are checkpointed first, then each
+    result before it is streamed, so a process killed after one never runs it again
+    ([CK1.3-c]). After a denial with ``interrupt`` they are answered as not run instead
+    (spec §12.4-c).
     """
     if ctx.interrupt is not None:
         for call in approved:
-            by_id[call.id] = (await ctx.answer_error(call, "not run: the run was interrupted")).block
+            by_id[call.id] = (await refuse(ctx, call, "not run: the run was interrupted")).block
+        await checkpoints.settled(ctx)
         return
-
-    def answered(call: ToolCallRequest, done: ToolOutcome) -> None:
-        ctx.answered[call.id] = done.block
-
-    options = ctx.options
-    ran = await run_tools(
-        approved,
-        ctx.tools,
-        ctx.emitter,
-        ctx.response.send,
-        max_concurrency=options.max_tool_concurrency,
-        on_result=answered,
-        timeout=options.tool_timeout,
-        shown=_model_inputs(ctx.state.messages),  # envelope-v1 §4.6-a: an edited approval shows what ran
-        max_result_bytes=options.max_tool_result_bytes,  # spec §2.4-e
-    )
+    if not approved:
+        return
+    _checkpoint_answers(ctx, by_id)
+    shown = _model_inputs(ctx.state.messages)  # envelope-v1 §4.6-a: an edited approval shows what ran
+    ran = await run_backend(ctx, approved, shown=shown, step=ctx.state.current_step)
+    await checkpoints.settled(ctx)
     for call, done in zip(approved, ran, strict=True):
         by_id[call.id] = done.block
         await ctx.fire_post_tool(call, done)
     await ctx.report_hook_failures()
+
+
+def _checkpoint_answers(ctx: RunContext, by_id: dict[str, dict[str, Any]]) -> None:
+    """Add the step's results decided so far that its checkpoint lacks (the resume's answers) ([MA1-c])."""
+    checkpoint = ctx.run.checkpoint
+    if checkpoint is None:
+        return
+    kept = {block.get("tool_use_id") for block in checkpoint.results}
+    for tool_use_id, block in by_id.items():
+        if tool_use_id not in kept:
+            checkpoints.finished(ctx, block)
 
 
 def _model_inputs(messages: list[dict[str, Any]]) -> dict[str, Any]:

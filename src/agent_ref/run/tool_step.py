@@ -2,7 +2,8 @@
 
 Owns: ``run_step_tools`` (PreToolUse hooks and ``can_use_tool`` per call, spec
 ``spec/agent-ref.md`` §12; frontend calls set aside for the pause, §3; backend tools and
-subagents run concurrently, §2.3, §13), ``run_subagent`` (foreground or background,
+subagents run concurrently, §2.3, §13), ``run_backend`` (the one runner of backend calls,
+a step's and the approved ones', spec [MA1-c]), ``run_subagent`` (foreground or background,
 §13, §14) and ``last_call`` (§5.2). Does not own: the tools themselves (``tools/core.py``),
 running a child (``run/subagent_run.py``, ``run/background.py``), the hook machinery
 (``policy/hooks.py``), or the stream end (``run/finish.py``). Functions take the run's context
@@ -65,10 +66,18 @@ class _Routed:
     approvals: dict[str, str] = field(default_factory=dict)
 
 
-async def _run_backend(
-    ctx: RunContext, backend: list[ToolCallRequest], calls: list[ToolCallRequest]
+async def run_backend(
+    ctx: RunContext, calls: list[ToolCallRequest], *, shown: Mapping[str, Any], step: int
 ) -> list[ToolOutcome]:
-    """The step's backend calls through ``run_tools``; each result recorded, and checkpointed before it is streamed."""
+    """Backend calls through ``run_tools``, as a step runs them: context, spans, checkpointed results.
+
+    The one way the agent runs its backend calls: a step's (``run_step_tools``) and the ones
+    a person approved at a resume (``loop.run_approved``, spec [MA1-c]). Each call gets its
+    ``ToolContext`` (R2.6, RU1-b; ``step``: the run step it belongs to), an ``execute_tool``
+    span (§20.2-a), and its result recorded, then checkpointed before it is streamed
+    ([CK1.3-a], [CK1.3-c]). ``shown``: the inputs the calls' ``tool_call`` lines showed
+    (envelope-v1 §4.6-a).
+    """
 
     def answered(call: ToolCallRequest, done: ToolOutcome) -> None:
         ctx.answered[call.id] = done.block
@@ -80,7 +89,7 @@ async def _run_backend(
 
     options = ctx.options
     return await run_tools(
-        backend,
+        calls,
         ctx.tools,
         ctx.emitter,
         send,
@@ -89,10 +98,8 @@ async def _run_backend(
         timeout=options.tool_timeout,
         max_result_bytes=options.max_tool_result_bytes,  # spec §2.4-e
         tracing=ctx.tracing,
-        shown={call.id: call.input for call in calls},  # envelope-v1 §4.6-a: the model's inputs
-        context=ToolContextBase(
-            agent_uuid=ctx.agent_uuid, run_id=ctx.run.run_id, store=ctx.store, step=ctx.step
-        ),  # R2.6, RU1-b
+        shown=shown,
+        context=ToolContextBase(agent_uuid=ctx.agent_uuid, run_id=ctx.run.run_id, store=ctx.store, step=step),
     )
 
 
@@ -143,7 +150,8 @@ async def _step_tools(
         return []
     spawns = await _cap_spawns(ctx, routed.spawns, routed.outcomes)
     ran, spawned = await asyncio.gather(
-        _run_backend(ctx, routed.backend, calls),
+        # envelope-v1 §4.6-a: a result shows the model's input, and the edit a hook made
+        run_backend(ctx, routed.backend, shown={call.id: call.input for call in calls}, step=ctx.step),
         asyncio.gather(*(traced_subagent(ctx, call) for call in spawns)),
     )
     paused: list[ChildPaused] = []
