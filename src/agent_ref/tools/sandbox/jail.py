@@ -162,8 +162,19 @@ def bwrap_argv(bwrap: str, root: Path) -> list[str]:
 
 
 def clean_env(root: Path) -> dict[str, str]:
-    """The whole environment a command sees (spec [SB2-d]): nothing of the parent's."""
-    return {"PATH": SANDBOX_PATH, "HOME": str(root), "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
+    """The whole environment a command sees (spec [SB2-d]): nothing of the parent's.
+
+    ``PYTHONDONTWRITEBYTECODE=1``: Python run by a command writes no ``__pycache__`` into
+    the workspace, where it would show in the step's changes and its undo (spec [MA1-a]).
+    """
+    return {
+        "PATH": SANDBOX_PATH,
+        "HOME": str(root),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "TMPDIR": "/tmp",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
 _serial = itertools.count(1)
