@@ -76,3 +76,60 @@ class CuttingProxy:
 
     def close(self) -> None:
         self.listener.close()
+
+
+class AnswerCuttingProxy(CuttingProxy):
+    """A ``CuttingProxy`` that cuts one request's answer, whichever connection carries it.
+
+    A browser reuses its connections (keep-alive), so the n-th connection is no request in
+    particular: here the answer to the first request whose request line starts with
+    ``target`` (``"POST /agent/run "``) is cut after ``budget`` bytes (headers included);
+    every other answer is passed whole. The budget is armed before the request goes
+    upstream, so every byte counted is that answer's (a client sends its next request on
+    a connection only once the last answer is whole).
+    """
+
+    def __init__(self, host: str, port: int, target: str, budget: int) -> None:
+        self.target = target.encode("latin-1")
+        self.budget = budget
+        self.armed = False
+        super().__init__(host, port, [])
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.upstream)
+            left: list[int | None] = [None]  # this connection's budget, once its request is the target
+            threading.Thread(target=self._watch_up, args=(client, upstream, left), daemon=True).start()
+            threading.Thread(target=self._watch_down, args=(upstream, client, left), daemon=True).start()
+
+    def _watch_up(self, client: socket.socket, upstream: socket.socket, left: list[int | None]) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                with self.lock:
+                    self.sent += data
+                    if not self.armed and data.startswith(self.target):
+                        self.armed = True
+                        left[0] = self.budget
+                upstream.sendall(data)
+
+    def _watch_down(self, upstream: socket.socket, client: socket.socket, left: list[int | None]) -> None:
+        with contextlib.suppress(OSError):
+            while data := upstream.recv(65536):
+                with self.lock:
+                    budget = left[0]
+                    if budget is not None:
+                        left[0] = budget - len(data)
+                if budget is not None and len(data) >= budget:
+                    client.sendall(data[:budget])
+                    with self.lock:
+                        self.made += 1
+                    break
+                client.sendall(data)
+        for sock in (client, upstream):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
