@@ -15,13 +15,10 @@ without the client (the server's replay, the example's lines, the converter's ou
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
 import socket
 import subprocess
 import sys
-import threading
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -34,6 +31,7 @@ from envelope import encode, reconstruct
 from envelope.client import Backoff, connect_sync
 from envelope.interop.agui import AguiToEnvelope
 from fault_support import wait_until
+from proxy_support import CuttingProxy
 from server_support import data_lines, get, read_events
 from validating import assert_valid
 
@@ -47,73 +45,6 @@ CONFIRM = "Please confirm: delete the temp files"
 FAST = Backoff(initial=0.0, factor=1.0, maximum=0.0, retries=5)
 AGUI_SERVER = ROOT / "tests" / "client" / "agui_server.py"
 EXAMPLE = ROOT / "examples" / "fastapi_app.py"
-
-
-#: A request head in what a client sent (a body before it, a JSON one, has no CR LF pair).
-_HEAD = re.compile(r"(?:GET|POST) [^\r\n]* HTTP/1\.1\r\n.*?\r\n\r\n", re.DOTALL)
-
-
-class CuttingProxy:
-    """A TCP proxy on loopback: the n-th connection's answer is cut after ``cuts[n]`` bytes.
-
-    A cut sends that many bytes of the server's answer (headers included), then closes
-    both sockets: the client sees the body end mid-message, the server a disconnect.
-    Connections past the list are passed whole. ``sent`` keeps what clients sent.
-    """
-
-    def __init__(self, host: str, port: int, cuts: list[int]) -> None:
-        self.upstream = (host, port)
-        self.cuts = list(cuts)
-        self.made = 0
-        self.sent = bytearray()
-        self.lock = threading.Lock()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            with self.lock:
-                budget = self.cuts.pop(0) if self.cuts else None
-            upstream = socket.create_connection(self.upstream)
-            threading.Thread(target=self._up, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._down, args=(upstream, client, budget), daemon=True).start()
-
-    def _up(self, client: socket.socket, upstream: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := client.recv(65536):
-                with self.lock:
-                    self.sent += data
-                upstream.sendall(data)
-
-    def _down(self, upstream: socket.socket, client: socket.socket, budget: int | None) -> None:
-        with contextlib.suppress(OSError):
-            while data := upstream.recv(65536):
-                if budget is not None and len(data) >= budget:
-                    client.sendall(data[:budget])
-                    with self.lock:
-                        self.made += 1
-                    break
-                if budget is not None:
-                    budget -= len(data)
-                client.sendall(data)
-        for sock in (client, upstream):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def requests(self) -> list[str]:
-        """The request heads clients sent, each its request line and headers (lower-cased)."""
-        with self.lock:
-            text = bytes(self.sent).decode("latin-1")
-        return [m.group(0).lower() for m in _HEAD.finditer(text)]
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ import sys
 from typing import TYPE_CHECKING
 
 from browser.page_support import stored_responses
-from client.test_client_servers import CuttingProxy
 from envelope import reconstruct
 from js.js_support import HERE, TOKEN
+from proxy_support import CuttingProxy
 
 if TYPE_CHECKING:
     from pathlib import Path

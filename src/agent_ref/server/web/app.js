@@ -152,20 +152,31 @@ async function waitForServer(attempt) {
   }
 }
 
-/** fetch with the token: retries while the server cannot be reached, asks for the token on 401. */
+/** A URL that carries a resume link (`?token=`, spec server [RL1-a]): the client's own GETs of a run's stream. */
+function linked(path) {
+  return new URL(path, location.href).searchParams.has("token");
+}
+
+/**
+ * fetch with the token: retries while the server cannot be reached, asks for the token on 401.
+ * A linked URL (spec server [RL2-e]) goes without the bearer, and its 401 is the client's
+ * (it refreshes an expired link once, [RL2-b]): the token is kept and no dialog opens.
+ */
 async function api(path, init = {}) {
+  const link = linked(path);
   let refused = false;
   for (let offline = 0; ; ) {
     let response;
+    const headers = link ? { ...(init.headers || {}) } : { ...(init.headers || {}), ...authHeaders() };
     try {
-      response = await fetch(path, { ...init, headers: { ...(init.headers || {}), ...authHeaders() } });
+      response = await fetch(path, { ...init, headers });
     } catch {
       await waitForServer(offline++); // a TypeError: nothing answered (refused, reset, no network)
       continue;
     }
     $("#offline").hidden = true;
     offline = 0;
-    if (response.status !== 401) return response;
+    if (response.status !== 401 || link) return response;
     refused = refused || Boolean(sessionStorage.getItem(TOKEN_KEY));
     sessionStorage.removeItem(TOKEN_KEY); // a refused token is never sent again
     if (!(await askToken(refused))) throw new NotSent("Not sent: this server needs an access token.");
