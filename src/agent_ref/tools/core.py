@@ -29,6 +29,7 @@ from ..errors import ToolDefinitionError
 from ..policy import scrub
 from ..tracing import OFF, Tracing
 from .context import ProgressStream, ToolContext, ToolContextBase, ToolProgress
+from .required import missing_fields
 from .result_bound import bound_result
 from .schema import (
     SUPPORTED_HINTS,
@@ -370,6 +371,9 @@ async def _call(tool_def: Tool, call: ToolCallRequest, context: ToolContext | No
             nowhere when ``None``.
     """
     assert tool_def.fn is not None
+    missing = missing_fields(tool_def.input_schema, call.input)  # [MA1-b]: the fields, not a KeyError
+    if missing is not None:
+        raise TypeError(missing)
     kwargs = {key: convert_argument(tool_def, key, value) for key, value in call.input.items()}
     if tool_def.context_param is not None:
         kwargs[tool_def.context_param] = context or ToolContext(
