@@ -28,7 +28,6 @@ from starlette.routing import Route
 
 from agent_ref import MemoryStore, ScriptedModel
 from agent_ref.server.app import create_app
-from agent_ref.server.interop import agent_for_conversation
 from agent_ref.store.core import SQLiteStore
 from agent_ref.store.files import DirectoryFiles
 from cli_support import start_serve, stop_serve
@@ -94,6 +93,8 @@ class Case:
     owner: int | None = None
     #: While bob asks, alice's chat is running (the reconnect answers only a running chat).
     live: bool = field(default=False)
+    #: The request starts a conversation of bob's own (spec server [OW1-c]): 200, ids of its own run aside.
+    starts: bool = field(default=False)
 
 
 def _answer(alice: Alice, agent: str, **result: Any) -> Request:
@@ -117,6 +118,16 @@ def _chat_resume(alice: Alice, chat: str) -> Request:
     ]
     user = {"id": "u", "role": "user", "parts": [{"type": "text", "text": CONFIRM}]}
     return "/api/chat", {"json": {"id": chat, "messages": [user, {"id": "a", "role": "assistant", "parts": parts}]}}
+
+
+def _agui_start(_: Alice, thread: str) -> Request:
+    user = {"id": "u1", "role": "user", "content": "hello"}
+    return "/agui", {"json": {"threadId": thread, "runId": "r1", "messages": [user], "tools": [], "context": []}}
+
+
+def _chat_start(_: Alice, chat: str) -> Request:
+    user = {"id": "u", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
+    return "/api/chat", {"json": {"id": chat, "messages": [user]}}
 
 
 STREAM = "/agent/runs/{run_id}/stream"
@@ -184,7 +195,9 @@ CASES = [
         owner=200,
     ),
     Case("agui resume", "POST", "/agui", "thread", _agui_resume),
+    Case("agui start", "POST", "/agui", "thread", _agui_start, starts=True),
     Case("chat resume", "POST", "/api/chat", "chat", _chat_resume),
+    Case("chat start", "POST", "/api/chat", "chat", _chat_start, starts=True),
     Case(
         "chat reconnect",
         "GET",
@@ -236,17 +249,11 @@ def alice(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alice]:
         run_id, agent = paused.headers["x-run-id"], paused.headers["x-agent-uuid"]
         user = {"id": "u1", "role": "user", "content": CONFIRM}
         thread = "alice-thread"
-        _started(
-            server,
-            "alice",
-            "/agui",
-            {"threadId": thread, "runId": "r1", "messages": [user], "tools": [], "context": []},
-        )
-        thread_agent = agent_for_conversation("agui", thread, "alice")
+        body = {"threadId": thread, "runId": "r1", "messages": [user], "tools": [], "context": []}
+        thread_agent = _started(server, "alice", "/agui", body).headers["x-agent-uuid"]
         chat = "alice-chat"
         said = {"id": "u", "role": "user", "parts": [{"type": "text", "text": CONFIRM}]}
-        _started(server, "alice", "/api/chat", {"id": chat, "messages": [said]})
-        chat_agent = agent_for_conversation("chat", chat, "alice")
+        chat_agent = _started(server, "alice", "/api/chat", {"id": chat, "messages": [said]}).headers["x-agent-uuid"]
         # the file alice's run produced, kept where `--files-dir` serves it, recorded as hers (spec server [FS2-a])
         asyncio.run(
             DirectoryFiles(files).put("file_alice_0001", "invoice.txt", FILE_BYTES, principal="alice", run_id=run_id)
@@ -299,15 +306,27 @@ def _state(alice: Alice, *, live_chat: bool = False) -> tuple[Any, ...]:
     )
 
 
+#: Headers that name what a request started (its own run, agent and link), each different by nature.
+PER_REQUEST = ("x-resume-token", "x-run-id", "x-agent-uuid", "x-resume-expires")
+
+
+def _normal(answer: httpx2.Response, ident: str) -> tuple[int, bytes, list[tuple[str, str]]]:
+    """Status, body and headers (``Date`` aside) with the id asked for and the answer's own run ids swapped out."""
+    swaps = [(answer.headers[h], h.upper()) for h in PER_REQUEST if h in answer.headers] + [(ident, "ID")]
+    body = answer.content
+    heads = [(k, v) for k, v in answer.headers.items() if k != "date"]
+    for old, new in swaps:
+        body = body.replace(old.encode(), new.encode())
+        heads = [(k, v.replace(old, new)) for k, v in heads]
+    return answer.status_code, body, sorted(heads)
+
+
 def _same(refused: httpx2.Response, known: str, absent: httpx2.Response, unknown: str) -> None:
-    """Status, body bytes (the id swapped) and headers (``Date`` aside) of the two answers are one."""
+    """Status, body bytes and headers of the two answers are one (the id asked for swapped, ``Date`` aside)."""
     assert refused.status_code == absent.status_code, (refused.status_code, refused.text, absent.text)
-    assert refused.content.replace(known.encode(), b"ID") == absent.content.replace(unknown.encode(), b"ID")
-
-    def heads(answer: httpx2.Response, ident: str) -> list[tuple[str, str]]:
-        return sorted((k, v.replace(ident, "ID")) for k, v in answer.headers.items() if k != "date")
-
-    assert heads(refused, known) == heads(absent, unknown)
+    mine, theirs = _normal(refused, known), _normal(absent, unknown)
+    assert mine[1] == theirs[1]
+    assert mine[2] == theirs[2]
 
 
 @contextlib.contextmanager
@@ -353,7 +372,13 @@ def test_spec_ow1_b_bobs_answer_for_alices_id_is_an_unknown_ids_byte_for_byte(al
         path, kwargs = case.request(alice, unknown)
         absent = alice.server.call(case.method, path, "bob", **kwargs)
     _same(refused, known, absent, unknown)
-    assert refused.status_code == (204 if case.kind == "chat" and case.method == "GET" else 404), refused.text
+    expected = 200 if case.starts else 204 if case.live else 404
+    assert refused.status_code == expected, refused.text
+    if case.starts:  # bob's own new conversation, as for an id never seen: none of alice's words in it
+        assert refused.headers["x-agent-uuid"] not in (alice.thread_agent, alice.chat_agent)
+        assert CONFIRM.encode() not in refused.content
+        _valid_run(alice.db, refused.headers["x-run-id"])
+        _valid_run(alice.db, absent.headers["x-run-id"])
     assert _state(alice, live_chat=case.live) == before
 
 
