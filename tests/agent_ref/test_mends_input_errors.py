@@ -102,3 +102,14 @@ def test_spec_ma1_b_workspace_tools_name_every_missing_field(
     assert text.startswith(f"invalid input for {name}: missing required field{plural} '{fields[0]}' (expected a "), text
     assert all(f"'{field}' (expected " in text for field in fields), text
     assert PYTHON_NAMES.search(text) is None, text
+
+
+def test_spec_ma1_b_an_unknown_field_beside_a_missing_one_is_named_too() -> None:
+    """A misspelt field: the error names the missing one and what the call gave instead."""
+    text = _result(Agent(ScriptedModel(), tools=[LOOKUP]), "lookup", {"kee": "k"})
+    assert text == (
+        "invalid input for lookup: missing required field 'key' (expected a string: the key to look up)"
+        "; the call gave 'kee', which the tool does not take"
+    )
+    many = _result(Agent(ScriptedModel(), tools=[LOOKUP]), "lookup", {f"f{i}": i for i in range(7)})
+    assert many.endswith("; the call gave 'f0', 'f1', 'f2', 'f3', 'f4' and 2 more, which the tool does not take"), many

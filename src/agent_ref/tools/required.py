@@ -18,6 +18,9 @@ __all__ = ["missing_fields"]
 #: The longest description quoted for a missing field: the error names it, it does not repeat the docs.
 MAX_DESCRIPTION_CHARS: Final = 120
 
+#: The most unknown fields named beside the missing ones (the rest are counted).
+MAX_UNKNOWN_NAMED: Final = 5
+
 #: JSON schema types as the error says them.
 _TYPES: Final = {
     "string": "a string",
@@ -44,7 +47,13 @@ def missing_fields(schema: Mapping[str, Any], tool_input: Mapping[str, Any]) -> 
     properties = schema.get("properties")
     known: Mapping[str, Any] = properties if isinstance(properties, dict) else {}
     said = ", ".join(f"{name!r} (expected {_expected(known.get(name))})" for name in missing)
-    return f"missing required field{'s' if len(missing) > 1 else ''} {said}"
+    text = f"missing required field{'s' if len(missing) > 1 else ''} {said}"
+    unknown = [name for name in tool_input if known and name not in known]
+    if unknown:  # most often a misspelt field: the model sees both at once
+        given = ", ".join(repr(name) for name in unknown[:MAX_UNKNOWN_NAMED])
+        more = f" and {len(unknown) - MAX_UNKNOWN_NAMED} more" if len(unknown) > MAX_UNKNOWN_NAMED else ""
+        text += f"; the call gave {given}{more}, which the tool does not take"
+    return text
 
 
 def _expected(prop: object) -> str:
