@@ -145,9 +145,10 @@ def test_pl1_b_a_run_of_the_page_is_listed_waiting_then_finished_and_no_other_op
     page.click("#send")
     page.wait_for_selector("#confirm-dialog[open]")
     mine = run_id(page)
-    page.click("#runs summary")  # closed
+    page.click("#runs summary")  # closed; opened again below, which reads the list after the pause
+    page.click("#runs summary")
+    page.wait_for_selector(f"#runs-list li[data-run-id='{mine}'][data-status='awaiting_frontend_tools']")
     assert _listed(page, 2) == [mine, older]
-    assert page.get_attribute(f"#runs-list li[data-run-id='{mine}']", "data-status") == "awaiting_frontend_tools"
     page.click(f"#runs-list li[data-run-id='{older}'] a")
     assert "wait for its end" in _note(page)
     assert page.evaluate("() => location.hash") == f"#run={mine}"

@@ -1,7 +1,8 @@
 // app.js: the agent-ref page (spec/server.md §6). One module, no build step, no framework.
 //
 // Owns: what the user sees and answers: the prompt, the frontend-tool questions, retrying
-// a server that does not answer, asking for the token, keeping the newest output in view,
+// a server that does not answer, asking for the token (never for a resume link's refusal,
+// spec server [RL2-e]), the list of one's runs (§PL1), keeping the newest output in view,
 // and drawing the rebuilt blocks: one subtree per agent, each subagent inside the call
 // that spawned it, thinking collapsed, tool calls with their results and images,
 // citations under their text.
