@@ -62,12 +62,12 @@ class Served:
         return f"http://127.0.0.1:{self.proxy.port}/"
 
     def heads(self) -> list[tuple[str, str, str]]:
-        """``(method, target, head)`` of every run request the proxy passed on (lower-cased)."""
+        """``(method, target, head)`` of every request of a run the proxy passed on (lower-cased; not the runs list's)."""
         out = []
         for head in self.proxy.requests():
             line = _LINE.match(head)
             assert line is not None, head
-            if line.group(2).startswith("/agent/"):
+            if line.group(2).startswith("/agent/") and line.group(2) != "/agent/runs":  # [PL1-b] reads the list
                 out.append((line.group(1), line.group(2), head))
         return out
 

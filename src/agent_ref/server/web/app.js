@@ -1,7 +1,8 @@
 // app.js: the agent-ref page (spec/server.md §6). One module, no build step, no framework.
 //
 // Owns: what the user sees and answers: the prompt, the frontend-tool questions, retrying
-// a server that does not answer, asking for the token, keeping the newest output in view,
+// a server that does not answer, asking for the token (never for a resume link's refusal,
+// spec server [RL2-e]), the list of one's runs (§PL1), keeping the newest output in view,
 // and drawing the rebuilt blocks: one subtree per agent, each subagent inside the call
 // that spawned it, thinking collapsed, tool calls with their results and images,
 // citations under their text.
@@ -19,6 +20,8 @@ const OFFLINE_DELAYS_MS = [1000, 2000, 4000, 8000, 15000, 15000, 15000, 15000];
 /** How close to the bottom (px) still counts as "at the end" (spec server §6.5-a). */
 const NEAR_BOTTOM_PX = 48;
 const TOKEN_KEY = "agent-ref-token";
+/** The most runs the list shows (spec server [PL1-c]); the server answers at most 100 conversations. */
+const RUNS_SHOWN = 20;
 const state = { agentUuid: null, turns: [], busy: false };
 window.agentRef = state; // for the browser tests and the curious
 
@@ -182,6 +185,105 @@ async function api(path, init = {}) {
     if (!(await askToken(refused))) throw new NotSent("Not sent: this server needs an access token.");
     refused = true;
   }
+}
+
+// ------------------------------------------------------------------ the list of one's runs
+
+/** A run's status as the list's badge: [class, label] (spec server [PL1-a]). */
+function runBadge(run) {
+  if (run.status === "finished") {
+    const reason = String(run.stop_reason || "done");
+    return [reason === "error" || reason === "aborted" ? "error" : "done", reason];
+  }
+  if (run.status === "awaiting_frontend_tools") return ["waiting", "waiting for you"];
+  return ["running", String(run.status)];
+}
+
+/**
+ * The server's list (conversations newest first, each one's runs oldest first, its current
+ * run last) as the list shows it: conversations newest first, each one's runs newest first.
+ */
+function newestFirst(runs) {
+  const byAgent = new Map();
+  for (const run of runs) {
+    if (!byAgent.has(run.agent_uuid)) byAgent.set(run.agent_uuid, []);
+    byAgent.get(run.agent_uuid).push(run);
+  }
+  return [...byAgent.values()].flatMap((group) => group.reverse().map((run, i) => ({ ...run, first: i === 0 })));
+}
+
+/** Draw the list, or a line saying why there is none (spec server [PL1-d]). */
+function showRuns(runs, why = "", cls = "") {
+  const list = $("#runs-list");
+  const note = $("#runs-note");
+  const current = /^#run=([A-Za-z0-9_-]+)$/.exec(location.hash)?.[1];
+  list.replaceChildren();
+  note.className = `runs-note ${cls}`.trim();
+  $("#runs-count").textContent = runs ? `(${runs.length})` : "";
+  if (!runs) {
+    note.hidden = false;
+    note.textContent = why;
+    return;
+  }
+  const shown = newestFirst(runs).slice(0, RUNS_SHOWN);
+  for (const run of shown) {
+    const [kind, label] = runBadge(run);
+    const link = h(
+      "a",
+      { href: `#run=${encodeURIComponent(run.run_id)}`, title: `run ${run.run_id} · conversation ${run.agent_uuid}`, "aria-current": run.run_id === current ? "true" : null },
+      h("span", { class: "run-id", text: run.run_id.slice(0, 8) }),
+      h("span", { class: `run-status ${kind}`, text: label }), // not `.badge`: that is an agent's, in the transcript
+    );
+    list.append(h("li", { class: run.first ? "conversation" : null, "data-run-id": run.run_id, "data-status": run.status }, link));
+  }
+  note.hidden = shown.length === runs.length && runs.length > 0;
+  if (runs.length === 0) note.textContent = "No runs yet: a prompt you send starts one, and it is listed here.";
+  else note.textContent = `${runs.length - shown.length} older not shown (the list keeps the newest ${RUNS_SHOWN}).`;
+}
+
+/** The principal's runs (spec server [PL1-a], [OW2-a]); a newer refresh wins over an older one's late answer. */
+const runsList = { asked: 0 };
+async function refreshRuns() {
+  const asked = ++runsList.asked;
+  const latest = () => asked === runsList.asked;
+  let answer = null;
+  try {
+    const response = await fetch("/agent/runs", { headers: authHeaders() }); // no dialog, no retries: [PL1-d]
+    if (response.status === 401) {
+      if (latest()) showRuns(null, "Your runs are listed once the page has a token the server accepts.", "refused");
+      return;
+    }
+    if (!response.ok) throw new Error(`the server answered ${response.status}`);
+    answer = await response.json();
+    if (!answer || !Array.isArray(answer.runs)) throw new Error("the server's answer has no list of runs");
+  } catch (err) {
+    if (latest()) showRuns(null, `The runs cannot be listed: ${err instanceof TypeError ? "the server did not answer" : err.message}.`, "refused");
+    return;
+  }
+  if (latest()) showRuns(answer.runs);
+}
+
+/** spec server [PL1-e]: a run's link opens it in place of what the page shows; not while a run is read. */
+function watchRunLinks() {
+  $("#runs-list").addEventListener("click", (e) => {
+    if (!e.target.closest("a") || !state.busy) return;
+    e.preventDefault();
+    const note = $("#runs-note");
+    note.className = "runs-note refused";
+    note.hidden = false;
+    note.textContent = "A run is being read: wait for its end (or stop it) to open another.";
+  });
+  window.addEventListener("hashchange", () => {
+    const match = /^#run=([A-Za-z0-9_-]+)$/.exec(location.hash);
+    if (!match || state.busy) return;
+    $("#runs").open = false;
+    $("#transcript").replaceChildren();
+    state.turns = [];
+    state.agentUuid = null; // the next prompt continues the opened run's conversation (learnt as it is read)
+    delete document.body.dataset.done;
+    openRun(match[1]);
+  });
+  $("#runs").addEventListener("toggle", () => $("#runs").open && refreshRuns());
 }
 
 // ------------------------------------------------------------------ a response
@@ -741,11 +843,13 @@ function offerInbox(turn, run) {
 async function drive(turn, run, afterFirst = () => {}) {
   const hideStop = offerStop(turn, run);
   const hideInbox = offerInbox(turn, run);
+  run.started.then(() => refreshRuns(), () => {}); // spec server [PL1-b]: a run started is listed
   try {
     await follow(turn, run, afterFirst);
   } finally {
     hideStop();
     hideInbox();
+    refreshRuns(); // ... and its end (or its error) is
   }
 }
 
@@ -869,6 +973,8 @@ function init() {
     }
   });
   watchScrolling();
+  watchRunLinks();
+  refreshRuns();
   const match = /^#run=([A-Za-z0-9_-]+)$/.exec(location.hash);
   if (match) openRun(match[1]);
   document.body.dataset.ready = "true";
