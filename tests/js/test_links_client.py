@@ -1,7 +1,7 @@
 """The JS client's resume links (spec server §RL2) against a real ``agent-ref serve --token``.
 
 Each case of ``tests/js/live/links.live.mjs`` runs alone behind a fresh cutting TCP proxy
-(``tests/client``'s ``CuttingProxy``: the first connection, the run's POST, is cut after
+(``tests/proxy_support``'s ``CuttingProxy``: the first connection, the run's POST, is cut after
 ``CUT`` bytes), so what the server was asked is read here from the request heads the
 proxy passed on: the resumption's request line carries ``?token=`` and no
 ``Authorization``, the refresh is a POST with the bearer. Every run the node side noted

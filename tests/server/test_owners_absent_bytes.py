@@ -363,7 +363,7 @@ def _running_chat(alice: Alice) -> Iterator[str]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_spec_ow1_b_bobs_answer_for_alices_id_is_an_unknown_ids_byte_for_byte(alice: Alice, case: Case) -> None:
-    """[OW1-b] [FS2-a]: bob's request for alice's id and for an absent id: one status, body and headers; hers unchanged."""
+    """[OW1-b] [FS2-a] [LD1-a]: bob's request for alice's id and an absent id: one status, body, headers; hers unchanged."""
     before = _state(alice, live_chat=case.live)
     with _running_chat(alice) if case.live else contextlib.nullcontext(alice.known(case.kind)) as known:
         unknown = _absent_like(known)
@@ -380,6 +380,21 @@ def test_spec_ow1_b_bobs_answer_for_alices_id_is_an_unknown_ids_byte_for_byte(al
         _valid_run(alice.db, refused.headers["x-run-id"])
         _valid_run(alice.db, absent.headers["x-run-id"])
     assert _state(alice, live_chat=case.live) == before
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.method == "GET" and not c.live], ids=lambda c: c.name)
+def test_spec_ld1_a_a_head_is_the_gets_refusal_too(alice: Alice, case: Case) -> None:
+    """[LD1-a]: Starlette answers ``HEAD`` on every ``GET`` route (the walk leaves it out): it refuses as the GET does."""
+    before = _state(alice)
+    known = alice.known(case.kind)
+    unknown = _absent_like(known)
+    path, kwargs = case.request(alice, known)
+    refused = alice.server.call("HEAD", path, "bob", **kwargs)
+    path, kwargs = case.request(alice, unknown)
+    absent = alice.server.call("HEAD", path, "bob", **kwargs)
+    _same(refused, known, absent, unknown)
+    assert (refused.status_code, refused.content) == (404, b"")
+    assert _state(alice) == before
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.owner is not None], ids=lambda c: c.name)
@@ -411,8 +426,8 @@ def _app_routes(tmp: Path) -> set[tuple[str, str]]:
     return out
 
 
-def test_spec_ow1_b_every_route_with_an_id_is_in_the_table(tmp_path: Path) -> None:
-    """The route walk: each route of the app is a row of ``CASES`` or named in ``NO_ID``; none of either is stale."""
+def test_spec_ld1_a_every_route_with_an_id_is_in_the_table(tmp_path: Path) -> None:
+    """[LD1-a] The route walk: each route of the app is a row of ``CASES`` or named in ``NO_ID``; none is stale."""
     routes = _app_routes(tmp_path)
     tried = {(c.method, c.route) for c in CASES}
     assert routes - tried - set(NO_ID) == set(), "an endpoint no one tried with the wrong principal"
