@@ -9,6 +9,12 @@
 // the original, on the same load. A second reference, the JSON.parse loop keeping each line's
 // delta in one array, is the least any decoder that keeps the content pays: V8's collector then
 // copies every delta out of the young generation, which the bare loop never makes it do.
+// Two things keep the runs from timing V8's compiler instead of the code (issue 43 §3): the heap
+// is collected with gc({ type: "major" }), not gc(): called with no argument, gc() made V8 throw
+// the compiled code away, so every timed run compiled the decoder again, on a compiler thread
+// whose CPU time (20 to 90 ms on runs of about 100 ms, more for more code) the run was charged;
+// and each decoder's loop is a function of its own: closures of one literal share their type
+// feedback, so one decoder's runs deoptimized the loop of another's.
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { resolve } from "node:path";
@@ -26,14 +32,14 @@ const cands = [
     sink += kept.length;
   }],
 ];
-mods.forEach((mod, i) =>
-  cands.push([paths[i], () => {
-    const rebuilt = new mod.Reconstructor();
-    for (const line of lines) rebuilt.feed(line);
-    if (!rebuilt.done) throw new Error("the stream did not end");
-    sink += 1;
-  }]),
-);
+const loop = `const rebuilt = new mod.Reconstructor();
+for (const line of lines) rebuilt.feed(line);
+if (!rebuilt.done) throw new Error("the stream did not end");
+return 1;`;
+mods.forEach((mod, i) => {
+  const run = new Function("mod", "lines", `// decoder ${i}\n${loop}`); // its own function: its own feedback
+  cands.push([paths[i], () => (sink += run(mod, lines))]);
+});
 for (let i = 0; i < 3; i++) for (const [, run] of cands) run(); // warm-up: every candidate compiled first
 const rounds = Number(roundsArg ?? 15);
 const ratios = cands.map(() => []);
@@ -41,7 +47,7 @@ for (let round = 0; round < rounds; round++) {
   const spent = [];
   for (let j = 0; j < cands.length; j++) {
     const k = (round + j) % cands.length;
-    globalThis.gc?.();
+    globalThis.gc?.({ type: "major" }); // not gc(): see the top
     const start = process.cpuUsage();
     cands[k][1]();
     const used = process.cpuUsage(start);
