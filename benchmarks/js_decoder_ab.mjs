@@ -2,10 +2,11 @@
 // decoder against each other, alternated in one node process (issue 43 §3).
 // Run: node --expose-gc benchmarks/js_decoder_ab.mjs LINES_FILE ROUNDS DECODER.mjs [OTHER.mjs ...]
 // LINES_FILE holds one envelope line per line ([DONE] last), as benchmarks/delivery.py writes it
-// (bench_lines(50000, agents=4)). Every round runs every candidate once, in an order rotated
-// round by round, the heap collected before each; each candidate's per-round ratio is its CPU
-// time (process.cpuUsage) over the JSON.parse loop's in the same round, printed as the median
-// and quartiles. Pass a copy of the decoder with one change to see that change's cost beside
+// (bench_lines(50000, agents=4)). Every round runs every candidate REPEAT (3) times, in an order
+// rotated run by run, the heap collected before each; each candidate's time in a round is its
+// least CPU time (process.cpuUsage) of those runs (on a shared machine other processes only ever
+// add to it), and its per-round ratio that time over the JSON.parse loop's in the same round,
+// printed as the median and quartiles. Pass a copy of the decoder with one change to see that change's cost beside
 // the original, on the same load. A second reference, the JSON.parse loop keeping each line's
 // delta in one array, is the least any decoder that keeps the content pays: V8's collector then
 // copies every delta out of the young generation, which the bare loop never makes it do.
@@ -42,20 +43,23 @@ mods.forEach((mod, i) => {
 });
 for (let i = 0; i < 3; i++) for (const [, run] of cands) run(); // warm-up: every candidate compiled first
 const rounds = Number(roundsArg ?? 15);
+const REPEAT = 3;
 const ratios = cands.map(() => []);
 for (let round = 0; round < rounds; round++) {
-  const spent = [];
-  for (let j = 0; j < cands.length; j++) {
-    const k = (round + j) % cands.length;
-    globalThis.gc?.({ type: "major" }); // not gc(): see the top
-    const start = process.cpuUsage();
-    cands[k][1]();
-    const used = process.cpuUsage(start);
-    spent[k] = used.user + used.system;
+  const spent = cands.map(() => Infinity);
+  for (let run = 0; run < REPEAT; run++) {
+    for (let j = 0; j < cands.length; j++) {
+      const k = (round * REPEAT + run + j) % cands.length;
+      globalThis.gc?.({ type: "major" }); // not gc(): see the top
+      const start = process.cpuUsage();
+      cands[k][1]();
+      const used = process.cpuUsage(start);
+      spent[k] = Math.min(spent[k], used.user + used.system);
+    }
   }
   cands.forEach((_, k) => ratios[k].push(spent[k] / spent[0]));
 }
-console.log(`node ${process.version}, ${lines.length} lines, ${rounds} rounds; CPU time / JSON.parse loop`);
+console.log(`node ${process.version}, ${lines.length} lines, ${rounds} rounds; least CPU time of ${REPEAT} runs / JSON.parse loop's`);
 const quartiles = (values) => {
   const r = [...values].sort((x, y) => x - y);
   const q = (p) => r[Math.round(p * (r.length - 1))].toFixed(2);
