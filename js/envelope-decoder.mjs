@@ -379,8 +379,9 @@ export class Reconstructor {
 
   // A measured hot loop (issue 43 §3, benchmarks/js_decoder_ab.mjs): the line that goes on an
   // open block of a known agent and holds nothing but the four required members, the most
-  // common line by far, is applied here with one Map lookup per line and one check of its
-  // delta (spec JD1-a, JD1-b); every other line takes the whole path, `_envelope`.
+  // common line by far, is applied here with two Map lookups (its agent, then the agent's open
+  // block of its type) and one check of its delta (spec JD1-a, JD1-b); every other line takes
+  // the whole path, `_envelope`.
   /** Apply one line. Returns the agent it was routed to (null for [DONE]). */
   feed(line) {
     const index = this._count++;
