@@ -261,3 +261,41 @@ def test_spec_7_5_js_and_python_accept_and_refuse_the_same_edges(tmp_path: Path,
     assert ("error" in js) == ("error" in python), f"python: {python.get('error')}\njs: {js.get('error')}"
     if "error" not in python:
         assert js == python
+
+
+def test_spec_jd1_a_b_the_fast_path_decides_as_the_build_before_it(node: str, npm_modules: Path) -> None:
+    """[JD1-a] [JD1-b]: on random streams (fast-check, fixed seeds) the decoder returns, refuses and rebuilds as the copy before."""
+    assert (npm_modules / "fast-check").is_dir()
+    result = subprocess.run(
+        [node, "--test", str(ROOT / "tests" / "js" / "decoder.property.mjs")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    passed = re.search(r"^# pass (\d+)$", result.stdout, re.MULTILINE)
+    assert passed is not None, result.stdout[-2000:]
+    assert int(passed.group(1)) == 6, result.stdout[-2000:]
+    assert re.search(r"^# fail 0$", result.stdout, re.MULTILINE)
+
+
+def test_spec_jd1_a_the_benchmark_stream_rebuilds_as_python_does(tmp_path: Path) -> None:
+    """[JD1-a]: the stream the JS decoder is timed on (most lines on its fast path) gives Python's transcript."""
+    from benchmarks.delivery import bench_lines
+
+    lines = bench_lines(3000, agents=4)
+    assert_valid(lines)
+    path = tmp_path / "bench.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    result = subprocess.run(
+        [_node(), str(ROOT / "tests" / "js" / "transcript.mjs"), str(path)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    js = json.loads(result.stdout)
+    assert "error" not in js, js
+    assert js == _python_transcript(path)
+    assert sum(len(agent["blocks"]) for agent in js["agents"].values()) > 100

@@ -320,6 +320,48 @@ function optionalError(env, index) {
   return null;
 }
 
+const LONE = "not JSON this library reads: an escaped lone surrogate in a string";
+
+/** One block being rebuilt: its deltas kept in order, joined when a transcript is taken. */
+class Block {
+  constructor(type, agent, id, name) {
+    this.type = type;
+    this.agent = agent;
+    this.id = id;
+    this.name = name;
+    this.complete = false;
+    this.parts = [];
+    this.size = 0;
+    this.citations = [];
+    this.images = [];
+  }
+}
+
+/** What the Reconstructor knows of one agent: its blocks, the ones open by type, the text its citations go to. */
+class AgentState {
+  constructor(agent) {
+    this.named = isWellFormed(agent); // false only for an agent first fed as a parsed object (not checked): its lines take the whole path
+    this.blocks = [];
+    this.open = new Map(); // type -> its open block (a citation run is kept apart, in `citing`)
+    this.lastText = undefined; // the agent's last completed text block
+    this.citing = undefined; // the text block an open citation run goes to
+  }
+}
+
+/**
+ * Whether a parsed envelope whose four required members are present has no other member, and
+ * so no string but its type, agent and delta (spec JD1-b). First from the line's length: the
+ * shortest text of such an envelope, no space and no escape, is 42 characters plus its strings
+ * and its `final`; any other member, a repeated one, a space or an escape makes it longer.
+ * Else (an escape in the delta is common: a quote, a backslash) the members are counted.
+ */
+function bareEnvelope(line, env, kind, agent, final, delta) {
+  if (line.length === 42 + kind.length + agent.length + delta.length + (final ? 4 : 5)) return true;
+  let members = 0;
+  for (const _ in env) if (++members > 4) return false;
+  return true;
+}
+
 /**
  * Rebuilds blocks per (agent, type) (spec §7): feed each envelope line (a string, or an
  * already parsed object) and "[DONE]"; transcript() any time. One small machine per key:
@@ -329,57 +371,64 @@ export class Reconstructor {
   constructor({ maxBlockBytes = 256 * 1024 * 1024, maxOpenBlocks = 65536 } = {}) {
     this.maxBlockBytes = maxBlockBytes;
     this.maxOpenBlocks = maxOpenBlocks;
-    this._agents = new Map(); // agent -> [block]
-    this._open = new Map(); // "agent\u0000type" -> block, in the order the blocks opened
-    this._route = new Map(); // agent -> Map(type -> block): the same open blocks, found per line without building a key
-    this._lastText = new Map();
-    this._citing = new Map();
+    this._agents = new Map(); // agent -> AgentState, in the order of their first blocks
+    this._open = new Map(); // "agent\u0000type" -> block, in the order the blocks opened: touched per block, not per line
     this._count = 0;
     this.done = false;
   }
 
-  _setOpen(agent, kind, block) {
-    this._open.set(agent + "\u0000" + kind, block);
-    let kinds = this._route.get(agent);
-    if (kinds === undefined) this._route.set(agent, (kinds = new Map()));
-    kinds.set(kind, block);
-  }
-
-  _closeOpen(agent, kind) {
-    this._open.delete(agent + "\u0000" + kind);
-    this._route.get(agent)?.delete(kind);
-  }
-
-  _openBlock(agent, kind) {
-    const kinds = this._route.get(agent);
-    return kinds === undefined ? undefined : kinds.get(kind);
-  }
-
-  // A measured hot loop (issue 26 §5, benchmarks/delivery.py): one call per line, kept in one
-  // function so that the per-line path allocates nothing beyond JSON.parse's own objects.
+  // A measured hot loop (issue 43 §3, benchmarks/js_decoder_ab.mjs): the line that goes on an
+  // open block of a known agent and holds nothing but the four required members, the most
+  // common line by far, is applied here with two Map lookups (its agent, then the agent's open
+  // block of its type) and one check of its delta (spec JD1-a, JD1-b); every other line takes
+  // the whole path, `_envelope`.
   /** Apply one line. Returns the agent it was routed to (null for [DONE]). */
   feed(line) {
     const index = this._count++;
-    const afterDone = this.done;
-    if (afterDone && line === DONE) throw failAt(index, "content after [DONE]", { section: "8.2-a" });
-    if (line === DONE) {
-      this.done = true;
-      return null;
+    if (typeof line !== "string") return this._envelope(line, index, null);
+    if (line.length === 6 && line === DONE) return this._done(index);
+    let env;
+    try {
+      env = JSON.parse(line);
+    } catch (exc) {
+      throw failAt(index, `not JSON: ${exc.message}`, { section: "3.1-a" });
     }
-    const text = typeof line === "string";
-    let env = line;
-    if (text) {
-      try {
-        env = JSON.parse(line);
-      } catch (exc) {
-        throw failAt(index, `not JSON: ${exc.message}`, { section: "3.1-a" });
+    if (env !== null && typeof env === "object" && !this.done) {
+      const kind = env.type;
+      const agent = env.agent;
+      const final = env.final;
+      const delta = env.delta;
+      if (typeof kind === "string" && typeof agent === "string" && typeof final === "boolean" && typeof delta === "string") {
+        const state = this._agents.get(agent); // a known agent: its name was checked when its first block opened
+        const block = state === undefined || !state.named ? undefined : state.open.get(kind); // an open block: its type is known
+        if (block !== undefined && bareEnvelope(line, env, kind, agent, final, delta)) {
+          if (delta !== "") {
+            if (!delta.isWellFormed()) throw failAt(index, LONE, { section: "6.4" });
+            block.size += delta.length;
+            if (block.size > this.maxBlockBytes) throw failAt(index, `block larger than ${this.maxBlockBytes}`);
+            block.parts.push(delta);
+          }
+          if (final) this._complete(state, block, index);
+          return agent;
+        }
       }
     }
+    return this._envelope(env, index, line);
+  }
+
+  _done(index) {
+    if (this.done) throw failAt(index, "content after [DONE]", { section: "8.2-a" });
+    this.done = true;
+    return null;
+  }
+
+  /** Apply one parsed envelope (`line`: its text, null when it was given parsed), every check in the spec's order. */
+  _envelope(env, index, line) {
     if (env === null || typeof env !== "object" || Array.isArray(env)) throw failAt(index, "an envelope must be a JSON object", { field: "$" });
-    if (text) {
+    if (line !== null) {
       const flat = flatWellFormed(env);
       if (flat === false || (flat === null && mayHoldLoneSurrogate(line) && !wellFormedStrings(env))) {
-        throw failAt(index, "not JSON this library reads: an escaped lone surrogate in a string", { section: "6.4" });
+        throw failAt(index, LONE, { section: "6.4" });
       }
     }
     const kind = env.type;
@@ -401,13 +450,15 @@ export class Reconstructor {
       const error = optionalError(env, index);
       if (error !== null) throw error;
     }
-    if (afterDone) {
+    if (this.done) {
       // spec §8.5-a: in a recording, a meta_init after [DONE] starts the next response;
       // the agents go on, no block stays open across it. Anything else stays an error.
       if (kind !== "meta_init") throw failAt(index, "content after [DONE] (only a meta_init may follow it, to start the next response)", { section: "8.2-a" });
       this._open.clear();
-      this._route.clear();
-      this._citing.clear();
+      for (const state of this._agents.values()) {
+        state.open.clear();
+        state.citing = undefined;
+      }
       this.done = false;
     }
     if (!KNOWN.has(kind)) throw failAt(index, `unknown envelope type ${JSON.stringify(kind)}`, { field: "$.type", section: "4.1" });
@@ -416,23 +467,24 @@ export class Reconstructor {
       return agent;
     }
     if (kind === "citation") {
-      if (text && tooDeep(line) >= 0) {
+      if (line !== null && tooDeep(line) >= 0) {
         throw failAt(index, `nested deeper than MAX_NESTING_DEPTH=${MAX_NESTING_DEPTH}`, { section: "L2-a" });
       }
       this._citation(env, index);
       return agent;
     }
     const blockId = typeof id === "string" ? id : null;
-    let block = this._openBlock(agent, kind);
+    let state = this._agents.get(agent);
+    let block = state === undefined ? undefined : state.open.get(kind);
     if (block === undefined) {
-      block = { type: kind, agent, id: blockId, name: typeof env.name === "string" ? env.name : null, complete: false, parts: [], size: 0, citations: [], images: [] };
+      if (!final && this._open.size >= this.maxOpenBlocks) throw failAt(index, `more than ${this.maxOpenBlocks} blocks open at once`);
+      block = new Block(kind, agent, blockId, typeof env.name === "string" ? env.name : null);
+      if (state === undefined) this._agents.set(agent, (state = new AgentState(agent)));
       if (!final) {
-        if (this._open.size >= this.maxOpenBlocks) throw failAt(index, `more than ${this.maxOpenBlocks} blocks open at once`);
-        this._setOpen(agent, kind, block);
+        this._open.set(agent + "\u0000" + kind, block);
+        state.open.set(kind, block);
       }
-      const blocks = this._agents.get(agent);
-      if (blocks === undefined) this._agents.set(agent, [block]);
-      else blocks.push(block);
+      state.blocks.push(block);
     } else if (blockId !== null && block.id !== null && blockId !== block.id) {
       throw failAt(index, `id ${JSON.stringify(blockId)} differs from the open block's id ${JSON.stringify(block.id)}`, { field: "$.id", section: "7.2-d" });
     }
@@ -441,17 +493,24 @@ export class Reconstructor {
       if (block.size > this.maxBlockBytes) throw failAt(index, `block larger than ${this.maxBlockBytes}`);
       block.parts.push(delta);
     }
-    if (final) {
-      block.complete = true;
-      this._closeOpen(agent, kind);
-      if (kind === "text") this._lastText.set(agent, block);
-      else if (kind === "error") this._maybeDiscard(block, (message, extra) => failAt(index, message, extra));
-    }
+    if (final) this._complete(state, block, index);
     return agent;
   }
 
+  /** A final line on `block`: it is complete, no longer open; a text block is what citations go to next. */
+  _complete(state, block, index) {
+    block.complete = true;
+    if (state.open.get(block.type) === block) {
+      state.open.delete(block.type);
+      this._open.delete(block.agent + "\u0000" + block.type);
+    }
+    if (block.type === "text") state.lastText = block;
+    else if (block.type === "error") this._maybeDiscard(state, block, (message, extra) => failAt(index, message, extra));
+  }
+
   _image(env, index) {
-    const block = this._openBlock(env.agent, "tool_result");
+    const state = this._agents.get(env.agent);
+    const block = state === undefined ? undefined : state.open.get("tool_result");
     if (block === undefined) throw failAt(index, "tool_result_image with no open tool_result of its agent", { section: "7.3-a" });
     if ("id" in env && block.id !== null && env.id !== block.id) {
       throw failAt(index, `tool_result_image id ${JSON.stringify(env.id)} differs from the open tool_result's id`, { field: "$.id", section: "7.3-b" });
@@ -464,44 +523,44 @@ export class Reconstructor {
 
   _citation(env, index) {
     const agent = env.agent;
-    let target = this._citing.get(agent);
+    const state = this._agents.get(agent);
+    let target = state === undefined ? undefined : state.citing;
     if (target === undefined) {
-      target = this._lastText.get(agent);
+      target = state === undefined ? undefined : state.lastText;
       if (target === undefined) throw failAt(index, "citation with no completed text block of its agent before it", { section: "7.4-a" });
-      this._citing.set(agent, target);
-      this._setOpen(agent, "citation", target);
+      state.citing = target;
+      this._open.set(agent + "\u0000citation", target);
     }
     if (!("citation_type" in env)) throw failAt(index, "citation needs citation_type", { field: "$.citation_type", section: "4.5" });
     const citation = { cited_text: env.delta };
     for (const name of CITATION_FIELDS) if (name in env) citation[name] = env[name];
     target.citations.push(citation);
     if (env.final) {
-      this._citing.delete(agent);
-      this._closeOpen(agent, "citation");
+      state.citing = undefined;
+      this._open.delete(agent + "\u0000citation");
     }
   }
 
-  _maybeDiscard(block, fail) {
+  _maybeDiscard(state, block, fail) {
     const data = parsePayload(block.parts.join(""));
     if (data === null || typeof data !== "object" || Array.isArray(data) || data.type !== "attempt_discarded") return;
     const count = data.discard_blocks;
     if (typeof count !== "number" || !Number.isInteger(count) || count < 0) {
       throw fail(`discard_blocks must be a non-negative integer, got ${JSON.stringify(count)}`, { section: "7.7-b" });
     }
-    const blocks = this._agents.get(block.agent);
+    const blocks = state.blocks;
     const at = blocks.lastIndexOf(block);
     if (count > at) throw fail(`attempt_discarded asks to drop ${count} blocks, but only ${at} precede it`, { section: "7.7-b" });
     const dropped = blocks.slice(at - count, at);
     if (dropped.some((b) => !b.complete)) throw fail("attempt_discarded would drop a block that is still open", { section: "7.7-b" });
     blocks.splice(at - count, count); // spec §7.7-a: the n blocks before the signal go, the signal stays
-    if (dropped.includes(this._lastText.get(block.agent))) {
+    if (dropped.includes(state.lastText)) {
       const remaining = blocks.filter((b) => b.type === "text" && b.complete);
-      if (remaining.length) this._lastText.set(block.agent, remaining[remaining.length - 1]);
-      else this._lastText.delete(block.agent);
+      state.lastText = remaining.length ? remaining[remaining.length - 1] : undefined;
     }
   }
 
-  /** Keys ("agent", "type") of the blocks open now. */
+  /** Keys ("agent", "type") of the blocks open now, in the order they opened. */
   openBlocks() {
     return [...this._open.keys()].map((k) => k.split("\u0000"));
   }
@@ -513,10 +572,10 @@ export class Reconstructor {
    */
   transcript() {
     const agents = {};
-    for (const [agent, blocks] of this._agents) {
+    for (const [agent, state] of this._agents) {
       const seen = new Set();
       agents[agent] = {
-        blocks: blocks.map((block) => {
+        blocks: state.blocks.map((block) => {
           const out = snapshot(block);
           if (block.type === "tool_call") {
             if (seen.has(block.id)) out.edit = true;
