@@ -20,7 +20,7 @@ from browser.page_support import page_transcripts, run_id, stored_responses
 from envelope import reconstruct
 from principals_support import bearer, mint
 from serve_cli_support import agent_ref_serve
-from server_support import post
+from server_support import get, post
 from validating import assert_valid
 
 if TYPE_CHECKING:
@@ -96,16 +96,32 @@ def _note(page: Any) -> str:
 def test_pl1_a_each_page_lists_only_its_own_runs_newest_first(
     browser: Any, page: Any, server: Server, tmp_path: Path
 ) -> None:
-    """[PL1-a]: alice sees her three runs (the newest conversation first, its runs newest first), bob his one."""
+    """[PL1-a] [PL1-f]: alice sees her three runs newest first across conversations, each with its query; bob his one.
+
+    alice's runs go conversation A, B, then A again: newest first is A's second, B's, A's
+    first (grouped by conversation it would be A's two, then B's). The page's clock is set
+    to 2 h 30 min after her newest run, so every line says "2 h ago".
+    """
     a1, first_agent = server.start("alice", "alice-1: What is 2 + 2?")
-    a2, _ = server.start("alice", "alice-2: and 3 + 3?", agent_uuid=first_agent)
     a3, _ = server.start("alice", "alice-3: What is 5 + (10 * 2)?")
+    a2, _ = server.start("alice", "alice-2: and 3 + 3?", agent_uuid=first_agent)
     (b1, _) = server.start("bob", "bob-1: What is 2 + 2?")
+    listed = get(server.base, "/agent/runs", headers=bearer(server.token("alice"))).json()["runs"]
+    newest = max(r["updated_at"] for r in listed)
+    page.clock.set_fixed_time(newest + 2.5 * 3600)  # Unix seconds
     _open(page, server, server.token("alice"))
-    assert _listed(page, 3) == [a3, a2, a1]
+    assert _listed(page, 3) == [a2, a3, a1]
     assert _note(page) == ""
     assert page.locator("#runs-count").inner_text() == "(3)"
-    assert page.locator("#runs-list li").first.locator(".run-status").inner_text() != ""
+    lines = page.locator("#runs-list li")
+    assert lines.locator(".run-query").all_inner_texts() == [
+        "alice-2: and 3 + 3?",
+        "alice-3: What is 5 + (10 * 2)?",
+        "alice-1: What is 2 + 2?",
+    ]
+    assert lines.locator(".run-time").all_inner_texts() == ["2 h ago"] * 3
+    assert lines.first.locator(".run-status").inner_text() != ""
+    assert lines.first.locator("a").get_attribute("title").startswith("alice-2: and 3 + 3?\nrun ")
     page.screenshot(path=str(tmp_path / "runs-list.png"))
     other = browser.new_context(viewport={"width": 1100, "height": 900})
     try:
@@ -116,6 +132,29 @@ def test_pl1_a_each_page_lists_only_its_own_runs_newest_first(
     finally:
         other.close()
     assert all(run[:8] not in said for run in (a1, a2, a3))
+    assert "alice-" not in said
+
+
+def test_pl1_f_a_long_query_is_cut_on_one_line_and_the_whole_listed_one_is_its_title(
+    page: Any, server: Server, tmp_path: Path
+) -> None:
+    """[PL1-f] [OW2-b]: a prompt longer than the bound: one line (the text overflows, cut by CSS), the server's cut in the title."""
+    prompt = "frank-1: What is 2 + 2? " + "and a long tail of words " * 20
+    (run, _) = server.start("frank", prompt)
+    _open(page, server, server.token("frank"))
+    assert _listed(page, 1) == [run]
+    query = page.locator("#runs-list li .run-query")
+    shown = query.inner_text()
+    assert shown.startswith("frank-1: What is 2 + 2? ")
+    assert shown.endswith("\u2026")
+    assert len(shown) == 200
+    one_line: bool = query.evaluate(
+        "el => el.scrollWidth > el.clientWidth && el.getClientRects().length === 1"
+        " && getComputedStyle(el).textOverflow === 'ellipsis'"
+    )
+    assert one_line
+    assert page.locator("#runs-list li a").get_attribute("title").startswith(shown + "\nrun ")
+    page.screenshot(path=str(tmp_path / "runs-list-long.png"))
 
 
 def test_pl1_e_clicking_a_run_in_the_list_rebuilds_it(page: Any, server: Server) -> None:

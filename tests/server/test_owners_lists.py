@@ -1,4 +1,5 @@
-"""The lists answer in a bounded number of store queries, not one per agent (spec server [OW3-a]).
+"""The lists answer in a bounded number of store queries, not one per agent (spec server [OW3-a]),
+and ``GET /agent/runs`` says when each run was and what it asked, newest first ([OW2-b]).
 
 A wrapper over the real store (SQLite, PostgreSQL) counts every store call a request makes;
 the count with six agents is the count with two. Every stream a run answered is validated.
@@ -14,6 +15,7 @@ import pytest
 
 from agent_ref import ScriptedModel, SQLiteStore
 from agent_ref.server.app import create_app
+from agent_ref.server.owners import QUERY_SHOWN, listed_query
 from agent_ref.store.postgres import PostgresStore
 from server_support import get, post, running
 from validating import assert_valid
@@ -39,6 +41,14 @@ class Counting:
             return await value(*args, **kwargs)
 
         return counted
+
+
+#: A prompt that pauses the scripted model on a ``confirm`` question (a run left in flight).
+CONFIRM = "Please confirm: delete the temp files"
+
+
+#: The times each run of ``GET /agent/runs`` carries (spec server [OW2-b]).
+TIMES = ("started_at", "finished_at", "updated_at")
 
 
 def _store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
@@ -102,3 +112,57 @@ def test_spec_ow3_a_a_store_without_runs_of_still_lists(tmp_path: Path) -> None:
         assert_valid(answer.content)
     assert sorted(r["run_id"] for r in runs) == sorted(a.headers["x-run-id"] for a in made)
     assert store.calls["runs"] == 2
+
+
+def test_spec_ow2_b_a_query_is_cut_at_its_bound_and_says_so() -> None:
+    """[OW2-b]: up to ``QUERY_SHOWN`` characters whole; one more and it is cut to the bound, ending in an ellipsis."""
+    whole = "q" * QUERY_SHOWN
+    assert listed_query(whole) == whole
+    assert listed_query("") == ""
+    cut = listed_query(whole + "é")
+    assert cut == "q" * (QUERY_SHOWN - 1) + "\u2026"
+    assert len(cut) == QUERY_SHOWN
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_spec_ow2_b_the_runs_list_says_when_and_what_newest_first_across_agents(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """[OW2-b]: times and queries on every run, the paused one's from its agent's row; newest first across agents.
+
+    The runs go A, B, A again, then C paused: newest first is C, A's second, B, A's first
+    (the agents' order would put A's two together). Still one ``agents`` and one ``runs_of`` [OW3-a].
+    """
+    store = Counting(_store(kind, tmp_path, request))
+    app = create_app(store=store, model_factory=ScriptedModel)
+    long_prompt = "What is 1 + 1? " + "and then some more words " * 12
+    with running(app) as base:
+
+        def run(prompt: str, agent_uuid: str | None = None) -> tuple[str, str]:
+            answer = post(base, "/agent/run", {"prompt": prompt} | ({"agent_uuid": agent_uuid} if agent_uuid else {}))
+            assert answer.status_code == 200, answer.text
+            assert_valid(answer.content)
+            return answer.headers["x-run-id"], answer.headers["x-agent-uuid"]
+
+        a1, agent_a = run(long_prompt)
+        b1, _ = run("What is 2 + 2?")
+        a2, _ = run("and 3 + 3?", agent_a)
+        c1, _ = run(CONFIRM)
+        store.calls.clear()
+        answer = get(base, "/agent/runs")
+        calls = collections.Counter(store.calls)
+    assert calls == {"agents": 1, "runs_of": 1}, calls
+    runs = {r["run_id"]: r for r in answer.json()["runs"]}
+    assert list(runs) == [c1, a2, b1, a1]
+    assert [runs[r]["user_query"] for r in (a2, b1, c1)] == ["and 3 + 3?", "What is 2 + 2?", CONFIRM]
+    assert runs[a1]["user_query"] == long_prompt[: QUERY_SHOWN - 1] + "\u2026"
+    for run_id in (a1, b1, a2):
+        listed = runs[run_id]
+        assert set(listed) == {"run_id", "agent_uuid", "status", "stop_reason", *TIMES, "user_query"}
+        assert (listed["status"], listed["stop_reason"]) == ("finished", "end_turn")
+        assert 0 < listed["started_at"] <= listed["finished_at"] == listed["updated_at"]
+    paused = runs[c1]
+    assert (paused["status"], paused["stop_reason"]) == ("awaiting_frontend_tools", None)
+    assert (paused["started_at"], paused["finished_at"]) == (None, None)
+    times = [r["updated_at"] for r in runs.values()]
+    assert times == sorted(times, reverse=True)

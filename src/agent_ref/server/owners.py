@@ -31,14 +31,28 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
 
-    from ..store.core import Store
+    from ..store.core import AgentSummary, Store
     from ..store.state import RunRecord
     from .app import RunManager
 
-__all__ = ["LIST_LIMIT", "list_routes", "owned_agent", "principal_of", "run_agent", "runs_of"]
+__all__ = [
+    "LIST_LIMIT",
+    "QUERY_SHOWN",
+    "list_routes",
+    "listed_query",
+    "listed_runs",
+    "owned_agent",
+    "principal_of",
+    "run_agent",
+    "runs_of",
+]
 
 #: The most agents ``GET /agents`` and ``GET /agent/runs`` answer with, newest first (spec server [OW2-a]).
 LIST_LIMIT: Final = 100
+#: The most characters of a run's ``user_query`` ``GET /agent/runs`` answers with, the cut marked (spec server [OW2-b]).
+QUERY_SHOWN: Final = 200
+#: What ends a query cut to ``QUERY_SHOWN`` (it counts as one of them).
+CUT: Final = "\u2026"
 
 
 def principal_of(request: Request) -> Principal:
@@ -91,6 +105,37 @@ async def runs_of(store: Store, agent_uuids: list[str]) -> dict[str, list[RunRec
     return {uuid: await store.runs(uuid) for uuid in agent_uuids}
 
 
+def listed_query(query: str) -> str:
+    """``query`` as the run list carries it: whole up to ``QUERY_SHOWN`` characters, else cut and ending in ``CUT``."""
+    return query if len(query) <= QUERY_SHOWN else query[: QUERY_SHOWN - len(CUT)] + CUT
+
+
+def listed_runs(summaries: list[AgentSummary], every: dict[str, list[RunRecord]]) -> list[dict[str, Any]]:
+    """The runs of ``GET /agent/runs``, newest first across the agents (spec server [OW2-a], [OW2-b]).
+
+    A finished run's time is its ``finished_at``; one in progress or paused has its agent's
+    last save (``updated_at``), which is later than every finished run of that agent. Ties
+    keep the store's order reversed, so an agent's later run stays above its earlier one.
+    """
+    out: list[dict[str, Any]] = []
+    for summary in summaries:
+        records = every[summary.agent_uuid]
+        out += [
+            {"run_id": r.run_id, "agent_uuid": r.agent_uuid, "status": "finished", "stop_reason": r.stop_reason}
+            | {"started_at": r.started_at, "finished_at": r.finished_at, "updated_at": r.finished_at}
+            | {"user_query": listed_query(r.user_query)}
+            for r in records
+        ]
+        if summary.run_id is not None and summary.run_id not in {r.run_id for r in records}:
+            out.append(
+                {"run_id": summary.run_id, "agent_uuid": summary.agent_uuid, "status": summary.status}
+                | {"stop_reason": None, "started_at": None, "finished_at": None, "updated_at": summary.updated_at}
+                | {"user_query": listed_query(summary.user_query)}
+            )
+    ordered = sorted(enumerate(out), key=lambda pair: (pair[1]["updated_at"], pair[0]), reverse=True)
+    return [run for _, run in ordered]
+
+
 def list_routes(
     *,
     store: Store,
@@ -120,22 +165,9 @@ def list_routes(
         )
 
     async def runs(request: Request) -> Response:
-        out: list[dict[str, Any]] = []
         summaries = await listed(request)
         every = await runs_of(store, [s.agent_uuid for s in summaries])  # spec server [OW3-a]: one query
-        for summary in summaries:
-            records = every[summary.agent_uuid]
-            done = {r.run_id for r in records}
-            out += [
-                {"run_id": r.run_id, "agent_uuid": r.agent_uuid, "status": "finished", "stop_reason": r.stop_reason}
-                for r in records
-            ]
-            if summary.run_id is not None and summary.run_id not in done:
-                out.append(
-                    {"run_id": summary.run_id, "agent_uuid": summary.agent_uuid, "status": summary.status}
-                    | {"stop_reason": None}
-                )
-        return JSONResponse({"runs": out})
+        return JSONResponse({"runs": listed_runs(summaries, every)})
 
     return [
         Route("/agents", route(agents), methods=["GET"]),

@@ -199,17 +199,29 @@ function runBadge(run) {
   return ["running", String(run.status)];
 }
 
-/**
- * The server's list (conversations newest first, each one's runs oldest first, its current
- * run last) as the list shows it: conversations newest first, each one's runs newest first.
- */
-function newestFirst(runs) {
-  const byAgent = new Map();
-  for (const run of runs) {
-    if (!byAgent.has(run.agent_uuid)) byAgent.set(run.agent_uuid, []);
-    byAgent.get(run.agent_uuid).push(run);
-  }
-  return [...byAgent.values()].flatMap((group) => group.reverse().map((run, i) => ({ ...run, first: i === 0 })));
+/** A run's time in the list: "just now", "N min ago", "N h ago", "N d ago", else its date (spec server [PL1-f]). */
+function shortTime(seconds, nowMs = Date.now()) {
+  if (typeof seconds !== "number" || !Number.isFinite(seconds)) return "";
+  const ago = Math.max(0, nowMs / 1000 - seconds);
+  if (ago < 60) return "just now";
+  if (ago < 3600) return `${Math.floor(ago / 60)} min ago`;
+  if (ago < 86400) return `${Math.floor(ago / 3600)} h ago`;
+  if (ago < 7 * 86400) return `${Math.floor(ago / 86400)} d ago`;
+  const date = new Date(seconds * 1000);
+  const year = date.getFullYear() === new Date(nowMs).getFullYear() ? undefined : "numeric";
+  return date.toLocaleDateString(undefined, { day: "numeric", month: "short", year });
+}
+
+/** ``seconds`` as an ISO date-time for a ``<time>``'s datetime, or ``null`` when it is not a time. */
+const isoTime = (seconds) => (typeof seconds === "number" && Number.isFinite(seconds) ? new Date(seconds * 1000).toISOString() : null);
+
+/** A run line's title: the whole listed query, its ids, when it started and finished (spec server [PL1-f]). */
+function runTitle(run) {
+  const at = (seconds) => new Date(seconds * 1000).toLocaleString();
+  const when = typeof run.finished_at === "number"
+    ? `started ${at(run.started_at)} · finished ${at(run.finished_at)}`
+    : typeof run.updated_at === "number" ? `last saved ${at(run.updated_at)}` : "";
+  return [run.user_query || "", `run ${run.run_id} · conversation ${run.agent_uuid}`, when].filter(Boolean).join("\n");
 }
 
 /** Draw the list, or a line saying why there is none (spec server [PL1-d]). */
@@ -225,16 +237,19 @@ function showRuns(runs, why = "", cls = "") {
     note.textContent = why;
     return;
   }
-  const shown = newestFirst(runs).slice(0, RUNS_SHOWN);
+  const shown = runs.slice(0, RUNS_SHOWN); // the server's order: newest first across conversations ([OW2-b])
   for (const run of shown) {
     const [kind, label] = runBadge(run);
+    const query = String(run.user_query || "");
     const link = h(
       "a",
-      { href: `#run=${encodeURIComponent(run.run_id)}`, title: `run ${run.run_id} · conversation ${run.agent_uuid}`, "aria-current": run.run_id === current ? "true" : null },
+      { href: `#run=${encodeURIComponent(run.run_id)}`, title: runTitle(run), "aria-current": run.run_id === current ? "true" : null },
+      h("span", { class: query ? "run-query" : "run-query none", text: query || "(no prompt)" }),
+      h("time", { class: "run-time", datetime: isoTime(run.updated_at), text: shortTime(run.updated_at) }),
       h("span", { class: "run-id", text: run.run_id.slice(0, 8) }),
       h("span", { class: `run-status ${kind}`, text: label }), // not `.badge`: that is an agent's, in the transcript
     );
-    list.append(h("li", { class: run.first ? "conversation" : null, "data-run-id": run.run_id, "data-status": run.status }, link));
+    list.append(h("li", { "data-run-id": run.run_id, "data-status": run.status }, link));
   }
   note.hidden = shown.length === runs.length && runs.length > 0;
   if (runs.length === 0) note.textContent = "No runs yet: a prompt you send starts one, and it is listed here.";
