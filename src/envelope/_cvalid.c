@@ -178,11 +178,117 @@ take_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(i);
 }
 
+/* The first byte at or after p (before end) that is LF, CR or 0x80 and above (end if none):
+ * eight bytes at a time, then one at a time. */
+static const unsigned char *
+next_notable(const unsigned char *p, const unsigned char *end)
+{
+    const uint64_t ones = 0x0101010101010101ULL;
+    const uint64_t highs = 0x8080808080808080ULL;
+    while (end - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        uint64_t lf = x ^ (ones * '\n');
+        uint64_t cr = x ^ (ones * '\r');
+        /* a byte is flagged when it is LF or CR (zero after the xor) or has its high bit;
+         * a false flag can only follow a true one, so the first flag is exact */
+        uint64_t hit = ((lf - ones) & ~lf) | ((cr - ones) & ~cr) | x;
+        hit &= highs;
+        if (hit) {
+#if (defined(__GNUC__) || defined(__clang__)) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            return p + (__builtin_ctzll(hit) >> 3);
+#else
+            break;
+#endif
+        }
+        p += 8;
+    }
+    while (p < end && *p != '\n' && *p != '\r' && *p < 0x80) {
+        p++;
+    }
+    return p;
+}
+
+/* Whether the line at q (before end) is one StreamValidator's SSE line checks skip: it
+ * starts with "data:", or is blank (LF or CRLF): _OTHER_SSE_LINE's lookahead. */
+static int
+quiet_line(const unsigned char *q, const unsigned char *end)
+{
+    if (end - q >= 5 && memcmp(q, "data:", 5) == 0) {
+        return 1;
+    }
+    return q < end && (*q == '\n' || (*q == '\r' && end - q >= 2 && q[1] == '\n'));
+}
+
+static PyObject *
+scan_span(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3 || !PyBytes_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "scan_span(chunk: bytes, start, stop)");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
+    if (stop == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    if (start < 1 || stop < start || stop > size) {
+        PyErr_SetString(PyExc_ValueError, "scan_span: need 1 <= start <= stop <= len(chunk)");
+        return NULL;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    const unsigned char *chunk_end = s + size;
+    const unsigned char *end = s + stop;
+    int utf8 = 1;
+    int lone_cr = 0;
+    Py_ssize_t lines = 0;
+    Py_ssize_t other = -1;
+    /* the LF before the span (the end of the line before it) and each LF in it but the last
+     * are followed by a line: the first of those lines that is not quiet is `other` */
+    if (s[start - 1] == '\n' && start < stop && !quiet_line(s + start, chunk_end)) {
+        other = start - 1;
+    }
+    const unsigned char *p = s + start;
+    while ((p = next_notable(p, end)) < end) {
+        unsigned char c = *p;
+        if (c == '\n') {
+            lines++;
+            if (other < 0 && p + 1 < end && !quiet_line(p + 1, chunk_end)) {
+                other = p - s;
+            }
+            p++;
+        }
+        else if (c == '\r') {
+            if (p + 1 >= end || p[1] != '\n') {
+                lone_cr = 1;
+            }
+            p++;
+        }
+        else {
+            Py_ssize_t n = utf8_seq(p, end);
+            if (n == 0) {
+                utf8 = 0;
+                break;
+            }
+            p += n;
+        }
+    }
+    return Py_BuildValue("(OOnn)", utf8 ? Py_True : Py_False, lone_cr ? Py_True : Py_False, lines, other);
+}
+
 static PyMethodDef methods[] = {
     {"take_run", (PyCFunction)(void (*)(void))take_run, METH_FASTCALL,
      "take_run(data, start, prefixes, max_bytes) -> int\n\n"
      "Take the lines data[start:] that continue an open block the validator only counts; the index of the first "
      "line left."},
+    {"scan_span", (PyCFunction)(void (*)(void))scan_span, METH_FASTCALL,
+     "scan_span(chunk, start, stop) -> (utf8, lone_cr, lines, other)\n\n"
+     "One pass over the complete lines chunk[start:stop] for StreamValidator._whole_ok (see _cvalid.pyi)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -122,17 +122,25 @@ def _fast_prefixes(agents: dict[str, _Agent]) -> tuple[bytes, ...]:
     for agent, st in agents.items():
         if st.final_done:
             continue
-        head = b',"agent":' + _encode_json(agent) + b',"final":false,'
         for kind, block in st.open.items():
             if block.parts is not None or kind not in _INLINE_TYPES:
                 continue
-            line = b'{"type":' + _encode_json(kind) + head
-            if kind in _ID_TYPES:
-                if type(block.id) is not str or type(block.name) is not str:
-                    continue
-                line += b'"id":' + _encode_json(block.id) + b',"name":' + _encode_json(block.name) + b","
-            out.append(line + b'"delta":')
+            prefix = block.prefix
+            if prefix is None:  # built once a block: its agent, type, id and name do not change
+                prefix = block.prefix = _prefix(agent, kind, block)
+            if prefix:
+                out.append(prefix)
     return tuple(out)
+
+
+def _prefix(agent: str, kind: str, block: _Block) -> bytes:
+    """A block's line prefix for ``take_run``; empty for an id type whose id or name is not a string."""
+    line = b'{"type":' + _encode_json(kind) + b',"agent":' + _encode_json(agent) + b',"final":false,'
+    if kind in _ID_TYPES:
+        if type(block.id) is not str or type(block.name) is not str:
+            return b""
+        line += b'"id":' + _encode_json(block.id) + b',"name":' + _encode_json(block.name) + b","
+    return line + b'"delta":'
 
 
 class Validator(_BlockRules):

@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 
 from envelope import StreamValidator, Validator, Violation, _speedups
 from envelope import _validator_lines as lines_module
+from envelope._validator_rules import _OTHER_SSE_LINE
+from envelope._validator_stream import _scan_span
 from validator._streams import meta_final, meta_init
 
 if TYPE_CHECKING:
@@ -266,3 +268,66 @@ def test_spec_vf1_b_near_misses_find_what_the_python_path_finds(name: str) -> No
     code = name.rpartition("(")[2].rstrip(")")
     assert code in [v.code for v in without]
     assert with_c == without
+
+
+def _scan_reference(chunk: bytes, start: int, stop: int) -> tuple[bool, bool, int, int]:
+    """What ``scan_span`` answers, by the pure build's steps (``_whole_ok``'s Python branch)."""
+    try:
+        str(chunk[start:stop], "utf-8")
+        utf8 = True
+    except UnicodeDecodeError:
+        utf8 = False
+    lone_cr = chunk.count(b"\r", start, stop) != chunk.count(b"\r\n", start, stop)
+    found = _OTHER_SSE_LINE.search(chunk, start - 1)
+    other = found.start() if found is not None and found.start() < stop - 1 else -1
+    return utf8, lone_cr, chunk.count(b"\n", start, stop), other
+
+
+SPAN_PIECES = st.sampled_from(
+    [
+        *[
+            b"data: {}\n",
+            b"data: x\r\n",
+            b"\n",
+            b"\r\n",
+            b"\r",
+            b": c\n",
+            b"id: 1\n",
+            b"retry: 5\n",
+            b"dat\n",
+            b"data:",
+        ],
+        *[b"\xc3\xa9", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe6\xbc", b"\xff", b"\xf0\x9f\x98\x80", b"abcdefghij"],
+    ]
+)
+
+
+@seed(7)
+@settings(max_examples=400, deadline=None, database=None)
+@given(st.lists(SPAN_PIECES, max_size=30), st.lists(SPAN_PIECES, max_size=3))
+def test_spec_vf1_d_scan_span_answers_what_the_python_steps_answer(pieces: list[bytes], after: list[bytes]) -> None:
+    """[VF1-d] On spans of SSE pieces and UTF-8 edge bytes: the C pass's four answers are the Python steps'."""
+    if _scan_span is None:
+        pytest.skip("the pure build has no C pass")
+    body = b"".join(pieces) + b"\n"
+    chunk = b"\n" + body + b"".join(after)
+    want = _scan_reference(chunk, 1, 1 + len(body))
+    got = _scan_span(chunk, 1, 1 + len(body))
+    if not want[0]:
+        assert not got[0]  # not UTF-8: the other answers are not read
+    else:
+        assert got == want
+
+
+def test_spec_vf1_d_scan_span_refuses_bad_arguments() -> None:
+    """[VF1-d] A span that does not follow a byte of the chunk, or runs past it, is a ValueError."""
+    if _scan_span is None:
+        pytest.skip("the pure build has no C pass")
+    assert _scan_span(b"\ndata: x\n", 1, 9) == (True, False, 1, -1)
+    assert _scan_span(b"\nevent: x\ndata: y\n", 1, 18) == (True, False, 2, 0)
+    with pytest.raises(ValueError, match="start"):
+        _scan_span(b"\nx\n", 0, 3)
+    with pytest.raises(ValueError, match="start"):
+        _scan_span(b"\nx\n", 1, 9)
+    with pytest.raises(TypeError):
+        _scan_span("\nx\n", 1, 3)  # type: ignore[arg-type]
