@@ -65,8 +65,9 @@ HOT = (
 )
 #: Hand-written C extensions built beside the mypyc group, all or none with it: each is
 #: ``src/envelope/<name>.c``. ``_cescape`` escapes a payload straight into its lines (issue 31);
-#: ``_cread`` appends the continuation lines of open blocks on the read path (issue 43).
-C_EXTENSIONS = ("_cescape", "_cread")
+#: ``_cread`` appends the continuation lines of open blocks on the read path (issue 43);
+#: ``_cvalid`` checks and counts the validator's ordinary line (issue 43, spec VF1).
+C_EXTENSIONS = ("_cescape", "_cread", "_cvalid")
 MANIFEST = "_speedups.json"
 
 

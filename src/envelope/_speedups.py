@@ -56,10 +56,10 @@ HOT: Final = (
     "_encoder",
 )
 #: Hand-written C extensions (``setup.py``'s ``C_EXTENSIONS``), loaded with the hot modules,
-#: all or none: ``_cescape`` and ``_cread`` (``<name>.c`` beside them; no ``.py``: in the pure
-#: build the Python code they stand in for runs instead, see ``_chunker.fused_lines`` and
-#: ``Reconstructor._feed_run``).
-C_EXTENSIONS: Final = ("_cescape", "_cread")
+#: all or none: ``_cescape``, ``_cread`` and ``_cvalid`` (``<name>.c`` beside them; no ``.py``: in
+#: the pure build the Python code they stand in for runs instead, see ``_chunker.fused_lines``,
+#: ``Reconstructor._feed_run`` and ``Validator._run``).
+C_EXTENSIONS: Final = ("_cescape", "_cread", "_cvalid")
 _HERE: Final = Path(__file__).resolve().parent
 _MANIFEST: Final = _HERE / "_speedups.json"
 

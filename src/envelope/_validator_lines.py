@@ -16,7 +16,7 @@ Does not own: splitting bytes into lines (``_validator_stream``, ``StreamReader`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import msgspec
 
@@ -25,6 +25,7 @@ from ._depth import too_deep
 from ._errors import DecodeError
 from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES, MAX_NESTING_DEPTH
 from ._quote import quote
+from ._speedups import loaded
 from ._types import STREAMED_TYPES
 from ._utf8 import utf8_fault
 
@@ -44,6 +45,7 @@ from ._validator_codes import (
     Profile,
     Violation,
     _decode_json,
+    _encode_json,
     _rule,
     _violation,
 )
@@ -91,6 +93,54 @@ class _Common(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 _decode_common = msgspec.json.Decoder(_Common).decode
+
+
+def _load_take_run() -> Callable[[Sequence[bytes | str], int, tuple[bytes, ...], int], int] | None:
+    """``_cvalid.take_run`` in the compiled build; ``None`` in the pure one (all or none)."""
+    if loaded() != "compiled":
+        return None
+    from ._cvalid import take_run  # only the compiled build has it
+
+    return take_run
+
+
+#: The compiled build's pass over the validator's ordinary lines (``Validator._run``, spec VF1-a).
+_take_run: Final = _load_take_run()
+
+
+def _fast_prefixes(agents: dict[str, _Agent]) -> tuple[bytes, ...]:
+    """The line prefixes ``take_run`` may count (spec VF1-b): one per open block whose chunk ``_run`` only counts.
+
+    A block qualifies when its agent has not sent its ``meta_final`` (E164), its type is one
+    ``_run`` takes inline, its deltas are not kept (``parts`` is None: no payload check, no
+    W149) and, for the id types, its id and name are strings (E106, E127). The prefix is
+    the encoding of ``{"type":T,"agent":A,"final":false,`` (then ``"id":I,"name":N,``) and
+    ``"delta":``: a line that is this, one JSON string and ``}`` decodes to a chunk of that
+    block with those fields and no other, the case ``_run`` counts and reports nothing on.
+    """
+    out: list[bytes] = []
+    for agent, st in agents.items():
+        if st.final_done:
+            continue
+        for kind, block in st.open.items():
+            if block.parts is not None or kind not in _INLINE_TYPES:
+                continue
+            prefix = block.prefix
+            if prefix is None:  # built once a block: its agent, type, id and name do not change
+                prefix = block.prefix = _prefix(agent, kind, block)
+            if prefix:
+                out.append(prefix)
+    return tuple(out)
+
+
+def _prefix(agent: str, kind: str, block: _Block) -> bytes:
+    """A block's line prefix for ``take_run``; empty for an id type whose id or name is not a string."""
+    line = b'{"type":' + _encode_json(kind) + b',"agent":' + _encode_json(agent) + b',"final":false,'
+    if kind in _ID_TYPES:
+        if type(block.id) is not str or type(block.name) is not str:
+            return b""
+        line += b'"id":' + _encode_json(block.id) + b',"name":' + _encode_json(block.name) + b","
+    return line + b'"delta":'
 
 
 class Validator(_BlockRules):
@@ -310,7 +360,23 @@ class Validator(_BlockRules):
         whole_types = self._whole_types
         done = self._done
         inline = 0
+        take = _take_run  # the compiled build's C pass over the ordinary lines (spec VF1-a), or None
+        prefixes: tuple[bytes, ...] = ()
+        stale = True  # the open blocks may have changed since prefixes was built
+        taken = 0  # data[:taken] is done
         for k, line in enumerate(data):
+            if k < taken:
+                continue  # counted by take
+            if take is not None and not done:
+                if stale:
+                    prefixes = _fast_prefixes(agents)
+                    stale = False
+                if prefixes:
+                    taken = take(data, k, prefixes, max_bytes)
+                    if taken > k:
+                        inline += taken - k
+                        continue
+                stale = True  # line k takes the Python path below, which may open or close a block
             if done:
                 self._slow(line, where(k), out)
                 done = self._done  # a meta_init may have started the next response (spec §8.5)

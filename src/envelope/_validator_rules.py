@@ -322,7 +322,7 @@ _LINE_RULES: Final[tuple[dict[str, tuple[_LineRule, ...]], dict[str, tuple[_Line
 class _Block:
     """An open block: where it started and, for JSON payloads, its deltas so far."""
 
-    __slots__ = ("begun", "id", "line", "name", "offset", "parts", "size", "unchecked")
+    __slots__ = ("begun", "id", "line", "name", "offset", "parts", "prefix", "size", "unchecked")
 
     def __init__(self, line: int, offset: int, id: object, name: object, keep: bool, begun: bool = False) -> None:
         self.line = line
@@ -333,6 +333,7 @@ class _Block:
         self.size = 0
         self.unchecked = False  # W149 reported; deltas no longer kept
         self.begun = begun  # a continuation's block that may have opened before its first line [V2.1-e]
+        self.prefix: bytes | None = None  # its lines' prefix for the compiled build's C pass (spec VF1-b)
 
 
 class _Agent:

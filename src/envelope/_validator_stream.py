@@ -15,12 +15,28 @@ from typing import TYPE_CHECKING, Final, Literal, cast
 from ._decoder import RawLine, StreamReader, _LineBatch
 from ._errors import DecodeError
 from ._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_BYTES
+from ._speedups import loaded
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._validator_codes import Profile, Violation
 
 from ._validator_lines import Validator
 from ._validator_rules import _BLANK_LF, _BLANK_LINES, _LINE_END, _OTHER_SSE_LINE, _e110_truncated, _sse_field_of
+
+
+def _load_scan_span() -> Callable[[bytes, int, int], tuple[bool, bool, int, int]] | None:
+    """``_cvalid.scan_span`` in the compiled build; ``None`` in the pure one (all or none)."""
+    if loaded() != "compiled":
+        return None
+    from ._cvalid import scan_span  # only the compiled build has it
+
+    return scan_span
+
+
+#: The compiled build's one pass over a span for ``_whole_ok`` (spec VF1-d).
+_scan_span: Final = _load_scan_span()
 
 
 class StreamValidator:
@@ -67,6 +83,7 @@ class StreamValidator:
         "_quiet",
         "_reader",
         "_skipping",
+        "_span_lines",
         "format",
         "validator",
     )
@@ -117,6 +134,7 @@ class StreamValidator:
         self._clean = True  # the reader was fed nothing, or only one LF (see _absorb)
         self._pending_line = 0  # the unreadable line being skipped
         self._quiet = 0  # an input offset where the reader held no event (see _whole_ok)
+        self._span_lines = -1  # the LF count of the span _whole_ok cleared, when it counted them
         self._closed = False
 
     def feed(self, chunk: bytes) -> list[Violation]:
@@ -152,6 +170,7 @@ class StreamValidator:
             if self._whole_ok(chunk, start, last + 1):
                 self._whole(chunk[start : last + 1], out)
             else:
+                self._span_lines = -1
                 self._feed_by_line(chunk[start : last + 1], out)
         if last + 1 < len(chunk):
             self._feed_by_line(chunk[last + 1 :], out)
@@ -177,33 +196,24 @@ class StreamValidator:
         sse = self.format == "sse"
         if sse and self._offset - self._quiet + size > self._max_line:
             return False
-        span = memoryview(chunk)[start:stop]
-        if (
-            sse
-            and chunk.find(b"\r", start, stop) >= 0
-            and chunk.count(b"\r", start, stop) != chunk.count(b"\r\n", start, stop)
-        ):
+        at = self._readable(chunk, start, stop, sse)
+        if at is None:
             return False
-        if sse and chunk.find(b"retry", start, stop) >= 0:
-            # The reader raises on a retry: value past MAX_RETRY_DIGITS (spec §2.3-f, E169):
-            # a span that may hold one goes line by line (rare: retry lines are few).
-            return False
-        if not chunk.isascii():
-            try:
-                str(span, "utf-8")
-            except UnicodeDecodeError:
-                return False
-        if sse:
-            # Lines other than `data:`, comments and blank ones: check them as _feed_by_line would.
+        if sse and at >= 0:
+            # Lines other than `data:`, comments and blank ones: check them as _feed_by_line would,
+            # from the first LF followed by a line other than `data:` or blank (at; none: -1).
             quiet = self.validator._sse_quiet
             search = _OTHER_SSE_LINE.search
-            at = start - 1  # chunk[start - 1] is the LF that ends the line before
             end = stop - 1
             ids: list[bytes] = []
             while (found := search(chunk, at)) is not None and (at := found.start()) < end:
                 line_end = chunk.find(b"\n", at + 1)
                 field = _sse_field_of(chunk[at + 1 : min(line_end + 1, at + 257)])
                 if field is not None:
+                    if field[0] == b"retry":
+                        # The reader raises on a retry: value past MAX_RETRY_DIGITS (spec §2.3-f,
+                        # E169): a span with a retry line goes line by line (rare: they are few).
+                        return False
                     if field[0] == b"id":
                         ids.append(field[1].removeprefix(b" "))
                     elif not quiet(*field):
@@ -212,6 +222,28 @@ class StreamValidator:
             if ids and not self.validator._ids_quiet(ids, chunk.find(b"[DONE]", start, stop) >= 0):
                 return False
         return True
+
+    def _readable(self, chunk: bytes, start: int, stop: int, sse: bool) -> int | None:
+        """``None`` when the span is not UTF-8 or (SSE) holds a lone CR; else where ``_whole_ok``'s
+        SSE line checks start: the LF before the first line other than ``data:`` or blank, -1 if none.
+        """
+        scan = _scan_span
+        if scan is not None:
+            # The compiled build: the UTF-8, lone-CR and line-count passes below in one (spec VF1-d)
+            utf8, lone_cr, self._span_lines, at = scan(chunk, start, stop)
+            return None if not utf8 or (sse and lone_cr) else at
+        if (
+            sse
+            and chunk.find(b"\r", start, stop) >= 0
+            and chunk.count(b"\r", start, stop) != chunk.count(b"\r\n", start, stop)
+        ):
+            return None
+        if not chunk.isascii():
+            try:
+                str(memoryview(chunk)[start:stop], "utf-8")
+            except UnicodeDecodeError:
+                return None
+        return start - 1  # chunk[start - 1] is the LF that ends the line before; the regex finds the rest
 
     def _whole(self, lines_bytes: bytes, out: list[Violation]) -> None:
         """Complete lines, cleared by ``_whole_ok``, to the reader in one call and to the batch loop.
@@ -241,7 +273,9 @@ class StreamValidator:
                 return (at.line or 0) + base_line, (at.offset or 0) + base_offset
 
             self.validator._run(data, where, out)
-        self._line_no += lines_bytes.count(b"\n")
+        lines = self._span_lines
+        self._span_lines = -1
+        self._line_no += lines if lines >= 0 else lines_bytes.count(b"\n")
         self._line_start = self._offset
         if self.format == "sse":
             # The last blank line ends any event: no event data is held past it.

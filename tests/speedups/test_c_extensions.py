@@ -37,7 +37,7 @@ def _setup_constant(name: str) -> object:
 
 
 def test_setup_py_builds_the_c_extensions_the_loader_requires() -> None:
-    assert _setup_constant("C_EXTENSIONS") == _speedups.C_EXTENSIONS == ("_cescape", "_cread")
+    assert _setup_constant("C_EXTENSIONS") == _speedups.C_EXTENSIONS == ("_cescape", "_cread", "_cvalid")
     for name in _speedups.C_EXTENSIONS:
         assert (SRC / f"{name}.c").is_file()
         assert (SRC / f"{name}.pyi").is_file()
@@ -91,7 +91,7 @@ def test_a_missing_c_extension_makes_the_build_stale_and_pure(tmp_path: Path) ->
     done = _mode(tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["pure", "None"]
-    assert "compiled modules are stale (_cescape, _cread changed" in done.stderr
+    assert "compiled modules are stale (_cescape, _cread, _cvalid changed" in done.stderr
 
 
 def test_an_edited_c_source_makes_the_build_stale_and_pure(tmp_path: Path) -> None:
@@ -100,7 +100,7 @@ def test_an_edited_c_source_makes_the_build_stale_and_pure(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["pure", "None"]
     assert "EnvelopeSpeedupsWarning" in done.stderr
-    assert "(_cescape, _cread changed" in done.stderr
+    assert "(_cescape, _cread, _cvalid changed" in done.stderr
 
 
 def test_the_sdist_carries_the_c_source_and_its_stub(tmp_path: Path) -> None:
