@@ -6,7 +6,7 @@ Run: ``python -m pytest benchmarks/bench_validate.py --benchmark-only`` (``--ben
 * ``validate: ... SSE (the read stream), 64 KiB reads``: the stage of ``envelope bench``
   on its input (the 4-agent SSE stream of ``benchmarks.inputs``, in memory, 64 KiB
   slices): ``StreamValidator`` and the read path it is measured against
-  (``StreamReader`` -> ``Reconstructor``); the target is 1.5x the read path's time.
+  (``StreamReader`` -> ``Reconstructor``); the target is 1.2x the read path's time (issue 43 §2).
 * ``validate-lines``: ``Validator`` and ``Reconstructor`` fed the envelope lines of
   the same 4-agent stream (at most 4 MiB of them), no SSE.
 

@@ -71,7 +71,7 @@ ROOT = Path(__file__).resolve().parents[1]
 JS_SCRIPT = Path(__file__).resolve().parent / "delivery_js.mjs"
 PG_SCRIPT = ROOT / "scripts" / "pg-test-server"
 #: Goals (issue 26 §5), as the most a candidate may take relative to its reference.
-GOALS = {"memory": 1.5, "file": 2.0, "js reconstruct": 2.0}
+GOALS = {"memory": 1.5, "file": 2.0, "js reconstruct": 1.3}  # the JS decoder: issue 43 §3 (was 2x)
 _ID = re.compile(rb"^id: [A-Za-z0-9_-]+:", re.M)
 
 
