@@ -29,11 +29,13 @@
  *
  * Within one call no block opens or closes (only continuation lines are taken), so each
  * key's block is looked up once per call and kept in a small table. No str is built per
- * delta: each block's deltas are gathered as UTF-8 in a buffer of the call, appended to the
- * block's bytearray (_Open.buf) and its size written back when the call returns, whatever
- * ended it; Python decodes that bytearray to one str when the block's parts are next read
- * or appended to (_Open.flush). Building one str per delta and joining them at the end
- * was where the compiled read path lost to bare msgspec (11x its last-level data misses).
+ * delta: each delta is decoded as UTF-8 straight into its block's bytearray (_Open.buf), within
+ * what the bytearray has allocated (it doubles when it must grow), and the bytearray's length
+ * and the block's size are written back when the call returns, whatever ended it; Python
+ * decodes that bytearray to one str when the transcript is taken (_Open.flush, spec [RF1-b]).
+ * Building one str per delta and joining them at the end was where the compiled read path
+ * lost to bare msgspec (11x its last-level data misses); a buffer of the call's own, copied
+ * to the block's, and a str joined from the block's pieces were most of what was left.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -90,42 +92,38 @@ plain_run(const unsigned char *p, const unsigned char *end)
     return p;
 }
 
-/* A block's bytes gathered during one call: its deltas' UTF-8, appended to the block's
- * buffer (``_Open.buf``, a bytearray) once, when the call returns. */
-typedef struct {
-    unsigned char *data;
-    Py_ssize_t len;
-    Py_ssize_t cap;
-} Scratch;
-
+/* A block of the call. Its deltas are decoded straight into its bytearray (``_Open.buf``):
+ * past the bytearray's end, within what it has allocated, during the call (len counts the
+ * content), and the bytearray is set to that length when the call returns, whatever ended
+ * it. No buffer of the call's own, no copy from one to the block's. */
 typedef struct {
     PyObject *prefix; /* bytes, owned */
     PyObject *tail;   /* bytes, owned */
     PyObject *block;  /* owned */
     PyObject *buf;    /* the block's bytearray, owned */
-    Scratch gathered; /* this call's bytes for buf */
-    Py_ssize_t size;
+    Py_ssize_t len;   /* the bytes at the start of buf's memory that are content */
+    Py_ssize_t size;  /* the block's size (code points) */
+    Py_ssize_t size0; /* and at the start of the call */
 } Entry;
 
-/* Room for `more` bytes after s->len; 0 with MemoryError set when none. */
+/* Room in the entry's bytearray for `more` bytes after its content; 0 with an error set when
+ * none. What the bytearray has allocated counts (its trailing NUL's byte aside); it grows to
+ * twice that at least, so a block of many lines is reallocated a few times. */
 static int
-reserve(Scratch *s, Py_ssize_t more)
+reserve(Entry *entry, Py_ssize_t more)
 {
-    if (s->data != NULL && s->len + more <= s->cap) {
+    PyByteArrayObject *b = (PyByteArrayObject *)entry->buf;
+    Py_ssize_t cap = b->ob_alloc - (b->ob_start - b->ob_bytes) - 1;
+    if (b->ob_start != NULL && entry->len + more <= cap) {
         return 1;
     }
-    Py_ssize_t cap = s->cap ? s->cap : 1024;
-    while (cap < s->len + more) {
-        cap *= 2;
+    Py_ssize_t want = cap < 512 ? 1024 : cap * 2;
+    if (want < entry->len + more) {
+        want = entry->len + more;
     }
-    unsigned char *data = (unsigned char *)PyMem_Realloc(s->data, (size_t)cap);
-    if (data == NULL) {
-        PyErr_NoMemory();
-        return 0;
-    }
-    s->data = data;
-    s->cap = cap;
-    return 1;
+    /* The content first (it may lie past the end, within the allocation): what a resize keeps */
+    Py_SET_SIZE(b, entry->len);
+    return PyByteArray_Resize(entry->buf, want) == 0;
 }
 
 /* The code points of s[0:n] when it is UTF-8 as Python's strict decoder reads it (no
@@ -394,39 +392,34 @@ find_entry(const unsigned char *s, Py_ssize_t n, Entry *entries, int *count, PyO
         Py_INCREF(block);
         entry->block = block;
         entry->buf = buf;
-        entry->gathered.data = NULL;
-        entry->gathered.len = 0;
-        entry->gathered.cap = 0;
+        entry->len = PyByteArray_GET_SIZE(buf);
         entry->size = size;
+        entry->size0 = size;
         return entry;
     }
     return NULL;
 }
 
-/* Append each block's gathered bytes to its buffer, write its size back, and release the
- * table; -1 when a write failed (an error is set). */
+/* Set each block's bytearray to its content's length, write its size back, and release the
+ * table; -1 when a write failed (an error is set, and the other entries are still released). */
 static int
 release(Entry *entries, int count)
 {
     int status = 0;
     for (int e = 0; e < count; e++) {
         Entry *entry = &entries[e];
-        if (entry->gathered.len && status == 0) {
-            Py_ssize_t old = PyByteArray_GET_SIZE(entry->buf);
-            PyObject *size = NULL;
-            if (PyByteArray_Resize(entry->buf, old + entry->gathered.len) < 0) {
+        if (PyByteArray_GET_SIZE(entry->buf) != entry->len) {
+            /* within the allocation (reserve made it), so only the length and the NUL move */
+            Py_SET_SIZE(entry->buf, entry->len);
+            ((PyByteArrayObject *)entry->buf)->ob_start[entry->len] = '\0';
+        }
+        if (entry->size != entry->size0 && status == 0) {
+            PyObject *size = PyLong_FromSsize_t(entry->size);
+            if (size == NULL || PyObject_SetAttrString(entry->block, "size", size) < 0) {
                 status = -1;
-            }
-            else {
-                memcpy(PyByteArray_AS_STRING(entry->buf) + old, entry->gathered.data, (size_t)entry->gathered.len);
-                size = PyLong_FromSsize_t(entry->size);
-                if (size == NULL || PyObject_SetAttrString(entry->block, "size", size) < 0) {
-                    status = -1;
-                }
             }
             Py_XDECREF(size);
         }
-        PyMem_Free(entry->gathered.data);
         Py_DECREF(entry->prefix);
         Py_DECREF(entry->tail);
         Py_DECREF(entry->block);
@@ -490,12 +483,13 @@ route_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (room < 0) {
             break;
         }
-        Scratch *gathered = &entry->gathered;
-        if (!reserve(gathered, room)) {
+        if (!reserve(entry, room)) {
             release(entries, count);
             return NULL;
         }
-        unsigned char *out = gathered->data + gathered->len;
+        /* ob_start, not PyByteArray_AS_STRING: that is a static empty string while the
+         * bytearray's length is 0, though it has memory (reserve made sure of it) */
+        unsigned char *out = (unsigned char *)((PyByteArrayObject *)entry->buf)->ob_start + entry->len;
         Py_ssize_t w = decode_string(s + plen, n - plen - tlen, out);
         if (w < 0) {
             break;
@@ -504,7 +498,7 @@ route_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (size < 0 || entry->size + size > max_size) {
             break; /* not UTF-8, or past the limit: the Python path's error */
         }
-        gathered->len += w;
+        entry->len += w;
         entry->size += size;
     }
     if (release(entries, count) < 0) {
