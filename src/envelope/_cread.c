@@ -29,11 +29,13 @@
  *
  * Within one call no block opens or closes (only continuation lines are taken), so each
  * key's block is looked up once per call and kept in a small table. No str is built per
- * delta: each block's deltas are gathered as UTF-8 in a buffer of the call, appended to the
- * block's bytearray (_Open.buf) and its size written back when the call returns, whatever
- * ended it; Python decodes that bytearray to one str when the block's parts are next read
- * or appended to (_Open.flush). Building one str per delta and joining them at the end
- * was where the compiled read path lost to bare msgspec (11x its last-level data misses).
+ * delta: each delta is decoded as UTF-8 straight into its block's bytearray (_Open.buf), within
+ * what the bytearray has allocated (it doubles when it must grow), and the bytearray's length
+ * and the block's size are written back when the call returns, whatever ended it; Python
+ * decodes that bytearray to one str when the transcript is taken (_Open.flush, spec [RF1-b]).
+ * Building one str per delta and joining them at the end was where the compiled read path
+ * lost to bare msgspec (11x its last-level data misses); a buffer of the call's own, copied
+ * to the block's, and a str joined from the block's pieces were most of what was left.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -90,42 +92,38 @@ plain_run(const unsigned char *p, const unsigned char *end)
     return p;
 }
 
-/* A block's bytes gathered during one call: its deltas' UTF-8, appended to the block's
- * buffer (``_Open.buf``, a bytearray) once, when the call returns. */
-typedef struct {
-    unsigned char *data;
-    Py_ssize_t len;
-    Py_ssize_t cap;
-} Scratch;
-
+/* A block of the call. Its deltas are decoded straight into its bytearray (``_Open.buf``):
+ * past the bytearray's end, within what it has allocated, during the call (len counts the
+ * content), and the bytearray is set to that length when the call returns, whatever ended
+ * it. No buffer of the call's own, no copy from one to the block's. */
 typedef struct {
     PyObject *prefix; /* bytes, owned */
     PyObject *tail;   /* bytes, owned */
     PyObject *block;  /* owned */
     PyObject *buf;    /* the block's bytearray, owned */
-    Scratch gathered; /* this call's bytes for buf */
-    Py_ssize_t size;
+    Py_ssize_t len;   /* the bytes at the start of buf's memory that are content */
+    Py_ssize_t size;  /* the block's size (code points) */
+    Py_ssize_t size0; /* and at the start of the call */
 } Entry;
 
-/* Room for `more` bytes after s->len; 0 with MemoryError set when none. */
+/* Room in the entry's bytearray for `more` bytes after its content; 0 with an error set when
+ * none. What the bytearray has allocated counts (its trailing NUL's byte aside); it grows to
+ * twice that at least, so a block of many lines is reallocated a few times. */
 static int
-reserve(Scratch *s, Py_ssize_t more)
+reserve(Entry *entry, Py_ssize_t more)
 {
-    if (s->data != NULL && s->len + more <= s->cap) {
+    PyByteArrayObject *b = (PyByteArrayObject *)entry->buf;
+    Py_ssize_t cap = b->ob_alloc - (b->ob_start - b->ob_bytes) - 1;
+    if (b->ob_start != NULL && entry->len + more <= cap) {
         return 1;
     }
-    Py_ssize_t cap = s->cap ? s->cap : 1024;
-    while (cap < s->len + more) {
-        cap *= 2;
+    Py_ssize_t want = cap < 512 ? 1024 : cap * 2;
+    if (want < entry->len + more) {
+        want = entry->len + more;
     }
-    unsigned char *data = (unsigned char *)PyMem_Realloc(s->data, (size_t)cap);
-    if (data == NULL) {
-        PyErr_NoMemory();
-        return 0;
-    }
-    s->data = data;
-    s->cap = cap;
-    return 1;
+    /* The content first (it may lie past the end, within the allocation): what a resize keeps */
+    Py_SET_SIZE(b, entry->len);
+    return PyByteArray_Resize(entry->buf, want) == 0;
 }
 
 /* The code points of s[0:n] when it is UTF-8 as Python's strict decoder reads it (no
@@ -394,39 +392,34 @@ find_entry(const unsigned char *s, Py_ssize_t n, Entry *entries, int *count, PyO
         Py_INCREF(block);
         entry->block = block;
         entry->buf = buf;
-        entry->gathered.data = NULL;
-        entry->gathered.len = 0;
-        entry->gathered.cap = 0;
+        entry->len = PyByteArray_GET_SIZE(buf);
         entry->size = size;
+        entry->size0 = size;
         return entry;
     }
     return NULL;
 }
 
-/* Append each block's gathered bytes to its buffer, write its size back, and release the
- * table; -1 when a write failed (an error is set). */
+/* Set each block's bytearray to its content's length, write its size back, and release the
+ * table; -1 when a write failed (an error is set, and the other entries are still released). */
 static int
 release(Entry *entries, int count)
 {
     int status = 0;
     for (int e = 0; e < count; e++) {
         Entry *entry = &entries[e];
-        if (entry->gathered.len && status == 0) {
-            Py_ssize_t old = PyByteArray_GET_SIZE(entry->buf);
-            PyObject *size = NULL;
-            if (PyByteArray_Resize(entry->buf, old + entry->gathered.len) < 0) {
+        if (PyByteArray_GET_SIZE(entry->buf) != entry->len) {
+            /* within the allocation (reserve made it), so only the length and the NUL move */
+            Py_SET_SIZE(entry->buf, entry->len);
+            ((PyByteArrayObject *)entry->buf)->ob_start[entry->len] = '\0';
+        }
+        if (entry->size != entry->size0 && status == 0) {
+            PyObject *size = PyLong_FromSsize_t(entry->size);
+            if (size == NULL || PyObject_SetAttrString(entry->block, "size", size) < 0) {
                 status = -1;
-            }
-            else {
-                memcpy(PyByteArray_AS_STRING(entry->buf) + old, entry->gathered.data, (size_t)entry->gathered.len);
-                size = PyLong_FromSsize_t(entry->size);
-                if (size == NULL || PyObject_SetAttrString(entry->block, "size", size) < 0) {
-                    status = -1;
-                }
             }
             Py_XDECREF(size);
         }
-        PyMem_Free(entry->gathered.data);
         Py_DECREF(entry->prefix);
         Py_DECREF(entry->tail);
         Py_DECREF(entry->block);
@@ -490,12 +483,13 @@ route_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (room < 0) {
             break;
         }
-        Scratch *gathered = &entry->gathered;
-        if (!reserve(gathered, room)) {
+        if (!reserve(entry, room)) {
             release(entries, count);
             return NULL;
         }
-        unsigned char *out = gathered->data + gathered->len;
+        /* ob_start, not PyByteArray_AS_STRING: that is a static empty string while the
+         * bytearray's length is 0, though it has memory (reserve made sure of it) */
+        unsigned char *out = (unsigned char *)((PyByteArrayObject *)entry->buf)->ob_start + entry->len;
         Py_ssize_t w = decode_string(s + plen, n - plen - tlen, out);
         if (w < 0) {
             break;
@@ -504,7 +498,7 @@ route_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (size < 0 || entry->size + size > max_size) {
             break; /* not UTF-8, or past the limit: the Python path's error */
         }
-        gathered->len += w;
+        entry->len += w;
         entry->size += size;
     }
     if (release(entries, count) < 0) {
@@ -524,9 +518,111 @@ is_utf8(PyObject *self, PyObject *arg)
     return PyBool_FromLong(utf8_count((const unsigned char *)PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg)) >= 0);
 }
 
+/* The lines of data[0:cut] when it is exactly "data: " + a line + "\n\n", again and again,
+ * each line without an LF, UTF-8, and at most max_line - 6 bytes long; cut is just after the
+ * last "\n\n" of data. What _sse.SSEReader._batch reads with a slice, a split, a count of the
+ * LFs, the lines' longest length and a UTF-8 check of the whole (five passes over the bytes,
+ * two copies of them); here one pass, and each line's bytes are copied once, into its bytes
+ * object. NULL with no error set when data is not that (the caller's Python path reads it). */
+static PyObject *
+split_lines_of(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_line, Py_ssize_t *cut_out)
+{
+    Py_ssize_t cut = n - 1;
+    while (cut > 0 && !(s[cut] == '\n' && s[cut - 1] == '\n')) {
+        cut--;
+    }
+    cut += 1; /* just after the last "\n\n"; 1 when there is none */
+    if (cut < 8) {
+        return NULL;
+    }
+    const uint64_t ones = 0x0101010101010101ULL;
+    const uint64_t highs = 0x8080808080808080ULL;
+    PyObject *lines = PyList_New(0);
+    if (lines == NULL) {
+        return NULL;
+    }
+    Py_ssize_t p = 0;
+    while (p < cut) {
+        if (cut - p < 8 || memcmp(s + p, "data: ", 6) != 0) {
+            goto leave;
+        }
+        const unsigned char *q = s + p + 6;
+        const unsigned char *end = s + cut;
+        const unsigned char *r = q;
+        int ascii = 1;
+        /* The line's end, eight bytes at a time while they hold no LF (and no byte of 0x80
+         * and above, which sends the line to the UTF-8 check below). */
+        for (;;) {
+            while (end - r >= 8) {
+                uint64_t x;
+                memcpy(&x, r, 8);
+                uint64_t lf = x ^ (ones * '\n');
+                if (((lf - ones) & ~lf & highs) | (x & highs)) {
+                    break;
+                }
+                r += 8;
+            }
+            if (r >= end || *r == '\n') {
+                break;
+            }
+            ascii &= *r < 0x80;
+            r++;
+        }
+        /* r < end: data[cut - 1] is an LF */
+        Py_ssize_t len = r - q;
+        if (len + 6 > max_line || r + 1 >= end || r[1] != '\n') {
+            goto leave;
+        }
+        if (!ascii && utf8_count(q, len) < 0) {
+            goto leave;
+        }
+        PyObject *line = PyBytes_FromStringAndSize((const char *)q, len);
+        if (line == NULL || PyList_Append(lines, line) < 0) {
+            Py_XDECREF(line);
+            Py_DECREF(lines);
+            return NULL;
+        }
+        Py_DECREF(line);
+        p = (r - s) + 2;
+    }
+    *cut_out = cut;
+    return lines;
+leave:
+    Py_DECREF(lines);
+    return NULL;
+}
+
+static PyObject *
+split_lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "split_lines(bytes, int)");
+        return NULL;
+    }
+    Py_ssize_t max_line = PyLong_AsSsize_t(args[1]);
+    if (max_line == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t cut = 0;
+    PyObject *lines = split_lines_of((const unsigned char *)PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]),
+                                     max_line, &cut);
+    if (lines == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    PyObject *out = Py_BuildValue("(Nn)", lines, cut);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"is_utf8", (PyCFunction)is_utf8, METH_O,
      "is_utf8(data) -> bool\n\nWhether data is UTF-8 as bytes.decode('utf-8') reads it, without decoding."},
+    {"split_lines", (PyCFunction)(void (*)(void))split_lines, METH_FASTCALL,
+     "split_lines(data, max_line) -> (lines, cut) | None\n\n"
+     "The data lines of the events data[:cut] when each is one data line, UTF-8, within max_line; None when not."},
     {"route_run", (PyCFunction)(void (*)(void))route_run, METH_FASTCALL,
      "route_run(data, start, fast, sizes, opened, max_size) -> int\n\n"
      "Append the deltas of the continuation lines data[start:] of open blocks; the index of the first line left."},

@@ -1,6 +1,7 @@
 """The read path's hot passes in C (built with the mypyc group): routing and UTF-8.
 
-Owns: ``is_utf8``, the compiled build's check of a batch of SSE lines (``_sse._is_utf8``:
+Owns: ``split_lines``, the compiled build's split of a batch of SSE events
+(``_sse.SSEReader._batch``), ``is_utf8``, the compiled build's check of a batch of SSE lines (``_sse._is_utf8``:
 the answer of strict ``bytes.decode("utf-8")`` without building the str), and
 ``route_run``, the compiled build's form of ``Reconstructor._feed_run``'s fast path over a
 run of lines: each line that is exactly a known prefix (type, agent, ``final: false``,
@@ -39,6 +40,18 @@ def route_run(
 
     Raises:
         TypeError: an argument of another type.
+    """
+
+def split_lines(data: bytes, max_line: int, /) -> tuple[list[bytes], int] | None:
+    """The data lines of ``data[:cut]``, ``cut`` just after its last blank line, when each event there is one line.
+
+    Each event of ``data[:cut]`` must be ``data: `` + a line + two LFs, the line UTF-8 (as
+    ``is_utf8``) and at most ``max_line - 6`` bytes long: what ``_sse.SSEReader._split``
+    returns, in one pass (spec [RF1-a]). ``None`` when ``data`` is not that (no blank
+    line, another field, a line with no space after ``data:``, a long line, bad UTF-8).
+
+    Raises:
+        TypeError: ``data`` is not bytes, or ``max_line`` not an int.
     """
 
 def is_utf8(data: bytes, /) -> bool:

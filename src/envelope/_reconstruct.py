@@ -230,12 +230,13 @@ class _Open:
         #: block ends with after its delta value (its ``id`` and ``name`` as this codec
         #: encodes them, then ``}``); ``None`` when the block takes no fast path
         self.tail: bytes | None = None
-        #: the compiled build's ``_cread.route_run``: the UTF-8 of the deltas it appended
-        #: after ``parts``, decoded once into ``parts`` by ``flush``; ``None`` in the pure build
+        #: the compiled build: the UTF-8 of the deltas after ``parts`` (``_cread.route_run``
+        #: decodes into it, and a delta from the Python path is encoded into it while it is
+        #: set), decoded once into ``parts`` by ``flush`` (spec [RF1-b]); ``None`` in the pure build
         self.buf: bytearray | None = None
 
     def flush(self) -> None:
-        """Move the deltas gathered in ``buf`` to ``parts`` (one str), before ``parts`` is read or appended to."""
+        """Move the content gathered in ``buf`` to ``parts`` (one str), before ``parts`` is read."""
         buf = self.buf
         if buf is not None:
             self.buf = None
@@ -398,8 +399,9 @@ class Reconstructor:
             if block.size > self.max_block_bytes:
                 raise self._too_big(block, position, index)
             if block.buf is not None:
-                block.flush()
-            block.parts.append(delta)
+                block.buf += delta.encode("utf-8")  # no lone surrogate in it (spec §6.4): it encodes
+            else:
+                block.parts.append(delta)
         if after is State.IDLE:
             self._close_block(block, position, index)
 
@@ -456,6 +458,7 @@ class Reconstructor:
 
         Error blocks are rare, so each is parsed once here when it completes.
         """
+        block.flush()
         data = _parse("".join(block.parts))
         if not isinstance(data, dict) or data.get("type") != "attempt_discarded":
             return
@@ -654,6 +657,9 @@ class Reconstructor:
                     opened[BlockKey(agent, kind)] = block
                     block.tail = _tail(block.id, block.name)
                     self._fast_prefix(kind, agent)
+                    if route_run is not None:
+                        # The compiled build: the whole content as UTF-8, decoded once (spec [RF1-b]).
+                        block.buf = bytearray()
             else:
                 wid = wire.id
                 if block.size + size > max_size or (wid is not unset and block.id is not None and wid != block.id):
@@ -662,8 +668,9 @@ class Reconstructor:
             if size:
                 block.size += size
                 if block.buf is not None:
-                    block.flush()
-                block.parts.append(delta)
+                    block.buf += delta.encode("utf-8")  # no lone surrogate in it (spec §6.4): it encodes
+                else:
+                    block.parts.append(delta)
             if after is not is_open:
                 block.complete = True
                 opened.pop((agent, kind), None)

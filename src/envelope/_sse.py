@@ -78,6 +78,19 @@ def _load_is_utf8() -> Callable[[bytes], bool] | None:
 _c_is_utf8: Final = _load_is_utf8()
 
 
+def _load_split_lines() -> Callable[[bytes, int], tuple[list[bytes], int] | None] | None:
+    """``_cread.split_lines`` in the compiled build; ``None`` in the pure one (all or none)."""
+    if loaded() != "compiled":
+        return None
+    from ._cread import split_lines  # only the compiled build has it
+
+    return split_lines
+
+
+#: The compiled build's one pass over a batch's events (``SSEReader._batch``, spec [RF1-a]).
+_c_split_lines: Final = _load_split_lines()
+
+
 def _is_utf8(data: bytes) -> bool:
     """Whether ``data`` is valid UTF-8 (the check ``bytes.decode`` makes, in one call).
 
@@ -223,16 +236,12 @@ class SSEReader:
         """The common case of ``_feed_batch``: fill ``lines`` and return True, or return False untouched."""
         if self._start_line or b"\r" in data or not data.startswith(b"data: "):
             return False
-        cut = data.rfind(b"\n\n") + 2
-        if cut < 8:  # no complete event ("data: " and a blank line take 8 bytes)
+        # The compiled build finds the same lines in one pass (spec [RF1-a]); when either
+        # says no, the input is not the common case, and feed's own path reads it.
+        found = _c_split_lines(data, self.max_line_bytes) if _c_split_lines is not None else self._split(data)
+        if found is None:
             return False
-        body = data[:cut] if cut < len(data) else data
-        run = body[6:-2].split(b"\n\ndata: ")
-        # ``body`` is "data: " + the lines joined with "\n\ndata: " + "\n\n"; it holds
-        # exactly two LFs per line iff no line holds one, i.e. iff every line of the body
-        # is a data line or the blank line that dispatches it.
-        if body.count(b"\n") != 2 * len(run) or max(map(len, run)) + 6 > self.max_line_bytes or not _is_utf8(body):
-            return False
+        run, cut = found
         # Each line is within the bound, so each event's data is too (it is one line).
         lines += run
         self._line_no += 2 * len(run)
@@ -242,6 +251,20 @@ class SSEReader:
         # raise: an over-long line; the lines above are then returned first).
         self._feed_lf(data[cut:], [])
         return True
+
+    def _split(self, data: bytes) -> tuple[list[bytes], int] | None:
+        """``_batch``'s lines of ``data`` and the cut after them, or None: the pure build's ``_cread.split_lines``."""
+        cut = data.rfind(b"\n\n") + 2
+        if cut < 8:  # no complete event ("data: " and a blank line take 8 bytes)
+            return None
+        body = data[:cut] if cut < len(data) else data
+        run = body[6:-2].split(b"\n\ndata: ")
+        # ``body`` is "data: " + the lines joined with "\n\ndata: " + "\n\n"; it holds
+        # exactly two LFs per line iff no line holds one, i.e. iff every line of the body
+        # is a data line or the blank line that dispatches it.
+        if body.count(b"\n") != 2 * len(run) or max(map(len, run)) + 6 > self.max_line_bytes or not _is_utf8(body):
+            return None
+        return run, cut
 
     def _take(self, chunk: bytes) -> bytes:
         """The bytes to split: the held partial line and ``chunk``, without a BOM or a CRLF's LF.

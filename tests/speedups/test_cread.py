@@ -175,3 +175,15 @@ def test_route_run_and_is_utf8_leak_nothing() -> None:
     assert after - before < 64 * 1024
     if refs is not None:  # pragma: no cover - a debug build of Python
         assert sys.gettotalrefcount() - refs < 100
+
+
+def test_spec_rf1_b_route_run_fills_a_buffer_left_empty_by_an_earlier_call() -> None:
+    """[RF1-b]: a call that made room but took nothing leaves the buffer empty, with memory; the next fills it.
+
+    (An empty bytearray's ``PyByteArray_AS_STRING`` is a static empty string, not its memory.)
+    """
+    rec = Reconstructor()
+    rec.feed_many([HEAD + b'""' + TAIL])
+    assert _run(rec, [HEAD + b'"\\ud800"' + TAIL]) == 0  # room made, the line left to Python
+    assert _run(rec, [HEAD + b'"abc"' + TAIL, HEAD + b'"de"' + TAIL]) == 2
+    assert rec.transcript().agents["a"][0].content == "abcde"
