@@ -33,7 +33,7 @@ from server_support import data_lines, read_events, running
 from validating import assert_valid
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Sequence
     from pathlib import Path
 
     from starlette.requests import Request
@@ -52,14 +52,26 @@ def _lines(agent: str = "agent-1", words: int = 8) -> list[bytes]:
 
 
 class _Disk(FileJournal):
-    """A ``FileJournal`` whose disk is full while ``full`` is set (its appends raise as ``ENOSPC`` makes them)."""
+    """A ``FileJournal`` whose disk is full while ``full`` is set (its writes fail as ``ENOSPC`` makes them).
+
+    ``room``: lines written before the disk fills by itself. The disk fills at a count of
+    lines written, not at a point of the producer: the producer runs ahead of the journal
+    by a batch (spec delivery [D3.6-d]). Every write of ``FileJournal`` goes through
+    ``append_upto`` (``append`` too), so that is where the disk is full.
+    """
 
     full = False
+    room: int | None = None
 
-    def append(self, run_id: str, response: int, line: bytes) -> None:
-        if self.full:
-            raise JournalUnavailableError("No space left on device", public="the server's storage is unavailable")
-        super().append(run_id, response, line)
+    def append_upto(self, run_id: str, response: int, lines: Sequence[bytes]) -> tuple[int, Exception | None]:
+        fit = 0 if self.full else len(lines) if self.room is None else min(self.room, len(lines))
+        written, error = super().append_upto(run_id, response, lines[:fit]) if fit else (0, None)
+        if self.room is not None:
+            self.room -= written
+        if error is None and written < len(lines):
+            self.full = True
+            error = JournalUnavailableError("No space left on device", public="the server's storage is unavailable")
+        return written, error
 
 
 class _App:
@@ -74,9 +86,9 @@ class _App:
         self.app = Starlette(routes=[Route("/chat/{run_id}", self.chat), self.delivery.route()])
 
     async def model(self) -> AsyncIterator[bytes]:
+        if self.fill_at is not None and isinstance(self.journal, _Disk):
+            self.journal.room = self.fill_at
         for n, line in enumerate(self.lines):
-            if n == self.fill_at and isinstance(self.journal, _Disk):
-                self.journal.full = True
             if n == self.fail_at:
                 raise RuntimeError("the model broke (not for the client)")
             yield line
@@ -174,7 +186,7 @@ def test_spec_delivery_4_3_a_a_full_disk_mid_response_is_closed_once_space_is_ba
         refused = client.get(base + "/streams/run-1", headers={"Last-Event-ID": "run-1:0:4"})
         assert refused.status_code == 503
         assert refused.json()["error"]["message"] == "the server's storage is unavailable"
-        journal.full = False  # space is back
+        journal.full, journal.room = False, None  # space is back
         rest = client.get(base + "/streams/run-1", headers={"Last-Event-ID": "run-1:0:4"})
         assert rest.status_code == 200
         assert data_lines(rest.content) == seen[5:]  # the same closing lines the client saw, now journaled

@@ -25,7 +25,11 @@ if TYPE_CHECKING:
 
     from ._journal import Journal
 
-__all__ = ["JOURNAL_LOST", "SERVER_AGENT", "JournalFailedError", "LiveStream", "closing_lines"]
+__all__ = ["BATCH", "JOURNAL_LOST", "SERVER_AGENT", "JournalFailedError", "LiveStream", "closing_lines"]
+
+
+#: The lines ``LiveStream.put`` lets wait for the journal before its producer waits (spec delivery [D3.6-d]).
+BATCH: Final = 256
 
 
 class JournalFailedError(Exception):
@@ -61,8 +65,9 @@ class LiveStream:
     the stream journals the queued lines in order, and each becomes visible to the
     followers only once its journal call returned, so the journal still precedes every
     send. ``await write(line)`` is ``append`` then waiting for it to be journaled (what an
-    async producer calls, so that a journal failure reaches it at that line). A
-    ``MemoryJournal`` is written inline, as before.
+    async producer calls, so that a journal failure reaches it at that line); ``await
+    put(line)`` waits only once ``batch`` lines wait, so a producer's lines are journaled
+    in batches (spec delivery [D3.6-d]). A ``MemoryJournal`` is written inline, as before.
 
     When the journal fails, the line is not sent; the stream is ended at once with the
     closing lines of spec delivery §4.1, which are sent without being journaled
@@ -80,7 +85,14 @@ class LiveStream:
     """
 
     def __init__(
-        self, run_id: str, response: int, journal: Journal, *, max_bytes: int = 2048, max_pending: int = 8192
+        self,
+        run_id: str,
+        response: int,
+        journal: Journal,
+        *,
+        max_bytes: int = 2048,
+        max_pending: int = 8192,
+        batch: int = BATCH,
     ) -> None:
         """See the class docstring.
 
@@ -91,12 +103,14 @@ class LiveStream:
             max_bytes: bounds the closing lines the stream writes itself.
             max_pending: the most lines waiting for the journal; one more fails the stream
                 (the journal is far slower than its producer).
+            batch: the lines ``put`` lets wait for the journal before it waits too.
         """
         self.run_id = run_id
         self.response = response
         self.journal = journal
         self.max_bytes = max_bytes
         self.max_pending = max_pending
+        self.batch = batch
         self.lines: list[bytes] = []
         self.events: list[bytes] = []
         self.done = False
@@ -177,6 +191,23 @@ class LiveStream:
         self.append(line)
         await self.flushed()
 
+    async def put(self, line: bytes) -> None:
+        """``append(line)``, waiting for the journal only once ``batch`` lines wait for it (spec delivery [D3.6-d]).
+
+        What a producer that needs no acknowledgement per line calls (``Delivery``): the
+        lines it makes while the journal writes a batch are journaled together in the
+        next one, and it is held back once ``batch`` of them wait. The journal still
+        precedes every send; a journal failure reaches the producer at a later ``put``
+        (then every later one), at most ``batch`` lines after the line that failed.
+
+        Raises:
+            JournalFailedError: as ``append``, or the journal failed on a line put before.
+            RuntimeError: the stream had ended already.
+        """
+        self.append(line)
+        if len(self._pending) >= self.batch:
+            await self.flushed()
+
     async def flushed(self) -> None:
         """Wait until every appended line is journaled and sent (or the stream failed).
 
@@ -194,15 +225,18 @@ class LiveStream:
             while self._pending and self.failure is None:
                 batch = list(self._pending)
                 try:
-                    await self._io.append_many(self.run_id, self.response, batch)
+                    kept, error = await self._io.append_upto(self.run_id, self.response, batch)
                 except Exception as exc:
                     self._fail(exc)
                     return
                 if self.failure is not None:  # ended meanwhile: the journaled lines are not sent
                     return
-                del self._pending[: len(batch)]
-                for line in batch:
+                del self._pending[:kept]
+                for line in batch[:kept]:  # a journaled line is sent, also before a failed one
                     self._add(line)
+                if error is not None:
+                    self._fail(error)
+                    return
         finally:
             self._writer = None
 

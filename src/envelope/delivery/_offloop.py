@@ -48,14 +48,37 @@ _Line = tuple[str, int, bytes]
 class _Queued:
     """A call waiting for the worker thread: ``run`` does it, ``finish`` hands an outcome found elsewhere."""
 
-    __slots__ = ("finish", "lines", "run")
+    __slots__ = ("finish", "lines", "prefix", "run")
 
     def __init__(
-        self, run: Callable[[], None], finish: Callable[[bool, object], None], lines: list[_Line] | None
+        self,
+        run: Callable[[], None],
+        finish: Callable[[bool, object], None],
+        lines: list[_Line] | None,
+        *,
+        prefix: bool = False,
     ) -> None:
         self.run = run
         self.finish = finish
         self.lines = lines  # an append's lines (one response's, in order), or None for any other call
+        self.prefix = prefix  # ``append_upto``: its outcome is (lines journaled, the failure or None)
+
+
+def _own_append_upto(journal: object) -> Callable[[str, int, Sequence[bytes]], tuple[int, Exception | None]] | None:
+    """The journal's ``append_upto``, unless its class overrode ``append`` below it (spec delivery [D3.6-d]).
+
+    A subclass that changes ``append`` (a wrapper counting, gating or checking lines)
+    expects every line to pass through it; an ``append_upto`` it inherited would go round it.
+    """
+    upto = getattr(journal, "append_upto", None)
+    if upto is None:
+        return None
+    mro = type(journal).__mro__
+    owner = next((c for c in mro if "append_upto" in vars(c)), None)
+    appender = next((c for c in mro if "append" in vars(c)), None)
+    if owner is not None and appender is not None and not issubclass(owner, appender):
+        return None
+    return upto  # type: ignore[no-any-return]
 
 
 _adapters: weakref.WeakKeyDictionary[object, OffLoopJournal] = weakref.WeakKeyDictionary()
@@ -149,8 +172,12 @@ class OffLoopJournal:
         for queued in batch:
             mine = errors[at : at + len(queued.lines or ())]
             at += len(mine)
-            error = next((e for e in mine if e is not None), None)
-            queued.finish(error is None, error)
+            failed = next((n for n, e in enumerate(mine) if e is not None), None)
+            error = None if failed is None else mine[failed]
+            if queued.prefix:  # append_upto: the lines before the first failure were journaled
+                queued.finish(True, (len(mine) if failed is None else failed, error))
+            else:
+                queued.finish(error is None, error)
 
     async def call(self, fn: Callable[..., _T], *args: object) -> _T:
         """``fn(*args)`` in the worker thread (inline for a journal without I/O), awaited at most ``timeout`` s.
@@ -162,7 +189,9 @@ class OffLoopJournal:
         """
         return await self._call(fn, args, None)
 
-    async def _call(self, fn: Callable[..., _T], args: tuple[object, ...], lines: list[_Line] | None) -> _T:
+    async def _call(
+        self, fn: Callable[..., _T], args: tuple[object, ...], lines: list[_Line] | None, *, prefix: bool = False
+    ) -> _T:
         if self.inline:
             return fn(*args)
         stuck = self._stuck_since
@@ -198,7 +227,7 @@ class OffLoopJournal:
             finish(ok, result)
 
         self._start()
-        self._calls.put(_Queued(run, finish, lines))
+        self._calls.put(_Queued(run, finish, lines, prefix=prefix))
         try:
             return await asyncio.wait_for(asyncio.shield(future), self.timeout)
         except TimeoutError:
@@ -224,6 +253,33 @@ class OffLoopJournal:
                 self.journal.append(run_id, response, line)
 
         await self._call(work, (), [(run_id, response, line) for line in lines])
+
+    async def append_upto(self, run_id: str, response: int, lines: Sequence[bytes]) -> tuple[int, Exception | None]:
+        """``journal.append`` of each line, in order, up to the first that fails, in one call (spec delivery [D3.6-d]).
+
+        Returns:
+            How many of ``lines`` were journaled, and the exception of the one after them
+            (``None`` when all were).
+
+        Raises:
+            JournalUnavailableError: the call did not return in time, or an earlier one has
+                not yet (how many lines it journals is not known).
+        """
+
+        own = _own_append_upto(self.journal)  # several lines at once (FileJournal: one write)
+
+        def work() -> tuple[int, Exception | None]:
+            if own is not None:
+                kept: tuple[int, Exception | None] = own(run_id, response, lines)
+                return kept
+            for n, line in enumerate(lines):
+                try:
+                    self.journal.append(run_id, response, line)
+                except Exception as exc:  # the caller's to handle, with the lines journaled before it
+                    return n, exc
+            return len(lines), None
+
+        return await self._call(work, (), [(run_id, response, line) for line in lines], prefix=True)
 
     async def append(self, run_id: str, response: int, line: bytes) -> None:
         """See ``Journal.append``. Appends of several responses queued together go to the journal's

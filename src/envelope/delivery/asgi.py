@@ -129,8 +129,8 @@ class Delivery:
         try:
             await self._recovered()
             async for line in lines:
-                await stream.write(line)  # journaled off the loop, then sent (spec delivery §3.6-b)
-                if stream.done:
+                await stream.put(line)  # journaled off the loop in batches, then sent (spec delivery [D3.6-d])
+                if line == DONE_LINE or stream.done:  # [DONE] may still wait for the journal: nothing after it
                     break
         except JournalFailedError as exc:
             log.warning("response %s:%d was cut: %s", stream.run_id, stream.response, exc)
