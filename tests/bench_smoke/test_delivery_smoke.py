@@ -41,7 +41,9 @@ def test_every_part_runs_tiny(pg_url: str) -> None:
         if os.environ.get("CI") == "true":  # CI must run every part (scripts/system-deps installs node)
             pytest.fail(message)
         pytest.skip(message)
-    result = delivery.run(lines=60, rounds=2, follower_lines=30, gap_ms=0.5, js_lines=200, js_rounds=2, pg_url=pg_url)
+    result = delivery.run(
+        lines=60, rounds=2, follower_lines=30, gap_ms=0.5, js_lines=200, js_rounds=2, js_min_ms=0, pg_url=pg_url
+    )
     assert result["not_run"] == {}
     rows = result["delivery"]
     assert list(rows) == ["bare", "memory", "file", "postgres"]
@@ -58,6 +60,7 @@ def test_every_part_runs_tiny(pg_url: str) -> None:
         ["JSON.parse loop", "Reconstructor.feed per line", "SSEReader + Reconstructor, SSE body in 64 KiB reads"]
     )
     assert all(len(times) == 2 for times in js["times"].values())
+    assert (js["passes"], js["warmup"]) == (3, 2)  # js_min_ms=0: --repeat's 3 passes a round (spec JD2-a)
     text = delivery.report(result)
     for label in ("Delivery, memory journal", "Delivery, file journal", "Delivery, postgres journal", "p95"):
         assert label in text
