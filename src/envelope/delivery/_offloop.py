@@ -123,6 +123,7 @@ class OffLoopJournal:
         if self.timeout <= 0:
             raise ValueError(f"a journal call timeout must be above 0 s, not {self.timeout:g}")
         self.inline = getattr(type(journal), "blocks_on_io", True) is False
+        self._upto = _own_append_upto(journal)  # several lines at once (FileJournal: one write)
         self._calls: queue.SimpleQueue[_Queued] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._stuck_since: float | None = None  # a call past its deadline has not returned yet
@@ -245,14 +246,11 @@ class OffLoopJournal:
         )
 
     async def append_many(self, run_id: str, response: int, lines: Sequence[bytes]) -> None:
-        """``journal.append`` of each line, in order, in one call (one thread hop for a batch); with the
+        """``append_upto`` of every line, raising the failure that stopped it (one thread hop for a batch); with the
         journal's ``append_together``, beside the other appends queued with it (spec delivery [D3.4-f])."""
-
-        def work() -> None:
-            for line in lines:
-                self.journal.append(run_id, response, line)
-
-        await self._call(work, (), [(run_id, response, line) for line in lines])
+        _, error = await self.append_upto(run_id, response, lines)
+        if error is not None:
+            raise error
 
     async def append_upto(self, run_id: str, response: int, lines: Sequence[bytes]) -> tuple[int, Exception | None]:
         """``journal.append`` of each line, in order, up to the first that fails, in one call (spec delivery [D3.6-d]).
@@ -266,7 +264,7 @@ class OffLoopJournal:
                 not yet (how many lines it journals is not known).
         """
 
-        own = _own_append_upto(self.journal)  # several lines at once (FileJournal: one write)
+        own = self._upto
 
         def work() -> tuple[int, Exception | None]:
             if own is not None:
