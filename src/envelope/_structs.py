@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any, Final, overload
 
 import msgspec
@@ -106,7 +105,7 @@ class _LineBatch(Sequence[RawLine]):
     followed by a blank line, whose positions follow from the first one and the lengths.
     """
 
-    __slots__ = ("_first_line", "_first_offset", "_lines", "_offsets", "data")
+    __slots__ = ("_cursor", "_first_line", "_first_offset", "_lines", "_offsets", "data")
 
     def __init__(
         self,
@@ -123,6 +122,7 @@ class _LineBatch(Sequence[RawLine]):
         self._offsets = offsets
         self._first_line = first_line
         self._first_offset = first_offset
+        self._cursor = (0, first_offset)  # (index, offset) of the last line ``at`` placed
 
     @classmethod
     def of(cls, raws: list[RawLine]) -> _LineBatch:
@@ -131,13 +131,29 @@ class _LineBatch(Sequence[RawLine]):
 
     def position(self, index: int) -> Position:
         """Where line ``index`` of the batch starts (line and byte offset)."""
-        if self._lines is None or self._offsets is None:
-            # The SSE fast path: event k is "data: " + data[k] + "\n\n", two lines, and
-            # data[k] is bytes, so its length is its size in the input (spec §2.1).
-            first, count = self._first_line, len(self.data)
-            self._lines = list(range(first, first + 2 * count, 2))
-            self._offsets = list(accumulate([len(d) + 8 for d in self.data[:-1]], initial=self._first_offset))
-        return Position(line=self._lines[index], offset=self._offsets[index])
+        line, offset = self.at(index)
+        return Position(line=line, offset=offset)
+
+    def at(self, index: int) -> tuple[int, int]:
+        """``position(index)`` as a plain ``(line, offset)``: what the validator's batch loop asks per reported line.
+
+        On the SSE fast path event k is ``"data: " + data[k] + "\\n\\n"``, two lines, and
+        ``data[k]`` is bytes, so its length is its size in the input (spec §2.1). The
+        offset is summed from the last line asked (a cursor), so lines asked in order,
+        as the batch loop asks them, cost one pass over the batch in all, not one each.
+        """
+        lines, offsets = self._lines, self._offsets
+        if lines is not None and offsets is not None:
+            return lines[index], offsets[index]
+        if index < 0:
+            index += len(self.data)
+        known, offset = self._cursor
+        if index < known:
+            known, offset = 0, self._first_offset
+        if index > known:
+            offset += sum(map(len, self.data[known:index])) + 8 * (index - known)
+        self._cursor = (index, offset)
+        return self._first_line + 2 * index, offset
 
     def __len__(self) -> int:
         return len(self.data)

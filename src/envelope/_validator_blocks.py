@@ -58,6 +58,7 @@ class _BlockRules:
         "_continuation",
         "_done",
         "_done_reported",
+        "_epoch",
         "_open_count",
         "_whole_types",
         "max_bytes",
@@ -72,6 +73,10 @@ class _BlockRules:
     _agents: dict[str, _Agent]
     _continuation: bool
     _open_count: int
+    #: Counts the changes that can change which blocks the batch loop's compiled pass may
+    #: take (a block opened or closed, a payload no longer kept, a meta_final, a next
+    #: response): ``Validator._run`` rebuilds its prefixes only when it moved (spec VF2-a).
+    _epoch: int
     _done: bool
     _done_reported: bool
     _whole_types: frozenset[str]
@@ -91,6 +96,7 @@ class _BlockRules:
         self._agents.clear()  # in place: the batch loop (_run) holds this dict
         self._continuation = False  # [V2.1-e] a next response starts at its own start
         self._open_count = 0
+        self._epoch += 1
         self._done = False
         self._done_reported = False
 
@@ -165,6 +171,7 @@ class _BlockRules:
             block = _Block(lno, off, wid, obj.get("name"), kind in _JSON_TYPES, begun)
             st.open[kind] = block
             self._open_count += 1
+            self._epoch += 1
         elif kind in _ID_TYPES:
             _e127_id_changes(block, obj.get("id"), obj.get("name"), agent, kind, lno, off, out)
         if block.parts is not None and delta:
@@ -172,6 +179,7 @@ class _BlockRules:
         if final:
             del st.open[kind]
             self._open_count -= 1
+            self._epoch += 1
             payload = None if block.parts is None else "".join(block.parts)
             self._closed_block(st, agent, kind, payload, block.line, block.offset, out, lno, begun=block.begun)
 
@@ -223,6 +231,7 @@ class _BlockRules:
         if block.size > self.max_payload_bytes:
             # spec §7.5 (validation.md §5.3, §6): a payload this large is not held, so memory stays bounded
             block.parts = None
+            self._epoch += 1
             block.unchecked = True
             message = f"{kind} payload over {self.max_payload_bytes} characters; its JSON is not checked"
             out.append(_violation("W149", message, block.line, block.offset, agent, kind))
@@ -252,6 +261,7 @@ class _BlockRules:
             st.citations_closed = False
         elif kind == "meta_final":
             st.final_done = True
+            self._epoch += 1
         if payload is None or kind not in _JSON_TYPES:
             return
         where = f"line {lno}" if last is None or last == lno else f"lines {lno}-{last}"
@@ -299,9 +309,11 @@ class _BlockRules:
             if not final:
                 st.open["citation"] = _Block(lno, off, None, None, False)
                 self._open_count += 1
+                self._epoch += 1
         elif final:
             del st.open["citation"]
             self._open_count -= 1
+            self._epoch += 1
         if final and st.has_text:
             st.citations_closed = True
 

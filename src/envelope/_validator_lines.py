@@ -211,6 +211,7 @@ class Validator(_BlockRules):
         self._done_reported = False
         self._closed = False
         self._open_count = 0
+        self._epoch = 0
         # What the SSE line rules and the end of a recording need (fed by StreamValidator):
         self._unknown_seen = False  # a W112 was reported
         self._last_id: str | None = None  # the last SSE id seen (spec §2.1-d)
@@ -362,21 +363,20 @@ class Validator(_BlockRules):
         inline = 0
         take = _take_run  # the compiled build's C pass over the ordinary lines (spec VF1-a), or None
         prefixes: tuple[bytes, ...] = ()
-        stale = True  # the open blocks may have changed since prefixes was built
+        built = -1  # the _epoch prefixes was built at (spec VF2-a)
         taken = 0  # data[:taken] is done
         for k, line in enumerate(data):
             if k < taken:
                 continue  # counted by take
             if take is not None and not done:
-                if stale:
+                if built != self._epoch:
                     prefixes = _fast_prefixes(agents)
-                    stale = False
+                    built = self._epoch
                 if prefixes:
                     taken = take(data, k, prefixes, max_bytes)
                     if taken > k:
                         inline += taken - k
                         continue
-                stale = True  # line k takes the Python path below, which may open or close a block
             if done:
                 self._slow(line, where(k), out)
                 done = self._done  # a meta_init may have started the next response (spec §8.5)
@@ -451,6 +451,7 @@ class Validator(_BlockRules):
                 block = _Block(lno, off, wid, wname, kind in json_types)
                 st.open[kind] = block
                 self._open_count += 1
+                self._epoch += 1
                 if block.parts is not None and delta:
                     block.size = len(delta)
                     block.parts.append(delta)
@@ -468,6 +469,7 @@ class Validator(_BlockRules):
             if final:
                 del st.open[kind]
                 self._open_count -= 1
+                self._epoch += 1
                 if kind in json_types:
                     payload = None if parts is None else "".join(parts)
                     self._closed_block(

@@ -266,11 +266,11 @@ class StreamValidator:
             for raw in batch:
                 event(raw.data, raw.line + base_line, raw.offset + base_offset, out)
         elif data:
-            position = batch.position
+            line_of = batch.at
 
             def where(index: int) -> tuple[int, int]:
-                at = position(index)
-                return (at.line or 0) + base_line, (at.offset or 0) + base_offset
+                line, offset = line_of(index)
+                return line + base_line, offset + base_offset
 
             self.validator._run(data, where, out)
         lines = self._span_lines
@@ -282,7 +282,7 @@ class StreamValidator:
             # (LF LF and LF CR LF hold one; so does a span opening with LF or CR LF, since
             # the line before it ended in LF.)
             lf = lines_bytes.rfind(b"\n\n")
-            crlf = lines_bytes.rfind(b"\n\r\n")
+            crlf = lines_bytes.rfind(b"\n\r\n", max(lf, 0))  # one before lf would end earlier: not searched
             if lf >= 0 or crlf >= 0:
                 self._quiet = at + max(lf + 2, crlf + 3)
             elif lines_bytes[0] == 0x0A:

@@ -331,3 +331,73 @@ def test_spec_vf1_d_scan_span_refuses_bad_arguments() -> None:
         _scan_span(b"\nx\n", 1, 9)
     with pytest.raises(TypeError):
         _scan_span("\nx\n", 1, 3)  # type: ignore[arg-type]
+
+
+# -- VF2: the prefixes follow every change; positions asked in order --------------------------
+
+TEXT_OPEN = b'{"type":"text","agent":"a","final":false,"delta":"x"}'
+#: A closing text line with a delta (E121): it takes feed's path, which closes the block.
+TEXT_CLOSE_SLOW = b'{"type":"text","agent":"a","final":true,"delta":"y"}'
+#: The cases where a line the Python path takes ends a block the C pass counted: each must
+#: rebuild the prefixes, or the next chunk of that (agent, type) is counted as a continuation.
+VF2_CASES = {
+    # closed in the batch loop, then reopened and left open: E120 for the second block
+    "closed by the batch loop": (
+        [TEXT_OPEN, TEXT_OPEN, b'{"type":"text","agent":"a","final":true,"delta":""}', TEXT_OPEN, TEXT_OPEN],
+        "E120",
+    ),
+    # closed on feed's path, then reopened and left open: E120 for the second block
+    "closed by feed's path": ([TEXT_OPEN, TEXT_OPEN, TEXT_CLOSE_SLOW, TEXT_OPEN, TEXT_OPEN], "E120"),
+    # the agent's meta_final while its text is open: a chunk after it is E164
+    "after meta_final": ([TEXT_OPEN, TEXT_OPEN, meta_final("a").encode(), TEXT_OPEN], "E164"),
+    # a next response (spec §8.5) forgets the open blocks: the reopened one is unclosed (E120)
+    "next response": (
+        [TEXT_OPEN, TEXT_OPEN, b"[DONE]", meta_init("a").encode(), TEXT_OPEN, TEXT_OPEN, TEXT_OPEN],
+        "E120",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VF2_CASES))
+def test_spec_vf2_a_the_prefixes_follow_each_change(name: str) -> None:
+    """[VF2-a] A block ended on the Python path leaves the C pass's prefixes: the finding is the reference's."""
+    lines, code = VF2_CASES[name]
+    body = [meta_init("a").encode(), *lines]
+    v = Validator()
+    with_c: list[Violation] = []
+    v._run(body, lambda k: (k + 1, 100 * k), with_c)
+    with_c += v.close()
+    with _python_path_only():
+        v = Validator()
+        without: list[Violation] = []
+        v._run(body, lambda k: (k + 1, 100 * k), without)
+        without += v.close()
+    assert with_c == without
+    assert code in {f.code for f in without}
+    stream = StreamValidator()
+    assert code in {f.code for f in stream.feed(b"".join(b"data: " + x + b"\n\n" for x in body)) + stream.close()}
+
+
+@seed(43)
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    st.lists(st.text(max_size=20).map(str.encode), min_size=1, max_size=30),
+    st.integers(0, 50),
+    st.integers(0, 1000),
+    st.data(),
+)
+def test_spec_vf2_b_a_batch_places_its_lines_in_any_order(
+    data: list[bytes], first_line: int, first_offset: int, draw: st.DataObject
+) -> None:
+    """[VF2-b] ``_LineBatch.at`` on the SSE fast path: each event two lines and its length plus 8 bytes, asked in any order."""
+    from envelope._structs import _LineBatch
+
+    batch = _LineBatch(data, first_line=first_line, first_offset=first_offset)
+    order = draw.draw(st.lists(st.integers(-len(data), len(data) - 1), max_size=20))
+    for index in order:
+        k = index % len(data)
+        expected = (first_line + 2 * k, first_offset + sum(len(d) + 8 for d in data[:k]))
+        assert batch.at(index) == expected
+        at = batch.position(index)
+        assert (at.line, at.offset) == expected
+        assert (batch[index].line, batch[index].offset) == expected
