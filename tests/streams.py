@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import envelope
 from envelope import CitationData, Emitter, ImageRef, encode
+from envelope.delivery import DONE_LINE
 
 STREAMED = ("text", "thinking")
 WITH_ID = ("tool_call", "server_tool_call", "tool_result", "server_tool_result")
@@ -68,6 +69,18 @@ def emit(em: Emitter, spec: Spec) -> list[bytes]:
         assert spec.name is not None
         return em.tool_result(spec.id, spec.name, spec.content, spec.images)
     return em.buffered(spec.type, spec.content, id=spec.id, name=spec.name)  # type: ignore[arg-type]  # a buffered type
+
+
+def text_response(agent: str = "agent-1", words: int = 8) -> list[bytes]:
+    """A whole response as a server journals it: meta_init, ``words`` text deltas (``"word0 "``, ...), meta_final, ``[DONE]``."""
+    emitter = Emitter(agent, 2048)
+    init = f'{{"format":"json","user_query":"q","agent_uuid":"{agent}","model":"fake"}}'
+    out = [*emitter.buffered("meta_init", init)]
+    for n in range(words):
+        out += emitter.streamed("text", f"word{n} ")
+    out.append(emitter.end("text"))
+    out += emitter.buffered("meta_final", '{"stop_reason":"end_turn","total_steps":1,"cumulative_usage":{}}')
+    return [*out, DONE_LINE]
 
 
 def _reject(token: str) -> Any:

@@ -11,10 +11,10 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from envelope import Emitter
 from envelope.delivery import DONE_LINE, MemoryJournal
 from envelope.delivery.asgi import Delivery
 from server_support import data_lines, read_events, running
+from streams import text_response
 from validating import assert_valid
 
 if TYPE_CHECKING:
@@ -24,22 +24,11 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
 
-def _lines(agent: str = "agent-1", words: int = 12) -> list[bytes]:
-    emitter = Emitter(agent, 2048)
-    init = f'{{"format":"json","user_query":"q","agent_uuid":"{agent}","model":"fake"}}'
-    out = [*emitter.buffered("meta_init", init)]
-    for n in range(words):
-        out += emitter.streamed("text", f"word{n} ")
-    out.append(emitter.end("text"))
-    out += emitter.buffered("meta_final", '{"stop_reason":"end_turn","total_steps":1,"cumulative_usage":{}}')
-    return [*out, DONE_LINE]
-
-
 class _App:
     """A tiny app: ``GET /chat/{run_id}`` streams a fake model's lines, held at ``hold_at`` until ``go`` is set."""
 
     def __init__(self, *, hold_at: int = 5, fail: bool = False, pause: float = 0.0) -> None:
-        self.lines = _lines()
+        self.lines = text_response(words=12)
         self.hold_at = hold_at
         self.fail = fail
         self.pause = pause

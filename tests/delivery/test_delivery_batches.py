@@ -15,26 +15,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from envelope import Emitter
-from envelope.delivery import DONE_LINE, FileJournal, JournalFailedError, JournalUnavailableError, LiveStream
+from envelope.delivery import FileJournal, JournalFailedError, JournalUnavailableError, LiveStream
 from envelope.delivery._offloop import OffLoopJournal
+from streams import text_response
 from validating import assert_valid
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
-
-
-def _lines(words: int) -> list[bytes]:
-    """A whole response of ``words`` text deltas: meta_init, text, meta_final, [DONE]."""
-    emitter = Emitter("agent-1", 2048)
-    init = '{"format":"json","user_query":"q","agent_uuid":"agent-1","model":"fake"}'
-    out = [*emitter.buffered("meta_init", init)]
-    for n in range(words):
-        out += emitter.streamed("text", f"w{n} ")
-    out.append(emitter.end("text"))
-    out += emitter.buffered("meta_final", '{"stop_reason":"end_turn","total_steps":1,"cumulative_usage":{}}')
-    return [*out, DONE_LINE]
 
 
 def _data(events: Sequence[bytes]) -> list[bytes]:
@@ -74,7 +62,7 @@ class _Gated(FileJournal):
 
 def test_spec_delivery_3_6_d_put_waits_only_once_a_batch_waits(tmp_path: Path) -> None:
     """[D3.6-d]: ``put`` returns at once until ``batch`` lines wait; nothing is sent before it is journaled."""
-    lines = _lines(600)
+    lines = text_response(words=600)
 
     async def scenario() -> tuple[int, int, list[bytes], _Gated]:
         journal = _Gated(tmp_path)
@@ -124,7 +112,7 @@ class _Fills(FileJournal):
 
 def test_spec_delivery_3_6_d_a_batch_failing_part_way_sends_its_journaled_prefix(tmp_path: Path) -> None:
     """[D3.6-d]: the lines of a batch journaled before the failure are sent, then the closing lines; ``put`` raises."""
-    lines = _lines(400)
+    lines = text_response(words=400)
 
     async def scenario() -> tuple[list[bytes], int, FileJournal]:
         journal = _Fills(tmp_path, room=300)
@@ -155,7 +143,7 @@ def test_spec_delivery_3_6_d_file_journal_counts_the_whole_lines_a_short_write_l
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """[D3.6-d]: ``FileJournal.append_upto`` is one write; when the disk fills within it, the whole lines written count."""
-    lines = _lines(20)
+    lines = text_response(words=20)
     journal = FileJournal(tmp_path)
     assert journal.append_upto("run-1", 0, lines[:2]) == (2, None)
     real_write = os.write
@@ -193,7 +181,7 @@ class _Counted(FileJournal):
 
 def test_spec_delivery_3_6_d_a_subclass_overriding_append_sees_every_line(tmp_path: Path) -> None:
     """[D3.6-d]: an ``append_upto`` inherited from below an overridden ``append`` is not used."""
-    lines = _lines(300)
+    lines = text_response(words=300)
 
     async def scenario() -> list[bytes]:
         journal = _Counted(tmp_path)
@@ -240,7 +228,7 @@ class _Together(FileJournal):
 
 def test_spec_delivery_3_6_d_append_upto_beside_other_responses_keeps_its_own_prefix(tmp_path: Path) -> None:
     """[D3.6-d] with [D3.4-f]: batches of two responses queued together are one ``append_together``; each gets its own count."""
-    a, b = _lines(5), _lines(6)
+    a, b = text_response(words=5), text_response(words=6)
     journal = _Together(tmp_path, refuse=("run-a", a[3]))
 
     async def scenario() -> list[tuple[int, Exception | None]]:

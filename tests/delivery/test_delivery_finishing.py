@@ -17,7 +17,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from envelope import Emitter, decode
+from envelope import decode
 from envelope.delivery import (
     DONE_LINE,
     SERVER_AGENT,
@@ -30,6 +30,7 @@ from envelope.delivery import (
 )
 from envelope.delivery.asgi import Delivery
 from server_support import data_lines, read_events, running
+from streams import text_response
 from validating import assert_valid
 
 if TYPE_CHECKING:
@@ -38,17 +39,6 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
     from starlette.responses import Response
-
-
-def _lines(agent: str = "agent-1", words: int = 8) -> list[bytes]:
-    emitter = Emitter(agent, 2048)
-    init = f'{{"format":"json","user_query":"q","agent_uuid":"{agent}","model":"fake"}}'
-    out = [*emitter.buffered("meta_init", init)]
-    for n in range(words):
-        out += emitter.streamed("text", f"word{n} ")
-    out.append(emitter.end("text"))
-    out += emitter.buffered("meta_final", '{"stop_reason":"end_turn","total_steps":1,"cumulative_usage":{}}')
-    return [*out, DONE_LINE]
 
 
 class _Disk(FileJournal):
@@ -75,13 +65,13 @@ class _Disk(FileJournal):
 
 
 class _App:
-    """``GET /chat/{run_id}``: the lines of ``_lines()``; before line ``fill_at`` the disk fills (or the producer fails)."""
+    """``GET /chat/{run_id}``: the lines of ``text_response()``; before line ``fill_at`` the disk fills (or the producer fails)."""
 
     def __init__(self, journal: FileJournal, *, fill_at: int | None = None, fail_at: int | None = None) -> None:
         self.journal = journal
         self.fill_at = fill_at
         self.fail_at = fail_at
-        self.lines = _lines()
+        self.lines = text_response()
         self.delivery = Delivery(journal, keepalive_seconds=30)
         self.app = Starlette(routes=[Route("/chat/{run_id}", self.chat), self.delivery.route()])
 
@@ -103,7 +93,7 @@ def _types(lines: list[bytes]) -> list[tuple[str, str]]:
 
 def test_spec_delivery_4_3_a_a_killed_apps_response_is_closed_on_resume(tmp_path: Path) -> None:
     """[D4.3-a]: the app died mid-response; the restarted app's resume ends it with closing lines and [DONE], journaled."""
-    lines = _lines()
+    lines = text_response()
     dead = FileJournal(tmp_path)
     for line in lines[:6]:  # what the killed app had journaled (and sent)
         dead.append("run-1", 0, line)
@@ -126,7 +116,7 @@ def test_spec_delivery_4_3_a_a_killed_apps_response_is_closed_on_resume(tmp_path
 
 def test_spec_delivery_4_3_a_recover_closes_every_dead_response_at_start(tmp_path: Path) -> None:
     """[D4.3-a]: ``recover()`` closes each unfinished response (not the finished one), and runs by itself first."""
-    lines = _lines()
+    lines = text_response()
     dead = FileJournal(tmp_path)
     for run, cut in (("run-a", 3), ("run-b", 11), ("run-c", len(lines))):
         for line in lines[:cut]:
@@ -211,7 +201,7 @@ def test_spec_delivery_3_6_b_lines_are_journaled_before_followers_see_them(tmp_p
         journal = _Slow(tmp_path)
         stream = LiveStream("run-1", 0, journal)
         seen_before: list[int] = []
-        lines = _lines()
+        lines = text_response()
         for line in lines:
             stream.append(line)  # queued: the loop goes on
         while not entered.is_set():
@@ -225,7 +215,7 @@ def test_spec_delivery_3_6_b_lines_are_journaled_before_followers_see_them(tmp_p
 
     before, out = asyncio.run(scenario())
     assert before == [0]
-    assert out[len(_lines()) :] == _lines()  # the journal has every line the followers got
+    assert out[len(text_response()) :] == text_response()  # the journal has every line the followers got
 
 
 def test_spec_delivery_3_6_a_a_stuck_journal_costs_a_bounded_error(tmp_path: Path) -> None:

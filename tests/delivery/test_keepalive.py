@@ -49,19 +49,24 @@ class _Timers:
         self._newest.set()
 
 
+def _gated(timers: _Timers) -> tuple[asyncio.Queue[bytes], AsyncIterator[bytes]]:
+    """Events the test puts in the queue (``b"end"`` ends them), with keep-alives on ``timers``."""
+    gate = asyncio.Queue[bytes]()
+
+    async def events() -> AsyncIterator[bytes]:
+        while (event := await gate.get()) != b"end":
+            yield event
+
+    return gate, with_keepalives(events(), 15.0, timer=timers.timer)
+
+
 def test_spec_delivery_6_1_c_no_keepalive_while_events_flow() -> None:
     """[D6.1-c]: 200 events that come before any silence ends carry no comment; each restarts the silence."""
 
     async def scenario() -> tuple[list[bytes], _Timers]:
         timers = _Timers()
-        gate = asyncio.Queue[bytes]()
-
-        async def events() -> AsyncIterator[bytes]:
-            while (event := await gate.get()) != b"end":
-                yield event
-
+        gate, stream = _gated(timers)
         out: list[bytes] = []
-        stream = with_keepalives(events(), 15.0, timer=timers.timer)
         for n in range(200):
             gate.put_nowait(b"event %d" % n)
             out.append(await anext(stream))
@@ -81,13 +86,7 @@ def test_spec_delivery_6_1_c_one_keepalive_per_silence_in_order() -> None:
 
     async def scenario() -> list[bytes]:
         timers = _Timers()
-        gate = asyncio.Queue[bytes]()
-
-        async def events() -> AsyncIterator[bytes]:
-            while (event := await gate.get()) != b"end":
-                yield event
-
-        stream = with_keepalives(events(), 15.0, timer=timers.timer)
+        gate, stream = _gated(timers)
         out: list[bytes] = []
         gate.put_nowait(b"a")
         out.append(await anext(stream))
@@ -223,13 +222,7 @@ def test_spec_delivery_6_1_d_a_late_timer_of_an_earlier_wait_sends_nothing() -> 
 
     async def scenario() -> list[bytes]:
         timers = _Timers()
-        gate = asyncio.Queue[bytes]()
-
-        async def events() -> AsyncIterator[bytes]:
-            while (event := await gate.get()) != b"end":
-                yield event
-
-        stream = with_keepalives(events(), 15.0, timer=timers.timer)
+        gate, stream = _gated(timers)
         out: list[bytes] = []
         waiting = asyncio.ensure_future(anext(stream))
         while timers.started < 1:

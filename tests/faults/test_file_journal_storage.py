@@ -18,10 +18,10 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from envelope import Emitter
 from envelope.delivery import DONE_LINE, FileJournal
 from envelope.delivery.asgi import Delivery
 from server_support import data_lines, running
+from streams import text_response
 from validating import assert_valid
 
 if TYPE_CHECKING:
@@ -32,17 +32,6 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs or a read-only bind mount needs root")
-
-
-def _lines(words: int = 6) -> list[bytes]:
-    emitter = Emitter("agent-1", 2048)
-    init = '{"format":"json","user_query":"q","agent_uuid":"agent-1","model":"fake"}'
-    out = [*emitter.buffered("meta_init", init)]
-    for n in range(words):
-        out += emitter.streamed("text", f"word{n} ")
-    out.append(emitter.end("text"))
-    out += emitter.buffered("meta_final", '{"stop_reason":"end_turn","total_steps":1,"cumulative_usage":{}}')
-    return [*out, DONE_LINE]
 
 
 def _mount(*args: str) -> None:
@@ -85,7 +74,7 @@ def _app(journal: FileJournal) -> Starlette:
     delivery = Delivery(journal, keepalive_seconds=30)
 
     async def model() -> AsyncIterator[bytes]:
-        for line in _lines():
+        for line in text_response(words=6):
             yield line
 
     async def chat(request: Request) -> Response:
@@ -100,7 +89,7 @@ def test_spec_delivery_3_3_b_a_full_tmpfs_leaks_no_descriptor_and_recovers(tmp_p
         journal = FileJournal(disk / "streams")
         with running(_app(journal)) as base, httpx2.Client(timeout=30) as client:
             first = client.get(base + "/chat/warm")  # the client's connection and the server's tasks exist
-            assert data_lines(first.content) == _lines()
+            assert data_lines(first.content) == text_response(words=6)
             filler = _fill(disk)
             before = _fds()
             for n in range(300):
@@ -115,9 +104,9 @@ def test_spec_delivery_3_3_b_a_full_tmpfs_leaks_no_descriptor_and_recovers(tmp_p
             assert client.get(base + "/streams/run7").status_code == 404  # its first line never landed
             filler.unlink()  # space is back: the same server and journal write again
             again = client.get(base + "/chat/back")
-            assert data_lines(again.content) == _lines()
+            assert data_lines(again.content) == text_response(words=6)
             assert_valid(again.content)
-            assert journal.read("back", 0) == _lines()
+            assert journal.read("back", 0) == text_response(words=6)
 
 
 def test_spec_delivery_4_3_a_a_read_only_remount_mid_run_is_closed_once_writable(tmp_path: Path) -> None:
@@ -132,9 +121,9 @@ def test_spec_delivery_4_3_a_a_read_only_remount_mid_run_is_closed_once_writable
         journal = FileJournal(view)
         with running(_app(journal)) as base, httpx2.Client(timeout=30) as client:
             done = client.get(base + "/chat/done")
-            assert data_lines(done.content) == _lines()
+            assert data_lines(done.content) == text_response(words=6)
             cut = FileJournal(view)
-            for line in _lines()[:4]:  # a response another app instance was writing, then killed
+            for line in text_response(words=6)[:4]:  # a response another app instance was writing, then killed
                 cut.append("cut", 0, line)
             cut.close()
             _mount("-o", "remount,ro,bind", str(view))
@@ -147,7 +136,7 @@ def test_spec_delivery_4_3_a_a_read_only_remount_mid_run_is_closed_once_writable
                     assert_valid(answer.content)
             assert _fds() <= before + 2
             replay = client.get(base + "/streams/done")
-            assert data_lines(replay.content) == _lines()  # reading still works
+            assert data_lines(replay.content) == text_response(words=6)  # reading still works
             refused = client.get(base + "/streams/cut", headers={"Last-Event-ID": "cut:0:3"})
             assert refused.status_code == 503  # it must be closed in the journal first, which is read-only
             assert int(refused.headers["retry-after"]) >= 1
@@ -159,7 +148,7 @@ def test_spec_delivery_4_3_a_a_read_only_remount_mid_run_is_closed_once_writable
             assert got[-1] == DONE_LINE
             assert b"server_restarted" in rest.content
             whole = client.get(base + "/streams/cut")
-        assert data_lines(whole.content) == [*_lines()[:4], *got]
+        assert data_lines(whole.content) == [*text_response(words=6)[:4], *got]
         assert_valid(whole.content)
     finally:
         _umount(view)

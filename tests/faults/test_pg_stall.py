@@ -27,12 +27,12 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
-from envelope import Emitter
 from envelope.delivery import DONE_LINE, FileJournal
 from envelope.delivery.asgi import Delivery
 from envelope.delivery.postgres import PostgresJournal
 from fault_support import Reader
 from server_support import data_lines, running
+from streams import text_response
 from validating import assert_valid
 
 if TYPE_CHECKING:
@@ -42,17 +42,6 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from pg_support import Cluster
-
-
-def _lines(agent: str, words: int) -> list[bytes]:
-    emitter = Emitter(agent, 2048)
-    init = f'{{"format":"json","user_query":"q","agent_uuid":"{agent}","model":"fake"}}'
-    out = [*emitter.buffered("meta_init", init)]
-    for n in range(words):
-        out += emitter.streamed("text", f"word{n} ")
-    out.append(emitter.end("text"))
-    out += emitter.buffered("meta_final", '{"stop_reason":"end_turn","total_steps":1,"cumulative_usage":{}}')
-    return [*out, DONE_LINE]
 
 
 def _server_pids(cluster: Cluster) -> list[int]:
@@ -85,7 +74,7 @@ class _App:
     def __init__(self, url: str, directory: Path) -> None:
         self.pg = PostgresJournal(url)  # call_timeout 5 s, the default
         self.go = threading.Event()  # the held PostgreSQL run goes on
-        self.held = _lines("held", 12)
+        self.held = text_response("held", 12)
         self.pg_delivery = Delivery(self.pg, keepalive_seconds=30)
         self.file_delivery = Delivery(FileJournal(directory), keepalive_seconds=30)
 
@@ -94,11 +83,13 @@ class _App:
 
         async def pg_chat(request: Request) -> Response:
             run_id = request.path_params["run_id"]
-            lines = self.held if run_id == "held" else _lines("pg", 4)
+            lines = self.held if run_id == "held" else text_response("pg", 4)
             return self.pg_delivery.stream(run_id, self._held(lines) if run_id == "held" else _plain(lines))
 
         async def file_chat(request: Request) -> Response:
-            return self.file_delivery.stream(request.path_params["run_id"], _plain(_lines("file", 20), pause=0.01))
+            return self.file_delivery.stream(
+                request.path_params["run_id"], _plain(text_response("file", 20), pause=0.01)
+            )
 
         self.app = Starlette(
             routes=[
@@ -137,7 +128,7 @@ def test_spec_delivery_3_6_a_a_stopped_database_freezes_nothing_else(
                 page = client.get(base + "/")
                 assert (page.status_code, page.text) == (200, "the page")
                 other = client.get(base + "/file/chat/other")  # another backend's stream, start to end
-                assert data_lines(other.content) == _lines("file", 20)
+                assert data_lines(other.content) == text_response("file", 20)
                 assert_valid(other.content)
                 ended = held.finish(20)  # the stalled run's client: closing lines and [DONE], bounded
                 refused = client.get(base + "/pg/streams/held", headers={"Last-Event-ID": "held:0:3"})
@@ -155,7 +146,7 @@ def test_spec_delivery_3_6_a_a_stopped_database_freezes_nothing_else(
             deadline = time.monotonic() + 60  # SIGCONT sent: the journal answers again by itself
             while True:
                 fresh = client.get(base + "/pg/chat/fresh" + str(int(time.monotonic() * 1000)))
-                if data_lines(fresh.content) == _lines("pg", 4):
+                if data_lines(fresh.content) == text_response("pg", 4):
                     break
                 assert time.monotonic() < deadline, "PostgreSQL streams did not come back within 60 s"
                 time.sleep(0.2)

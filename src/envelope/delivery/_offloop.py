@@ -268,8 +268,7 @@ class OffLoopJournal:
 
         def work() -> tuple[int, Exception | None]:
             if own is not None:
-                kept: tuple[int, Exception | None] = own(run_id, response, lines)
-                return kept
+                return own(run_id, response, lines)
             for n, line in enumerate(lines):
                 try:
                     self.journal.append(run_id, response, line)
