@@ -548,20 +548,70 @@ class SyncRun:
         """As ``Run.stop``."""
         return self._runner.run(self._run.stop())
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._run, name)
+    # Run's state, each typed as Run's own (a ``__getattr__`` would hand the caller ``Any``).
+
+    @property
+    def transcript(self) -> Transcript:
+        """As ``Run.transcript``."""
+        return self._run.transcript
+
+    @property
+    def run_id(self) -> str | None:
+        """As ``Run.run_id``."""
+        return self._run.run_id
+
+    @property
+    def agent_uuid(self) -> str | None:
+        """As ``Run.agent_uuid``."""
+        return self._run.agent_uuid
+
+    @property
+    def protocol(self) -> Protocol | None:
+        """As ``Run.protocol``."""
+        return self._run.protocol
+
+    @property
+    def pending(self) -> list[dict[str, Any]] | None:
+        """As ``Run.pending``."""
+        return self._run.pending
+
+    @property
+    def done(self) -> bool:
+        """As ``Run.done``."""
+        return self._run.done
 
 
 @contextlib.contextmanager
-def connect_sync(url: str, **options: Any) -> Iterator[SyncRun]:
+def connect_sync(
+    url: str,
+    *,
+    body: object = None,
+    headers: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
+    timeout: float | None = 30.0,
+    backoff: Backoff | None = None,
+    api: str | None = None,
+    keep_transcript: bool = True,
+    transport: httpx2.AsyncBaseTransport | None = None,
+    protocol: Protocol | None = None,
+    resume: str | None = None,
+) -> Iterator[SyncRun]:
     """``connect`` for code without an event loop: ``with connect_sync(url, body=...) as run``.
 
-    Args:
-        url: as ``connect``.
-        **options: as ``connect``.
+    Every argument is ``connect``'s, by the same name (a type checker sees each).
     """
     with asyncio.Runner() as runner:
-        manager = connect(url, **options)
+        manager = connect(
+            url,
+            body=body,
+            headers=headers,
+            timeout=timeout,
+            backoff=backoff,
+            api=api,
+            keep_transcript=keep_transcript,
+            transport=transport,
+            protocol=protocol,
+            resume=resume,
+        )
         run = runner.run(manager.__aenter__())
         try:
             yield SyncRun(runner, run)

@@ -9,6 +9,7 @@ real ``ReadError``. Every stream a test obtains goes through the strict validato
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from agent_ref import MemoryStore, ScriptedModel
 from agent_ref.server.app import create_app
 from envelope import encode
-from envelope.client import Backoff, HTTPError, ResumeError, connect, connect_sync
+from envelope.client import Backoff, HTTPError, ResumeError, Run, SyncRun, connect, connect_sync
 from server_support import data_lines, get, running
 from validating import assert_valid
 
@@ -163,8 +164,26 @@ def test_the_sync_twin_reads_and_answers(base: str) -> None:
             kinds.append(kind(env))
             if run.pending is not None:
                 run.answer([{"tool_use_id": run.pending[0]["tool_use_id"], "content": "yes"}])
+        assert run.done
+        assert run.protocol == "envelope"
+        assert run.run_id is not None
+        assert run.agent_uuid in run.transcript.to_dict()["agents"]
     assert kinds[-1] == "meta_final"
     assert kinds.count("meta_init") == 2
+
+
+def test_the_sync_twin_takes_each_argument_of_connect() -> None:
+    """[CL1-e] connect_sync names every argument of connect, in order, with its default and type (none drifts)."""
+
+    def shape(fn: Any) -> list[tuple[str, Any, Any, Any]]:
+        return [(p.name, p.kind, p.default, p.annotation) for p in inspect.signature(fn).parameters.values()]
+
+    assert shape(connect_sync) == shape(connect)
+    run = Run(None, "", None, None, None, Backoff(), keep_transcript=False)  # type: ignore[arg-type]  # never sent
+    public = {name for name in dir(run) if not name.startswith("_")}
+    assert public == {"agent_uuid", "answer", "done", "pending", "protocol", "run_id", "stop", "transcript"}
+    assert public <= set(vars(SyncRun))  # each typed on the twin, none reached through a __getattr__
+    assert not hasattr(SyncRun, "__getattr__")
 
 
 def test_a_refused_request_is_an_http_error(base: str) -> None:
