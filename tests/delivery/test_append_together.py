@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
@@ -129,3 +129,77 @@ def test_spec_delivery_3_4_f_live_streams_of_one_process_share_statements_and_lo
         journal.close()
     assert sum(sizes) == streams * len(payload)
     assert max(sizes) > 1
+
+
+def _round_trips(monkeypatch: pytest.MonkeyPatch, journal: PostgresJournal) -> list[str]:
+    """The statements the journal's writer connection sends from now on (one round trip each)."""
+    sent: list[str] = []
+    real = psycopg.Connection.execute
+
+    def execute(conn: psycopg.Connection[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        if conn is journal._conn:
+            sent.append(str(query))
+        return real(conn, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    return sent
+
+
+def test_spec_delivery_3_4_f_a_batch_of_one_response_is_one_statement(
+    pg_schema_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[D3.4-f] with [D3.6-d]: 300 lines of one response: its first line and its [DONE] on their own, the lines
+    between them a statement per ``BATCH_LINES``; each committed once, in order; a follower reads them all."""
+    lines = [f'{{"n":{n}}}'.encode() for n in range(299)] + [DONE_LINE]
+    journal = PostgresJournal(pg_schema_url)
+    try:
+        sent = _round_trips(monkeypatch, journal)
+        assert journal.append_upto("run-1", 0, lines) == (len(lines), None)
+        inserts = [q for q in sent if "INSERT INTO stream_journal" in q]
+        assert len(inserts) == 4  # the first line; 255 lines; the 43 after them; [DONE]
+        assert len(sent) <= 7  # besides: the lock, the tail, the unlock after [DONE]
+        monkeypatch.undo()
+
+        async def follow() -> list[bytes]:
+            return [line async for _, line in journal.follow("run-1", 0)]
+
+        assert asyncio.run(asyncio.wait_for(follow(), 30)) == lines
+        assert journal.read("run-1", 0) == lines
+    finally:
+        journal.close()
+
+
+def test_spec_delivery_3_4_f_a_failing_line_stops_its_response_not_the_others(pg_schema_url: str) -> None:
+    """[D3.4-f]: two responses' batches in one call, one of them refused part way: the other is whole; the refused
+    one keeps the lines before the refusal and no line after it (``append_upto`` counts them)."""
+    journal = PostgresJournal(pg_schema_url)
+    try:
+        assert journal.append_upto("good", 0, [b'{"n":0}']) == (1, None)
+        assert journal.append_upto("bad", 0, [b'{"n":0}']) == (1, None)
+        good = [f'{{"n":{n}}}'.encode() for n in range(1, 40)]
+        bad = [b'{"n":1}', b'{"n":2}', b"no\x00nul", b'{"n":4}']  # bytea holds NUL; the line is refused below
+        calls = [("good", 0, line) for line in good[:20]] + [("bad", 0, line) for line in bad]
+        calls += [("good", 0, line) for line in good[20:]]
+        real = journal._insert_together
+
+        def refusing(items: list[Any]) -> None:  # the database refusing the statement that holds the bad line
+            if any(p.line == b"no\x00nul" for p in items):
+                return  # as a refused statement: nothing committed, each line tried on its own
+            real(items)
+
+        journal._insert_together = refusing  # type: ignore[method-assign]
+        real_one = journal._append_one
+
+        def one(conn: Any, run_id: str, response: int, lines: list[bytes]) -> int:
+            if lines[0] == b"no\x00nul":
+                raise JournalError("the database refused it")
+            return real_one(conn, run_id, response, lines)
+
+        journal._append_one = one  # type: ignore[method-assign]
+        errors = journal.append_together(calls)
+        assert [e is None for e in errors] == [True] * 20 + [True, True, False, False] + [True] * 19
+        assert "earlier line" in str(errors[23])
+        assert journal.read("good", 0) == [b'{"n":0}', *good]
+        assert journal.read("bad", 0) == [b'{"n":0}', b'{"n":1}', b'{"n":2}']
+    finally:
+        journal.close()

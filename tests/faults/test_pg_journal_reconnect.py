@@ -10,7 +10,7 @@ writer's process lives; its connection dies), or the whole server stopped and st
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
@@ -18,6 +18,7 @@ import pytest
 from agent_ref.store.postgres import JournalTakenOverError, PostgresJournal, PostgresStore
 
 # The journal is envelope.delivery's now and raises its errors; the store's UnavailableError is one of them.
+from envelope.delivery import DONE_LINE
 from envelope.delivery import JournalUnavailableError as UnavailableError
 
 if TYPE_CHECKING:
@@ -94,3 +95,44 @@ def test_spec_scaleout_1_4_a_store_answers_at_once_while_down_and_after(
             await store.aclose()
 
     asyncio.run(body())
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_spec_delivery_3_4_f_a_statement_of_several_lines_cut_with_its_connection(
+    pg_schema_url: str, monkeypatch: pytest.MonkeyPatch, committed: bool
+) -> None:
+    """[D3.4-f] with [D3.4-d]: the writer's session is terminated for real as its statement of many lines of one
+    response runs, before (not committed) or after it committed (the answer lost): on the new connection each
+    line is committed once, in order, none refused as another process's."""
+    lines = [f'{{"n":{n}}}'.encode() for n in range(100)]
+    journal = PostgresJournal(pg_schema_url)
+    real = psycopg.Connection.execute
+    cut: list[int] = []
+
+    def execute(conn: psycopg.Connection[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        if (
+            conn is not journal._conn
+            or cut
+            or not str(query).startswith("WITH added AS (INSERT")
+            or "unnest" not in str(query)
+        ):
+            return real(conn, query, *args, **kwargs)
+        cut.append(conn.info.backend_pid)
+        if committed:
+            real(conn, query, *args, **kwargs)
+        with psycopg.connect(pg_schema_url, autocommit=True) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+        return real(conn, "SELECT 1")  # the next round trip on the cut session fails, as the lost answer did
+
+    try:
+        assert journal.append_upto("run", 0, lines[:1]) == (1, None)
+        monkeypatch.setattr(psycopg.Connection, "execute", execute)
+        assert journal.append_upto("run", 0, [*lines[1:], DONE_LINE]) == (len(lines), None)
+        monkeypatch.undo()
+        assert len(cut) == 1  # the statement of the 99 lines was cut
+        assert journal.read("run", 0) == [*lines, DONE_LINE]
+        with psycopg.connect(pg_schema_url, autocommit=True) as conn:
+            locks = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").fetchone()
+        assert locks == (0,)  # [DONE] let the response's lock go, taken again on the new session
+    finally:
+        journal.close()

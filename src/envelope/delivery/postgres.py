@@ -184,7 +184,9 @@ class PostgresJournal:
 
     One autocommit connection writes; each ``append`` is one round trip that inserts the
     line at the next ``seq`` of its response and sends a NOTIFY naming it, so the line is
-    durable (committed) before the server sends it (spec delivery §3.1-a). The first append
+    durable (committed) before the server sends it (spec delivery §3.1-a); lines that come
+    together (``append_together``, ``append_upto``) share a statement and a NOTIFY per
+    response (spec delivery [D3.4-f]). The first append
     of a response takes a session advisory lock on it, released after ``[DONE]``: the
     lock says "a live process writes this response", so ``unfinished()`` on a starting
     process returns only responses whose writer is gone (its connection closed; spec
@@ -355,13 +357,24 @@ class PostgresJournal:
         if error is not None:
             raise error
 
+    def append_upto(self, run_id: str, response: int, lines: Sequence[bytes]) -> tuple[int, Exception | None]:
+        """``append`` of each line, in order, up to the first that fails, most in one statement ([D3.6-d]).
+
+        Returns:
+            How many of ``lines`` were committed, and the exception of the one after them
+            (``None`` when all were).
+        """
+        errors = self.append_together([(run_id, response, line) for line in lines])
+        failed = next((n for n, error in enumerate(errors) if error is not None), None)
+        return (len(lines), None) if failed is None else (failed, errors[failed])
+
     def append_together(self, lines: Sequence[tuple[str, int, bytes]]) -> list[Exception | None]:
         """Append ``(run_id, response, line)``s of any responses, each as ``append`` would (spec delivery [D3.4-f]).
 
-        Lines of responses this connection already writes go in one statement (at most one
-        line per response each, up to ``BATCH_LINES``); a response's first line, its
-        ``[DONE]`` and lines after a reconnection go one by one, as ``append``. Every line is
-        committed before this returns, and the lines of one response in their order.
+        Lines of responses this connection already writes go in one statement (up to
+        ``BATCH_LINES``, several of one response in their order); a response's first line,
+        its ``[DONE]`` and lines after a reconnection go one by one, as ``append``. Every
+        line is committed before this returns, and the lines of one response in their order.
 
         Returns:
             For each line, ``None`` if it was committed, else the exception ``append`` would have raised.
@@ -380,57 +393,84 @@ class PostgresJournal:
         return [item.error for item in items]
 
     def _take_batch(self) -> list[_Pending]:
-        """The waiting lines to write now: in order, at most one per response, at most ``BATCH_LINES``."""
+        """The waiting lines to write now: the first ``BATCH_LINES``, in the order they came."""
         with self._waiting_lock:
-            batch: list[_Pending] = []
-            later: list[_Pending] = []
-            keys: set[tuple[str, int]] = set()
-            for item in self._waiting:
-                if item.key in keys or len(batch) >= BATCH_LINES:
-                    later.append(item)
-                elif item.after is not None and item.after.error is not None:  # as ``append`` would: not tried
-                    item.error = JournalError(f"not journaled: an earlier line of run {item.run_id} failed")
-                    item.done = True
-                else:
-                    keys.add(item.key)
-                    batch.append(item)
-            self._waiting = later
+            batch, self._waiting = self._waiting[:BATCH_LINES], self._waiting[BATCH_LINES:]
         return batch
+
+    def _writes(self, key: tuple[str, int]) -> bool:
+        """This connection writes that response: it holds its lock and knows its next ``seq``."""
+        return key in self._held and key in self._next
 
     def _write(self, batch: list[_Pending]) -> None:
         """Commit ``batch`` (caller holds the lock): together where it can, each line on its own otherwise.
 
+        Each response's lines stay in their order: its first line on its own if this
+        connection does not write it yet (that takes its lock), then its lines up to its
+        ``[DONE]`` in one statement with the other responses', then what is left one by one.
         Every line of the batch is done when this returns, by any way out: its caller waits on nothing else.
         """
+        responses: dict[tuple[str, int], list[_Pending]] = {}
+        for item in batch:
+            responses.setdefault(item.key, []).append(item)
         try:
-            together = [p for p in batch if p.key in self._held and p.key in self._next and p.line != _DONE]
+            for items in responses.values():
+                if not self._writes(items[0].key) and not self._not_tried(items[0]):
+                    self._write_one(items)
+            together = []
+            for key, items in responses.items():
+                for item in items:
+                    if item.done:
+                        continue
+                    if not self._writes(key) or item.line == _DONE or self._not_tried(item):
+                        break
+                    together.append(item)
             if len(together) >= 2:
                 self._insert_together(together)
-            for item in batch:
-                if not item.done:
-                    self._write_one(item)
+            for items in responses.values():
+                for n, item in enumerate(items):
+                    if not item.done and not self._not_tried(item):
+                        self._write_one(items[n:])
         finally:
             for item in batch:
                 if not item.done:
                     item.error = JournalError(f"cannot journal a line of run {item.run_id}: its writer was interrupted")
                     item.done = True
 
-    def _write_one(self, item: _Pending) -> None:
+    @staticmethod
+    def _not_tried(item: _Pending) -> bool:
+        """The line before it in its call failed: it fails too, untried, as a loop of ``append`` would stop."""
+        if item.done or item.after is None or item.after.error is None:
+            return False
+        item.error = JournalError(f"not journaled: an earlier line of run {item.run_id} failed")
+        item.done = True
+        return True
+
+    def _write_one(self, items: list[_Pending]) -> None:
+        """``items[0]`` on its own; the lines after it (of its response) tell what a lost connection committed."""
+        item = items[0]
         try:
-            self._run_locked(
+            kept = self._run_locked(
                 f"journal a line of run {item.run_id}",
-                lambda conn: self._append_one(conn, item.run_id, item.response, item.line),
+                lambda conn: self._append_one(conn, item.run_id, item.response, [p.line for p in items]),
             )
         except Exception as exc:  # the caller's, raised in its own thread
             item.error = exc
-        item.done = True
+            kept = 1
+        for done in items[:kept]:
+            done.done = True
 
     def _insert_together(self, items: list[_Pending]) -> None:
-        """One statement for lines of responses this connection already writes. If it fails, nothing of it is known
-        to be committed, and each line goes the one-by-one way, which recognises a line that was."""
+        """One statement for lines of responses this connection already writes, each response's in its order, and a
+        NOTIFY for each response's last line (followers read the table from where they are). If it fails, nothing
+        of it is known to be committed, and each line goes the one-by-one way, which recognises lines that were."""
         try:
             conn = self._connection()
-            seqs = [self._next[p.key] for p in items]
+            nexts = {p.key: self._next[p.key] for p in items}
+            seqs = []
+            for p in items:
+                seqs.append(nexts[p.key])
+                nexts[p.key] += 1
             conn.execute(
                 "WITH added AS (INSERT INTO stream_journal (run_id, response, seq, line)"
                 " SELECT * FROM unnest(%s::text[], %s::int[], %s::int[], %s::bytea[]))"
@@ -441,19 +481,24 @@ class PostgresJournal:
                     seqs,
                     [p.line for p in items],
                     CHANNEL,
-                    [f"{p.run_id}:{p.response}:{seq}" for p, seq in zip(items, seqs, strict=True)],
+                    [f"{run_id}:{response}:{seq - 1}" for (run_id, response), seq in nexts.items()],
                 ),
             )
         except (psycopg.Error, JournalError) as exc:
             log.info("journal: %d lines together failed (%s); writing each on its own", len(items), exc)
             return
-        for p, seq in zip(items, seqs, strict=True):
-            self._next[p.key] = seq + 1
+        self._next.update(nexts)
+        for p in items:
             p.done = True
 
-    def _append_one(self, conn: psycopg.Connection[TupleRow], run_id: str, response: int, line: bytes) -> None:
-        """One line on its own: a response's first, its ``[DONE]``, one after a reconnection, or a lone one."""
+    def _append_one(self, conn: psycopg.Connection[TupleRow], run_id: str, response: int, lines: list[bytes]) -> int:
+        """``lines[0]`` on its own: a response's first, its ``[DONE]``, one after a reconnection, or a lone one.
+
+        Returns how many of ``lines`` are committed: 1, or after a reconnection the lines
+        the lost connection had committed (one statement of several; spec delivery [D3.4-f]).
+        """
         key = (run_id, response)
+        line = lines[0]
         seq = self._next.get(key)
         if seq is None:  # the first line this process writes there (a new response, or a recovery)
             self._hold(conn, run_id, response, wait=True)
@@ -463,11 +508,11 @@ class PostgresJournal:
                 self._next.pop(key, None)
                 raise JournalTakenOverError(f"response {run_id}:{response} is being closed by another process")
             stored, last = self._tail(conn, run_id, response)
-            if stored == seq + 1 and last == line:  # the lost connection had committed this very line
-                self._next[key] = seq + 1
-                if line == _DONE:
+            if seq < stored <= seq + len(lines) and self._stored(conn, key, seq, stored, last) == lines[: stored - seq]:
+                self._next[key] = stored  # the lost connection had committed these very lines
+                if lines[stored - seq - 1] == _DONE:
                     self._let_go(conn, run_id, response)
-                return
+                return stored - seq
             if stored != seq:
                 self._let_go(conn, run_id, response)
                 raise JournalTakenOverError(
@@ -481,6 +526,21 @@ class PostgresJournal:
         self._next[key] = seq + 1
         if line == _DONE:
             self._let_go(conn, run_id, response)
+        return 1
+
+    @staticmethod
+    def _stored(
+        conn: psycopg.Connection[TupleRow], key: tuple[str, int], start: int, end: int, last: bytes | None
+    ) -> list[bytes]:
+        """The committed lines ``start`` to ``end - 1`` of a response (``last`` is line ``end - 1``, read already)."""
+        if end - start == 1:
+            return [] if last is None else [last]
+        rows = conn.execute(
+            "SELECT line FROM stream_journal WHERE run_id = %s AND response = %s AND seq >= %s AND seq < %s"
+            " ORDER BY seq",
+            (*key, start, end),
+        ).fetchall()
+        return [bytes(row[0]) for row in rows]
 
     def read(self, run_id: str, response: int) -> list[bytes] | None:
         """See ``Journal.read``."""
