@@ -142,6 +142,20 @@ class WorkerProcess:
         """The completions the queue accepted from this worker: ``(task_id, attempt)``."""
         return [(m[2], int(m[3])) for m in COMPLETED.finditer(self.text())]
 
+    def logged_completions(self, count: int = 1, timeout: float = 30.0) -> list[tuple[str, int]]:
+        """``completions()`` once ``count`` of them are logged (bounded).
+
+        The worker logs a completion just after the queue accepted it, so a test that saw
+        the task done in the database may read the log a moment before the line is there.
+        """
+
+        def logged() -> list[tuple[str, int]] | None:
+            done = self.completions()
+            return done if len(done) >= count else None
+
+        found: list[tuple[str, int]] = wait_until(logged, timeout, f"{count} completion(s) in worker {self.name}'s log")
+        return found
+
 
 def wait_until(check: Any, timeout: float, what: str, every: float = 0.05) -> Any:
     """Call ``check()`` until it returns something true (returned), or fail after ``timeout`` seconds."""

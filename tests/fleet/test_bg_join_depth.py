@@ -69,7 +69,7 @@ def test_sa4_a_a_worker_built_child_has_its_roots_depth_limit(
     row, lines = asyncio.run(_root(pg_schema_url, max_depth))
     assert_valid_responses(lines)
     assert row.status == "completed", row.error
-    assert worker.completions() == [(row.task_id, 1)]  # the worker process built and ran the child
+    assert worker.logged_completions() == [(row.task_id, 1)]  # the worker process built and ran the child
     assert row.payload["depth"] == 1
     assert row.payload["max_depth"] == max_depth
     final = row.result["final_text"]

@@ -84,7 +84,7 @@ def test_scaleout_6_8_a_a_background_child_runs_on_a_worker_process(
     assert result.stop_reason == "end_turn"
     assert task.status == "completed"
     assert task.kind == "subagent"
-    assert worker.completions() == [(task.task_id, 1)]  # the worker process ran it, not this one
+    assert worker.logged_completions() == [(task.task_id, 1)]  # the worker process ran it, not this one
     assert task.result["agent"] == _spawned(lines, agent.agent_uuid)["agent"]
     (notice,) = _notices(model)
     assert 'status="completed"' in notice
@@ -127,7 +127,7 @@ def test_scaleout_6_8_c_a_killed_worker_s_idempotent_child_is_run_by_another(
     assert task.status == "completed"
     assert task.attempts == 2
     (fast,) = [w for w in started if w.name == "fast"]
-    assert fast.completions() == [(task.task_id, 2)]  # the second worker ran it again
+    assert fast.logged_completions() == [(task.task_id, 2)]  # the second worker ran it again
     (notice,) = _notices(model)
     assert 'status="completed"' in notice
     assert result.final_text.startswith("The background task reported back: Findings on tides")

@@ -83,7 +83,7 @@ def test_sa3_b_a_child_finished_by_a_worker_process_is_joined_by_a_later_respons
     assert_valid_responses(first_lines)
     worker = workers(pg_schema_url, "w1", *WORKER_ARGS)
     assert asyncio.run(_wait_done(pg_schema_url, task_id)) == "completed"
-    assert worker.completions() == [(task_id, 1)]  # the worker process ran it, not this one
+    assert worker.logged_completions() == [(task_id, 1)]  # the worker process ran it, not this one
     text, later_lines, seen = asyncio.run(_later(pg_schema_url, agent_uuid))
     assert_valid_responses(later_lines)
     assert text.startswith("The background task reported back: Findings on tides")
