@@ -64,6 +64,12 @@ class _Queued:
         self.prefix = prefix  # ``append_upto``: its outcome is (lines journaled, the failure or None)
 
 
+def upto_outcome(errors: Sequence[Exception | None]) -> tuple[int, Exception | None]:
+    """``append_upto``'s outcome from each line's (``None``: journaled): the lines before the first failure, and it."""
+    failed = next((n for n, error in enumerate(errors) if error is not None), None)
+    return (len(errors), None) if failed is None else (failed, errors[failed])
+
+
 def _own_append_upto(journal: object) -> Callable[[str, int, Sequence[bytes]], tuple[int, Exception | None]] | None:
     """The journal's ``append_upto``, unless its class overrode ``append`` below it (spec delivery [D3.6-d]).
 
@@ -173,10 +179,9 @@ class OffLoopJournal:
         for queued in batch:
             mine = errors[at : at + len(queued.lines or ())]
             at += len(mine)
-            failed = next((n for n, e in enumerate(mine) if e is not None), None)
-            error = None if failed is None else mine[failed]
+            kept, error = upto_outcome(mine)
             if queued.prefix:  # append_upto: the lines before the first failure were journaled
-                queued.finish(True, (len(mine) if failed is None else failed, error))
+                queued.finish(True, (kept, error))
             else:
                 queued.finish(error is None, error)
 

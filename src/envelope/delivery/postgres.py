@@ -33,7 +33,7 @@ except ModuleNotFoundError as exc:  # spec cli [C10-c]: one line naming the extr
     raise import_failed(exc, __name__, "postgres") from None  # pragma: no cover  # in a subprocess (tests/install)
 
 from ._errors import JournalError, JournalGapError, JournalTakenOverError, JournalUnavailableError
-from ._offloop import DEFAULT_CALL_TIMEOUT
+from ._offloop import DEFAULT_CALL_TIMEOUT, upto_outcome
 from ._shared_follow import SharedFollows
 
 if TYPE_CHECKING:
@@ -364,9 +364,7 @@ class PostgresJournal:
             How many of ``lines`` were committed, and the exception of the one after them
             (``None`` when all were).
         """
-        errors = self.append_together([(run_id, response, line) for line in lines])
-        failed = next((n for n, error in enumerate(errors) if error is not None), None)
-        return (len(lines), None) if failed is None else (failed, errors[failed])
+        return upto_outcome(self.append_together([(run_id, response, line) for line in lines]))
 
     def append_together(self, lines: Sequence[tuple[str, int, bytes]]) -> list[Exception | None]:
         """Append ``(run_id, response, line)``s of any responses, each as ``append`` would (spec delivery [D3.4-f]).
