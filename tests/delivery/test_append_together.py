@@ -12,6 +12,8 @@ import pytest
 from envelope.delivery import DONE_LINE, JournalError, LiveStream
 from envelope.delivery._offloop import OffLoopJournal
 from envelope.delivery.postgres import PostgresJournal
+from streams import text_response
+from validating import assert_valid
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -150,7 +152,8 @@ def test_spec_delivery_3_4_f_a_batch_of_one_response_is_one_statement(
 ) -> None:
     """[D3.4-f] with [D3.6-d]: 300 lines of one response: its first line and its [DONE] on their own, the lines
     between them a statement per ``BATCH_LINES``; each committed once, in order; a follower reads them all."""
-    lines = [f'{{"n":{n}}}'.encode() for n in range(299)] + [DONE_LINE]
+    lines = text_response(words=296)  # 300 lines: meta_init, 296 deltas, the text's end, meta_final, [DONE]
+    assert len(lines) == 300
     journal = PostgresJournal(pg_schema_url)
     try:
         sent = _round_trips(monkeypatch, journal)
@@ -163,8 +166,10 @@ def test_spec_delivery_3_4_f_a_batch_of_one_response_is_one_statement(
         async def follow() -> list[bytes]:
             return [line async for _, line in journal.follow("run-1", 0)]
 
-        assert asyncio.run(asyncio.wait_for(follow(), 30)) == lines
+        followed = asyncio.run(asyncio.wait_for(follow(), 30))
+        assert followed == lines
         assert journal.read("run-1", 0) == lines
+        assert_valid(followed)
     finally:
         journal.close()
 
