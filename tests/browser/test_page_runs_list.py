@@ -148,11 +148,14 @@ def test_pl1_f_a_long_query_is_cut_on_one_line_and_the_whole_listed_one_is_its_t
     assert shown.startswith("frank-1: What is 2 + 2? ")
     assert shown.endswith("\u2026")
     assert len(shown) == 200
-    one_line: bool = query.evaluate(
-        "el => el.scrollWidth > el.clientWidth && el.getClientRects().length === 1"
-        " && getComputedStyle(el).textOverflow === 'ellipsis'"
+    # Asked of the element in the page each time (bounded): the list is drawn again as runs change, so an
+    # element found a moment before may be a detached one, with no size.
+    page.wait_for_function(
+        "() => { const el = document.querySelector('#runs-list li .run-query');"
+        " return el !== null && el.scrollWidth > el.clientWidth && el.getClientRects().length === 1"
+        " && getComputedStyle(el).textOverflow === 'ellipsis'; }",
+        timeout=10_000,
     )
-    assert one_line
     assert page.locator("#runs-list li a").get_attribute("title").startswith(shown + "\nrun ")
     page.screenshot(path=str(tmp_path / "runs-list-long.png"))
 
